@@ -1,0 +1,329 @@
+//! The native `stem4d` command: `info`, `product`, `bench`. Its flags are a contract that
+//! tests outside the project rely on; keep them exactly.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::contract::Region;
+use crate::error::{Error, Result};
+use crate::formats::{Acquisition, OpenOptions, PartKind};
+use crate::hdf5_index::Layout;
+use crate::products::{ProductKind, ProductParams};
+use crate::source::{ByteSource, FileSet, FsSource};
+
+#[derive(Parser)]
+#[command(name = "stem4d", version, about = "4D-STEM acquisitions: inspect, reduce, benchmark")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Args, Clone)]
+struct OpenArgs {
+    /// Input files: an Arina master with its data files (and companion), or one HDF5/EMPAD file.
+    #[arg(required = true)]
+    files: Vec<PathBuf>,
+    /// Scan shape ROWS,COLS when the files do not carry it (or to override it).
+    #[arg(long, value_name = "R,C")]
+    scan_shape: Option<String>,
+    /// HDF5 path of the 3D/4D data set (default: detected).
+    #[arg(long, value_name = "PATH")]
+    dataset: Option<String>,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Describe an acquisition: shape, dtype, format, filters, chunk table, calibration.
+    Info {
+        #[command(flatten)]
+        open: OpenArgs,
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
+        /// List every chunk even for long tables.
+        #[arg(long)]
+        chunks: bool,
+    },
+    /// Compute one product and write it as .npy.
+    Product(ProductArgs),
+    /// Benchmarks that print figures.
+    Bench {
+        #[command(subcommand)]
+        what: BenchCmd,
+    },
+}
+
+#[derive(Subcommand)]
+enum BenchCmd {
+    /// Decoded GB/s per stage of the CPU decode path (all cores).
+    Decode {
+        #[command(flatten)]
+        open: OpenArgs,
+        /// Repetitions; the median is reported.
+        #[arg(long, default_value_t = 3)]
+        repeat: usize,
+    },
+}
+
+#[derive(Args)]
+struct ProductArgs {
+    #[command(flatten)]
+    open: OpenArgs,
+    #[arg(long)]
+    kind: String,
+    #[arg(long, value_name = "R,C", allow_hyphen_values = true)]
+    center: Option<String>,
+    #[arg(long)]
+    radius: Option<f64>,
+    #[arg(long)]
+    inner: Option<f64>,
+    #[arg(long)]
+    outer: Option<f64>,
+    #[arg(long, value_name = "R0,R1,C0,C1")]
+    rect: Option<String>,
+    #[arg(long, value_name = "MASK.npy")]
+    mask: Option<PathBuf>,
+    #[arg(long, value_name = "R0,R1,C0,C1")]
+    scan_roi: Option<String>,
+    #[arg(long, value_name = "R,C")]
+    at: Option<String>,
+    #[arg(long, default_value_t = 1)]
+    bin: usize,
+    #[arg(long)]
+    mask_bad_pixels: bool,
+    #[arg(long, default_value_t = 0.0, allow_hyphen_values = true)]
+    rotation: f64,
+    #[arg(long)]
+    flip: bool,
+    #[arg(long, default_value = "cpu")]
+    backend: String,
+    #[arg(long, value_name = "OUT.npy")]
+    out: PathBuf,
+}
+
+pub fn main() -> i32 {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() { 2 } else { 0 };
+        }
+    };
+    match run(cli) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("stem4d: error: {e}");
+            1
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<()> {
+    match cli.cmd {
+        Cmd::Info { open, json, chunks } => {
+            let acq = open_acquisition(&open)?;
+            let info = crate::info::Info::of(&acq, chunks);
+            if json {
+                let s = serde_json::to_string_pretty(&info)
+                    .map_err(|e| Error::param(format!("cannot serialise info: {e}")))?;
+                println!("{s}");
+            } else {
+                print!("{}", info.text());
+            }
+            Ok(())
+        }
+        Cmd::Product(p) => product(p),
+        Cmd::Bench {
+            what: BenchCmd::Decode { open, repeat },
+        } => bench_decode(&open, repeat.max(1)),
+    }
+}
+
+pub fn open_files(paths: &[PathBuf]) -> Result<FileSet> {
+    let files = paths
+        .iter()
+        .map(|p| FsSource::open(p).map(|s| Arc::new(s) as Arc<dyn ByteSource>))
+        .collect::<Result<Vec<_>>>()?;
+    FileSet::new(files)
+}
+
+fn open_acquisition(a: &OpenArgs) -> Result<Acquisition> {
+    let opts = OpenOptions {
+        scan_shape: a
+            .scan_shape
+            .as_deref()
+            .map(|s| parse_list::<usize, 2>(s, "--scan-shape"))
+            .transpose()?,
+        dataset: a.dataset.clone(),
+    };
+    Acquisition::open(open_files(&a.files)?, &opts)
+}
+
+fn parse_list<T: std::str::FromStr, const N: usize>(s: &str, flag: &str) -> Result<[T; N]> {
+    let parts: Vec<&str> = s.split(',').map(str::trim).collect();
+    let bad = || Error::param(format!("{flag} expects {N} comma-separated numbers, got '{s}'"));
+    if parts.len() != N {
+        return Err(bad());
+    }
+    let values: Vec<T> = parts.iter().map(|p| p.parse::<T>().map_err(|_| bad())).collect::<Result<_>>()?;
+    values.try_into().map_err(|_| bad())
+}
+
+fn region(s: &str, flag: &str) -> Result<Region> {
+    let [r0, r1, c0, c1] = parse_list::<usize, 4>(s, flag)?;
+    Ok(Region { r0, r1, c0, c1 })
+}
+
+fn product(p: ProductArgs) -> Result<()> {
+    let kind = ProductKind::parse(&p.kind)?;
+    match p.backend.as_str() {
+        "cpu" => {}
+        "wgpu" | "cuda" => {
+            return Err(Error::param(format!(
+                "backend '{}' is not built into this binary yet; use --backend cpu",
+                p.backend
+            )))
+        }
+        other => {
+            return Err(Error::param(format!(
+                "unknown backend '{other}' (one of: cpu, wgpu, cuda)"
+            )))
+        }
+    }
+    let mut params = ProductParams::new(kind);
+    params.center = p.center.as_deref().map(|s| parse_list::<f64, 2>(s, "--center")).transpose()?;
+    params.radius = p.radius;
+    params.inner = p.inner;
+    params.outer = p.outer;
+    params.rect = p.rect.as_deref().map(|s| region(s, "--rect")).transpose()?;
+    params.scan_roi = p.scan_roi.as_deref().map(|s| region(s, "--scan-roi")).transpose()?;
+    params.at = p.at.as_deref().map(|s| parse_list::<usize, 2>(s, "--at")).transpose()?;
+    params.bin = p.bin;
+    params.mask_bad_pixels = p.mask_bad_pixels;
+    params.rotation = p.rotation;
+    params.flip = p.flip;
+    if let Some(m) = &p.mask {
+        let bytes = std::fs::read(m).map_err(|e| Error::Io {
+            file: m.display().to_string(),
+            message: format!("cannot read mask: {e}"),
+        })?;
+        params.mask = Some(crate::npy::mask_from_npy(&m.display().to_string(), &bytes)?);
+    }
+    let acq = open_acquisition(&p.open)?;
+    let out = crate::cpu::compute(&acq, &params)?;
+    write_new_file(&p.out, &crate::npy::to_bytes(&out), &acq)
+}
+
+/// Write the output, refusing to overwrite one of the inputs.
+fn write_new_file(path: &Path, bytes: &[u8], acq: &Acquisition) -> Result<()> {
+    let name = crate::source::base_name(&path.display().to_string()).to_string();
+    if let Ok(canon) = path.canonicalize() {
+        for f in acq.files.files() {
+            if f.name() == name && canon.exists() {
+                return Err(Error::param(format!(
+                    "--out {} would overwrite an input file",
+                    path.display()
+                )));
+            }
+        }
+    }
+    std::fs::write(path, bytes).map_err(|e| Error::Io {
+        file: path.display().to_string(),
+        message: format!("cannot write output: {e}"),
+    })
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn bench_decode(open: &OpenArgs, repeat: usize) -> Result<()> {
+    use rayon::prelude::*;
+    let t = Instant::now();
+    let acq = open_acquisition(open)?;
+    let t_index = t.elapsed().as_secs_f64();
+    let logical = acq.logical_bytes() as f64;
+    let stored = acq.stored_bytes() as f64;
+    let threads = rayon::current_num_threads();
+    println!(
+        "bench decode: {:?} {:?} {} ({:.3} GB decoded, {:.3} GB stored), {threads} threads",
+        acq.format,
+        acq.shape.as_array(),
+        acq.dtype.name(),
+        logical / 1e9,
+        stored / 1e9
+    );
+    println!("  open+index          {:8.3} ms", t_index * 1e3);
+
+    // Stage 1: read the stored chunk bytes (the page cache is warm after the first repeat).
+    let mut reads = Vec::new();
+    let mut chunks: Vec<(usize, usize, Vec<u8>)> = Vec::new();
+    for _ in 0..repeat {
+        chunks.clear();
+        let t = Instant::now();
+        for (pi, part) in acq.parts.iter().enumerate() {
+            if let PartKind::Hdf5(ix) = &part.kind {
+                if let Layout::Chunked { .. } = ix.layout {
+                    let got: Vec<(usize, usize, Vec<u8>)> = ix
+                        .chunks
+                        .par_iter()
+                        .enumerate()
+                        .map(|(ci, c)| part.source.read_vec(c.offset, c.size).map(|b| (pi, ci, b)))
+                        .collect::<Result<_>>()?;
+                    chunks.extend(got);
+                }
+            }
+        }
+        reads.push(t.elapsed().as_secs_f64());
+    }
+    // Stage 2: decode from memory.
+    let mut decodes = Vec::new();
+    for _ in 0..repeat {
+        let t = Instant::now();
+        chunks.par_iter().try_for_each(|(pi, ci, raw)| -> Result<()> {
+            let PartKind::Hdf5(ix) = &acq.parts[*pi].kind else {
+                return Ok(());
+            };
+            let cs = ix.chunk_shape().unwrap_or(&[]);
+            let logical = cs.iter().product::<u64>() as usize * ix.dtype.size();
+            let c = &ix.chunks[*ci];
+            crate::decode::decode_chunk(&ix.filters, c.filter_mask, raw, logical, ix.dtype.size())
+                .map(|_| ())
+                .map_err(|e| Error::Decode {
+                    file: ix.file.clone(),
+                    chunk: format!("{:?}", c.coords),
+                    message: e.0,
+                })
+        })?;
+        decodes.push(t.elapsed().as_secs_f64());
+    }
+    // Stage 3: the whole CPU path a product uses (read + decode + widen), streamed.
+    let mut streams = Vec::new();
+    let reader = crate::frames::FrameReader::new(&acq);
+    for _ in 0..repeat {
+        let t = Instant::now();
+        let mut n = 0usize;
+        reader.for_each_block(crate::frames::Correction::default(), 256 << 20, |b| {
+            n += b.count;
+            Ok(())
+        })?;
+        streams.push(t.elapsed().as_secs_f64());
+    }
+    let report = |name: &str, secs: f64, bytes: f64, what: &str| {
+        println!(
+            "  {name:<18}  {:8.3} ms  {:7.3} GB/s {what}",
+            secs * 1e3,
+            bytes / secs / 1e9
+        );
+    };
+    if !chunks.is_empty() {
+        report("read chunks", median(reads), stored, "stored");
+        report("decode chunks", median(decodes), logical, "decoded");
+    }
+    report("read+decode+widen", median(streams), logical, "decoded");
+    Ok(())
+}

@@ -1,0 +1,366 @@
+//! The scientific contract, GPU-free: dtypes, shapes, detector masks, binning and the DPC
+//! conventions. Every backend (CPU reference, WGSL, CUDA) takes its definitions from here;
+//! `docs/CONTRACT.md` states the rules and where this project refines them.
+
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+
+/// Source sample type of an acquisition.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Dtype {
+    #[serde(rename = "uint8")]
+    U8,
+    #[serde(rename = "uint16")]
+    U16,
+    #[serde(rename = "uint32")]
+    U32,
+    #[serde(rename = "float32")]
+    F32,
+}
+
+impl Dtype {
+    pub fn size(self) -> usize {
+        match self {
+            Dtype::U8 => 1,
+            Dtype::U16 => 2,
+            Dtype::U32 | Dtype::F32 => 4,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Dtype::U8 => "uint8",
+            Dtype::U16 => "uint16",
+            Dtype::U32 => "uint32",
+            Dtype::F32 => "float32",
+        }
+    }
+
+    pub fn is_float(self) -> bool {
+        self == Dtype::F32
+    }
+
+    /// Dectris saturation / dead-pixel sentinel `2^bits − 1`; floats have none.
+    pub fn sentinel(self) -> Option<u32> {
+        match self {
+            Dtype::U8 => Some(u8::MAX as u32),
+            Dtype::U16 => Some(u16::MAX as u32),
+            Dtype::U32 => Some(u32::MAX),
+            Dtype::F32 => None,
+        }
+    }
+}
+
+/// Logical shape `I[Rr, Rc, Kr, Kc]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Shape4 {
+    pub scan: [usize; 2],
+    pub det: [usize; 2],
+}
+
+impl Shape4 {
+    pub fn frames(&self) -> usize {
+        self.scan[0] * self.scan[1]
+    }
+    pub fn det_len(&self) -> usize {
+        self.det[0] * self.det[1]
+    }
+    pub fn as_array(&self) -> [usize; 4] {
+        [self.scan[0], self.scan[1], self.det[0], self.det[1]]
+    }
+    /// Detector shape after a count-preserving bin by `b` (partial edge blocks kept).
+    pub fn binned(&self, b: usize) -> Shape4 {
+        Shape4 {
+            scan: self.scan,
+            det: [self.det[0].div_ceil(b), self.det[1].div_ceil(b)],
+        }
+    }
+}
+
+/// Half-open region `[r0, r1) × [c0, c1)`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Region {
+    pub r0: usize,
+    pub r1: usize,
+    pub c0: usize,
+    pub c1: usize,
+}
+
+impl Region {
+    pub fn full(shape: [usize; 2]) -> Self {
+        Region {
+            r0: 0,
+            r1: shape[0],
+            c0: 0,
+            c1: shape[1],
+        }
+    }
+
+    /// Check that the region is non-empty and inside `shape`; `what` names it in the error.
+    pub fn checked(self, shape: [usize; 2], what: &str) -> Result<Self> {
+        if self.r0 >= self.r1 || self.c0 >= self.c1 || self.r1 > shape[0] || self.c1 > shape[1] {
+            return Err(Error::param(format!(
+                "{what} [{}, {}) x [{}, {}) is empty or outside the {} x {} grid",
+                self.r0, self.r1, self.c0, self.c1, shape[0], shape[1]
+            )));
+        }
+        Ok(self)
+    }
+
+    pub fn contains(&self, r: usize, c: usize) -> bool {
+        r >= self.r0 && r < self.r1 && c >= self.c0 && c < self.c1
+    }
+
+    pub fn len(&self) -> usize {
+        (self.r1 - self.r0) * (self.c1 - self.c0)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// A detector mask. Geometric masks follow the contract's edge rules exactly:
+/// disk `d² ≤ r²`, annulus `ri² < d² ≤ ro²`, rectangle half-open.
+#[derive(Clone, Debug, PartialEq)]
+pub enum DetectorMask {
+    Disk {
+        center: [f64; 2],
+        radius: f64,
+    },
+    Annulus {
+        center: [f64; 2],
+        inner: f64,
+        outer: f64,
+    },
+    Rect(Region),
+    Point {
+        r: usize,
+        c: usize,
+    },
+    /// Boolean mask over the detector, row-major.
+    Bool(Vec<bool>),
+    /// Weighted mask over the detector, row-major; sums become float64.
+    Weighted(Vec<f64>),
+}
+
+/// A mask reduced to the detector pixels it selects: the sparse list every kernel walks.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SparseMask {
+    pub indices: Vec<u32>,
+    /// `None` for 0/1 masks (exact integer sums); weights for weighted masks.
+    pub weights: Option<Vec<f64>>,
+}
+
+impl DetectorMask {
+    fn dist2(center: [f64; 2], i: usize, j: usize) -> f64 {
+        let dr = i as f64 - center[0];
+        let dc = j as f64 - center[1];
+        dr * dr + dc * dc
+    }
+
+    pub fn validate(&self, det: [usize; 2]) -> Result<()> {
+        let finite = |v: f64, what: &str| {
+            if v.is_finite() {
+                Ok(())
+            } else {
+                Err(Error::param(format!("{what} must be a finite number")))
+            }
+        };
+        match self {
+            DetectorMask::Disk { center, radius } => {
+                finite(center[0], "center row")?;
+                finite(center[1], "center col")?;
+                finite(*radius, "radius")?;
+                if *radius < 0.0 {
+                    return Err(Error::param("radius must be >= 0"));
+                }
+            }
+            DetectorMask::Annulus {
+                center,
+                inner,
+                outer,
+            } => {
+                finite(center[0], "center row")?;
+                finite(center[1], "center col")?;
+                finite(*inner, "inner radius")?;
+                finite(*outer, "outer radius")?;
+                if *inner < 0.0 || outer < inner {
+                    return Err(Error::param(format!(
+                        "annulus needs 0 <= inner <= outer (got inner {inner}, outer {outer})"
+                    )));
+                }
+            }
+            DetectorMask::Rect(r) => {
+                r.checked(det, "detector rectangle")?;
+            }
+            DetectorMask::Point { r, c } => {
+                if *r >= det[0] || *c >= det[1] {
+                    return Err(Error::param(format!(
+                        "detector point ({r}, {c}) is outside the {} x {} detector",
+                        det[0], det[1]
+                    )));
+                }
+            }
+            DetectorMask::Bool(m) => check_mask_len(m.len(), det)?,
+            DetectorMask::Weighted(w) => {
+                check_mask_len(w.len(), det)?;
+                if w.iter().any(|v| !v.is_finite()) {
+                    return Err(Error::param("mask weights must be finite"));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Weight of detector pixel (i, j): 0 or 1 for geometric and boolean masks.
+    pub fn weight(&self, det: [usize; 2], i: usize, j: usize) -> f64 {
+        let inside = match self {
+            DetectorMask::Disk { center, radius } => Self::dist2(*center, i, j) <= radius * radius,
+            DetectorMask::Annulus {
+                center,
+                inner,
+                outer,
+            } => {
+                let d2 = Self::dist2(*center, i, j);
+                inner * inner < d2 && d2 <= outer * outer
+            }
+            DetectorMask::Rect(r) => r.contains(i, j),
+            DetectorMask::Point { r, c } => *r == i && *c == j,
+            DetectorMask::Bool(m) => m[i * det[1] + j],
+            DetectorMask::Weighted(w) => return w[i * det[1] + j],
+        };
+        if inside {
+            1.0
+        } else {
+            0.0
+        }
+    }
+
+    pub fn is_weighted(&self) -> bool {
+        matches!(self, DetectorMask::Weighted(_))
+    }
+
+    pub fn sparse(&self, det: [usize; 2]) -> SparseMask {
+        let mut indices = Vec::new();
+        let mut weights = Vec::new();
+        for i in 0..det[0] {
+            for j in 0..det[1] {
+                let w = self.weight(det, i, j);
+                if w != 0.0 {
+                    indices.push((i * det[1] + j) as u32);
+                    weights.push(w);
+                }
+            }
+        }
+        SparseMask {
+            indices,
+            weights: self.is_weighted().then_some(weights),
+        }
+    }
+}
+
+fn check_mask_len(len: usize, det: [usize; 2]) -> Result<()> {
+    if len != det[0] * det[1] {
+        return Err(Error::param(format!(
+            "mask has {len} pixels but the detector has {} x {} = {}",
+            det[0],
+            det[1],
+            det[0] * det[1]
+        )));
+    }
+    Ok(())
+}
+
+/// DPC convention: the component swap ("flip") comes first, then the rotation by θ:
+/// `g_r = cosθ·d_r − sinθ·d_c`, `g_c = sinθ·d_r + cosθ·d_c`.
+pub fn rotate_flip(d: [f64; 2], rotation_deg: f64, flip: bool) -> [f64; 2] {
+    let [dr, dc] = if flip { [d[1], d[0]] } else { d };
+    let (s, c) = rotation_deg.to_radians().sin_cos();
+    [c * dr - s * dc, s * dr + c * dc]
+}
+
+/// numpy's `fftfreq(n)` (unit sample spacing).
+pub fn fftfreq(n: usize) -> Vec<f64> {
+    let half = n.div_ceil(2);
+    (0..n)
+        .map(|k| {
+            let k = if k < half { k as f64 } else { k as f64 - n as f64 };
+            k / n as f64
+        })
+        .collect()
+}
+
+/// Resident payload in bytes: `B = Rr·Rc·ceil(Kr/b)·ceil(Kc/b)·w`.
+pub fn resident_payload_bytes(shape: Shape4, bin: usize, bytes_per_value: usize) -> u64 {
+    let b = shape.binned(bin.max(1));
+    (b.frames() as u64) * (b.det_len() as u64) * bytes_per_value as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn disk_edge_is_inclusive_and_annulus_inner_exclusive() {
+        let det = [9, 9];
+        let disk = DetectorMask::Disk {
+            center: [4.0, 4.0],
+            radius: 2.0,
+        };
+        assert_eq!(disk.weight(det, 2, 4), 1.0);
+        assert_eq!(disk.weight(det, 2, 3), 0.0);
+        let ann = DetectorMask::Annulus {
+            center: [4.0, 4.0],
+            inner: 1.0,
+            outer: 2.0,
+        };
+        assert_eq!(ann.weight(det, 3, 4), 0.0, "d = inner is excluded");
+        assert_eq!(ann.weight(det, 2, 4), 1.0, "d = outer is included");
+        assert_eq!(ann.weight(det, 4, 4), 0.0);
+    }
+
+    #[test]
+    fn rect_is_half_open_and_validated() {
+        let det = [5, 7];
+        let m = DetectorMask::Rect(Region {
+            r0: 1,
+            r1: 3,
+            c0: 0,
+            c1: 7,
+        });
+        m.validate(det).unwrap();
+        assert_eq!(m.sparse(det).indices.len(), 14);
+        let bad = DetectorMask::Rect(Region {
+            r0: 1,
+            r1: 6,
+            c0: 0,
+            c1: 7,
+        });
+        assert!(bad.validate(det).is_err());
+    }
+
+    #[test]
+    fn fftfreq_matches_numpy() {
+        assert_eq!(fftfreq(4), vec![0.0, 0.25, -0.5, -0.25]);
+        assert_eq!(fftfreq(5), vec![0.0, 0.2, 0.4, -0.4, -0.2]);
+    }
+
+    #[test]
+    fn flip_comes_before_rotation() {
+        let g = rotate_flip([1.0, 0.0], 90.0, true);
+        // flip -> (0, 1); rotate 90° -> (-1, 0)
+        assert!((g[0] + 1.0).abs() < 1e-15 && g[1].abs() < 1e-15);
+    }
+
+    #[test]
+    fn payload_counts_partial_bins() {
+        let s = Shape4 {
+            scan: [2, 3],
+            det: [5, 7],
+        };
+        assert_eq!(resident_payload_bytes(s, 2, 4), 6 * 3 * 4 * 4);
+    }
+}

@@ -1,0 +1,422 @@
+//! CPU reference of every product: exact integers, float64 with error-free (double-double)
+//! accumulation for float data, simple loops. Every GPU kernel is checked against this.
+
+mod exact;
+mod fft;
+
+pub use exact::Dd;
+
+use crate::contract::{rotate_flip, fftfreq, Region, SparseMask};
+use crate::error::{Error, Result};
+use crate::formats::Acquisition;
+use crate::frames::{Correction, FrameBlock, FrameReader, Samples};
+use crate::products::{ArrayData, ProductArray, ProductKind, ProductParams};
+
+/// Decoded bytes per block while streaming (bounded memory whatever the acquisition size).
+const BLOCK_BYTES: usize = 64 << 20;
+
+pub fn compute(acq: &Acquisition, p: &ProductParams) -> Result<ProductArray> {
+    p.validate(acq.shape)?;
+    let corr = Correction {
+        mask_bad_pixels: p.mask_bad_pixels,
+        bin: p.bin,
+    };
+    let reader = FrameReader::new(acq);
+    let shape = acq.shape.binned(p.bin);
+    let scan = shape.scan.to_vec();
+    let det = shape.det;
+    let binned = p.bin > 1;
+    match p.kind {
+        ProductKind::SumDp | ProductKind::MeanDp | ProductKind::MaxDp => {
+            let roi = p.scan_roi.unwrap_or(Region::full(shape.scan));
+            let r = pattern_reductions(&reader, corr, det, roi, p.kind == ProductKind::MaxDp)?;
+            let count = roi.len() as u64;
+            let data = match (p.kind, r) {
+                (ProductKind::SumDp, Reduced::Int { sum, .. }) => ArrayData::U64(sum),
+                (ProductKind::SumDp, Reduced::Float { sum, .. }) => {
+                    ArrayData::F64(sum.iter().map(Dd::value).collect())
+                }
+                (ProductKind::MeanDp, Reduced::Int { sum, .. }) => ArrayData::F64(
+                    sum.iter().map(|&s| Dd::from_u64(s).div_u64(count)).collect(),
+                ),
+                (ProductKind::MeanDp, Reduced::Float { sum, .. }) => {
+                    ArrayData::F64(sum.iter().map(|s| s.div_u64(count)).collect())
+                }
+                (_, Reduced::Int { max, .. }) => {
+                    ArrayData::from_samples_u32(max, acq.dtype, binned)
+                }
+                (_, Reduced::Float { max, .. }) => ArrayData::F32(max),
+            };
+            Ok(ProductArray {
+                shape: det.to_vec(),
+                data,
+            })
+        }
+        ProductKind::Total => {
+            let all = SparseMask {
+                indices: (0..(det[0] * det[1]) as u32).collect(),
+                weights: None,
+            };
+            Ok(ProductArray {
+                shape: scan,
+                data: masked_sums(&reader, corr, &all)?.into_array(),
+            })
+        }
+        ProductKind::Bf | ProductKind::Adf | ProductKind::Rect | ProductKind::Mask => {
+            let mask = p.detector_mask(det)?.sparse(det);
+            Ok(ProductArray {
+                shape: scan,
+                data: masked_sums(&reader, corr, &mask)?.into_array(),
+            })
+        }
+        ProductKind::Df => {
+            let bf = p.detector_mask(det)?.sparse(det);
+            let all = SparseMask {
+                indices: (0..(det[0] * det[1]) as u32).collect(),
+                weights: None,
+            };
+            let total = masked_sums(&reader, corr, &all)?;
+            let bf = masked_sums(&reader, corr, &bf)?;
+            Ok(ProductArray {
+                shape: scan,
+                data: total.minus(&bf).into_array(),
+            })
+        }
+        ProductKind::Com => {
+            let com = center_of_mass(&reader, corr, det)?;
+            Ok(ProductArray {
+                shape: vec![2, shape.scan[0], shape.scan[1]],
+                data: ArrayData::F64(com),
+            })
+        }
+        ProductKind::Dpc => {
+            let com = center_of_mass(&reader, corr, det)?;
+            Ok(ProductArray {
+                shape: vec![2, shape.scan[0], shape.scan[1]],
+                data: ArrayData::F64(dpc_from_com(&com, p.rotation, p.flip)),
+            })
+        }
+        ProductKind::Idpc => {
+            let com = center_of_mass(&reader, corr, det)?;
+            let dpc = dpc_from_com(&com, p.rotation, p.flip);
+            Ok(ProductArray {
+                shape: scan,
+                data: ArrayData::F64(idpc(&dpc, shape.scan)),
+            })
+        }
+        ProductKind::Binned => {
+            let mut ints = Vec::new();
+            let mut floats = Vec::new();
+            reader.for_each_block(corr, BLOCK_BYTES, |b| {
+                match &b.samples {
+                    Samples::Int(v) => ints.extend_from_slice(v),
+                    Samples::Float(v) => floats.extend_from_slice(v),
+                }
+                Ok(())
+            })?;
+            let data = if acq.dtype.is_float() {
+                ArrayData::F32(floats)
+            } else {
+                ArrayData::U32(ints)
+            };
+            Ok(ProductArray {
+                shape: vec![shape.scan[0], shape.scan[1], det[0], det[1]],
+                data,
+            })
+        }
+        ProductKind::Pattern => {
+            let [r, c] = p.at.ok_or_else(|| Error::param("product 'pattern' needs --at R,C"))?;
+            let f = r * shape.scan[1] + c;
+            let block = reader.block(f, f + 1, corr)?;
+            let data = match block.samples {
+                Samples::Int(v) => ArrayData::from_samples_u32(v, acq.dtype, binned),
+                Samples::Float(v) => ArrayData::F32(v),
+            };
+            Ok(ProductArray {
+                shape: det.to_vec(),
+                data,
+            })
+        }
+        ProductKind::FitBf => {
+            let roi = Region::full(shape.scan);
+            let count = roi.len() as u64;
+            let mean: Vec<f64> = match pattern_reductions(&reader, corr, det, roi, false)? {
+                Reduced::Int { sum, .. } => sum.iter().map(|&s| Dd::from_u64(s).div_u64(count)).collect(),
+                Reduced::Float { sum, .. } => sum.iter().map(|s| s.div_u64(count)).collect(),
+            };
+            Ok(ProductArray {
+                shape: vec![3],
+                data: ArrayData::F64(fit_bf(&mean, det).to_vec()),
+            })
+        }
+    }
+}
+
+enum Reduced {
+    Int { sum: Vec<u64>, max: Vec<u32> },
+    Float { sum: Vec<Dd>, max: Vec<f32> },
+}
+
+/// Sum and maximum over the scan positions in `roi`, per detector pixel.
+fn pattern_reductions(
+    reader: &FrameReader,
+    corr: Correction,
+    det: [usize; 2],
+    roi: Region,
+    want_max: bool,
+) -> Result<Reduced> {
+    let n = det[0] * det[1];
+    let cols = reader.acquisition().shape.scan[1];
+    let float = reader.acquisition().dtype.is_float();
+    let mut out = if float {
+        Reduced::Float {
+            sum: vec![Dd::ZERO; n],
+            max: Vec::new(),
+        }
+    } else {
+        Reduced::Int {
+            sum: vec![0; n],
+            max: Vec::new(),
+        }
+    };
+    reader.for_each_block(corr, BLOCK_BYTES, |b| {
+        for f in 0..b.count {
+            let pos = b.first + f;
+            if !roi.contains(pos / cols, pos % cols) {
+                continue;
+            }
+            match (&mut out, &b.samples) {
+                (Reduced::Int { sum, max }, Samples::Int(v)) => {
+                    let frame = &v[f * n..(f + 1) * n];
+                    for (s, &x) in sum.iter_mut().zip(frame) {
+                        *s += x as u64;
+                    }
+                    if want_max {
+                        if max.is_empty() {
+                            max.extend_from_slice(frame);
+                        } else {
+                            for (m, &x) in max.iter_mut().zip(frame) {
+                                *m = (*m).max(x);
+                            }
+                        }
+                    }
+                }
+                (Reduced::Float { sum, max }, Samples::Float(v)) => {
+                    let frame = &v[f * n..(f + 1) * n];
+                    for (s, &x) in sum.iter_mut().zip(frame) {
+                        s.add(x as f64);
+                    }
+                    if want_max {
+                        if max.is_empty() {
+                            max.extend_from_slice(frame);
+                        } else {
+                            for (m, &x) in max.iter_mut().zip(frame) {
+                                if x > *m {
+                                    *m = x;
+                                }
+                            }
+                        }
+                    }
+                }
+                _ => unreachable!("sample kind follows the acquisition dtype"),
+            }
+        }
+        Ok(())
+    })?;
+    Ok(out)
+}
+
+/// Per-position masked sums: exact u64 for 0/1 masks on integer data, double-double else.
+enum Sums {
+    Int(Vec<u64>),
+    Float(Vec<Dd>),
+}
+
+impl Sums {
+    fn into_array(self) -> ArrayData {
+        match self {
+            Sums::Int(v) => ArrayData::U64(v),
+            Sums::Float(v) => ArrayData::F64(v.iter().map(Dd::value).collect()),
+        }
+    }
+
+    /// `total − complement`: exact for integers, one rounding for floats.
+    fn minus(self, other: &Sums) -> Sums {
+        match (self, other) {
+            (Sums::Int(a), Sums::Int(b)) => Sums::Int(a.iter().zip(b).map(|(x, y)| x - y).collect()),
+            (Sums::Float(a), Sums::Float(b)) => Sums::Float(
+                a.iter()
+                    .zip(b)
+                    .map(|(x, y)| {
+                        let mut d = *x;
+                        d.sub_dd(y);
+                        d
+                    })
+                    .collect(),
+            ),
+            _ => unreachable!("both sums come from the same data and mask kind"),
+        }
+    }
+}
+
+fn masked_sums(reader: &FrameReader, corr: Correction, mask: &SparseMask) -> Result<Sums> {
+    let frames = reader.acquisition().shape.frames();
+    let int_exact = !reader.acquisition().dtype.is_float() && mask.weights.is_none();
+    let mut out = if int_exact {
+        Sums::Int(vec![0; frames])
+    } else {
+        Sums::Float(vec![Dd::ZERO; frames])
+    };
+    reader.for_each_block(corr, BLOCK_BYTES, |b: &FrameBlock| {
+        let n = b.det[0] * b.det[1];
+        for f in 0..b.count {
+            let pos = b.first + f;
+            match (&mut out, &b.samples) {
+                (Sums::Int(s), Samples::Int(v)) => {
+                    let frame = &v[f * n..(f + 1) * n];
+                    s[pos] = mask.indices.iter().map(|&k| frame[k as usize] as u64).sum();
+                }
+                (Sums::Float(s), samples) => {
+                    let mut acc = Dd::ZERO;
+                    for (i, &k) in mask.indices.iter().enumerate() {
+                        let x = match samples {
+                            Samples::Int(v) => v[f * n + k as usize] as f64,
+                            Samples::Float(v) => v[f * n + k as usize] as f64,
+                        };
+                        match &mask.weights {
+                            Some(w) => acc.add_product(w[i], x),
+                            None => acc.add(x),
+                        }
+                    }
+                    s[pos] = acc;
+                }
+                _ => unreachable!("integer sums only for integer samples"),
+            }
+        }
+        Ok(())
+    })?;
+    Ok(out)
+}
+
+/// Centre of mass `[row plane, col plane]` in detector pixels; an empty frame gives 0.
+/// Integer moments are exact (u128) and divided once.
+fn center_of_mass(reader: &FrameReader, corr: Correction, det: [usize; 2]) -> Result<Vec<f64>> {
+    let frames = reader.acquisition().shape.frames();
+    let mut com = vec![0f64; 2 * frames];
+    reader.for_each_block(corr, BLOCK_BYTES, |b| {
+        let n = det[0] * det[1];
+        for f in 0..b.count {
+            let pos = b.first + f;
+            let (r, c) = match &b.samples {
+                Samples::Int(v) => {
+                    let frame = &v[f * n..(f + 1) * n];
+                    let (mut t, mut mr, mut mc) = (0u128, 0u128, 0u128);
+                    for i in 0..det[0] {
+                        for j in 0..det[1] {
+                            let x = frame[i * det[1] + j] as u128;
+                            t += x;
+                            mr += x * i as u128;
+                            mc += x * j as u128;
+                        }
+                    }
+                    if t == 0 {
+                        (0.0, 0.0)
+                    } else {
+                        (exact::div_u128(mr, t), exact::div_u128(mc, t))
+                    }
+                }
+                Samples::Float(v) => {
+                    let frame = &v[f * n..(f + 1) * n];
+                    let (mut t, mut mr, mut mc) = (Dd::ZERO, Dd::ZERO, Dd::ZERO);
+                    for i in 0..det[0] {
+                        for j in 0..det[1] {
+                            let x = frame[i * det[1] + j] as f64;
+                            t.add(x);
+                            mr.add_product(i as f64, x);
+                            mc.add_product(j as f64, x);
+                        }
+                    }
+                    if t.value() == 0.0 {
+                        (0.0, 0.0)
+                    } else {
+                        (mr.div_dd(&t), mc.div_dd(&t))
+                    }
+                }
+            };
+            com[pos] = r;
+            com[frames + pos] = c;
+        }
+        Ok(())
+    })?;
+    Ok(com)
+}
+
+/// DPC: CoM minus its scan mean per component, then flip and rotation (contract order).
+pub fn dpc_from_com(com: &[f64], rotation_deg: f64, flip: bool) -> Vec<f64> {
+    let n = com.len() / 2;
+    let mean = |plane: &[f64]| {
+        let mut s = Dd::ZERO;
+        for &v in plane {
+            s.add(v);
+        }
+        s.div_u64(n as u64)
+    };
+    let (mr, mc) = (mean(&com[..n]), mean(&com[n..]));
+    let mut out = vec![0f64; 2 * n];
+    for k in 0..n {
+        let g = rotate_flip([com[k] - mr, com[n + k] - mc], rotation_deg, flip);
+        out[k] = g[0];
+        out[n + k] = g[1];
+    }
+    out
+}
+
+/// iDPC by exact Fourier integration: `φ̂ = (ν_r Ĝ_r + ν_c Ĝ_c) / (2πi |ν|²)`, `φ̂(0) = 0`.
+pub fn idpc(dpc: &[f64], scan: [usize; 2]) -> Vec<f64> {
+    use rustfft::num_complex::Complex;
+    let [rows, cols] = scan;
+    let n = rows * cols;
+    let to_c = |p: &[f64]| p.iter().map(|&v| Complex::new(v, 0.0)).collect::<Vec<_>>();
+    let mut gr = to_c(&dpc[..n]);
+    let mut gc = to_c(&dpc[n..]);
+    fft::fft2(&mut gr, rows, cols, false);
+    fft::fft2(&mut gc, rows, cols, false);
+    let (fr, fc) = (fftfreq(rows), fftfreq(cols));
+    let mut phi = vec![Complex::new(0.0, 0.0); n];
+    for i in 0..rows {
+        for j in 0..cols {
+            let k = i * cols + j;
+            let nu2 = fr[i] * fr[i] + fc[j] * fc[j];
+            if nu2 == 0.0 {
+                continue;
+            }
+            let num = gr[k] * fr[i] + gc[k] * fc[j];
+            // Divide by 2πi|ν|²: multiply by -i / (2π|ν|²).
+            phi[k] = Complex::new(num.im, -num.re) / (2.0 * std::f64::consts::PI * nu2);
+        }
+    }
+    fft::fft2(&mut phi, rows, cols, true);
+    phi.iter().map(|c| c.re).collect()
+}
+
+/// BF-disk fit: region `m ≥ max(m)/2` of the mean pattern; centre = its centroid,
+/// radius = `sqrt(area/π)`. An empty pattern gives the detector centre and radius 0.
+pub fn fit_bf(mean: &[f64], det: [usize; 2]) -> [f64; 3] {
+    let max = mean.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    if !(max > 0.0) {
+        return [(det[0] as f64 - 1.0) / 2.0, (det[1] as f64 - 1.0) / 2.0, 0.0];
+    }
+    let thr = 0.5 * max;
+    let (mut n, mut sr, mut sc) = (0u64, 0u64, 0u64);
+    for i in 0..det[0] {
+        for j in 0..det[1] {
+            if mean[i * det[1] + j] >= thr {
+                n += 1;
+                sr += i as u64;
+                sc += j as u64;
+            }
+        }
+    }
+    let nf = n as f64;
+    [sr as f64 / nf, sc as f64 / nf, (nf / std::f64::consts::PI).sqrt()]
+}

@@ -1,0 +1,49 @@
+//! CPU decoders for the HDF5 filters the project supports, and the filter pipeline that
+//! applies them in reverse write order while honouring each chunk's filter mask.
+//! Every decoder checks every length against the buffer it reads and the size it must
+//! produce: a lying header is an error, never an allocation beyond the expected size.
+
+pub mod bitshuffle;
+pub mod bslz4;
+pub mod deflate;
+pub mod lz4h5;
+pub mod pipeline;
+pub mod shuffle;
+
+pub use pipeline::{decode_chunk, Filter, FilterKind};
+
+/// A decoder failure without file context; the caller adds file and chunk.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct DecodeError(pub String);
+
+impl DecodeError {
+    pub fn new(msg: impl Into<String>) -> Self {
+        DecodeError(msg.into())
+    }
+}
+
+pub(crate) fn be_u32(buf: &[u8], at: usize) -> Result<u32, DecodeError> {
+    buf.get(at..at + 4)
+        .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+        .ok_or_else(|| DecodeError::new(format!("truncated: header field at byte {at} missing")))
+}
+
+pub(crate) fn be_u64(buf: &[u8], at: usize) -> Result<u64, DecodeError> {
+    buf.get(at..at + 8)
+        .map(|b| u64::from_be_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]))
+        .ok_or_else(|| DecodeError::new(format!("truncated: header field at byte {at} missing")))
+}
+
+/// LZ4 block decode into exactly `out.len()` bytes.
+pub(crate) fn lz4_block_exact(src: &[u8], out: &mut [u8]) -> Result<(), DecodeError> {
+    let n = lz4_flex::block::decompress_into(src, out)
+        .map_err(|e| DecodeError::new(format!("corrupt LZ4 block: {e}")))?;
+    if n != out.len() {
+        return Err(DecodeError::new(format!(
+            "LZ4 block decoded to {n} bytes, expected {}",
+            out.len()
+        )));
+    }
+    Ok(())
+}

@@ -1,0 +1,51 @@
+//! One error type for the crate. Every message names the file (or the parameter) and the
+//! problem on one line, because it is shown as-is in the CLI and on the page.
+
+use thiserror::Error;
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[derive(Debug, Error)]
+pub enum Error {
+    /// The file is readable but its content is not what it claims or what we support.
+    #[error("{file}: {message}")]
+    Format { file: String, message: String },
+    /// A compressed chunk failed to decode.
+    #[error("{file}: chunk {chunk}: {message}")]
+    Decode {
+        file: String,
+        chunk: String,
+        message: String,
+    },
+    /// A file named by a link or a data set is not among the opened files.
+    #[error("{referenced_by}: linked file '{missing}' was not given (open it together with the master file)")]
+    MissingFile {
+        missing: String,
+        referenced_by: String,
+    },
+    /// Reading bytes from a file failed (I/O error, out of range).
+    #[error("{file}: {message}")]
+    Io { file: String, message: String },
+    /// The user's parameters do not fit the acquisition.
+    #[error("{0}")]
+    Param(String),
+    /// The scan shape is missing or does not fit the frames.
+    #[error("{file}: {message}")]
+    ScanShape { file: String, message: String },
+    /// Failures of a GPU backend (adapter, device loss, out of memory, limits).
+    #[error("GPU: {0}")]
+    Gpu(String),
+}
+
+impl Error {
+    pub fn format(file: impl Into<String>, message: impl Into<String>) -> Self {
+        Error::Format {
+            file: file.into(),
+            message: message.into(),
+        }
+    }
+
+    pub fn param(message: impl Into<String>) -> Self {
+        Error::Param(message.into())
+    }
+}

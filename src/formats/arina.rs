@@ -1,0 +1,171 @@
+//! Dectris Arina/Eiger: `<name>_master.h5` links `/entry/data/data_NNNNNN` to the data files;
+//! the scan shape lives only in the optional companion `<name>.h5` (`STEM Metadata`:
+//! `NumPixelsX` = columns, `NumPixelsY` = rows).
+
+use hdf5_reader::Hdf5File;
+
+use super::{
+    check_chunk_coverage, check_detector, check_frames, resolve_scan_shape, Acquisition,
+    Calibration, Format, OpenOptions, Part, PartKind,
+};
+use crate::error::{Error, Result};
+use crate::hdf5_index::{attr_f64, dataset_f64, DatasetIndex, H5Set};
+
+const DETECTOR: &str = "/entry/instrument/detector";
+
+pub(super) fn is_master(file: &Hdf5File) -> bool {
+    data_links(file).map(|l| !l.is_empty()).unwrap_or(false)
+}
+
+/// Names of the `data_NNNNNN` members of `/entry/data`, in frame order.
+fn data_links(file: &Hdf5File) -> Option<Vec<String>> {
+    let group = file.group("/entry/data").ok()?;
+    // Link names are listed without resolving them, so missing data files are named later.
+    let names = link_names(&group)?;
+    let mut links: Vec<String> = names
+        .into_iter()
+        .filter(|n| n.starts_with("data_") && n[5..].chars().all(|c| c.is_ascii_digit()))
+        .collect();
+    links.sort();
+    Some(links)
+}
+
+fn link_names(group: &hdf5_reader::group::Group) -> Option<Vec<String>> {
+    let (groups, datasets) = group.member_names().ok()?;
+    let mut all = groups;
+    all.extend(datasets);
+    Some(all)
+}
+
+pub(super) fn open(h5: &H5Set, master: &str, opts: &OpenOptions) -> Result<Acquisition> {
+    let file = h5.open(master)?;
+    let links = data_links(&file).unwrap_or_default();
+    let mut parts = Vec::new();
+    let mut frames = 0u64;
+    let mut det: Option<[u64; 2]> = None;
+    let mut dtype = None;
+    for link in &links {
+        let path = format!("/entry/data/{link}");
+        let (data_file, ds) = h5.dataset(master, &path)?;
+        let ix = DatasetIndex::build(h5, &data_file, "/entry/data/data", &ds)?;
+        if ix.shape.len() != 3 {
+            return Err(Error::format(
+                &data_file,
+                format!("Arina data set {path} has rank {} (expected (n, H, W))", ix.shape.len()),
+            ));
+        }
+        let this_det = [ix.shape[1], ix.shape[2]];
+        if det.is_some_and(|d| d != this_det) || dtype.is_some_and(|d| d != ix.dtype) {
+            return Err(Error::format(
+                &data_file,
+                "data files disagree on detector shape or dtype",
+            ));
+        }
+        check_chunk_coverage(&ix)?;
+        det = Some(this_det);
+        dtype = Some(ix.dtype);
+        let n = ix.shape[0];
+        parts.push(Part {
+            source: h5.source(&data_file)?,
+            first_frame: frames as usize,
+            frames: n as usize,
+            kind: PartKind::Hdf5(ix),
+        });
+        frames += n;
+    }
+    let (Some(det), Some(dtype)) = (det, dtype) else {
+        return Err(Error::format(master, "Arina master links no data files"));
+    };
+    let det = check_detector(master, det)?;
+    let frames = check_frames(master, frames)?;
+
+    let companion = master.strip_suffix("_master.h5").map(|p| format!("{p}.h5"));
+    let mut calibration = Calibration::default();
+    let mut from_companion = None;
+    if let Some(cname) = companion.as_deref() {
+        if h5.files().get(cname).is_some() {
+            let cfile = h5.open(cname)?;
+            let meta = cfile.group("STEM Metadata").ok();
+            let attrs = meta.and_then(|g| g.attributes().ok()).unwrap_or_default();
+            let cols = attr_f64(&attrs, "NumPixelsX");
+            let rows = attr_f64(&attrs, "NumPixelsY");
+            if let (Some(r), Some(c)) = (rows, cols) {
+                if r >= 1.0 && c >= 1.0 && r.fract() == 0.0 && c.fract() == 0.0 {
+                    from_companion = Some((
+                        [r as usize, c as usize],
+                        format!("{cname}: STEM Metadata NumPixelsY x NumPixelsX"),
+                    ));
+                }
+            }
+            if let Some(px) = attr_f64(&attrs, "Pixel Size") {
+                calibration.scan_step = Some(px);
+                calibration.scan_units = Some("nm".into());
+            }
+            calibration.energy_ev = attr_f64(&attrs, "High Tension");
+            calibration.camera_length_m = attr_f64(&attrs, "Camera Length");
+        }
+    }
+    calibration.detector_pixel_size_m = dataset_f64(&file, &format!("{DETECTOR}/x_pixel_size"));
+    if calibration.energy_ev.is_none() {
+        calibration.energy_ev =
+            dataset_f64(&file, "/entry/instrument/beam/incident_energy")
+                .or_else(|| dataset_f64(&file, &format!("{DETECTOR}/detectorSpecific/photon_energy")));
+    }
+    if let (Some(px), Some(cl)) = (calibration.detector_pixel_size_m, calibration.camera_length_m) {
+        if cl > 0.0 {
+            calibration.detector_step = Some(px / cl * 1e3);
+            calibration.detector_units = Some("mrad".into());
+        }
+    }
+
+    let (scan, scan_source) = resolve_scan_shape(master, frames, opts.scan_shape, from_companion)
+        .map_err(|e| match (e, companion.as_deref()) {
+            (Error::ScanShape { file, message }, Some(c)) if h5.files().get(c).is_none() => {
+                Error::ScanShape {
+                    file,
+                    message: format!("{message}; or open the companion file {c} with the master"),
+                }
+            }
+            (e, _) => e,
+        })?;
+
+    Ok(Acquisition {
+        format: Format::Arina,
+        files: h5.files().clone(),
+        primary: master.to_string(),
+        dataset_path: "/entry/data/data_*".into(),
+        shape: crate::contract::Shape4 { scan, det },
+        dtype,
+        scan_shape_source: scan_source,
+        parts,
+        pixel_mask: read_pixel_mask(&file, master, det)?,
+        calibration,
+    })
+}
+
+fn read_pixel_mask(file: &Hdf5File, master: &str, det: [usize; 2]) -> Result<Option<Vec<bool>>> {
+    for path in [
+        format!("{DETECTOR}/detectorSpecific/pixel_mask"),
+        format!("{DETECTOR}/pixel_mask"),
+    ] {
+        let Ok(ds) = file.dataset(&path) else {
+            continue;
+        };
+        if ds.shape() != [det[0] as u64, det[1] as u64] {
+            return Err(Error::format(
+                master,
+                format!(
+                    "{path} has shape {:?} but the detector is {}x{}",
+                    ds.shape(),
+                    det[0],
+                    det[1]
+                ),
+            ));
+        }
+        let values = ds
+            .read_array::<u32>()
+            .map_err(|e| crate::hdf5_index::h5_err(master, &format!("cannot read {path}"), e))?;
+        return Ok(Some(values.iter().map(|&v| v != 0).collect()));
+    }
+    Ok(None)
+}

@@ -1,0 +1,162 @@
+//! Plain HDF5 stacks `(N, Kr, Kc)` / `(Rr, Rc, Kr, Kc)` and py4DSTEM EMD 1.0 files.
+
+use hdf5_reader::group::Group;
+use hdf5_reader::Hdf5File;
+
+use super::{
+    check_chunk_coverage, check_detector, check_frames, resolve_scan_shape, Acquisition,
+    Calibration, Format, OpenOptions, Part, PartKind,
+};
+use crate::contract::Shape4;
+use crate::error::{Error, Result};
+use crate::hdf5_index::{DatasetIndex, H5Set};
+
+/// Bound on the group walk: real files have tens of objects; a loop or a bomb has more.
+const MAX_OBJECTS: usize = 10_000;
+
+struct Candidate {
+    path: String,
+    shape: Vec<u64>,
+}
+
+pub(super) fn open(
+    h5: &H5Set,
+    primary: &str,
+    file: &Hdf5File,
+    opts: &OpenOptions,
+) -> Result<Acquisition> {
+    let root = file
+        .root_group()
+        .map_err(|e| crate::hdf5_index::h5_err(primary, "cannot read the root group", e))?;
+    let emd = attr_string(&root, "emd_group_type").as_deref() == Some("file");
+    let path = match &opts.dataset {
+        Some(p) => p.clone(),
+        None => {
+            let mut found = Vec::new();
+            let mut seen = 0usize;
+            walk(&root, "", emd, &mut found, &mut seen)?;
+            found
+                .into_iter()
+                .max_by_key(|c| (c.shape.len() == 4, c.shape.iter().product::<u64>()))
+                .map(|c| c.path)
+                .ok_or_else(|| {
+                    Error::format(
+                        primary,
+                        "no 3D (N, H, W) or 4D (Rr, Rc, H, W) numeric data set found (use --dataset PATH)",
+                    )
+                })?
+        }
+    };
+    let (data_file, ds) = h5.dataset(primary, &path)?;
+    let ix = DatasetIndex::build(h5, &data_file, &path, &ds)?;
+    check_chunk_coverage(&ix)?;
+    let (frames, det, from_file) = match ix.shape.as_slice() {
+        [n, kr, kc] => (*n, [*kr, *kc], None),
+        [rr, rc, kr, kc] => (
+            rr.saturating_mul(*rc),
+            [*kr, *kc],
+            Some(([*rr as usize, *rc as usize], format!("{path} shape"))),
+        ),
+        other => {
+            return Err(Error::format(
+                &data_file,
+                format!("data set {path} has shape {other:?}; expected (N, H, W) or (Rr, Rc, H, W)"),
+            ))
+        }
+    };
+    let det = check_detector(&data_file, det)?;
+    let frames = check_frames(&data_file, frames)?;
+    let (scan, scan_source) = resolve_scan_shape(&data_file, frames, opts.scan_shape, from_file)?;
+    let calibration = if emd {
+        emd_calibration(file, &path)
+    } else {
+        Calibration::default()
+    };
+    let format = match (emd, ix.shape.len()) {
+        (true, _) => Format::Emd,
+        (false, 3) => Format::Hdf5Stack3d,
+        _ => Format::Hdf5Stack4d,
+    };
+    let dtype = ix.dtype;
+    Ok(Acquisition {
+        format,
+        files: h5.files().clone(),
+        primary: primary.to_string(),
+        dataset_path: path,
+        shape: Shape4 { scan, det },
+        dtype,
+        scan_shape_source: scan_source,
+        parts: vec![Part {
+            source: h5.source(&data_file)?,
+            first_frame: 0,
+            frames: frames as usize,
+            kind: PartKind::Hdf5(ix),
+        }],
+        pixel_mask: None,
+        calibration,
+    })
+}
+
+fn attr_string(group: &Group, name: &str) -> Option<String> {
+    let a = group.attribute(name).ok()?;
+    a.read_string().ok().map(|s| s.trim_end_matches('\0').to_string())
+}
+
+fn walk(
+    group: &Group,
+    prefix: &str,
+    emd: bool,
+    found: &mut Vec<Candidate>,
+    seen: &mut usize,
+) -> Result<()> {
+    let Ok((groups, datasets)) = group.members() else {
+        return Ok(());
+    };
+    *seen += groups.len() + datasets.len();
+    if *seen > MAX_OBJECTS {
+        return Ok(());
+    }
+    for ds in datasets {
+        let shape = ds.shape().to_vec();
+        let numeric = matches!(
+            ds.dtype(),
+            hdf5_reader::Datatype::FixedPoint { .. } | hdf5_reader::Datatype::FloatingPoint { .. }
+        );
+        let name = crate::source::base_name(ds.name()).to_string();
+        if numeric && (shape.len() == 3 || shape.len() == 4) && (!emd || name == "data") {
+            found.push(Candidate {
+                path: format!("{prefix}/{name}"),
+                shape,
+            });
+        }
+    }
+    for g in groups {
+        let name = crate::source::base_name(g.name()).to_string();
+        walk(&g, &format!("{prefix}/{name}"), emd, found, seen)?;
+    }
+    Ok(())
+}
+
+/// EMD 1.0 keeps axis calibrations in `dim0..dim3` beside `data`.
+fn emd_calibration(file: &Hdf5File, data_path: &str) -> Calibration {
+    let parent = data_path.rsplit_once('/').map(|(p, _)| p).unwrap_or("");
+    let axis = |k: usize| -> Option<(f64, Option<String>)> {
+        let ds = file.dataset(&format!("{parent}/dim{k}")).ok()?;
+        let v = ds.read_array::<f64>().ok()?;
+        let mut it = v.iter();
+        let a = *it.next()?;
+        let b = *it.next()?;
+        let units = ds.attribute("units").ok().and_then(|u| u.read_string().ok());
+        Some((b - a, units))
+    };
+    let mut cal = Calibration::default();
+    if let Some((step, units)) = axis(0) {
+        cal.scan_step = Some(step);
+        cal.scan_units = units;
+    }
+    if let Some((step, units)) = axis(2) {
+        cal.detector_step = Some(step);
+        cal.detector_units = units;
+    }
+    cal
+}

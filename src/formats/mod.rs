@@ -1,0 +1,227 @@
+//! Acquisition formats: detect what the opened files are and describe them as one logical
+//! `I[Rr, Rc, Kr, Kc]` made of frame-ordered parts, with bad-pixel mask, calibration and the
+//! provenance of the scan shape. Decoding is the next stage's job ([`crate::frames`]).
+
+mod arina;
+mod empad;
+mod generic;
+
+use std::sync::Arc;
+
+use serde::Serialize;
+
+use crate::contract::{Dtype, Shape4};
+use crate::error::{Error, Result};
+use crate::hdf5_index::{DatasetIndex, H5Set};
+use crate::source::{ByteSource, FileSet};
+
+/// Largest detector and frame count we accept; beyond these a file is lying or absurd.
+pub const MAX_DET_PIXELS: u64 = 1 << 24;
+pub const MAX_FRAMES: u64 = 1 << 32;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Format {
+    /// Dectris Arina/Eiger master + linked data files.
+    Arina,
+    /// py4DSTEM EMD 1.0.
+    Emd,
+    /// A plain HDF5 data set `(N, Kr, Kc)`.
+    #[serde(rename = "hdf5-3d")]
+    Hdf5Stack3d,
+    /// A plain HDF5 data set `(Rr, Rc, Kr, Kc)`.
+    #[serde(rename = "hdf5-4d")]
+    Hdf5Stack4d,
+    /// EMPAD raw frames (130 × 128 float32, last two rows metadata).
+    #[serde(rename = "empad")]
+    EmpadRaw,
+}
+
+/// User overrides, as `--scan-shape` and `--dataset` on the CLI.
+#[derive(Clone, Debug, Default)]
+pub struct OpenOptions {
+    pub scan_shape: Option<[usize; 2]>,
+    pub dataset: Option<String>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Calibration {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scan_step: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scan_units: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detector_step: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detector_units: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detector_pixel_size_m: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub camera_length_m: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub energy_ev: Option<f64>,
+}
+
+/// Where a part's frames are stored.
+#[derive(Clone, Debug)]
+pub enum PartKind {
+    /// An HDF5 data set of rank 3 `(n, Kr, Kc)` or rank 4 `(Rr, Rc, Kr, Kc)`.
+    Hdf5(DatasetIndex),
+    /// Raw frames: `stride` bytes apart from `offset`, each `stored_rows` rows of which the
+    /// first `Kr` are data (EMPAD keeps two metadata rows).
+    Raw {
+        offset: u64,
+        stride: u64,
+        stored_rows: usize,
+    },
+}
+
+#[derive(Clone)]
+pub struct Part {
+    pub source: Arc<dyn ByteSource>,
+    pub first_frame: usize,
+    pub frames: usize,
+    pub kind: PartKind,
+}
+
+#[derive(Clone)]
+pub struct Acquisition {
+    pub format: Format,
+    pub files: FileSet,
+    /// The file the user would name (the master for Arina).
+    pub primary: String,
+    pub dataset_path: String,
+    pub shape: Shape4,
+    pub dtype: Dtype,
+    pub scan_shape_source: String,
+    pub parts: Vec<Part>,
+    /// Detector pixels flagged bad by the file (Dectris `pixel_mask` non-zero).
+    pub pixel_mask: Option<Vec<bool>>,
+    pub calibration: Calibration,
+}
+
+impl Acquisition {
+    /// Detect the format of `files` and describe the acquisition, reading metadata only.
+    pub fn open(files: FileSet, opts: &OpenOptions) -> Result<Acquisition> {
+        if let Some(first) = files.files().iter().find(|f| empad::is_raw_name(f.name())) {
+            let name = first.name().to_string();
+            return empad::open(files, &name, opts);
+        }
+        let h5 = H5Set::new(files.clone());
+        let primary = choose_primary(&files)?;
+        let file = h5.open(&primary)?;
+        if opts.dataset.is_none() && arina::is_master(&file) {
+            return arina::open(&h5, &primary, opts);
+        }
+        generic::open(&h5, &primary, &file, opts)
+    }
+
+    pub fn logical_bytes(&self) -> u64 {
+        self.shape.frames() as u64 * self.shape.det_len() as u64 * self.dtype.size() as u64
+    }
+
+    pub fn stored_bytes(&self) -> u64 {
+        self.parts
+            .iter()
+            .map(|p| match &p.kind {
+                PartKind::Hdf5(ix) => ix.stored_bytes(),
+                PartKind::Raw { stride, .. } => stride * p.frames as u64,
+            })
+            .sum()
+    }
+}
+
+/// The file to start from: an Arina master if there is one, else the first HDF5 file.
+fn choose_primary(files: &FileSet) -> Result<String> {
+    let names: Vec<&str> = files.files().iter().map(|f| f.name()).collect();
+    if let Some(m) = names.iter().find(|n| n.ends_with("_master.h5")) {
+        return Ok(m.to_string());
+    }
+    Ok(names[0].to_string())
+}
+
+/// Check a scan shape against the frame count, or explain how to give one.
+pub(crate) fn resolve_scan_shape(
+    file: &str,
+    frames: u64,
+    explicit: Option<[usize; 2]>,
+    from_file: Option<([usize; 2], String)>,
+) -> Result<([usize; 2], String)> {
+    let (shape, source) = match (explicit, from_file) {
+        (Some(s), _) => (s, "--scan-shape".to_string()),
+        (None, Some((s, src))) => (s, src),
+        (None, None) => {
+            let root = (frames as f64).sqrt().round() as u64;
+            let hint = if root * root == frames {
+                format!(" (a square scan would be --scan-shape {root},{root})")
+            } else {
+                String::new()
+            };
+            return Err(Error::ScanShape {
+                file: file.to_string(),
+                message: format!(
+                    "the files do not record the scan shape of these {frames} frames: pass --scan-shape ROWS,COLS{hint}"
+                ),
+            });
+        }
+    };
+    if shape[0] == 0 || shape[1] == 0 || (shape[0] as u64) * (shape[1] as u64) != frames {
+        return Err(Error::ScanShape {
+            file: file.to_string(),
+            message: format!(
+                "wrong scan shape {}x{} from {source}: {} positions but the data hold {frames} frames",
+                shape[0],
+                shape[1],
+                shape[0] as u64 * shape[1] as u64
+            ),
+        });
+    }
+    Ok((shape, source))
+}
+
+pub(crate) fn check_detector(file: &str, det: [u64; 2]) -> Result<[usize; 2]> {
+    if det[0] == 0 || det[1] == 0 || det[0].saturating_mul(det[1]) > MAX_DET_PIXELS {
+        return Err(Error::format(
+            file,
+            format!(
+                "absurd detector shape {}x{} (at most {MAX_DET_PIXELS} pixels supported)",
+                det[0], det[1]
+            ),
+        ));
+    }
+    Ok([det[0] as usize, det[1] as usize])
+}
+
+pub(crate) fn check_frames(file: &str, frames: u64) -> Result<u64> {
+    if frames == 0 || frames > MAX_FRAMES {
+        return Err(Error::format(
+            file,
+            format!("absurd frame count {frames} (between 1 and {MAX_FRAMES} supported)"),
+        ));
+    }
+    Ok(frames)
+}
+
+/// Every frame of a chunked data set must be written: a missing chunk means an incomplete
+/// or corrupt acquisition, never silent zeros.
+pub(crate) fn check_chunk_coverage(ix: &DatasetIndex) -> Result<()> {
+    if let Some(cs) = ix.chunk_shape() {
+        let expected: u64 = ix
+            .shape
+            .iter()
+            .zip(cs)
+            .map(|(&s, &c)| s.div_ceil(c))
+            .product();
+        if ix.chunks.len() as u64 != expected {
+            return Err(Error::format(
+                &ix.file,
+                format!(
+                    "data set {}: {} of {expected} chunks are stored: the acquisition is incomplete or the file corrupt",
+                    ix.path,
+                    ix.chunks.len()
+                ),
+            ));
+        }
+    }
+    Ok(())
+}

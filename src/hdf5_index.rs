@@ -1,0 +1,579 @@
+//! HDF5 index stage: open HDF5 files from a [`FileSet`] (external links resolved among the
+//! opened files by name), describe data sets, and list their chunk table — offsets, sizes
+//! and filter masks — without reading a byte of payload. Adjacent chunks are then coalesced
+//! into large reads by [`SpanPlan`].
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use hdf5_reader::messages::HdfMessage;
+use hdf5_reader::storage::{Storage, StorageBuffer};
+use hdf5_reader::error::{Error as H5Error, Result as H5Result};
+use hdf5_reader::messages::layout::{ChunkIndexing, DataLayout};
+use hdf5_reader::{Dataset, Datatype, Hdf5File, OpenOptions};
+use serde::Serialize;
+
+use crate::contract::Dtype;
+use crate::decode::Filter;
+use crate::error::{Error, Result};
+use crate::source::{ByteSource, FileSet};
+
+const HDF5_MAGIC: &[u8; 8] = b"\x89HDF\r\n\x1a\n";
+
+/// hdf5-reader storage over one of our byte sources.
+struct SourceStorage(Arc<dyn ByteSource>);
+
+impl Storage for SourceStorage {
+    fn len(&self) -> u64 {
+        self.0.len()
+    }
+    fn read_range(&self, offset: u64, len: usize) -> H5Result<StorageBuffer> {
+        // Clip at the end of the file like a mapped file would; the parser checks lengths.
+        let avail = self.0.len().saturating_sub(offset);
+        let n = (len as u64).min(avail) as usize;
+        let mut buf = vec![0u8; n];
+        self.0
+            .read_at(offset, &mut buf)
+            .map_err(|e| H5Error::Io(std::io::Error::other(e.to_string())))?;
+        Ok(StorageBuffer::from_vec(buf))
+    }
+}
+
+/// Opened HDF5 files of one acquisition, shared by the link resolver.
+#[derive(Clone)]
+pub struct H5Set {
+    inner: Arc<H5SetInner>,
+}
+
+struct H5SetInner {
+    files: FileSet,
+    opened: Mutex<HashMap<String, Hdf5File>>,
+    /// Link targets asked for, in order; tells which file a linked data set lives in and
+    /// which linked file was missing.
+    requested: Mutex<Vec<String>>,
+}
+
+struct Resolver(std::sync::Weak<H5SetInner>);
+
+impl hdf5_reader::ExternalLinkResolver for Resolver {
+    fn resolve_external_link(&self, filename: &str) -> H5Result<Option<Hdf5File>> {
+        let Some(inner) = self.0.upgrade() else {
+            return Ok(None);
+        };
+        let name = crate::source::base_name(filename).to_string();
+        if let Ok(mut r) = inner.requested.lock() {
+            r.push(name.clone());
+        }
+        let set = H5Set { inner };
+        match set.open(&name) {
+            Ok(f) => Ok(Some(f)),
+            Err(Error::MissingFile { .. }) => Ok(None),
+            Err(e) => Err(H5Error::InvalidData(e.to_string())),
+        }
+    }
+}
+
+impl H5Set {
+    pub fn new(files: FileSet) -> Self {
+        H5Set {
+            inner: Arc::new(H5SetInner {
+                files,
+                opened: Mutex::new(HashMap::new()),
+                requested: Mutex::new(Vec::new()),
+            }),
+        }
+    }
+
+    pub fn files(&self) -> &FileSet {
+        &self.inner.files
+    }
+
+    pub fn source(&self, name: &str) -> Result<Arc<dyn ByteSource>> {
+        self.inner.files.get(name).ok_or_else(|| Error::MissingFile {
+            missing: name.to_string(),
+            referenced_by: "HDF5 external link".into(),
+        })
+    }
+
+    /// Open (or reuse) an HDF5 file of the set.
+    pub fn open(&self, name: &str) -> Result<Hdf5File> {
+        if let Some(f) = self.inner.opened.lock().ok().and_then(|m| m.get(name).cloned()) {
+            return Ok(f);
+        }
+        let src = self.source(name)?;
+        if !is_hdf5(src.as_ref())? {
+            return Err(Error::format(
+                src.name(),
+                "not an HDF5 file (no HDF5 signature at offset 0, 512, 1024, ...)",
+            ));
+        }
+        let opts = OpenOptions::default()
+            .with_external_link_resolver(Arc::new(Resolver(Arc::downgrade(&self.inner))));
+        let storage: Arc<dyn Storage> = Arc::new(SourceStorage(src.clone()));
+        let file = Hdf5File::from_storage_with_options(storage, opts)
+            .map_err(|e| h5_err(src.name(), "cannot open HDF5 file", e))?;
+        if let Ok(mut m) = self.inner.opened.lock() {
+            m.insert(name.to_string(), file.clone());
+        }
+        Ok(file)
+    }
+
+    /// Follow `path` in `file` (maybe through an external link) to a data set; returns the
+    /// name of the file that holds it.
+    pub fn dataset(&self, file: &str, path: &str) -> Result<(String, Dataset)> {
+        let h5 = self.open(file)?;
+        let before = self.requested_len();
+        let found = h5.dataset(path);
+        let linked = self.requested_since(before);
+        match found {
+            Ok(ds) => Ok((linked.last().cloned().unwrap_or_else(|| file.to_string()), ds)),
+            Err(e) => {
+                if let Some(missing) = linked
+                    .iter()
+                    .find(|n| self.inner.files.get(n).is_none())
+                {
+                    return Err(Error::MissingFile {
+                        missing: missing.clone(),
+                        referenced_by: format!("{file}:{path}"),
+                    });
+                }
+                Err(h5_err(file, &format!("cannot read data set {path}"), e))
+            }
+        }
+    }
+
+    fn requested_len(&self) -> usize {
+        self.inner.requested.lock().map(|r| r.len()).unwrap_or(0)
+    }
+
+    fn requested_since(&self, start: usize) -> Vec<String> {
+        self.inner
+            .requested
+            .lock()
+            .map(|r| r.get(start..).map(<[String]>::to_vec).unwrap_or_default())
+            .unwrap_or_default()
+    }
+}
+
+pub(crate) fn h5_err(file: &str, what: &str, e: H5Error) -> Error {
+    let msg = e.to_string();
+    let hint = if msg.contains("I/O") || msg.contains("out of bounds") || msg.contains("past the end")
+    {
+        " (the file looks truncated)"
+    } else {
+        ""
+    };
+    Error::format(file, format!("{what}: {msg}{hint}"))
+}
+
+fn is_hdf5(src: &dyn ByteSource) -> Result<bool> {
+    let mut at = 0u64;
+    while at + 8 <= src.len() {
+        let mut sig = [0u8; 8];
+        src.read_at(at, &mut sig)?;
+        if &sig == HDF5_MAGIC {
+            return Ok(true);
+        }
+        at = if at == 0 { 512 } else { at * 2 };
+    }
+    Ok(false)
+}
+
+/// Where the bytes of one chunk lie.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ChunkRef {
+    /// Dataset coordinates of the chunk's first element.
+    pub coords: Vec<u64>,
+    pub offset: u64,
+    pub size: u64,
+    pub filter_mask: u32,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum Layout {
+    Chunked {
+        chunk_shape: Vec<u64>,
+    },
+    Contiguous {
+        offset: u64,
+        size: u64,
+    },
+    /// Data inside the object header (tiny data sets only).
+    Compact {
+        #[serde(skip)]
+        bytes: Vec<u8>,
+    },
+}
+
+/// A data set's description and chunk table, read from metadata alone.
+#[derive(Clone, Debug, Serialize)]
+pub struct DatasetIndex {
+    pub file: String,
+    pub path: String,
+    pub shape: Vec<u64>,
+    pub dtype: Dtype,
+    pub layout: Layout,
+    pub filters: Vec<Filter>,
+    /// Sorted by dataset coordinates (row-major).
+    pub chunks: Vec<ChunkRef>,
+}
+
+/// Map an HDF5 datatype to a supported sample type.
+pub fn sample_dtype(file: &str, path: &str, dt: &Datatype) -> Result<Dtype> {
+    use hdf5_reader::ByteOrder;
+    let unsupported = |what: String| {
+        Error::format(
+            file,
+            format!("data set {path} has {what}; supported: uint8, uint16, uint32, float32 (little-endian)"),
+        )
+    };
+    match dt {
+        Datatype::FixedPoint {
+            size,
+            signed,
+            byte_order,
+        } => {
+            if *byte_order != ByteOrder::LittleEndian {
+                return Err(unsupported("big-endian integers".into()));
+            }
+            match (size, signed) {
+                (1, false) => Ok(Dtype::U8),
+                (2, false) => Ok(Dtype::U16),
+                (4, false) => Ok(Dtype::U32),
+                _ => Err(unsupported(format!(
+                    "{}int{} samples",
+                    if *signed { "" } else { "u" },
+                    size * 8
+                ))),
+            }
+        }
+        Datatype::FloatingPoint { size, byte_order } => {
+            if *byte_order != ByteOrder::LittleEndian {
+                return Err(unsupported("big-endian floats".into()));
+            }
+            match size {
+                4 => Ok(Dtype::F32),
+                _ => Err(unsupported(format!("float{} samples", size * 8))),
+            }
+        }
+        other => Err(unsupported(format!("a non-numeric type ({other:?})"))),
+    }
+}
+
+impl DatasetIndex {
+    /// Build the index of `ds`, which lives in `file` of `set`.
+    pub fn build(set: &H5Set, file: &str, path: &str, ds: &Dataset) -> Result<Self> {
+        let h5 = set.open(file)?;
+        let src = set.source(file)?;
+        let header = h5
+            .get_or_parse_header(ds.address())
+            .map_err(|e| h5_err(file, &format!("cannot read the header of {path}"), e))?;
+        let shape = ds.shape().to_vec();
+        let dtype = sample_dtype(file, path, ds.dtype())?;
+        let mut layout_msg = None;
+        let mut filters = Vec::new();
+        for m in &header.messages {
+            match m {
+                HdfMessage::DataLayout(l) => layout_msg = Some(l.layout.clone()),
+                HdfMessage::FilterPipeline(p) => {
+                    for f in &p.filters {
+                        let filter = Filter::from_hdf5(f.id, f.name.as_deref(), &f.client_data)
+                            .map_err(|m| Error::format(file, format!("data set {path}: {m}")))?;
+                        filters.push(filter);
+                    }
+                }
+                _ => {}
+            }
+        }
+        let layout_msg = layout_msg.ok_or_else(|| {
+            Error::format(file, format!("data set {path} has no data layout message"))
+        })?;
+        let sb = h5.superblock();
+        let (os, ls) = (sb.offset_size, sb.length_size);
+        let file_len = src.len();
+        let (layout, chunks) = match layout_msg {
+            DataLayout::Compact { data } => (Layout::Compact { bytes: data }, Vec::new()),
+            DataLayout::Contiguous { address, size } => {
+                let logical = logical_bytes(&shape, dtype)?;
+                if address == u64::MAX {
+                    return Err(Error::format(
+                        file,
+                        format!("data set {path} was never written (no storage allocated)"),
+                    ));
+                }
+                if size < logical || address.checked_add(logical).is_none_or(|e| e > file_len) {
+                    return Err(Error::format(
+                        file,
+                        format!(
+                            "data set {path}: contiguous data of {logical} bytes at offset {address} does not fit in the file ({file_len} bytes): truncated or lying sizes"
+                        ),
+                    ));
+                }
+                (
+                    Layout::Contiguous {
+                        offset: address,
+                        size: logical,
+                    },
+                    Vec::new(),
+                )
+            }
+            DataLayout::Chunked {
+                address,
+                mut dims,
+                element_size: _,
+                chunk_indexing,
+            } => {
+                if dims.len() == shape.len() + 1 {
+                    dims.pop();
+                }
+                if dims.len() != shape.len() || dims.contains(&0) {
+                    return Err(Error::format(
+                        file,
+                        format!("data set {path}: chunk shape {dims:?} does not match rank {}", shape.len()),
+                    ));
+                }
+                let storage = SourceStorage(src.clone());
+                let ndim = shape.len();
+                let h5e = |e| h5_err(file, &format!("cannot read the chunk index of {path}"), e);
+                let entries: Vec<hdf5_reader::chunk_index::ChunkEntry> = if address == u64::MAX
+                    || (os < 8 && address == (1u64 << (8 * os as u32)) - 1)
+                {
+                    Vec::new()
+                } else {
+                    match chunk_indexing {
+                        None => hdf5_reader::btree_v1::collect_btree_v1_leaves_storage(
+                            &storage,
+                            address,
+                            os,
+                            ls,
+                            Some(ndim as u32),
+                            &dims,
+                            None,
+                        )
+                        .map_err(h5e)?
+                        .into_iter()
+                        .map(|(key, addr)| match key {
+                            hdf5_reader::btree_v1::BTreeV1Key::RawData {
+                                chunk_size,
+                                filter_mask,
+                                offsets,
+                            } => Ok(hdf5_reader::chunk_index::ChunkEntry {
+                                address: addr,
+                                size: chunk_size as u64,
+                                filter_mask,
+                                offsets: offsets.get(..ndim).map(<[u64]>::to_vec).unwrap_or_default(),
+                            }),
+                            _ => Err(Error::format(
+                                file,
+                                format!("data set {path}: chunk B-tree holds a group key"),
+                            )),
+                        })
+                        .collect::<Result<_>>()?,
+                        Some(ChunkIndexing::SingleChunk {
+                            filtered_size,
+                            filters,
+                        }) => vec![hdf5_reader::chunk_index::single_chunk_entry(
+                            address,
+                            filtered_size,
+                            filters,
+                            ndim,
+                        )],
+                        Some(ChunkIndexing::BTreeV2) => {
+                            hdf5_reader::chunk_index::collect_v2_chunk_entries_storage(
+                                &storage,
+                                address,
+                                os,
+                                ls,
+                                ndim as u32,
+                                &dims,
+                                None,
+                            )
+                            .map_err(h5e)?
+                        }
+                        Some(ChunkIndexing::Implicit) => {
+                            hdf5_reader::chunk_index::collect_implicit_chunk_entries(
+                                address,
+                                &shape,
+                                &dims,
+                                dtype.size(),
+                                None,
+                                file_len,
+                            )
+                            .map_err(h5e)?
+                        }
+                        Some(ChunkIndexing::FixedArray { .. }) => {
+                            hdf5_reader::fixed_array::collect_fixed_array_chunk_entries_storage(
+                                &storage, address, os, ls, &shape, &dims, None,
+                            )
+                            .map_err(h5e)?
+                        }
+                        Some(ChunkIndexing::ExtensibleArray { .. }) => {
+                            hdf5_reader::extensible_array::collect_extensible_array_chunk_entries_storage(
+                                &storage,
+                                address,
+                                os,
+                                ls,
+                                &shape,
+                                ds.max_dims(),
+                                &dims,
+                                None,
+                            )
+                            .map_err(h5e)?
+                        }
+                    }
+                };
+                let chunk_logical: u64 = dims.iter().map(|&d| d as u64).product::<u64>()
+                    * dtype.size() as u64;
+                let mut chunks = Vec::with_capacity(entries.len());
+                for e in entries {
+                    // Unfiltered entries from some indexes report size 0: it is the logical size.
+                    let size = if e.size == 0 { chunk_logical } else { e.size };
+                    if e.offsets.len() != ndim
+                        || e.offsets.iter().zip(&shape).any(|(o, s)| o >= s)
+                    {
+                        // Stale chunks outside the extent are legal in HDF5; skip them.
+                        continue;
+                    }
+                    if e.address.checked_add(size).is_none_or(|end| end > file_len) {
+                        return Err(Error::format(
+                            file,
+                            format!(
+                                "data set {path}: chunk at {:?} claims {size} bytes at offset {} beyond the end of the file ({file_len} bytes): truncated or corrupt",
+                                e.offsets, e.address
+                            ),
+                        ));
+                    }
+                    chunks.push(ChunkRef {
+                        coords: e.offsets,
+                        offset: e.address,
+                        size,
+                        filter_mask: e.filter_mask,
+                    });
+                }
+                chunks.sort_by(|a, b| a.coords.cmp(&b.coords));
+                chunks.dedup_by(|a, b| a.coords == b.coords);
+                (
+                    Layout::Chunked {
+                        chunk_shape: dims.iter().map(|&d| d as u64).collect(),
+                    },
+                    chunks,
+                )
+            }
+        };
+        Ok(DatasetIndex {
+            file: file.to_string(),
+            path: path.to_string(),
+            shape,
+            dtype,
+            layout,
+            filters,
+            chunks,
+        })
+    }
+
+    pub fn chunk_shape(&self) -> Option<&[u64]> {
+        match &self.layout {
+            Layout::Chunked { chunk_shape } => Some(chunk_shape),
+            _ => None,
+        }
+    }
+
+    /// Bytes stored in the file for this data set.
+    pub fn stored_bytes(&self) -> u64 {
+        match &self.layout {
+            Layout::Chunked { .. } => self.chunks.iter().map(|c| c.size).sum(),
+            Layout::Contiguous { size, .. } => *size,
+            Layout::Compact { bytes } => bytes.len() as u64,
+        }
+    }
+}
+
+pub fn logical_bytes(shape: &[u64], dtype: Dtype) -> Result<u64> {
+    shape
+        .iter()
+        .try_fold(dtype.size() as u64, |a, &d| a.checked_mul(d))
+        .ok_or_else(|| Error::param(format!("data set shape {shape:?} overflows 64-bit sizes")))
+}
+
+/// Chunk byte ranges coalesced into large sequential reads.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Span {
+    pub file: String,
+    pub offset: u64,
+    pub len: u64,
+    /// Index range into the data set's chunk table.
+    pub first_chunk: usize,
+    pub chunk_count: usize,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct SpanPlan {
+    pub spans: Vec<Span>,
+}
+
+impl SpanPlan {
+    /// Merge chunks that follow each other in the file (gaps up to `max_gap` bytes are read
+    /// and dropped) into spans of at most `max_span` bytes.
+    pub fn coalesce(index: &DatasetIndex, max_gap: u64, max_span: u64) -> SpanPlan {
+        let mut spans: Vec<Span> = Vec::new();
+        for (i, c) in index.chunks.iter().enumerate() {
+            if let Some(s) = spans.last_mut() {
+                let end = s.offset + s.len;
+                let new_end = c.offset + c.size;
+                if c.offset >= end && c.offset - end <= max_gap && new_end - s.offset <= max_span {
+                    s.len = new_end - s.offset;
+                    s.chunk_count += 1;
+                    continue;
+                }
+            }
+            spans.push(Span {
+                file: index.file.clone(),
+                offset: c.offset,
+                len: c.size,
+                first_chunk: i,
+                chunk_count: 1,
+            });
+        }
+        SpanPlan { spans }
+    }
+
+    pub fn bytes(&self) -> u64 {
+        self.spans.iter().map(|s| s.len).sum()
+    }
+}
+
+/// Read a numeric attribute as f64 whatever its stored integer/float type or rank.
+pub fn attr_f64(attrs: &[hdf5_reader::Attribute], name: &str) -> Option<f64> {
+    let a = attrs.iter().find(|a| a.name == name)?;
+    if let Ok(v) = a.read_as_f64() {
+        return Some(v);
+    }
+    a.read_1d::<f64>()
+        .ok()
+        .and_then(|v| v.first().copied())
+        .or_else(|| a.read_1d::<i64>().ok().and_then(|v| v.first().map(|&x| x as f64)))
+        .or_else(|| a.read_1d::<u64>().ok().and_then(|v| v.first().map(|&x| x as f64)))
+        .or_else(|| a.read_1d::<i32>().ok().and_then(|v| v.first().map(|&x| x as f64)))
+}
+
+/// Read a scalar numeric data set as f64.
+pub fn dataset_f64(h5: &Hdf5File, path: &str) -> Option<f64> {
+    let ds = h5.dataset(path).ok()?;
+    macro_rules! try_type {
+        ($t:ty) => {
+            if let Ok(a) = ds.read_array::<$t>() {
+                return a.iter().next().map(|&v| v as f64);
+            }
+        };
+    }
+    try_type!(f64);
+    try_type!(u64);
+    try_type!(i64);
+    try_type!(u32);
+    try_type!(i32);
+    try_type!(f32);
+    try_type!(u16);
+    try_type!(i8);
+    None
+}

@@ -1,0 +1,20 @@
+//! stem4d: 4D-STEM acquisitions `I[scan_row, scan_col, det_row, det_col]` read from local
+//! files, decoded and reduced exactly. Stages: [`source`] → [`hdf5_index`] → [`formats`] →
+//! [`frames`] (decode, bad pixels, bin) → products ([`cpu`] reference; GPU engine later).
+
+pub mod contract;
+pub mod cpu;
+pub mod decode;
+pub mod error;
+pub mod formats;
+pub mod frames;
+pub mod hdf5_index;
+pub mod info;
+pub mod npy;
+pub mod products;
+pub mod source;
+
+#[cfg(not(target_arch = "wasm32"))]
+pub mod cli;
+
+pub use error::{Error, Result};

@@ -1,0 +1,241 @@
+//! Products stage: what a user can ask for, with the same names and meanings on every
+//! backend and in the CLI (`stem4d product --kind KIND ...`) and the page (`stem4d.product`).
+
+use serde::Serialize;
+
+use crate::contract::{DetectorMask, Dtype, Region, Shape4};
+use crate::error::{Error, Result};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ProductKind {
+    SumDp,
+    MeanDp,
+    MaxDp,
+    Total,
+    Bf,
+    Adf,
+    Df,
+    Rect,
+    Mask,
+    Com,
+    Dpc,
+    Idpc,
+    Binned,
+    Pattern,
+    FitBf,
+}
+
+impl ProductKind {
+    pub const ALL: [ProductKind; 15] = [
+        ProductKind::SumDp,
+        ProductKind::MeanDp,
+        ProductKind::MaxDp,
+        ProductKind::Total,
+        ProductKind::Bf,
+        ProductKind::Adf,
+        ProductKind::Df,
+        ProductKind::Rect,
+        ProductKind::Mask,
+        ProductKind::Com,
+        ProductKind::Dpc,
+        ProductKind::Idpc,
+        ProductKind::Binned,
+        ProductKind::Pattern,
+        ProductKind::FitBf,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ProductKind::SumDp => "sum-dp",
+            ProductKind::MeanDp => "mean-dp",
+            ProductKind::MaxDp => "max-dp",
+            ProductKind::Total => "total",
+            ProductKind::Bf => "bf",
+            ProductKind::Adf => "adf",
+            ProductKind::Df => "df",
+            ProductKind::Rect => "rect",
+            ProductKind::Mask => "mask",
+            ProductKind::Com => "com",
+            ProductKind::Dpc => "dpc",
+            ProductKind::Idpc => "idpc",
+            ProductKind::Binned => "binned",
+            ProductKind::Pattern => "pattern",
+            ProductKind::FitBf => "fit-bf",
+        }
+    }
+
+    pub fn parse(s: &str) -> Result<Self> {
+        Self::ALL.into_iter().find(|k| k.name() == s).ok_or_else(|| {
+            let names: Vec<&str> = Self::ALL.iter().map(|k| k.name()).collect();
+            Error::param(format!("unknown product kind '{s}' (one of: {})", names.join(" ")))
+        })
+    }
+}
+
+/// Parameters of one product; unused ones are ignored.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ProductParams {
+    pub kind: ProductKind,
+    pub center: Option<[f64; 2]>,
+    pub radius: Option<f64>,
+    pub inner: Option<f64>,
+    pub outer: Option<f64>,
+    pub rect: Option<Region>,
+    pub mask: Option<DetectorMask>,
+    pub scan_roi: Option<Region>,
+    pub at: Option<[usize; 2]>,
+    pub bin: usize,
+    pub mask_bad_pixels: bool,
+    pub rotation: f64,
+    pub flip: bool,
+}
+
+impl ProductParams {
+    pub fn new(kind: ProductKind) -> Self {
+        ProductParams {
+            kind,
+            center: None,
+            radius: None,
+            inner: None,
+            outer: None,
+            rect: None,
+            mask: None,
+            scan_roi: None,
+            at: None,
+            bin: 1,
+            mask_bad_pixels: false,
+            rotation: 0.0,
+            flip: false,
+        }
+    }
+
+    fn need<T: Copy>(v: Option<T>, what: &str, kind: ProductKind) -> Result<T> {
+        v.ok_or_else(|| Error::param(format!("product '{}' needs {what}", kind.name())))
+    }
+
+    /// The detector mask of a virtual-image product, validated against the (binned) detector.
+    pub fn detector_mask(&self, det: [usize; 2]) -> Result<DetectorMask> {
+        let k = self.kind;
+        let m = match k {
+            ProductKind::Bf | ProductKind::Df => DetectorMask::Disk {
+                center: Self::need(self.center, "--center R,C", k)?,
+                radius: Self::need(self.radius, "--radius R", k)?,
+            },
+            ProductKind::Adf => DetectorMask::Annulus {
+                center: Self::need(self.center, "--center R,C", k)?,
+                inner: Self::need(self.inner, "--inner R", k)?,
+                outer: Self::need(self.outer, "--outer R", k)?,
+            },
+            ProductKind::Rect => DetectorMask::Rect(Self::need(self.rect, "--rect R0,R1,C0,C1", k)?),
+            ProductKind::Mask => self
+                .mask
+                .clone()
+                .ok_or_else(|| Error::param("product 'mask' needs --mask MASK.npy"))?,
+            _ => return Err(Error::param(format!("product '{}' has no detector mask", k.name()))),
+        };
+        m.validate(det)?;
+        Ok(m)
+    }
+
+    pub fn validate(&self, shape: Shape4) -> Result<()> {
+        if self.bin == 0 {
+            return Err(Error::param("--bin must be >= 1"));
+        }
+        if self.bin > shape.det[0].max(shape.det[1]) {
+            return Err(Error::param(format!(
+                "--bin {} is larger than the {}x{} detector",
+                self.bin, shape.det[0], shape.det[1]
+            )));
+        }
+        if !self.rotation.is_finite() {
+            return Err(Error::param("--rotation must be finite"));
+        }
+        let det = shape.binned(self.bin).det;
+        if let Some(roi) = self.scan_roi {
+            roi.checked(shape.scan, "scan ROI")?;
+        }
+        match self.kind {
+            ProductKind::Bf | ProductKind::Df | ProductKind::Adf | ProductKind::Rect | ProductKind::Mask => {
+                self.detector_mask(det)?;
+            }
+            ProductKind::Pattern => {
+                let [r, c] = Self::need(self.at, "--at R,C", self.kind)?;
+                if r >= shape.scan[0] || c >= shape.scan[1] {
+                    return Err(Error::param(format!(
+                        "--at {r},{c} is outside the {}x{} scan",
+                        shape.scan[0], shape.scan[1]
+                    )));
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+/// A product's values, in the dtype the contract gives it.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ArrayData {
+    U8(Vec<u8>),
+    U16(Vec<u16>),
+    U32(Vec<u32>),
+    U64(Vec<u64>),
+    F32(Vec<f32>),
+    F64(Vec<f64>),
+}
+
+impl ArrayData {
+    pub fn len(&self) -> usize {
+        match self {
+            ArrayData::U8(v) => v.len(),
+            ArrayData::U16(v) => v.len(),
+            ArrayData::U32(v) => v.len(),
+            ArrayData::U64(v) => v.len(),
+            ArrayData::F32(v) => v.len(),
+            ArrayData::F64(v) => v.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn dtype_name(&self) -> &'static str {
+        match self {
+            ArrayData::U8(_) => "uint8",
+            ArrayData::U16(_) => "uint16",
+            ArrayData::U32(_) => "uint32",
+            ArrayData::U64(_) => "uint64",
+            ArrayData::F32(_) => "float32",
+            ArrayData::F64(_) => "float64",
+        }
+    }
+
+    /// Values as f64 (comparisons and display only: u64 above 2^53 round).
+    pub fn to_f64(&self) -> Vec<f64> {
+        match self {
+            ArrayData::U8(v) => v.iter().map(|&x| x as f64).collect(),
+            ArrayData::U16(v) => v.iter().map(|&x| x as f64).collect(),
+            ArrayData::U32(v) => v.iter().map(|&x| x as f64).collect(),
+            ArrayData::U64(v) => v.iter().map(|&x| x as f64).collect(),
+            ArrayData::F32(v) => v.iter().map(|&x| x as f64).collect(),
+            ArrayData::F64(v) => v.clone(),
+        }
+    }
+
+    /// Narrow u32 samples back to the source dtype (max-dp and pattern keep it).
+    pub fn from_samples_u32(v: Vec<u32>, dtype: Dtype, binned: bool) -> ArrayData {
+        match (dtype, binned) {
+            (Dtype::U8, false) => ArrayData::U8(v.into_iter().map(|x| x as u8).collect()),
+            (Dtype::U16, false) => ArrayData::U16(v.into_iter().map(|x| x as u16).collect()),
+            _ => ArrayData::U32(v),
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct ProductArray {
+    pub shape: Vec<usize>,
+    pub data: ArrayData,
+}

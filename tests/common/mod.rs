@@ -1,0 +1,142 @@
+//! Shared test helpers: the fixture manifest written by `tests/fixtures/make_fixtures.py`
+//! and the comparison rules of the contract.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde_json::Value;
+use stem4d::contract::Region;
+use stem4d::formats::{Acquisition, OpenOptions};
+use stem4d::products::{ArrayData, ProductArray, ProductKind, ProductParams};
+use stem4d::source::{ByteSource, FileSet, FsSource};
+
+pub fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+pub fn fixtures() -> PathBuf {
+    root().join("tests/fixtures")
+}
+
+pub fn manifest() -> Value {
+    let text = std::fs::read_to_string(fixtures().join("manifest.json")).expect("manifest.json");
+    serde_json::from_str(&text).expect("manifest parses")
+}
+
+pub fn fixture_paths(fx: &Value) -> Vec<PathBuf> {
+    let base = match fx["root"].as_str() {
+        Some("shared") => root().join("../shared/data"),
+        _ => fixtures().join("data"),
+    };
+    fx["files"]
+        .as_array()
+        .expect("files")
+        .iter()
+        .map(|f| base.join(f.as_str().expect("file name")))
+        .collect()
+}
+
+pub fn open_paths(paths: &[PathBuf], scan_shape: Option<[usize; 2]>, dataset: Option<String>) -> stem4d::Result<Acquisition> {
+    let files = paths
+        .iter()
+        .map(|p| FsSource::open(p).map(|s| Arc::new(s) as Arc<dyn ByteSource>))
+        .collect::<stem4d::Result<Vec<_>>>()?;
+    Acquisition::open(FileSet::new(files)?, &OpenOptions { scan_shape, dataset })
+}
+
+pub fn usize2(v: &Value) -> Option<[usize; 2]> {
+    let a = v.as_array()?;
+    Some([a.first()?.as_u64()? as usize, a.get(1)?.as_u64()? as usize])
+}
+
+pub fn f64s(v: &Value) -> Option<Vec<f64>> {
+    v.as_array()?.iter().map(Value::as_f64).collect()
+}
+
+pub fn open_fixture(fx: &Value) -> Acquisition {
+    let paths = fixture_paths(fx);
+    open_paths(
+        &paths,
+        usize2(&fx["scan_shape"]),
+        fx["dataset"].as_str().map(str::to_string),
+    )
+    .unwrap_or_else(|e| panic!("{}: {e}", fx["name"]))
+}
+
+/// Product parameters from a manifest entry (`mean-dp-f32` maps to `mean-dp`).
+pub fn params(kind: &str, p: &Value) -> ProductParams {
+    let k = ProductKind::parse(kind.strip_suffix("-f32").unwrap_or(kind)).expect("kind");
+    let mut out = ProductParams::new(k);
+    let region = |v: &Value| {
+        let a = f64s(v)?;
+        Some(Region {
+            r0: a[0] as usize,
+            r1: a[1] as usize,
+            c0: a[2] as usize,
+            c1: a[3] as usize,
+        })
+    };
+    out.center = f64s(&p["center"]).map(|v| [v[0], v[1]]);
+    out.radius = p["radius"].as_f64();
+    out.inner = p["inner"].as_f64();
+    out.outer = p["outer"].as_f64();
+    out.rect = region(&p["rect"]);
+    out.scan_roi = region(&p["scan_roi"]);
+    out.at = usize2(&p["at"]);
+    out.bin = p["bin"].as_u64().unwrap_or(1) as usize;
+    out.mask_bad_pixels = p["mask_bad_pixels"].as_bool().unwrap_or(false);
+    out.rotation = p["rotation"].as_f64().unwrap_or(0.0);
+    out.flip = p["flip"].as_bool().unwrap_or(false);
+    if let Some(m) = p["mask"].as_str() {
+        let path = fixtures().join(m);
+        let bytes = std::fs::read(&path).expect("mask file");
+        out.mask = Some(stem4d::npy::mask_from_npy(m, &bytes).expect("mask parses"));
+    }
+    out
+}
+
+pub fn read_npy(path: &Path) -> ProductArray {
+    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    stem4d::npy::from_bytes(&path.display().to_string(), &bytes).expect("npy parses")
+}
+
+/// The contract's comparison: integers and float32 bit for bit; float64 within `rel`
+/// of the reference (relative to the largest |reference| for signed fields like DPC).
+pub fn compare(what: &str, kind: &str, got: &ProductArray, want: &ProductArray, rel: f64) -> Result<(), String> {
+    if got.shape != want.shape {
+        return Err(format!("{what}: shape {:?} != reference {:?}", got.shape, want.shape));
+    }
+    match (&got.data, &want.data) {
+        (ArrayData::F64(g), ArrayData::F64(w)) => {
+            let scale = w.iter().fold(0f64, |m, v| m.max(v.abs()));
+            let signed = matches!(kind, "dpc" | "idpc" | "com");
+            for (i, (a, b)) in g.iter().zip(w).enumerate() {
+                let tol = rel * if signed { scale } else { b.abs() };
+                if (a - b).abs() > tol {
+                    return Err(format!("{what}: [{i}] {a:e} != reference {b:e} (tol {tol:e})"));
+                }
+            }
+            Ok(())
+        }
+        (g, w) if g.dtype_name() == w.dtype_name() => {
+            let (gb, wb) = (bits(g), bits(w));
+            match gb.iter().zip(&wb).position(|(a, b)| a != b) {
+                None => Ok(()),
+                Some(i) => Err(format!("{what}: [{i}] {} != reference {} ({})", gb[i], wb[i], g.dtype_name())),
+            }
+        }
+        (g, w) => Err(format!("{what}: dtype {} != reference {}", g.dtype_name(), w.dtype_name())),
+    }
+}
+
+fn bits(a: &ArrayData) -> Vec<u64> {
+    match a {
+        ArrayData::U8(v) => v.iter().map(|&x| x as u64).collect(),
+        ArrayData::U16(v) => v.iter().map(|&x| x as u64).collect(),
+        ArrayData::U32(v) => v.iter().map(|&x| x as u64).collect(),
+        ArrayData::U64(v) => v.clone(),
+        ArrayData::F32(v) => v.iter().map(|&x| x.to_bits() as u64).collect(),
+        ArrayData::F64(v) => v.iter().map(|&x| x.to_bits()).collect(),
+    }
+}
