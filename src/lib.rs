@@ -8,10 +8,12 @@ pub mod decode;
 pub mod error;
 pub mod formats;
 pub mod frames;
+pub mod gpu;
 pub mod hdf5_index;
 pub mod info;
 pub mod npy;
 pub mod products;
+pub mod resident;
 pub mod source;
 
 #[cfg(not(target_arch = "wasm32"))]

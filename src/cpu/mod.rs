@@ -4,7 +4,7 @@
 mod exact;
 mod fft;
 
-pub use exact::Dd;
+pub use exact::{div_u128, Dd};
 
 use crate::contract::{rotate_flip, fftfreq, Region, SparseMask};
 use crate::error::{Error, Result};

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# The project's whole test suite, as README says and CI runs: installs what it needs first.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+bash scripts/setup.sh
+export PATH="${XDG_DATA_HOME:-$HOME/.local/share}/webtools/bin:$PATH"
+# lavapipe (software Vulkan) runs the WGSL tests; a private runtime dir keeps WSI quiet.
+XDG_RUNTIME_DIR=$(mktemp -d)
+chmod 700 "$XDG_RUNTIME_DIR"
+export XDG_RUNTIME_DIR
+
+step() { printf '\n== %s\n' "$*"; }
+step "cargo fmt --check"
+cargo fmt --check
+step "cargo clippy --all-targets -D warnings"
+cargo clippy --all-targets -- -D warnings
+step "cargo test"
+cargo test
+step "wasm32-unknown-unknown build of the library"
+cargo clippy --lib --target wasm32-unknown-unknown -- -D warnings

@@ -1,0 +1,302 @@
+//! The wgpu engine shared by the browser and native: device setup within the adapter's
+//! limits, the resident acquisition split across buffers, and one kernel per product.
+//! Readback is explicit and asynchronous (`map_async` + await), never a blocking wait on the web.
+
+pub mod kernels;
+pub mod products;
+
+use std::sync::{Arc, Mutex};
+
+use serde::Serialize;
+use wgpu::util::DeviceExt;
+
+use crate::error::{Error, Result};
+use crate::formats::Acquisition;
+use crate::frames::{Correction, FrameReader, Samples};
+use crate::resident::{DeviceLimits, ResidentPlan, UPLOAD_WINDOW};
+use kernels::Kernel;
+
+/// What the user and the profile are told about the adapter.
+#[derive(Clone, Debug, Serialize)]
+pub struct AdapterSummary {
+    pub name: String,
+    pub backend: String,
+    pub device_type: String,
+    pub driver: String,
+    /// SwiftShader, llvmpipe/lavapipe, WARP: correct, never fast; timings are labelled.
+    pub software: bool,
+    pub limits: DeviceLimits,
+}
+
+pub fn is_software(info: &wgpu::AdapterInfo) -> bool {
+    let name = info.name.to_lowercase();
+    info.device_type == wgpu::DeviceType::Cpu
+        || ["llvmpipe", "lavapipe", "swiftshader", "warp", "softpipe"]
+            .iter()
+            .any(|s| name.contains(s))
+}
+
+pub struct Engine {
+    pub device: wgpu::Device,
+    pub queue: wgpu::Queue,
+    pub adapter: AdapterSummary,
+    lost: Arc<Mutex<Option<String>>>,
+    pipelines: Vec<(&'static str, wgpu::ComputePipeline)>,
+}
+
+/// An acquisition resident on the GPU.
+pub struct Resident {
+    pub plan: ResidentPlan,
+    pub buffers: Vec<wgpu::Buffer>,
+    pub correction: Correction,
+}
+
+impl Engine {
+    /// Pick the best adapter, request its real buffer limits (the defaults silently cap at
+    /// 128/256 MiB) and build every pipeline.
+    pub async fn new() -> Result<Engine> {
+        let instance = wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle());
+        let adapter = instance
+            .request_adapter(&wgpu::RequestAdapterOptions {
+                power_preference: wgpu::PowerPreference::HighPerformance,
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| Error::Gpu(format!("no GPU adapter available ({e}); WebGPU/Vulkan/Metal/DX12 needed")))?;
+        let info = adapter.get_info();
+        let al = adapter.limits();
+        let limits = wgpu::Limits {
+            max_buffer_size: al.max_buffer_size,
+            max_storage_buffer_binding_size: al.max_storage_buffer_binding_size,
+            max_compute_workgroups_per_dimension: al.max_compute_workgroups_per_dimension,
+            ..wgpu::Limits::downlevel_defaults()
+        };
+        let (device, queue) = adapter
+            .request_device(&wgpu::DeviceDescriptor {
+                label: Some("stem4d"),
+                required_features: wgpu::Features::empty(),
+                required_limits: limits,
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| Error::Gpu(format!("cannot open the GPU device on {}: {e}", info.name)))?;
+        let lost = Arc::new(Mutex::new(None));
+        let lost_cb = lost.clone();
+        device.set_device_lost_callback(move |reason, msg| {
+            if let Ok(mut l) = lost_cb.lock() {
+                *l = Some(format!("{reason:?}: {msg}"));
+            }
+        });
+        let adapter_summary = AdapterSummary {
+            name: info.name.clone(),
+            backend: format!("{:?}", info.backend),
+            device_type: format!("{:?}", info.device_type),
+            driver: format!("{} {}", info.driver, info.driver_info),
+            software: is_software(&info),
+            limits: DeviceLimits {
+                max_buffer_size: al.max_buffer_size,
+                max_storage_binding: al.max_storage_buffer_binding_size as u64,
+            },
+        };
+        let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let pipelines = kernels::ALL
+            .iter()
+            .map(|k| (k.name, build_pipeline(&device, k)))
+            .collect();
+        if let Some(e) = scope.pop().await {
+            return Err(Error::Gpu(format!("shader pipeline rejected by {}: {e}", info.name)));
+        }
+        Ok(Engine {
+            device,
+            queue,
+            adapter: adapter_summary,
+            lost,
+            pipelines,
+        })
+    }
+
+    fn pipeline(&self, k: &Kernel) -> Result<&wgpu::ComputePipeline> {
+        self.pipelines
+            .iter()
+            .find(|(n, _)| *n == k.name)
+            .map(|(_, p)| p)
+            .ok_or_else(|| Error::Gpu(format!("kernel {} not built", k.name)))
+    }
+
+    pub(crate) fn check_alive(&self) -> Result<()> {
+        match self.lost.lock().ok().and_then(|l| l.clone()) {
+            Some(why) => Err(Error::Gpu(format!(
+                "the GPU device was lost ({why}); reopen the acquisition to recover"
+            ))),
+            None => Ok(()),
+        }
+    }
+
+    /// Decode (CPU), correct and upload the acquisition, buffer by buffer. Refuses a plan
+    /// that does not fit instead of failing halfway.
+    pub async fn upload(&self, acq: &Acquisition, corr: Correction) -> Result<Resident> {
+        self.upload_with_limits(acq, corr, self.adapter.limits).await
+    }
+
+    /// [`Engine::upload`] under tighter limits than the adapter's (tests force splits).
+    pub async fn upload_with_limits(
+        &self,
+        acq: &Acquisition,
+        corr: Correction,
+        limits: DeviceLimits,
+    ) -> Result<Resident> {
+        self.check_alive()?;
+        let shape = acq.shape.binned(corr.bin);
+        let plan = ResidentPlan::new(shape, acq.dtype, corr.bin > 1, limits)?;
+        let reader = FrameReader::new(acq);
+        let frame_bytes = plan.frame_words as usize * 4;
+        let window_frames = ((UPLOAD_WINDOW as usize) / frame_bytes).max(1);
+        let mut buffers = Vec::with_capacity(plan.segments.len());
+        let scope = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+        for seg in &plan.segments {
+            let buffer = self.device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("resident"),
+                size: seg.bytes.max(4),
+                usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST | wgpu::BufferUsages::COPY_SRC,
+                mapped_at_creation: false,
+            });
+            let mut f = seg.first_frame;
+            let end = seg.first_frame + seg.frames;
+            let mut words = Vec::new();
+            while f < end {
+                let f1 = (f + window_frames).min(end);
+                let block = reader.block(f, f1, corr)?;
+                let Samples::Int(samples) = block.samples else {
+                    return Err(Error::Gpu("float32 acquisitions stay on the CPU backend".into()));
+                };
+                words.clear();
+                plan.pack_frames(&samples, &mut words);
+                let offset = ((f - seg.first_frame) * frame_bytes) as u64;
+                self.queue.write_buffer(&buffer, offset, bytemuck::cast_slice(&words));
+                f = f1;
+            }
+            buffers.push(buffer);
+        }
+        self.queue.submit([]);
+        if let Some(e) = scope.pop().await {
+            return Err(Error::Gpu(format!(
+                "out of GPU memory for {} bytes resident (peak {}): bin the detector or crop the scan ({e})",
+                plan.payload_bytes, plan.peak_bytes
+            )));
+        }
+        self.check_alive()?;
+        Ok(Resident {
+            plan,
+            buffers,
+            correction: corr,
+        })
+    }
+
+    pub(crate) fn storage(&self, label: &str, size: u64) -> wgpu::Buffer {
+        self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some(label),
+            size: size.max(16),
+            usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        })
+    }
+
+    pub(crate) fn uniform<T: bytemuck::Pod>(&self, v: &T) -> wgpu::Buffer {
+        self.device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
+            label: Some("params"),
+            contents: bytemuck::bytes_of(v),
+            usage: wgpu::BufferUsages::UNIFORM,
+        })
+    }
+
+    pub(crate) fn input(&self, data: &[u32]) -> wgpu::Buffer {
+        let data: &[u32] = if data.is_empty() { &[0] } else { data };
+        self.device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
+            label: Some("input"),
+            contents: bytemuck::cast_slice(data),
+            usage: wgpu::BufferUsages::STORAGE,
+        })
+    }
+
+    /// Record one dispatch of `k` over a 2-D grid of `groups` workgroups.
+    pub(crate) fn dispatch(
+        &self,
+        encoder: &mut wgpu::CommandEncoder,
+        k: &Kernel,
+        bindings: &[&wgpu::Buffer],
+        groups: (u32, u32),
+    ) -> Result<()> {
+        let pipeline = self.pipeline(k)?;
+        let layout = pipeline.get_bind_group_layout(0);
+        let entries: Vec<wgpu::BindGroupEntry> = bindings
+            .iter()
+            .enumerate()
+            .map(|(i, b)| wgpu::BindGroupEntry {
+                binding: i as u32,
+                resource: b.as_entire_binding(),
+            })
+            .collect();
+        let bind = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: Some(k.name),
+            layout: &layout,
+            entries: &entries,
+        });
+        let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+            label: Some(k.name),
+            timestamp_writes: None,
+        });
+        pass.set_pipeline(pipeline);
+        pass.set_bind_group(0, &bind, &[]);
+        pass.dispatch_workgroups(groups.0, groups.1, 1);
+        Ok(())
+    }
+
+    /// Copy `buffer` to a mappable staging buffer and read it back asynchronously.
+    pub async fn read_back(&self, buffer: &wgpu::Buffer, bytes: u64) -> Result<Vec<u8>> {
+        let bytes = bytes.max(4).next_multiple_of(4);
+        let staging = self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("readback"),
+            size: bytes,
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        let mut encoder = self.device.create_command_encoder(&Default::default());
+        encoder.copy_buffer_to_buffer(buffer, 0, &staging, 0, bytes);
+        self.queue.submit([encoder.finish()]);
+        let (tx, rx) = futures_channel::oneshot::channel();
+        staging.slice(..).map_async(wgpu::MapMode::Read, move |r| {
+            let _ = tx.send(r);
+        });
+        #[cfg(not(target_arch = "wasm32"))]
+        self.device
+            .poll(wgpu::PollType::wait_indefinitely())
+            .map_err(|e| Error::Gpu(format!("waiting for the GPU failed: {e}")))?;
+        let mapped = rx
+            .await
+            .map_err(|_| Error::Gpu("readback was cancelled (device lost?)".into()))?;
+        mapped.map_err(|e| Error::Gpu(format!("readback failed: {e}")))?;
+        self.check_alive()?;
+        let view = staging
+            .get_mapped_range(..)
+            .map_err(|e| Error::Gpu(format!("readback mapping failed: {e:?}")))?;
+        let out = view.to_vec();
+        drop(view);
+        staging.unmap();
+        Ok(out)
+    }
+}
+
+fn build_pipeline(device: &wgpu::Device, k: &Kernel) -> wgpu::ComputePipeline {
+    let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+        label: Some(k.name),
+        source: wgpu::ShaderSource::Wgsl(k.source().into()),
+    });
+    device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+        label: Some(k.name),
+        layout: None,
+        module: &module,
+        entry_point: Some(k.entry),
+        compilation_options: Default::default(),
+        cache: None,
+    })
+}

@@ -1,0 +1,143 @@
+//! Resident stage, GPU-free part: how an acquisition is laid out in GPU memory — sample
+//! width, word packing, frame stride, the split into buffers at the adapter's binding limit —
+//! and the memory plan (payload and predicted peak) reported before anything is allocated.
+
+use serde::Serialize;
+
+use crate::contract::{Dtype, Shape4};
+use crate::error::{Error, Result};
+
+/// Adapter limits that shape the plan (from `wgpu::Limits`, or made up in tests).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct DeviceLimits {
+    pub max_buffer_size: u64,
+    pub max_storage_binding: u64,
+}
+
+/// One GPU buffer holding frames `[first_frame, first_frame + frames)`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Segment {
+    pub first_frame: usize,
+    pub frames: usize,
+    pub bytes: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ResidentPlan {
+    pub shape: Shape4,
+    /// Bits per resident sample: 8/16 for native u8/u16, 32 for u32 and for binned sums.
+    pub bits: u32,
+    pub frame_words: u32,
+    pub segments: Vec<Segment>,
+    pub payload_bytes: u64,
+    /// Payload plus the largest upload staging window plus product buffers.
+    pub peak_bytes: u64,
+}
+
+impl ResidentPlan {
+    /// Plan the resident copy of `shape` (already binned) for samples of `dtype` (`binned`:
+    /// sums widened to u32).
+    pub fn new(shape: Shape4, dtype: Dtype, binned: bool, limits: DeviceLimits) -> Result<Self> {
+        let bits: u32 = match (dtype, binned) {
+            (Dtype::U8, false) => 8,
+            (Dtype::U16, false) => 16,
+            (Dtype::F32, _) => {
+                return Err(Error::Gpu(
+                    "float32 acquisitions are computed on the CPU backend in this version (use --backend cpu)".into(),
+                ))
+            }
+            _ => 32,
+        };
+        let det = shape.det_len() as u64;
+        let per_word = (32 / bits) as u64;
+        let frame_words = det.div_ceil(per_word);
+        let frame_bytes = frame_words * 4;
+        let limit = limits.max_storage_binding.min(limits.max_buffer_size) & !3;
+        let frames_per_segment = (limit / frame_bytes) as usize;
+        if frames_per_segment == 0 {
+            return Err(Error::Gpu(format!(
+                "one frame ({frame_bytes} bytes) exceeds the adapter's storage binding limit ({limit} bytes): bin the detector"
+            )));
+        }
+        let frames = shape.frames();
+        let mut segments = Vec::new();
+        let mut f = 0;
+        while f < frames {
+            let n = frames_per_segment.min(frames - f);
+            segments.push(Segment {
+                first_frame: f,
+                frames: n,
+                bytes: n as u64 * frame_bytes,
+            });
+            f += n;
+        }
+        if frame_words > u32::MAX as u64 {
+            return Err(Error::Gpu("detector too large for 32-bit indexing".into()));
+        }
+        let payload_bytes: u64 = segments.iter().map(|s| s.bytes).sum();
+        let products = frames as u64 * 3 * 8 + det * 16;
+        let staging = segments.iter().map(|s| s.bytes).max().unwrap_or(0).min(UPLOAD_WINDOW);
+        Ok(ResidentPlan {
+            shape,
+            bits,
+            frame_words: frame_words as u32,
+            segments,
+            payload_bytes,
+            peak_bytes: payload_bytes + staging + products,
+        })
+    }
+
+    /// Pack corrected u32 samples (one frame after another) into resident words.
+    pub fn pack_frames(&self, samples: &[u32], words: &mut Vec<u32>) {
+        let det = self.shape.det_len();
+        let per_word = (32 / self.bits) as usize;
+        for frame in samples.chunks_exact(det) {
+            let start = words.len();
+            words.resize(start + self.frame_words as usize, 0);
+            for (k, &v) in frame.iter().enumerate() {
+                words[start + k / per_word] |= v << ((k % per_word) as u32 * self.bits);
+            }
+        }
+    }
+}
+
+/// Bytes uploaded per `write_buffer` call: bounds the staging memory of the upload.
+pub const UPLOAD_WINDOW: u64 = 64 << 20;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn splits_at_the_binding_limit_on_frame_boundaries() {
+        let shape = Shape4 {
+            scan: [10, 10],
+            det: [13, 11],
+        };
+        let limits = DeviceLimits {
+            max_buffer_size: 1 << 30,
+            max_storage_binding: 72 * 4 * 30 + 5,
+        };
+        let plan = ResidentPlan::new(shape, Dtype::U16, false, limits).unwrap();
+        assert_eq!(plan.frame_words, 72);
+        assert!(plan.segments.iter().all(|s| s.bytes <= limits.max_storage_binding));
+        assert_eq!(plan.segments.len(), 4);
+        assert_eq!(plan.segments.iter().map(|s| s.frames).sum::<usize>(), 100);
+    }
+
+    #[test]
+    fn packs_u8_four_per_word() {
+        let shape = Shape4 {
+            scan: [1, 2],
+            det: [1, 5],
+        };
+        let limits = DeviceLimits {
+            max_buffer_size: 1 << 20,
+            max_storage_binding: 1 << 20,
+        };
+        let plan = ResidentPlan::new(shape, Dtype::U8, false, limits).unwrap();
+        let mut words = Vec::new();
+        plan.pack_frames(&[1, 2, 3, 4, 5, 6, 7, 8, 9, 10], &mut words);
+        assert_eq!(words, vec![0x04030201, 5, 0x09080706, 10]);
+    }
+}

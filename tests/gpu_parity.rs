@@ -1,0 +1,121 @@
+//! The WGSL kernels against the CPU reference on whatever adapter wgpu finds (lavapipe in
+//! CI): integer products byte for byte, CoM the float32 rounding of the exact quotient,
+//! DPC within 2e-6 px, iDPC within 1e-5 · max|φ|. `STEM4D_REQUIRE_GPU=1` makes a missing
+//! adapter a failure (CI sets it); otherwise the test says it was skipped.
+
+mod common;
+
+use common::*;
+use stem4d::cpu;
+use stem4d::gpu::{products, Engine};
+use stem4d::products::{ArrayData, ProductArray};
+
+fn engine() -> Option<Engine> {
+    match pollster::block_on(Engine::new()) {
+        Ok(e) => Some(e),
+        Err(e) if std::env::var("STEM4D_REQUIRE_GPU").is_ok_and(|v| v == "1") => panic!("{e}"),
+        Err(e) => {
+            eprintln!("SKIPPED: {e}");
+            None
+        }
+    }
+}
+
+fn check(kind: &str, what: &str, gpu: &ProductArray, cpu: &ProductArray) -> Result<(), String> {
+    match kind {
+        "com" | "dpc" | "idpc" => {
+            let (ArrayData::F32(g), ArrayData::F64(c)) = (&gpu.data, &cpu.data) else {
+                return Err(format!("{what}: GPU {kind} must be float32, CPU float64"));
+            };
+            if gpu.shape != cpu.shape {
+                return Err(format!("{what}: shape {:?} != {:?}", gpu.shape, cpu.shape));
+            }
+            let scale = c.iter().fold(0f64, |m, v| m.max(v.abs()));
+            for (i, (&g, &c)) in g.iter().zip(c).enumerate() {
+                let ok = match kind {
+                    "com" => g == c as f32,
+                    "dpc" => (g as f64 - c).abs() <= 2e-6,
+                    _ => (g as f64 - c).abs() <= 1e-5 * scale,
+                };
+                if !ok {
+                    return Err(format!("{what}: [{i}] GPU {g:e} vs CPU {c:e}"));
+                }
+            }
+            Ok(())
+        }
+        _ => compare(what, kind, gpu, cpu, 0.0),
+    }
+}
+
+#[test]
+fn kernels_match_the_cpu_reference_on_every_integer_fixture() {
+    let Some(engine) = engine() else { return };
+    eprintln!("adapter: {:?}", engine.adapter);
+    let mut failures = Vec::new();
+    let mut checked = 0;
+    for fx in manifest()["fixtures"].as_array().unwrap() {
+        if fx["dtype"] == "float32" {
+            continue;
+        }
+        let name = fx["name"].as_str().unwrap();
+        let acq = open_fixture(fx);
+        for p in fx["products"].as_array().unwrap() {
+            let kind = p["kind"].as_str().unwrap();
+            if kind == "mean-dp-f32" {
+                continue;
+            }
+            let params = params(kind, &p["params"]);
+            if params.mask.as_ref().is_some_and(|m| m.is_weighted()) {
+                continue;
+            }
+            // Moments of u32 detectors can exceed 64 bits; the engine refuses them (tested below).
+            let what = format!("{name} {}", p["ref"].as_str().unwrap());
+            let gpu = match pollster::block_on(products::compute(&engine, &acq, &params)) {
+                Ok(g) => g,
+                Err(e) if acq.dtype == stem4d::contract::Dtype::U32 && matches!(kind, "com" | "dpc" | "idpc") => {
+                    assert!(e.to_string().contains("64 bits"), "{what}: {e}");
+                    continue;
+                }
+                Err(e) => {
+                    failures.push(format!("{what}: {e}"));
+                    continue;
+                }
+            };
+            let cpu = cpu::compute(&acq, &params).unwrap();
+            if let Err(e) = check(kind, &what, &gpu, &cpu) {
+                failures.push(e);
+            }
+            checked += 1;
+        }
+    }
+    assert!(checked > 150, "only {checked} products checked");
+    assert!(failures.is_empty(), "{} of {checked} differ:\n{}", failures.len(), failures.join("\n"));
+}
+
+#[test]
+fn residents_split_across_buffers_give_the_same_sums() {
+    let Some(engine) = engine() else { return };
+    let m = manifest();
+    let fx = m["fixtures"].as_array().unwrap().iter().find(|f| f["name"] == "arina_u16").unwrap();
+    let acq = open_fixture(fx);
+    let corr = stem4d::frames::Correction::default();
+    let whole = pollster::block_on(engine.upload(&acq, corr)).unwrap();
+    // Force a tiny binding limit: 4 frames per buffer.
+    let mut limits = engine.adapter.limits;
+    limits.max_storage_binding = whole.plan.frame_words as u64 * 4 * 4;
+    let plan = stem4d::resident::ResidentPlan::new(acq.shape, acq.dtype, false, limits).unwrap();
+    assert!(plan.segments.len() > 5);
+    let split = pollster::block_on(engine.upload_with_limits(&acq, corr, limits)).unwrap();
+    assert_eq!(split.buffers.len(), plan.segments.len());
+    let all: Vec<u32> = (0..acq.shape.det_len() as u32).collect();
+    let a = pollster::block_on(products::masked_sums(&engine, &whole, &all)).unwrap();
+    let b = pollster::block_on(products::masked_sums(&engine, &split, &all)).unwrap();
+    assert_eq!(a, b);
+    let ma = pollster::block_on(products::com_moments(&engine, &whole)).unwrap();
+    let mb = pollster::block_on(products::com_moments(&engine, &split)).unwrap();
+    assert_eq!(ma, mb);
+    let roi = stem4d::contract::Region::full(acq.shape.scan);
+    let pa = pollster::block_on(products::pattern_reduce(&engine, &whole, roi)).unwrap();
+    let pb = pollster::block_on(products::pattern_reduce(&engine, &split, roi)).unwrap();
+    assert_eq!(pa, pb);
+}

@@ -1,0 +1,75 @@
+//! Every WGSL kernel parses and validates with naga under WebGPU's capabilities (no native
+//! extras), and translates to SPIR-V and MSL (the Metal target's gate); every uniform struct
+//! has the layout of its single Rust definition.
+
+use naga::valid::{Capabilities, ValidationFlags, Validator};
+use stem4d::gpu::kernels;
+
+fn module(k: &kernels::Kernel) -> (naga::Module, naga::valid::ModuleInfo) {
+    let src = k.source();
+    let module = naga::front::wgsl::parse_str(&src)
+        .unwrap_or_else(|e| panic!("{}.wgsl does not parse:\n{}", k.name, e.emit_to_string(&src)));
+    let info = Validator::new(ValidationFlags::all(), Capabilities::empty())
+        .validate(&module)
+        .unwrap_or_else(|e| panic!("{}.wgsl does not validate:\n{}", k.name, e.emit_to_string(&src)));
+    (module, info)
+}
+
+#[test]
+fn every_kernel_validates_for_webgpu() {
+    for k in kernels::ALL {
+        let (module, _) = module(&k);
+        assert!(
+            module.entry_points.iter().any(|e| e.name == k.entry && e.stage == naga::ShaderStage::Compute),
+            "{}: no compute entry point {}",
+            k.name,
+            k.entry
+        );
+    }
+}
+
+#[test]
+fn every_kernel_translates_to_spirv_and_msl() {
+    for k in kernels::ALL {
+        let (module, info) = module(&k);
+        naga::back::spv::write_vec(&module, &info, &naga::back::spv::Options::default(), None)
+            .unwrap_or_else(|e| panic!("{}: SPIR-V: {e}", k.name));
+        let pipeline = naga::back::msl::PipelineOptions::default();
+        naga::back::msl::write_string(&module, &info, &naga::back::msl::Options::default(), &pipeline)
+            .unwrap_or_else(|e| panic!("{}: MSL: {e}", k.name));
+    }
+}
+
+#[test]
+fn every_wgsl_file_is_a_kernel_or_the_common_prelude() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("wgsl");
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let name = entry.unwrap().file_name().to_string_lossy().to_string();
+        let stem = name.trim_end_matches(".wgsl");
+        assert!(
+            stem == "common" || kernels::ALL.iter().any(|k| k.name == stem),
+            "wgsl/{name} is not embedded by src/gpu/kernels.rs"
+        );
+    }
+}
+
+#[test]
+fn uniform_structs_match_their_rust_layout() {
+    for k in kernels::ALL {
+        let (module, _) = module(&k);
+        for (name, size, fields) in kernels::uniform_layouts() {
+            let Some((_, ty)) = module.types.iter().find(|(_, t)| t.name.as_deref() == Some(name)) else {
+                continue;
+            };
+            let naga::TypeInner::Struct { members, span } = &ty.inner else {
+                panic!("{name} is not a struct");
+            };
+            assert_eq!(*span as usize, size, "{}: {name} size", k.name);
+            let names: Vec<&str> = members.iter().map(|m| m.name.as_deref().unwrap_or("")).collect();
+            assert_eq!(names, fields, "{}: {name} fields", k.name);
+            for (i, m) in members.iter().enumerate() {
+                assert_eq!(m.offset as usize, 4 * i, "{}: {name}.{} offset", k.name, names[i]);
+            }
+        }
+    }
+}
