@@ -24,8 +24,11 @@ struct Cli {
 #[derive(Args, Clone)]
 struct OpenArgs {
     /// Input files: an Arina master with its data files (and companion), or one HDF5/EMPAD file.
-    #[arg(required = true)]
+    #[arg(required_unless_present = "synthetic")]
     files: Vec<PathBuf>,
+    /// Generate a uint16 acquisition R,C,KR,KC in memory instead of reading files (benchmarks).
+    #[arg(long, value_name = "R,C,KR,KC", conflicts_with = "files")]
+    synthetic: Option<String>,
     /// Scan shape ROWS,COLS when the files do not carry it (or to override it).
     #[arg(long, value_name = "R,C")]
     scan_shape: Option<String>,
@@ -49,6 +52,13 @@ enum Cmd {
     },
     /// Compute one product and write it as .npy.
     Product(ProductArgs),
+    /// Every product on every available backend against the CPU reference, as a table.
+    Parity {
+        #[command(flatten)]
+        open: OpenArgs,
+        #[arg(long)]
+        mask_bad_pixels: bool,
+    },
     /// Benchmarks that print figures.
     Bench {
         #[command(subcommand)]
@@ -65,6 +75,17 @@ enum BenchCmd {
         /// Repetitions; the median is reported.
         #[arg(long, default_value_t = 3)]
         repeat: usize,
+    },
+    /// Stage times (read, decode, upload, first product) and per-product GPU kernel times.
+    Gpu {
+        #[command(flatten)]
+        open: OpenArgs,
+        /// Kernel repetitions per timed batch.
+        #[arg(long, default_value_t = 20)]
+        reps: usize,
+        /// BF disk radius in detector pixels.
+        #[arg(long, default_value_t = 30.0)]
+        bf_radius: f64,
     },
 }
 
@@ -139,6 +160,10 @@ fn run(cli: Cli) -> Result<()> {
         Cmd::Bench {
             what: BenchCmd::Decode { open, repeat },
         } => bench_decode(&open, repeat.max(1)),
+        Cmd::Bench {
+            what: BenchCmd::Gpu { open, reps, bf_radius },
+        } => bench_gpu(&open, reps.max(2), bf_radius),
+        Cmd::Parity { open, mask_bad_pixels } => crate::parity::run(&open_acquisition(&open)?, mask_bad_pixels),
     }
 }
 
@@ -151,6 +176,9 @@ pub fn open_files(paths: &[PathBuf]) -> Result<FileSet> {
 }
 
 fn open_acquisition(a: &OpenArgs) -> Result<Acquisition> {
+    if let Some(s) = &a.synthetic {
+        return crate::formats::synthetic::open(parse_list::<usize, 4>(s, "--synthetic")?);
+    }
     let opts = OpenOptions {
         scan_shape: a
             .scan_shape
@@ -180,12 +208,11 @@ fn region(s: &str, flag: &str) -> Result<Region> {
 fn product(p: ProductArgs) -> Result<()> {
     let kind = ProductKind::parse(&p.kind)?;
     match p.backend.as_str() {
-        "cpu" => {}
-        "wgpu" | "cuda" => {
-            return Err(Error::param(format!(
-                "backend '{}' is not built into this binary yet; use --backend cpu",
-                p.backend
-            )))
+        "cpu" | "wgpu" => {}
+        "cuda" => {
+            return Err(Error::param(
+                "backend 'cuda' is not built into this binary yet; use --backend cpu or wgpu",
+            ))
         }
         other => {
             return Err(Error::param(format!(
@@ -213,27 +240,43 @@ fn product(p: ProductArgs) -> Result<()> {
         params.mask = Some(crate::npy::mask_from_npy(&m.display().to_string(), &bytes)?);
     }
     let acq = open_acquisition(&p.open)?;
-    let out = crate::cpu::compute(&acq, &params)?;
-    write_new_file(&p.out, &crate::npy::to_bytes(&out), &acq)
+    // Refuse before computing, and again right before writing.
+    refuse_input_overwrite(&p.out, &acq, &p.open.files)?;
+    let out = if p.backend == "wgpu" {
+        let engine = pollster::block_on(crate::gpu::Engine::new())?;
+        pollster::block_on(crate::gpu::products::compute(&engine, &acq, &params))?
+    } else {
+        crate::cpu::compute(&acq, &params)?
+    };
+    write_new_file(&p.out, &crate::npy::to_bytes(&out), &acq, &p.open.files)
 }
 
 /// Write the output, refusing to overwrite one of the inputs.
-fn write_new_file(path: &Path, bytes: &[u8], acq: &Acquisition) -> Result<()> {
-    let name = crate::source::base_name(&path.display().to_string()).to_string();
-    if let Ok(canon) = path.canonicalize() {
-        for f in acq.files.files() {
-            if f.name() == name && canon.exists() {
-                return Err(Error::param(format!(
-                    "--out {} would overwrite an input file",
-                    path.display()
-                )));
-            }
-        }
-    }
+fn write_new_file(path: &Path, bytes: &[u8], acq: &Acquisition, inputs: &[PathBuf]) -> Result<()> {
+    refuse_input_overwrite(path, acq, inputs)?;
     std::fs::write(path, bytes).map_err(|e| Error::Io {
         file: path.display().to_string(),
         message: format!("cannot write output: {e}"),
     })
+}
+
+/// An existing `path` that is one of the inputs (same path after resolving links) or has
+/// an input's name is never written.
+fn refuse_input_overwrite(path: &Path, acq: &Acquisition, inputs: &[PathBuf]) -> Result<()> {
+    let name = crate::source::base_name(&path.display().to_string()).to_string();
+    if let Ok(canon) = path.canonicalize() {
+        let same_path = inputs
+            .iter()
+            .any(|i| i.canonicalize().is_ok_and(|c| c == canon));
+        let same_name = acq.files.files().iter().any(|f| f.name() == name);
+        if same_path || same_name {
+            return Err(Error::param(format!(
+                "--out {} would overwrite an input file",
+                path.display()
+            )));
+        }
+    }
+    Ok(())
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -325,5 +368,68 @@ fn bench_decode(open: &OpenArgs, repeat: usize) -> Result<()> {
         report("decode chunks", median(decodes), logical, "decoded");
     }
     report("read+decode+widen", median(streams), logical, "decoded");
+    Ok(())
+}
+
+fn bench_gpu(open: &OpenArgs, reps: usize, bf_radius: f64) -> Result<()> {
+    let t = Instant::now();
+    let acq = open_acquisition(open)?;
+    let t_open = t.elapsed().as_secs_f64();
+    let t = Instant::now();
+    let engine = pollster::block_on(crate::gpu::Engine::new())?;
+    let t_device = t.elapsed().as_secs_f64();
+    let a = &engine.adapter;
+    println!(
+        "bench gpu: {:?} {:?} {} ({:.2} GB) on {} ({}, {}){}",
+        acq.format,
+        acq.shape.as_array(),
+        acq.dtype.name(),
+        acq.logical_bytes() as f64 / 1e9,
+        a.name,
+        a.backend,
+        a.driver,
+        if a.software { "  [SOFTWARE ADAPTER: correctness only, not a GPU timing]" } else { "" }
+    );
+    let t = Instant::now();
+    let res = pollster::block_on(engine.upload(&acq, crate::frames::Correction::default()))?;
+    engine
+        .device
+        .poll(wgpu::PollType::wait_indefinitely())
+        .map_err(|e| Error::Gpu(format!("upload wait failed: {e}")))?;
+    let t_upload = t.elapsed().as_secs_f64();
+    let t = Instant::now();
+    let first = pollster::block_on(crate::gpu::products::masked_sums(
+        &engine,
+        &res,
+        &(0..acq.shape.det_len() as u32).collect::<Vec<_>>(),
+    ))?;
+    let t_first = t.elapsed().as_secs_f64();
+    println!("  stage  open+index                 {:9.3} ms", t_open * 1e3);
+    println!("  stage  device                     {:9.3} ms", t_device * 1e3);
+    println!(
+        "  stage  read+decode+upload         {:9.3} ms  ({:.2} GB resident in {} buffers, {:.2} GB/s)",
+        t_upload * 1e3,
+        res.plan.payload_bytes as f64 / 1e9,
+        res.buffers.len(),
+        res.plan.payload_bytes as f64 / t_upload / 1e9
+    );
+    println!(
+        "  stage  first product (total)      {:9.3} ms  ({} positions read back)",
+        t_first * 1e3,
+        first.len()
+    );
+    // Freshly allocated memory reads slowly at first on some drivers: warm up for ~1 s.
+    let warm = Instant::now();
+    while warm.elapsed().as_secs_f64() < 1.0 {
+        crate::gpu::bench::products(&engine, &res, bf_radius, 2)?;
+    }
+    for line in crate::gpu::bench::products(&engine, &res, bf_radius, reps)? {
+        println!(
+            "  kernel {:<30} {:9.3} ms  {:8.1} GB/s effective",
+            line.name,
+            line.seconds * 1e3,
+            line.bytes / line.seconds / 1e9
+        );
+    }
     Ok(())
 }

@@ -62,7 +62,7 @@ impl<'a> FrameReader<'a> {
                     .enumerate()
                     .map(|(i, c)| (c.coords.clone(), i))
                     .collect(),
-                PartKind::Raw { .. } => HashMap::new(),
+                PartKind::Raw { .. } | PartKind::Synthetic => HashMap::new(),
             })
             .collect();
         FrameReader { acq, chunk_maps }
@@ -105,6 +105,9 @@ impl<'a> FrameReader<'a> {
                     }
                 }
                 PartKind::Hdf5(ix) => self.read_hdf5(pi, part, ix, l0, l1, dst)?,
+                PartKind::Synthetic => {
+                    crate::formats::synthetic::frames_bytes(shape, p0, p1, dst)
+                }
             }
         }
         Ok(out)

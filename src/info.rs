@@ -94,6 +94,7 @@ impl Info {
                         span_bytes: plan.bytes(),
                     });
                 }
+                PartKind::Synthetic => {}
                 PartKind::Raw { offset, stride, .. } => {
                     hasher.update(offset.to_le_bytes());
                     hasher.update(stride.to_le_bytes());

@@ -12,6 +12,8 @@ pub mod gpu;
 pub mod hdf5_index;
 pub mod info;
 pub mod npy;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod parity;
 pub mod products;
 pub mod resident;
 pub mod source;

@@ -40,6 +40,14 @@ fn link_names(group: &hdf5_reader::group::Group) -> Option<Vec<String>> {
 pub(super) fn open(h5: &H5Set, master: &str, opts: &OpenOptions) -> Result<Acquisition> {
     let file = h5.open(master)?;
     let links = data_links(&file).unwrap_or_default();
+    // Listing resolves each external link; a target that is not among the opened files is
+    // left out of the listing, so name it here rather than read fewer frames.
+    if let Some(missing) = h5.missing_link_targets().into_iter().next() {
+        return Err(Error::MissingFile {
+            missing,
+            referenced_by: format!("{master}:/entry/data"),
+        });
+    }
     let mut parts = Vec::new();
     let mut frames = 0u64;
     let mut det: Option<[u64; 2]> = None;
@@ -61,6 +69,8 @@ pub(super) fn open(h5: &H5Set, master: &str, opts: &OpenOptions) -> Result<Acqui
                 "data files disagree on detector shape or dtype",
             ));
         }
+        check_detector(&data_file, this_det)?;
+        check_frames(&data_file, ix.shape[0])?;
         check_chunk_coverage(&ix)?;
         det = Some(this_det);
         dtype = Some(ix.dtype);
@@ -71,7 +81,7 @@ pub(super) fn open(h5: &H5Set, master: &str, opts: &OpenOptions) -> Result<Acqui
             frames: n as usize,
             kind: PartKind::Hdf5(ix),
         });
-        frames += n;
+        frames = frames.saturating_add(n);
     }
     let (Some(det), Some(dtype)) = (det, dtype) else {
         return Err(Error::format(master, "Arina master links no data files"));

@@ -35,11 +35,14 @@ pub(super) fn open(files: FileSet, name: &str, opts: &OpenOptions) -> Result<Acq
         .get(name)
         .ok_or_else(|| Error::param(format!("{name} not among the files")))?;
     let len = src.len();
-    if len == 0 || len % FRAME_BYTES != 0 {
+    if len == 0 {
+        return Err(Error::format(name, "the file is empty (0 bytes): no EMPAD frames"));
+    }
+    if len % FRAME_BYTES != 0 {
         return Err(Error::format(
             name,
             format!(
-                "EMPAD raw file of {len} bytes is not a whole number of {FRAME_BYTES}-byte frames (130 x 128 float32): truncated or not EMPAD"
+                "EMPAD raw file size {len} bytes is not a whole number of {FRAME_BYTES}-byte frames (130 x 128 float32): truncated or not EMPAD"
             ),
         ));
     }

@@ -49,7 +49,6 @@ pub(super) fn open(
     };
     let (data_file, ds) = h5.dataset(primary, &path)?;
     let ix = DatasetIndex::build(h5, &data_file, &path, &ds)?;
-    check_chunk_coverage(&ix)?;
     let (frames, det, from_file) = match ix.shape.as_slice() {
         [n, kr, kc] => (*n, [*kr, *kc], None),
         [rr, rc, kr, kc] => (
@@ -66,6 +65,7 @@ pub(super) fn open(
     };
     let det = check_detector(&data_file, det)?;
     let frames = check_frames(&data_file, frames)?;
+    check_chunk_coverage(&ix)?;
     let (scan, scan_source) = resolve_scan_shape(&data_file, frames, opts.scan_shape, from_file)?;
     let calibration = if emd {
         emd_calibration(file, &path)

@@ -5,6 +5,7 @@
 mod arina;
 mod empad;
 mod generic;
+pub mod synthetic;
 
 use std::sync::Arc;
 
@@ -35,6 +36,8 @@ pub enum Format {
     /// EMPAD raw frames (130 × 128 float32, last two rows metadata).
     #[serde(rename = "empad")]
     EmpadRaw,
+    /// Generated on the fly for benchmarks ([`synthetic`]).
+    Synthetic,
 }
 
 /// User overrides, as `--scan-shape` and `--dataset` on the CLI.
@@ -74,6 +77,8 @@ pub enum PartKind {
         stride: u64,
         stored_rows: usize,
     },
+    /// Generated samples ([`synthetic::sample`]); nothing is stored.
+    Synthetic,
 }
 
 #[derive(Clone)]
@@ -126,6 +131,7 @@ impl Acquisition {
             .map(|p| match &p.kind {
                 PartKind::Hdf5(ix) => ix.stored_bytes(),
                 PartKind::Raw { stride, .. } => stride * p.frames as u64,
+                PartKind::Synthetic => 0,
             })
             .sum()
     }
@@ -180,11 +186,17 @@ pub(crate) fn resolve_scan_shape(
 }
 
 pub(crate) fn check_detector(file: &str, det: [u64; 2]) -> Result<[usize; 2]> {
-    if det[0] == 0 || det[1] == 0 || det[0].saturating_mul(det[1]) > MAX_DET_PIXELS {
+    if det[0] == 0 || det[1] == 0 {
+        return Err(Error::format(
+            file,
+            format!("empty detector shape {}x{}: no pixels to read", det[0], det[1]),
+        ));
+    }
+    if det[0].saturating_mul(det[1]) > MAX_DET_PIXELS {
         return Err(Error::format(
             file,
             format!(
-                "absurd detector shape {}x{} (at most {MAX_DET_PIXELS} pixels supported)",
+                "detector shape {}x{} is too large (at most {MAX_DET_PIXELS} pixels supported): corrupt or absurd header",
                 det[0], det[1]
             ),
         ));
@@ -193,10 +205,15 @@ pub(crate) fn check_detector(file: &str, det: [u64; 2]) -> Result<[usize; 2]> {
 }
 
 pub(crate) fn check_frames(file: &str, frames: u64) -> Result<u64> {
-    if frames == 0 || frames > MAX_FRAMES {
+    if frames == 0 {
+        return Err(Error::format(file, "the data set holds no frames (0 scan positions)"));
+    }
+    if frames > MAX_FRAMES {
         return Err(Error::format(
             file,
-            format!("absurd frame count {frames} (between 1 and {MAX_FRAMES} supported)"),
+            format!(
+                "frame count {frames} is too large (at most {MAX_FRAMES} supported): corrupt or absurd header"
+            ),
         ));
     }
     Ok(frames)

@@ -2,6 +2,8 @@
 //! limits, the resident acquisition split across buffers, and one kernel per product.
 //! Readback is explicit and asynchronous (`map_async` + await), never a blocking wait on the web.
 
+#[cfg(not(target_arch = "wasm32"))]
+pub mod bench;
 pub mod kernels;
 pub mod products;
 

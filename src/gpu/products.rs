@@ -19,25 +19,38 @@ fn words_to_u64(bytes: &[u8]) -> Vec<u64> {
         .collect()
 }
 
-/// Per-position exact sums over the detector pixels in `indices`.
-pub async fn masked_sums(engine: &Engine, res: &Resident, indices: &[u32]) -> Result<Vec<u64>> {
-    let frames = res.plan.shape.frames();
-    let out = engine.storage("masked sums", frames as u64 * 8);
-    let pixels = engine.input(indices);
-    let mut encoder = engine.device.create_command_encoder(&Default::default());
+/// Record the masked-sum kernel over every segment into `out` (8 bytes per position).
+pub fn encode_masked_sums(
+    engine: &Engine,
+    encoder: &mut wgpu::CommandEncoder,
+    res: &Resident,
+    pixels: &wgpu::Buffer,
+    n_idx: usize,
+    out: &wgpu::Buffer,
+) -> Result<()> {
     for (seg, buf) in res.plan.segments.iter().zip(&res.buffers) {
         let groups = grid(seg.frames as u32);
         let params = engine.uniform(&MaskedSumParams {
             frames: seg.frames as u32,
             frame_words: res.plan.frame_words,
             bits: res.plan.bits,
-            n_idx: indices.len() as u32,
+            n_idx: n_idx as u32,
             first_frame: seg.first_frame as u32,
             groups_x: groups.0,
             ..Default::default()
         });
-        engine.dispatch(&mut encoder, &kernels::MASKED_SUM, &[&params, buf, &pixels, &out], groups)?;
+        engine.dispatch(encoder, &kernels::MASKED_SUM, &[&params, buf, pixels, out], groups)?;
     }
+    Ok(())
+}
+
+/// Per-position exact sums over the detector pixels in `indices`.
+pub async fn masked_sums(engine: &Engine, res: &Resident, indices: &[u32]) -> Result<Vec<u64>> {
+    let frames = res.plan.shape.frames();
+    let out = engine.storage("masked sums", frames as u64 * 8);
+    let pixels = engine.input(indices);
+    let mut encoder = engine.device.create_command_encoder(&Default::default());
+    encode_masked_sums(engine, &mut encoder, res, &pixels, indices.len(), &out)?;
     engine.queue.submit([encoder.finish()]);
     Ok(words_to_u64(&engine.read_back(&out, frames as u64 * 8).await?))
 }
@@ -56,6 +69,20 @@ pub async fn com_moments(engine: &Engine, res: &Resident) -> Result<Vec<[u64; 3]
     let frames = shape.frames();
     let out = engine.storage("com moments", frames as u64 * 24);
     let mut encoder = engine.device.create_command_encoder(&Default::default());
+    encode_com_moments(engine, &mut encoder, res, &out)?;
+    engine.queue.submit([encoder.finish()]);
+    let v = words_to_u64(&engine.read_back(&out, frames as u64 * 24).await?);
+    Ok(v.chunks_exact(3).map(|m| [m[0], m[1], m[2]]).collect())
+}
+
+/// Record the fused CoM-moment kernel into `out` (24 bytes per position).
+pub fn encode_com_moments(
+    engine: &Engine,
+    encoder: &mut wgpu::CommandEncoder,
+    res: &Resident,
+    out: &wgpu::Buffer,
+) -> Result<()> {
+    let shape = res.plan.shape;
     for (seg, buf) in res.plan.segments.iter().zip(&res.buffers) {
         let groups = grid(seg.frames as u32);
         let params = engine.uniform(&ComParams {
@@ -68,19 +95,21 @@ pub async fn com_moments(engine: &Engine, res: &Resident) -> Result<Vec<[u64; 3]
             groups_x: groups.0,
             ..Default::default()
         });
-        engine.dispatch(&mut encoder, &kernels::COM_MOMENTS, &[&params, buf, &out], groups)?;
+        engine.dispatch(encoder, &kernels::COM_MOMENTS, &[&params, buf, out], groups)?;
     }
-    engine.queue.submit([encoder.finish()]);
-    let v = words_to_u64(&engine.read_back(&out, frames as u64 * 24).await?);
-    Ok(v.chunks_exact(3).map(|m| [m[0], m[1], m[2]]).collect())
+    Ok(())
 }
 
-/// Sum (exact) and maximum pattern over the positions in `roi`.
-pub async fn pattern_reduce(engine: &Engine, res: &Resident, roi: Region) -> Result<(Vec<u64>, Vec<u32>)> {
+/// Record the pattern reduction over the positions in `roi` into `out` (16 bytes per pixel).
+pub fn encode_pattern_reduce(
+    engine: &Engine,
+    encoder: &mut wgpu::CommandEncoder,
+    res: &Resident,
+    roi: Region,
+    out: &wgpu::Buffer,
+) -> Result<()> {
     let shape = res.plan.shape;
     let det_len = shape.det_len();
-    let out = engine.storage("pattern", det_len as u64 * 16);
-    let mut encoder = engine.device.create_command_encoder(&Default::default());
     for (i, (seg, buf)) in res.plan.segments.iter().zip(&res.buffers).enumerate() {
         let params = engine.uniform(&PatternParams {
             frames: seg.frames as u32,
@@ -97,8 +126,18 @@ pub async fn pattern_reduce(engine: &Engine, res: &Resident, roi: Region) -> Res
             ..Default::default()
         });
         let groups = (det_len as u32).div_ceil(64);
-        engine.dispatch(&mut encoder, &kernels::PATTERN_REDUCE, &[&params, buf, &out], grid(groups))?;
+        engine.dispatch(encoder, &kernels::PATTERN_REDUCE, &[&params, buf, out], grid(groups))?;
     }
+    Ok(())
+}
+
+/// Sum (exact) and maximum pattern over the positions in `roi`.
+pub async fn pattern_reduce(engine: &Engine, res: &Resident, roi: Region) -> Result<(Vec<u64>, Vec<u32>)> {
+    let shape = res.plan.shape;
+    let det_len = shape.det_len();
+    let out = engine.storage("pattern", det_len as u64 * 16);
+    let mut encoder = engine.device.create_command_encoder(&Default::default());
+    encode_pattern_reduce(engine, &mut encoder, res, roi, &out)?;
     engine.queue.submit([encoder.finish()]);
     let bytes = engine.read_back(&out, det_len as u64 * 16).await?;
     let words: Vec<u32> = bytemuck::pod_collect_to_vec(&bytes);

@@ -1,0 +1,86 @@
+//! Kernel timings for `stem4d bench gpu`: each product's kernels are recorded `reps` times
+//! into one submission and waited for once; the time of one repetition is the slope between
+//! a 1-rep and an n-rep batch, so submission and readback overheads cancel.
+
+#![cfg(not(target_arch = "wasm32"))]
+
+use std::time::Instant;
+
+use crate::contract::{DetectorMask, Region};
+use crate::error::{Error, Result};
+
+use super::products::{encode_com_moments, encode_masked_sums, encode_pattern_reduce};
+use super::{Engine, Resident};
+
+/// One benchmark line: a product, its median seconds, and the bytes its kernels must touch.
+pub struct Timing {
+    pub name: String,
+    pub seconds: f64,
+    pub bytes: f64,
+}
+
+fn wait(engine: &Engine) -> Result<()> {
+    engine
+        .device
+        .poll(wgpu::PollType::wait_indefinitely())
+        .map(|_| ())
+        .map_err(|e| Error::Gpu(format!("waiting for the GPU failed: {e}")))
+}
+
+fn batch(engine: &Engine, reps: usize, record: &dyn Fn(&mut wgpu::CommandEncoder) -> Result<()>) -> Result<f64> {
+    let mut encoder = engine.device.create_command_encoder(&Default::default());
+    for _ in 0..reps {
+        record(&mut encoder)?;
+    }
+    let t = Instant::now();
+    engine.queue.submit([encoder.finish()]);
+    wait(engine)?;
+    Ok(t.elapsed().as_secs_f64())
+}
+
+/// Median per-repetition time of `record` (slope of 1-rep and `reps`-rep batches).
+pub fn time(engine: &Engine, reps: usize, record: &dyn Fn(&mut wgpu::CommandEncoder) -> Result<()>) -> Result<f64> {
+    batch(engine, 2, record)?; // warm-up: pipelines, caches, clocks
+    let mut samples = Vec::new();
+    for _ in 0..5 {
+        let one = batch(engine, 1, record)?;
+        let many = batch(engine, reps, record)?;
+        samples.push(((many - one) / (reps - 1).max(1) as f64).max(0.0));
+    }
+    samples.sort_by(f64::total_cmp);
+    Ok(samples[samples.len() / 2])
+}
+
+/// The product set on a resident acquisition: BF r, ADF, DF (total − complement
+/// from the cached total), CoM/DPC moments, mean DP.
+pub fn products(engine: &Engine, res: &Resident, bf_radius: f64, reps: usize) -> Result<Vec<Timing>> {
+    let shape = res.plan.shape;
+    let det = shape.det;
+    let frames = shape.frames() as f64;
+    let bps = res.plan.bits as f64 / 8.0;
+    let center = [(det[0] as f64 - 1.0) / 2.0, (det[1] as f64 - 1.0) / 2.0];
+    let bf = DetectorMask::Disk { center, radius: bf_radius }.sparse(det).indices;
+    let outer = (det[0].min(det[1]) as f64 - 1.0) / 2.0;
+    let adf = DetectorMask::Annulus { center, inner: 2.0 * bf_radius, outer }.sparse(det).indices;
+    let out = engine.storage("bench out", shape.frames() as u64 * 24);
+    let pattern_out = engine.storage("bench pattern", shape.det_len() as u64 * 16);
+    let bf_buf = engine.input(&bf);
+    let adf_buf = engine.input(&adf);
+    let mut lines = Vec::new();
+    let sparse = |name: String, buf: &wgpu::Buffer, n: usize, lines: &mut Vec<Timing>| -> Result<()> {
+        let s = time(engine, reps, &|e| encode_masked_sums(engine, e, res, buf, n, &out))?;
+        lines.push(Timing { name, seconds: s, bytes: frames * n as f64 * bps });
+        Ok(())
+    };
+    sparse(format!("BF r={bf_radius} ({} px)", bf.len()), &bf_buf, bf.len(), &mut lines)?;
+    sparse(format!("ADF {:.0}..{outer:.0} ({} px)", 2.0 * bf_radius, adf.len()), &adf_buf, adf.len(), &mut lines)?;
+    // DF with a cached total: only the complement (the BF disk) is summed per drag.
+    let s = time(engine, reps, &|e| encode_masked_sums(engine, e, res, &bf_buf, bf.len(), &out))?;
+    lines.push(Timing { name: "DF = total - BF (cached total)".into(), seconds: s, bytes: frames * bf.len() as f64 * bps });
+    let s = time(engine, reps, &|e| encode_com_moments(engine, e, res, &out))?;
+    lines.push(Timing { name: "CoM/DPC moments (fused)".into(), seconds: s, bytes: res.plan.payload_bytes as f64 });
+    let roi = Region::full(shape.scan);
+    let s = time(engine, reps, &|e| encode_pattern_reduce(engine, e, res, roi, &pattern_out))?;
+    lines.push(Timing { name: "mean DP (sum + max)".into(), seconds: s, bytes: res.plan.payload_bytes as f64 });
+    Ok(lines)
+}
