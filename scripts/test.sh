@@ -9,6 +9,8 @@ export PATH="${XDG_DATA_HOME:-$HOME/.local/share}/webtools/bin:$PATH"
 XDG_RUNTIME_DIR=$(mktemp -d)
 chmod 700 "$XDG_RUNTIME_DIR"
 export XDG_RUNTIME_DIR
+# CI has lavapipe: a missing adapter must fail the GPU parity tests, not skip them.
+export STEM4D_REQUIRE_GPU=1
 
 step() { printf '\n== %s\n' "$*"; }
 step "cargo fmt --check"

@@ -15,7 +15,11 @@ use crate::products::{ProductKind, ProductParams};
 use crate::source::{ByteSource, FileSet, FsSource};
 
 #[derive(Parser)]
-#[command(name = "stem4d", version, about = "4D-STEM acquisitions: inspect, reduce, benchmark")]
+#[command(
+    name = "stem4d",
+    version,
+    about = "4D-STEM acquisitions: inspect, reduce, benchmark"
+)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
@@ -51,7 +55,7 @@ enum Cmd {
         chunks: bool,
     },
     /// Compute one product and write it as .npy.
-    Product(ProductArgs),
+    Product(Box<ProductArgs>),
     /// Every product on every available backend against the CPU reference, as a table.
     Parity {
         #[command(flatten)]
@@ -156,14 +160,22 @@ fn run(cli: Cli) -> Result<()> {
             }
             Ok(())
         }
-        Cmd::Product(p) => product(p),
+        Cmd::Product(p) => product(*p),
         Cmd::Bench {
             what: BenchCmd::Decode { open, repeat },
         } => bench_decode(&open, repeat.max(1)),
         Cmd::Bench {
-            what: BenchCmd::Gpu { open, reps, bf_radius },
+            what:
+                BenchCmd::Gpu {
+                    open,
+                    reps,
+                    bf_radius,
+                },
         } => bench_gpu(&open, reps.max(2), bf_radius),
-        Cmd::Parity { open, mask_bad_pixels } => crate::parity::run(&open_acquisition(&open)?, mask_bad_pixels),
+        Cmd::Parity {
+            open,
+            mask_bad_pixels,
+        } => crate::parity::run(&open_acquisition(&open)?, mask_bad_pixels),
     }
 }
 
@@ -192,11 +204,18 @@ fn open_acquisition(a: &OpenArgs) -> Result<Acquisition> {
 
 fn parse_list<T: std::str::FromStr, const N: usize>(s: &str, flag: &str) -> Result<[T; N]> {
     let parts: Vec<&str> = s.split(',').map(str::trim).collect();
-    let bad = || Error::param(format!("{flag} expects {N} comma-separated numbers, got '{s}'"));
+    let bad = || {
+        Error::param(format!(
+            "{flag} expects {N} comma-separated numbers, got '{s}'"
+        ))
+    };
     if parts.len() != N {
         return Err(bad());
     }
-    let values: Vec<T> = parts.iter().map(|p| p.parse::<T>().map_err(|_| bad())).collect::<Result<_>>()?;
+    let values: Vec<T> = parts
+        .iter()
+        .map(|p| p.parse::<T>().map_err(|_| bad()))
+        .collect::<Result<_>>()?;
     values.try_into().map_err(|_| bad())
 }
 
@@ -221,13 +240,24 @@ fn product(p: ProductArgs) -> Result<()> {
         }
     }
     let mut params = ProductParams::new(kind);
-    params.center = p.center.as_deref().map(|s| parse_list::<f64, 2>(s, "--center")).transpose()?;
+    params.center = p
+        .center
+        .as_deref()
+        .map(|s| parse_list::<f64, 2>(s, "--center"))
+        .transpose()?;
     params.radius = p.radius;
     params.inner = p.inner;
     params.outer = p.outer;
     params.rect = p.rect.as_deref().map(|s| region(s, "--rect")).transpose()?;
-    params.scan_roi = p.scan_roi.as_deref().map(|s| region(s, "--scan-roi")).transpose()?;
-    params.at = p.at.as_deref().map(|s| parse_list::<usize, 2>(s, "--at")).transpose()?;
+    params.scan_roi = p
+        .scan_roi
+        .as_deref()
+        .map(|s| region(s, "--scan-roi"))
+        .transpose()?;
+    params.at =
+        p.at.as_deref()
+            .map(|s| parse_list::<usize, 2>(s, "--at"))
+            .transpose()?;
     params.bin = p.bin;
     params.mask_bad_pixels = p.mask_bad_pixels;
     params.rotation = p.rotation;
@@ -327,21 +357,29 @@ fn bench_decode(open: &OpenArgs, repeat: usize) -> Result<()> {
     let mut decodes = Vec::new();
     for _ in 0..repeat {
         let t = Instant::now();
-        chunks.par_iter().try_for_each(|(pi, ci, raw)| -> Result<()> {
-            let PartKind::Hdf5(ix) = &acq.parts[*pi].kind else {
-                return Ok(());
-            };
-            let cs = ix.chunk_shape().unwrap_or(&[]);
-            let logical = cs.iter().product::<u64>() as usize * ix.dtype.size();
-            let c = &ix.chunks[*ci];
-            crate::decode::decode_chunk(&ix.filters, c.filter_mask, raw, logical, ix.dtype.size())
+        chunks
+            .par_iter()
+            .try_for_each(|(pi, ci, raw)| -> Result<()> {
+                let PartKind::Hdf5(ix) = &acq.parts[*pi].kind else {
+                    return Ok(());
+                };
+                let cs = ix.chunk_shape().unwrap_or(&[]);
+                let logical = cs.iter().product::<u64>() as usize * ix.dtype.size();
+                let c = &ix.chunks[*ci];
+                crate::decode::decode_chunk(
+                    &ix.filters,
+                    c.filter_mask,
+                    raw,
+                    logical,
+                    ix.dtype.size(),
+                )
                 .map(|_| ())
                 .map_err(|e| Error::Decode {
                     file: ix.file.clone(),
                     chunk: format!("{:?}", c.coords),
                     message: e.0,
                 })
-        })?;
+            })?;
         decodes.push(t.elapsed().as_secs_f64());
     }
     // Stage 3: the whole CPU path a product uses (read + decode + widen), streamed.
@@ -388,7 +426,11 @@ fn bench_gpu(open: &OpenArgs, reps: usize, bf_radius: f64) -> Result<()> {
         a.name,
         a.backend,
         a.driver,
-        if a.software { "  [SOFTWARE ADAPTER: correctness only, not a GPU timing]" } else { "" }
+        if a.software {
+            "  [SOFTWARE ADAPTER: correctness only, not a GPU timing]"
+        } else {
+            ""
+        }
     );
     let t = Instant::now();
     let res = pollster::block_on(engine.upload(&acq, crate::frames::Correction::default()))?;
@@ -404,8 +446,14 @@ fn bench_gpu(open: &OpenArgs, reps: usize, bf_radius: f64) -> Result<()> {
         &(0..acq.shape.det_len() as u32).collect::<Vec<_>>(),
     ))?;
     let t_first = t.elapsed().as_secs_f64();
-    println!("  stage  open+index                 {:9.3} ms", t_open * 1e3);
-    println!("  stage  device                     {:9.3} ms", t_device * 1e3);
+    println!(
+        "  stage  open+index                 {:9.3} ms",
+        t_open * 1e3
+    );
+    println!(
+        "  stage  device                     {:9.3} ms",
+        t_device * 1e3
+    );
     println!(
         "  stage  read+decode+upload         {:9.3} ms  ({:.2} GB resident in {} buffers, {:.2} GB/s)",
         t_upload * 1e3,

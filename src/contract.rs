@@ -287,7 +287,11 @@ pub fn fftfreq(n: usize) -> Vec<f64> {
     let half = n.div_ceil(2);
     (0..n)
         .map(|k| {
-            let k = if k < half { k as f64 } else { k as f64 - n as f64 };
+            let k = if k < half {
+                k as f64
+            } else {
+                k as f64 - n as f64
+            };
             k / n as f64
         })
         .collect()

@@ -105,9 +105,7 @@ impl<'a> FrameReader<'a> {
                     }
                 }
                 PartKind::Hdf5(ix) => self.read_hdf5(pi, part, ix, l0, l1, dst)?,
-                PartKind::Synthetic => {
-                    crate::formats::synthetic::frames_bytes(shape, p0, p1, dst)
-                }
+                PartKind::Synthetic => crate::formats::synthetic::frames_bytes(shape, p0, p1, dst),
             }
         }
         Ok(out)
@@ -132,7 +130,9 @@ impl<'a> FrameReader<'a> {
             Layout::Compact { bytes } => {
                 let src = bytes
                     .get(l0 * frame_bytes..l1 * frame_bytes)
-                    .ok_or_else(|| Error::format(&ix.file, "compact data set is shorter than its shape"))?;
+                    .ok_or_else(|| {
+                        Error::format(&ix.file, "compact data set is shorter than its shape")
+                    })?;
                 dst.copy_from_slice(src);
                 Ok(())
             }
@@ -140,7 +140,16 @@ impl<'a> FrameReader<'a> {
                 let needed = self.chunks_for(pi, ix, chunk_shape, l0, l1)?;
                 let decoded = decode_chunks(part, ix, chunk_shape, esize, &needed)?;
                 for (ci, bytes) in needed.iter().zip(decoded) {
-                    scatter(&ix.chunks[*ci], chunk_shape, &ix.shape, &bytes, esize, l0, l1, dst);
+                    scatter(
+                        &ix.chunks[*ci],
+                        chunk_shape,
+                        &ix.shape,
+                        &bytes,
+                        esize,
+                        l0,
+                        l1,
+                        dst,
+                    );
                 }
                 Ok(())
             }
@@ -157,7 +166,10 @@ impl<'a> FrameReader<'a> {
         l1: usize,
     ) -> Result<Vec<usize>> {
         let rank = ix.shape.len();
-        let det_grid = [ix.shape[rank - 2].div_ceil(cs[rank - 2]), ix.shape[rank - 1].div_ceil(cs[rank - 1])];
+        let det_grid = [
+            ix.shape[rank - 2].div_ceil(cs[rank - 2]),
+            ix.shape[rank - 1].div_ceil(cs[rank - 1]),
+        ];
         // Chunk-grid ranges along the frame axes.
         let frame_axes: Vec<(u64, u64)> = if rank == 3 {
             vec![(l0 as u64 / cs[0], (l1 as u64 - 1) / cs[0])]
@@ -168,7 +180,11 @@ impl<'a> FrameReader<'a> {
         };
         let mut out = Vec::new();
         let mut grid: Vec<Vec<u64>> = vec![vec![]];
-        for (a, b) in frame_axes.iter().copied().chain([(0, det_grid[0] - 1), (0, det_grid[1] - 1)]) {
+        for (a, b) in frame_axes
+            .iter()
+            .copied()
+            .chain([(0, det_grid[0] - 1), (0, det_grid[1] - 1)])
+        {
             grid = grid
                 .into_iter()
                 .flat_map(|g| {
@@ -194,7 +210,10 @@ impl<'a> FrameReader<'a> {
                 }
             }
             let ci = self.chunk_maps[pi].get(&coords).copied().ok_or_else(|| {
-                Error::format(&ix.file, format!("data set {}: chunk at {coords:?} is not stored", ix.path))
+                Error::format(
+                    &ix.file,
+                    format!("data set {}: chunk at {coords:?} is not stored", ix.path),
+                )
             })?;
             out.push(ci);
         }
@@ -342,9 +361,19 @@ pub fn correct(
                 .collect(),
         ),
         dt => {
-            let widen = |k: usize, v: u32| if is_bad(k) || Some(v) == sentinel { 0 } else { v };
+            let widen = |k: usize, v: u32| {
+                if is_bad(k) || Some(v) == sentinel {
+                    0
+                } else {
+                    v
+                }
+            };
             Samples::Int(match dt {
-                Dtype::U8 => raw.iter().enumerate().map(|(k, &v)| widen(k, v as u32)).collect(),
+                Dtype::U8 => raw
+                    .iter()
+                    .enumerate()
+                    .map(|(k, &v)| widen(k, v as u32))
+                    .collect(),
                 Dtype::U16 => raw
                     .chunks_exact(2)
                     .enumerate()
@@ -386,7 +415,8 @@ pub fn bin_block(block: &FrameBlock, b: usize, file: &str) -> Result<FrameBlock>
             for f in 0..block.count {
                 for i in 0..kr {
                     for j in 0..kc {
-                        out[f * or * oc + (i / b) * oc + j / b] += v[f * kr * kc + i * kc + j] as u64;
+                        out[f * or * oc + (i / b) * oc + j / b] +=
+                            v[f * kr * kc + i * kc + j] as u64;
                     }
                 }
             }
@@ -406,7 +436,8 @@ pub fn bin_block(block: &FrameBlock, b: usize, file: &str) -> Result<FrameBlock>
             for f in 0..block.count {
                 for i in 0..kr {
                     for j in 0..kc {
-                        out[f * or * oc + (i / b) * oc + j / b] += v[f * kr * kc + i * kc + j] as f64;
+                        out[f * or * oc + (i / b) * oc + j / b] +=
+                            v[f * kr * kc + i * kc + j] as f64;
                     }
                 }
             }

@@ -6,10 +6,10 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use hdf5_reader::messages::HdfMessage;
-use hdf5_reader::storage::{Storage, StorageBuffer};
 use hdf5_reader::error::{Error as H5Error, Result as H5Result};
 use hdf5_reader::messages::layout::{ChunkIndexing, DataLayout};
+use hdf5_reader::messages::HdfMessage;
+use hdf5_reader::storage::{Storage, StorageBuffer};
 use hdf5_reader::{Dataset, Datatype, Hdf5File, OpenOptions};
 use serde::Serialize;
 
@@ -28,10 +28,17 @@ impl Storage for SourceStorage {
         self.0.len()
     }
     fn read_range(&self, offset: u64, len: usize) -> H5Result<StorageBuffer> {
-        // Clip at the end of the file like a mapped file would; the parser checks lengths.
-        let avail = self.0.len().saturating_sub(offset);
-        let n = (len as u64).min(avail) as usize;
-        let mut buf = vec![0u8; n];
+        // Like hdf5-reader's own storages: a range past the end is an error, never a short
+        // buffer (its parser indexes the buffer it asked for; a short one panicked).
+        let file_len = self.0.len();
+        if (offset as u128) + (len as u128) > file_len as u128 {
+            return Err(H5Error::UnexpectedEof {
+                offset,
+                needed: len as u64,
+                available: file_len.saturating_sub(offset),
+            });
+        }
+        let mut buf = vec![0u8; len];
         self.0
             .read_at(offset, &mut buf)
             .map_err(|e| H5Error::Io(std::io::Error::other(e.to_string())))?;
@@ -89,18 +96,33 @@ impl H5Set {
     }
 
     pub fn source(&self, name: &str) -> Result<Arc<dyn ByteSource>> {
-        self.inner.files.get(name).ok_or_else(|| Error::MissingFile {
-            missing: name.to_string(),
-            referenced_by: "HDF5 external link".into(),
-        })
+        self.inner
+            .files
+            .get(name)
+            .ok_or_else(|| Error::MissingFile {
+                missing: name.to_string(),
+                referenced_by: "HDF5 external link".into(),
+            })
     }
 
     /// Open (or reuse) an HDF5 file of the set.
     pub fn open(&self, name: &str) -> Result<Hdf5File> {
-        if let Some(f) = self.inner.opened.lock().ok().and_then(|m| m.get(name).cloned()) {
+        if let Some(f) = self
+            .inner
+            .opened
+            .lock()
+            .ok()
+            .and_then(|m| m.get(name).cloned())
+        {
             return Ok(f);
         }
         let src = self.source(name)?;
+        if src.is_empty() {
+            return Err(Error::format(
+                src.name(),
+                "the file is empty (0 bytes): not an HDF5 file",
+            ));
+        }
         if !is_hdf5(src.as_ref())? {
             return Err(Error::format(
                 src.name(),
@@ -126,12 +148,12 @@ impl H5Set {
         let found = h5.dataset(path);
         let linked = self.requested_since(before);
         match found {
-            Ok(ds) => Ok((linked.last().cloned().unwrap_or_else(|| file.to_string()), ds)),
+            Ok(ds) => Ok((
+                linked.last().cloned().unwrap_or_else(|| file.to_string()),
+                ds,
+            )),
             Err(e) => {
-                if let Some(missing) = linked
-                    .iter()
-                    .find(|n| self.inner.files.get(n).is_none())
-                {
+                if let Some(missing) = linked.iter().find(|n| self.inner.files.get(n).is_none()) {
                     return Err(Error::MissingFile {
                         missing: missing.clone(),
                         referenced_by: format!("{file}:{path}"),
@@ -140,6 +162,17 @@ impl H5Set {
                 Err(h5_err(file, &format!("cannot read data set {path}"), e))
             }
         }
+    }
+
+    /// Link targets asked for so far that are not among the opened files, in order.
+    pub(crate) fn missing_link_targets(&self) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for n in self.requested_since(0) {
+            if self.inner.files.get(&n).is_none() && !out.contains(&n) {
+                out.push(n);
+            }
+        }
+        out
     }
 
     fn requested_len(&self) -> usize {
@@ -157,9 +190,14 @@ impl H5Set {
 
 pub(crate) fn h5_err(file: &str, what: &str, e: H5Error) -> Error {
     let msg = e.to_string();
-    let hint = if msg.contains("I/O") || msg.contains("out of bounds") || msg.contains("past the end")
+    let hint = if msg.contains("I/O")
+        || msg.contains("out of bounds")
+        || msg.contains("past the end")
+        || msg.contains("unexpected end")
     {
         " (the file looks truncated)"
+    } else if msg.contains("signature") {
+        " (the file is corrupt)"
     } else {
         ""
     };
@@ -280,6 +318,7 @@ impl DatasetIndex {
                     for f in &p.filters {
                         let filter = Filter::from_hdf5(f.id, f.name.as_deref(), &f.client_data)
                             .map_err(|m| Error::format(file, format!("data set {path}: {m}")))?;
+                        check_filter_elem_size(file, path, &filter, dtype)?;
                         filters.push(filter);
                     }
                 }
@@ -295,7 +334,8 @@ impl DatasetIndex {
         let (layout, chunks) = match layout_msg {
             DataLayout::Compact { data } => (Layout::Compact { bytes: data }, Vec::new()),
             DataLayout::Contiguous { address, size } => {
-                let logical = logical_bytes(&shape, dtype)?;
+                let logical = logical_bytes(&shape, dtype)
+                    .map_err(|e| Error::format(file, format!("data set {path}: {e}")))?;
                 if address == u64::MAX {
                     return Err(Error::format(
                         file,
@@ -330,9 +370,13 @@ impl DatasetIndex {
                 if dims.len() != shape.len() || dims.contains(&0) {
                     return Err(Error::format(
                         file,
-                        format!("data set {path}: chunk shape {dims:?} does not match rank {}", shape.len()),
+                        format!(
+                            "data set {path}: chunk shape {dims:?} does not match rank {}",
+                            shape.len()
+                        ),
                     ));
                 }
+                check_chunk_grid(file, path, &shape, &dims, dtype, file_len)?;
                 let storage = SourceStorage(src.clone());
                 let ndim = shape.len();
                 let h5e = |e| h5_err(file, &format!("cannot read the chunk index of {path}"), e);
@@ -423,14 +467,13 @@ impl DatasetIndex {
                         }
                     }
                 };
-                let chunk_logical: u64 = dims.iter().map(|&d| d as u64).product::<u64>()
-                    * dtype.size() as u64;
+                let chunk_logical: u64 =
+                    dims.iter().map(|&d| d as u64).product::<u64>() * dtype.size() as u64;
                 let mut chunks = Vec::with_capacity(entries.len());
                 for e in entries {
                     // Unfiltered entries from some indexes report size 0: it is the logical size.
                     let size = if e.size == 0 { chunk_logical } else { e.size };
-                    if e.offsets.len() != ndim
-                        || e.offsets.iter().zip(&shape).any(|(o, s)| o >= s)
+                    if e.offsets.len() != ndim || e.offsets.iter().zip(&shape).any(|(o, s)| o >= s)
                     {
                         // Stale chunks outside the extent are legal in HDF5; skip them.
                         continue;
@@ -489,11 +532,76 @@ impl DatasetIndex {
     }
 }
 
+/// Bitshuffle records the element size it was set up with (`cd_values[2]`); a value other
+/// than the data set's sample size means the chunks cannot be unshuffled as declared.
+fn check_filter_elem_size(file: &str, path: &str, f: &Filter, dtype: Dtype) -> Result<()> {
+    if f.kind == crate::decode::FilterKind::BitshuffleLz4 {
+        if let Some(&e) = f.cd_values.get(2) {
+            if e != 0 && e as usize != dtype.size() {
+                return Err(Error::format(
+                    file,
+                    format!(
+                        "data set {path}: bitshuffle filter elem_size {e} does not match the {}-byte {} samples (corrupt filter parameters)",
+                        dtype.size(),
+                        dtype.name()
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Largest decoded chunk we accept; real detectors write chunks of a few MiB.
+pub const MAX_CHUNK_BYTES: u64 = 1 << 30;
+
+/// Refuse chunk grids the file cannot hold before anything is sized by them: every chunk
+/// must be stored (see `formats::check_chunk_coverage`), so a grid of more chunks than the
+/// file has bytes, or one decoded chunk beyond [`MAX_CHUNK_BYTES`], is a lying header.
+fn check_chunk_grid(
+    file: &str,
+    path: &str,
+    shape: &[u64],
+    dims: &[u32],
+    dtype: Dtype,
+    file_len: u64,
+) -> Result<()> {
+    let chunk_bytes = dims
+        .iter()
+        .try_fold(dtype.size() as u64, |a, &d| a.checked_mul(d as u64))
+        .filter(|&b| b <= MAX_CHUNK_BYTES);
+    if chunk_bytes.is_none() {
+        return Err(Error::format(
+            file,
+            format!(
+                "data set {path}: chunk shape {dims:?} is too large (at most {MAX_CHUNK_BYTES} decoded bytes per chunk supported): corrupt or absurd header"
+            ),
+        ));
+    }
+    let grid = shape
+        .iter()
+        .zip(dims)
+        .try_fold(1u64, |a, (&s, &d)| a.checked_mul(s.div_ceil(d as u64)));
+    match grid {
+        Some(n) if n <= file_len => Ok(()),
+        _ => Err(Error::format(
+            file,
+            format!(
+                "data set {path}: shape {shape:?} in chunks of {dims:?} is too large for a file of {file_len} bytes (more chunks than bytes): corrupt or absurd dimensions"
+            ),
+        )),
+    }
+}
+
 pub fn logical_bytes(shape: &[u64], dtype: Dtype) -> Result<u64> {
     shape
         .iter()
         .try_fold(dtype.size() as u64, |a, &d| a.checked_mul(d))
-        .ok_or_else(|| Error::param(format!("data set shape {shape:?} overflows 64-bit sizes")))
+        .ok_or_else(|| {
+            Error::param(format!(
+                "shape {shape:?} is too large (overflows 64-bit sizes)"
+            ))
+        })
 }
 
 /// Chunk byte ranges coalesced into large sequential reads.
@@ -552,9 +660,21 @@ pub fn attr_f64(attrs: &[hdf5_reader::Attribute], name: &str) -> Option<f64> {
     a.read_1d::<f64>()
         .ok()
         .and_then(|v| v.first().copied())
-        .or_else(|| a.read_1d::<i64>().ok().and_then(|v| v.first().map(|&x| x as f64)))
-        .or_else(|| a.read_1d::<u64>().ok().and_then(|v| v.first().map(|&x| x as f64)))
-        .or_else(|| a.read_1d::<i32>().ok().and_then(|v| v.first().map(|&x| x as f64)))
+        .or_else(|| {
+            a.read_1d::<i64>()
+                .ok()
+                .and_then(|v| v.first().map(|&x| x as f64))
+        })
+        .or_else(|| {
+            a.read_1d::<u64>()
+                .ok()
+                .and_then(|v| v.first().map(|&x| x as f64))
+        })
+        .or_else(|| {
+            a.read_1d::<i32>()
+                .ok()
+                .and_then(|v| v.first().map(|&x| x as f64))
+        })
 }
 
 /// Read a scalar numeric data set as f64.

@@ -58,7 +58,12 @@ impl Info {
         let mut chunk_shape = None;
         let mut tables = Vec::new();
         let mut hasher = Sha256::new();
-        hasher.update(format!("{:?}|{}|{}", acq.shape.as_array(), acq.dtype.name(), acq.dataset_path));
+        hasher.update(format!(
+            "{:?}|{}|{}",
+            acq.shape.as_array(),
+            acq.dtype.name(),
+            acq.dataset_path
+        ));
         for part in &acq.parts {
             hasher.update(part.source.name().as_bytes());
             hasher.update(part.source.len().to_le_bytes());
@@ -122,7 +127,10 @@ impl Info {
             logical_bytes: acq.logical_bytes(),
             scan_shape_source: acq.scan_shape_source.clone(),
             calibration: acq.calibration.clone(),
-            pixel_mask_bad: acq.pixel_mask.as_ref().map(|m| m.iter().filter(|&&b| b).count()),
+            pixel_mask_bad: acq
+                .pixel_mask
+                .as_ref()
+                .map(|m| m.iter().filter(|&&b| b).count()),
             chunk_tables: tables,
             source_sha256: digest.iter().map(|b| format!("{b:02x}")).collect(),
         }

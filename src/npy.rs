@@ -21,7 +21,11 @@ pub fn to_bytes(a: &ProductArray) -> Vec<u8> {
         1 => format!("({},)", a.shape[0]),
         _ => format!(
             "({})",
-            a.shape.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(", ")
+            a.shape
+                .iter()
+                .map(|d| d.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
         ),
     };
     let mut header = format!(
@@ -39,11 +43,21 @@ pub fn to_bytes(a: &ProductArray) -> Vec<u8> {
     out.extend_from_slice(header.as_bytes());
     match &a.data {
         ArrayData::U8(v) => out.extend_from_slice(v),
-        ArrayData::U16(v) => v.iter().for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
-        ArrayData::U32(v) => v.iter().for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
-        ArrayData::U64(v) => v.iter().for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
-        ArrayData::F32(v) => v.iter().for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
-        ArrayData::F64(v) => v.iter().for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
+        ArrayData::U16(v) => v
+            .iter()
+            .for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
+        ArrayData::U32(v) => v
+            .iter()
+            .for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
+        ArrayData::U64(v) => v
+            .iter()
+            .for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
+        ArrayData::F32(v) => v
+            .iter()
+            .for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
+        ArrayData::F64(v) => v
+            .iter()
+            .for_each(|x| out.extend_from_slice(&x.to_le_bytes())),
     }
     out
 }
@@ -75,7 +89,9 @@ pub fn from_bytes(name: &str, bytes: &[u8]) -> Result<ProductArray> {
         .and_then(|r| r.strip_prefix('\'')?.split('\'').next())
         .ok_or_else(|| bad("no descr"))?;
     if field("fortran_order").is_some_and(|r| r.starts_with("True")) {
-        return Err(bad("Fortran order is not supported; save with np.ascontiguousarray"));
+        return Err(bad(
+            "Fortran order is not supported; save with np.ascontiguousarray",
+        ));
     }
     let shape_txt = field("shape")
         .and_then(|r| r.strip_prefix('(')?.split(')').next())
@@ -125,7 +141,10 @@ pub fn mask_from_npy(name: &str, bytes: &[u8]) -> Result<crate::contract::Detect
     use crate::contract::DetectorMask;
     let a = from_bytes(name, bytes)?;
     if a.shape.len() != 2 {
-        return Err(Error::format(name, format!("mask must be 2-D (Kr, Kc), got shape {:?}", a.shape)));
+        return Err(Error::format(
+            name,
+            format!("mask must be 2-D (Kr, Kc), got shape {:?}", a.shape),
+        ));
     }
     Ok(match a.data {
         ArrayData::U8(v) => DetectorMask::Bool(v.into_iter().map(|x| x != 0).collect()),

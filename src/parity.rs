@@ -23,13 +23,20 @@ pub fn default_params(acq: &Acquisition, mask_bad_pixels: bool) -> Result<Vec<Pr
         p.radius = Some(radius);
         p.inner = Some(radius * 1.5);
         p.outer = Some(radius * 3.0);
-        p.rect = Some(Region { r0: kr / 4, r1: kr - kr / 3, c0: kc / 5, c1: kc - kc / 4 });
+        p.rect = Some(Region {
+            r0: kr / 4,
+            r1: kr - kr / 3,
+            c0: kc / 5,
+            c1: kc - kc / 4,
+        });
         p.at = Some([rr / 2, rc / 3]);
         p.rotation = 17.5;
         p.flip = true;
         if kind == ProductKind::Mask {
             p.mask = Some(crate::contract::DetectorMask::Bool(
-                (0..kr * kc).map(|k| (k / kc + 2 * (k % kc)) % 5 == 0).collect(),
+                (0..kr * kc)
+                    .map(|k| (k / kc + 2 * (k % kc)) % 5 == 0)
+                    .collect(),
             ));
         }
         if kind == ProductKind::Binned {
@@ -39,7 +46,12 @@ pub fn default_params(acq: &Acquisition, mask_bad_pixels: bool) -> Result<Vec<Pr
     }
     let mut roi = ProductParams::new(ProductKind::SumDp);
     roi.mask_bad_pixels = mask_bad_pixels;
-    roi.scan_roi = Some(Region { r0: 0, r1: rr.div_ceil(2), c0: rc / 3, c1: rc });
+    roi.scan_roi = Some(Region {
+        r0: 0,
+        r1: rr.div_ceil(2),
+        c0: rc / 3,
+        c1: rc,
+    });
     out.push(roi);
     Ok(out)
 }
@@ -51,10 +63,16 @@ pub fn judge(kind: ProductKind, got: &ProductArray, cpu: &ProductArray) -> (f64,
         return (f64::INFINITY, false);
     }
     let (g, c) = (got.data.to_f64(), cpu.data.to_f64());
-    let max_err = g.iter().zip(&c).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max);
+    let max_err = g
+        .iter()
+        .zip(&c)
+        .map(|(a, b)| (a - b).abs())
+        .fold(0.0, f64::max);
     let scale = c.iter().fold(0f64, |m, v| m.max(v.abs()));
     let pass = match (kind, &got.data, &cpu.data) {
-        (ProductKind::Com, ArrayData::F32(g), ArrayData::F64(c)) => g.iter().zip(c).all(|(a, b)| *a == *b as f32),
+        (ProductKind::Com, ArrayData::F32(g), ArrayData::F64(c)) => {
+            g.iter().zip(c).all(|(a, b)| *a == *b as f32)
+        }
         (ProductKind::Dpc, _, _) => max_err <= 2e-6,
         (ProductKind::Idpc, _, _) => max_err <= 1e-5 * scale,
         _ => got.data == cpu.data,
@@ -66,11 +84,23 @@ pub fn run(acq: &Acquisition, mask_bad_pixels: bool) -> Result<()> {
     let engine = pollster::block_on(crate::gpu::Engine::new());
     let params = default_params(acq, mask_bad_pixels)?;
     let backend = match &engine {
-        Ok(e) => format!("wgpu ({}{})", e.adapter.name, if e.adapter.software { ", software" } else { "" }),
+        Ok(e) => format!(
+            "wgpu ({}{})",
+            e.adapter.name,
+            if e.adapter.software { ", software" } else { "" }
+        ),
         Err(e) => format!("wgpu unavailable: {e}"),
     };
-    println!("parity: {:?} {:?} {}  bad pixels masked: {mask_bad_pixels}", acq.format, acq.shape.as_array(), acq.dtype.name());
-    println!("{:<22} {:<10} {:<44} {:>12}  result", "product", "backend", "", "max error");
+    println!(
+        "parity: {:?} {:?} {}  bad pixels masked: {mask_bad_pixels}",
+        acq.format,
+        acq.shape.as_array(),
+        acq.dtype.name()
+    );
+    println!(
+        "{:<22} {:<10} {:<44} {:>12}  result",
+        "product", "backend", "", "max error"
+    );
     println!("{:<22} {:<10} {backend}", "", "");
     let mut failed = 0;
     let mut resident: Option<crate::gpu::Resident> = None;
@@ -81,18 +111,27 @@ pub fn run(acq: &Acquisition, mask_bad_pixels: bool) -> Result<()> {
             None if p.bin > 1 => format!("{} (bin {})", p.kind.name(), p.bin),
             None => p.kind.name().to_string(),
         };
-        println!("{label:<22} {:<10} {:<44} {:>12}  reference", "cpu", "float64 / exact integers", "0");
+        println!(
+            "{label:<22} {:<10} {:<44} {:>12}  reference",
+            "cpu", "float64 / exact integers", "0"
+        );
         let Ok(engine) = &engine else { continue };
-        let same = resident
-            .as_ref()
-            .is_some_and(|r| r.correction.bin == p.bin && r.correction.mask_bad_pixels == p.mask_bad_pixels);
+        let same = resident.as_ref().is_some_and(|r| {
+            r.correction.bin == p.bin && r.correction.mask_bad_pixels == p.mask_bad_pixels
+        });
         if !same {
             resident = None;
-            let corr = crate::frames::Correction { mask_bad_pixels: p.mask_bad_pixels, bin: p.bin };
+            let corr = crate::frames::Correction {
+                mask_bad_pixels: p.mask_bad_pixels,
+                bin: p.bin,
+            };
             match pollster::block_on(engine.upload(acq, corr)) {
                 Ok(r) => resident = Some(r),
                 Err(e) => {
-                    println!("{label:<22} {:<10} {:<44} {:>12}  n/a: {e}", "wgpu", "", "-");
+                    println!(
+                        "{label:<22} {:<10} {:<44} {:>12}  n/a: {e}",
+                        "wgpu", "", "-"
+                    );
                     continue;
                 }
             }
@@ -111,12 +150,17 @@ pub fn run(acq: &Acquisition, mask_bad_pixels: bool) -> Result<()> {
                     if pass { "PASS" } else { "FAIL" }
                 );
             }
-            Err(e) => println!("{label:<22} {:<10} {:<44} {:>12}  n/a: {e}", "wgpu", "", "-"),
+            Err(e) => println!(
+                "{label:<22} {:<10} {:<44} {:>12}  n/a: {e}",
+                "wgpu", "", "-"
+            ),
         }
     }
     println!("{:<10} cuda backend not built into this binary", "");
     if failed > 0 {
-        return Err(crate::error::Error::Gpu(format!("{failed} products failed parity")));
+        return Err(crate::error::Error::Gpu(format!(
+            "{failed} products failed parity"
+        )));
     }
     Ok(())
 }

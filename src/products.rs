@@ -66,10 +66,16 @@ impl ProductKind {
     }
 
     pub fn parse(s: &str) -> Result<Self> {
-        Self::ALL.into_iter().find(|k| k.name() == s).ok_or_else(|| {
-            let names: Vec<&str> = Self::ALL.iter().map(|k| k.name()).collect();
-            Error::param(format!("unknown product kind '{s}' (one of: {})", names.join(" ")))
-        })
+        Self::ALL
+            .into_iter()
+            .find(|k| k.name() == s)
+            .ok_or_else(|| {
+                let names: Vec<&str> = Self::ALL.iter().map(|k| k.name()).collect();
+                Error::param(format!(
+                    "unknown product kind '{s}' (one of: {})",
+                    names.join(" ")
+                ))
+            })
     }
 }
 
@@ -127,12 +133,19 @@ impl ProductParams {
                 inner: Self::need(self.inner, "--inner R", k)?,
                 outer: Self::need(self.outer, "--outer R", k)?,
             },
-            ProductKind::Rect => DetectorMask::Rect(Self::need(self.rect, "--rect R0,R1,C0,C1", k)?),
+            ProductKind::Rect => {
+                DetectorMask::Rect(Self::need(self.rect, "--rect R0,R1,C0,C1", k)?)
+            }
             ProductKind::Mask => self
                 .mask
                 .clone()
                 .ok_or_else(|| Error::param("product 'mask' needs --mask MASK.npy"))?,
-            _ => return Err(Error::param(format!("product '{}' has no detector mask", k.name()))),
+            _ => {
+                return Err(Error::param(format!(
+                    "product '{}' has no detector mask",
+                    k.name()
+                )))
+            }
         };
         m.validate(det)?;
         Ok(m)
@@ -156,7 +169,11 @@ impl ProductParams {
             roi.checked(shape.scan, "scan ROI")?;
         }
         match self.kind {
-            ProductKind::Bf | ProductKind::Df | ProductKind::Adf | ProductKind::Rect | ProductKind::Mask => {
+            ProductKind::Bf
+            | ProductKind::Df
+            | ProductKind::Adf
+            | ProductKind::Rect
+            | ProductKind::Mask => {
                 self.detector_mask(det)?;
             }
             ProductKind::Pattern => {

@@ -76,7 +76,12 @@ impl ResidentPlan {
         }
         let payload_bytes: u64 = segments.iter().map(|s| s.bytes).sum();
         let products = frames as u64 * 3 * 8 + det * 16;
-        let staging = segments.iter().map(|s| s.bytes).max().unwrap_or(0).min(UPLOAD_WINDOW);
+        let staging = segments
+            .iter()
+            .map(|s| s.bytes)
+            .max()
+            .unwrap_or(0)
+            .min(UPLOAD_WINDOW);
         Ok(ResidentPlan {
             shape,
             bits,
@@ -120,7 +125,10 @@ mod tests {
         };
         let plan = ResidentPlan::new(shape, Dtype::U16, false, limits).unwrap();
         assert_eq!(plan.frame_words, 72);
-        assert!(plan.segments.iter().all(|s| s.bytes <= limits.max_storage_binding));
+        assert!(plan
+            .segments
+            .iter()
+            .all(|s| s.bytes <= limits.max_storage_binding));
         assert_eq!(plan.segments.len(), 4);
         assert_eq!(plan.segments.iter().map(|s| s.frames).sum::<usize>(), 100);
     }

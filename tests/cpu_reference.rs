@@ -14,11 +14,22 @@ fn decoded_arrays_match_h5py_byte_for_byte() {
     for fx in manifest()["fixtures"].as_array().unwrap() {
         let name = fx["name"].as_str().unwrap();
         let acq = open_fixture(fx);
-        let shape: Vec<usize> = fx["shape"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as usize).collect();
+        let shape: Vec<usize> = fx["shape"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_u64().unwrap() as usize)
+            .collect();
         assert_eq!(acq.shape.as_array().to_vec(), shape, "{name}: shape");
-        assert_eq!(acq.dtype.name(), fx["dtype"].as_str().unwrap(), "{name}: dtype");
+        assert_eq!(
+            acq.dtype.name(),
+            fx["dtype"].as_str().unwrap(),
+            "{name}: dtype"
+        );
         let want = read_npy(&fixtures().join(format!("ref/{name}/decoded.npy")));
-        let raw = FrameReader::new(&acq).read_raw(0, acq.shape.frames()).unwrap();
+        let raw = FrameReader::new(&acq)
+            .read_raw(0, acq.shape.frames())
+            .unwrap();
         let want_bytes: Vec<u8> = match &want.data {
             ArrayData::U8(v) => v.clone(),
             ArrayData::U16(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
@@ -50,8 +61,13 @@ fn every_product_matches_numpy() {
                 }
             };
             let got = if kind == "mean-dp-f32" {
-                let ArrayData::F64(v) = got.data else { panic!("{what}: mean-dp is float64") };
-                ProductArray { shape: got.shape, data: ArrayData::F32(v.iter().map(|&x| x as f32).collect()) }
+                let ArrayData::F64(v) = got.data else {
+                    panic!("{what}: mean-dp is float64")
+                };
+                ProductArray {
+                    shape: got.shape,
+                    data: ArrayData::F32(v.iter().map(|&x| x as f32).collect()),
+                }
             } else {
                 got
             };
@@ -63,7 +79,12 @@ fn every_product_matches_numpy() {
         }
     }
     assert!(checked > 300, "only {checked} products checked");
-    assert!(failures.is_empty(), "{} of {checked} products differ:\n{}", failures.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} of {checked} products differ:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }
 
 #[test]
@@ -73,16 +94,41 @@ fn info_reports_what_the_files_hold() {
         let acq = open_fixture(fx);
         let info = stem4d::info::Info::of(&acq, false);
         let json = serde_json::to_value(&info).unwrap();
-        for key in ["shape", "dtype", "format", "files", "filters", "chunk_shape", "compressed_bytes", "logical_bytes", "scan_shape_source", "calibration", "source_sha256"] {
+        for key in [
+            "shape",
+            "dtype",
+            "format",
+            "files",
+            "filters",
+            "chunk_shape",
+            "compressed_bytes",
+            "logical_bytes",
+            "scan_shape_source",
+            "calibration",
+            "source_sha256",
+        ] {
             assert!(json.get(key).is_some(), "{name}: info lacks {key}");
         }
-        let filters: Vec<&str> = json["filters"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
-        let mut want: Vec<&str> = fx["filters"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
+        let filters: Vec<&str> = json["filters"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap())
+            .collect();
+        let mut want: Vec<&str> = fx["filters"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap())
+            .collect();
         let mut got = filters.clone();
         want.sort();
         got.sort();
         assert_eq!(got, want, "{name}: filters");
-        assert_eq!(json["chunk_shape"], fx["chunk_shape"], "{name}: chunk shape");
+        assert_eq!(
+            json["chunk_shape"], fx["chunk_shape"],
+            "{name}: chunk shape"
+        );
         assert_eq!(json["format"], fx["format"], "{name}: format");
     }
 }

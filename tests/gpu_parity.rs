@@ -72,7 +72,10 @@ fn kernels_match_the_cpu_reference_on_every_integer_fixture() {
             let what = format!("{name} {}", p["ref"].as_str().unwrap());
             let gpu = match pollster::block_on(products::compute(&engine, &acq, &params)) {
                 Ok(g) => g,
-                Err(e) if acq.dtype == stem4d::contract::Dtype::U32 && matches!(kind, "com" | "dpc" | "idpc") => {
+                Err(e)
+                    if acq.dtype == stem4d::contract::Dtype::U32
+                        && matches!(kind, "com" | "dpc" | "idpc") =>
+                {
                     assert!(e.to_string().contains("64 bits"), "{what}: {e}");
                     continue;
                 }
@@ -89,14 +92,24 @@ fn kernels_match_the_cpu_reference_on_every_integer_fixture() {
         }
     }
     assert!(checked > 150, "only {checked} products checked");
-    assert!(failures.is_empty(), "{} of {checked} differ:\n{}", failures.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} of {checked} differ:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }
 
 #[test]
 fn residents_split_across_buffers_give_the_same_sums() {
     let Some(engine) = engine() else { return };
     let m = manifest();
-    let fx = m["fixtures"].as_array().unwrap().iter().find(|f| f["name"] == "arina_u16").unwrap();
+    let fx = m["fixtures"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["name"] == "arina_u16")
+        .unwrap();
     let acq = open_fixture(fx);
     let corr = stem4d::frames::Correction::default();
     let whole = pollster::block_on(engine.upload(&acq, corr)).unwrap();

@@ -7,11 +7,22 @@ use stem4d::gpu::kernels;
 
 fn module(k: &kernels::Kernel) -> (naga::Module, naga::valid::ModuleInfo) {
     let src = k.source();
-    let module = naga::front::wgsl::parse_str(&src)
-        .unwrap_or_else(|e| panic!("{}.wgsl does not parse:\n{}", k.name, e.emit_to_string(&src)));
+    let module = naga::front::wgsl::parse_str(&src).unwrap_or_else(|e| {
+        panic!(
+            "{}.wgsl does not parse:\n{}",
+            k.name,
+            e.emit_to_string(&src)
+        )
+    });
     let info = Validator::new(ValidationFlags::all(), Capabilities::empty())
         .validate(&module)
-        .unwrap_or_else(|e| panic!("{}.wgsl does not validate:\n{}", k.name, e.emit_to_string(&src)));
+        .unwrap_or_else(|e| {
+            panic!(
+                "{}.wgsl does not validate:\n{}",
+                k.name,
+                e.emit_to_string(&src)
+            )
+        });
     (module, info)
 }
 
@@ -20,7 +31,10 @@ fn every_kernel_validates_for_webgpu() {
     for k in kernels::ALL {
         let (module, _) = module(&k);
         assert!(
-            module.entry_points.iter().any(|e| e.name == k.entry && e.stage == naga::ShaderStage::Compute),
+            module
+                .entry_points
+                .iter()
+                .any(|e| e.name == k.entry && e.stage == naga::ShaderStage::Compute),
             "{}: no compute entry point {}",
             k.name,
             k.entry
@@ -35,8 +49,13 @@ fn every_kernel_translates_to_spirv_and_msl() {
         naga::back::spv::write_vec(&module, &info, &naga::back::spv::Options::default(), None)
             .unwrap_or_else(|e| panic!("{}: SPIR-V: {e}", k.name));
         let pipeline = naga::back::msl::PipelineOptions::default();
-        naga::back::msl::write_string(&module, &info, &naga::back::msl::Options::default(), &pipeline)
-            .unwrap_or_else(|e| panic!("{}: MSL: {e}", k.name));
+        naga::back::msl::write_string(
+            &module,
+            &info,
+            &naga::back::msl::Options::default(),
+            &pipeline,
+        )
+        .unwrap_or_else(|e| panic!("{}: MSL: {e}", k.name));
     }
 }
 
@@ -58,17 +77,30 @@ fn uniform_structs_match_their_rust_layout() {
     for k in kernels::ALL {
         let (module, _) = module(&k);
         for (name, size, fields) in kernels::uniform_layouts() {
-            let Some((_, ty)) = module.types.iter().find(|(_, t)| t.name.as_deref() == Some(name)) else {
+            let Some((_, ty)) = module
+                .types
+                .iter()
+                .find(|(_, t)| t.name.as_deref() == Some(name))
+            else {
                 continue;
             };
             let naga::TypeInner::Struct { members, span } = &ty.inner else {
                 panic!("{name} is not a struct");
             };
             assert_eq!(*span as usize, size, "{}: {name} size", k.name);
-            let names: Vec<&str> = members.iter().map(|m| m.name.as_deref().unwrap_or("")).collect();
+            let names: Vec<&str> = members
+                .iter()
+                .map(|m| m.name.as_deref().unwrap_or(""))
+                .collect();
             assert_eq!(names, fields, "{}: {name} fields", k.name);
             for (i, m) in members.iter().enumerate() {
-                assert_eq!(m.offset as usize, 4 * i, "{}: {name}.{} offset", k.name, names[i]);
+                assert_eq!(
+                    m.offset as usize,
+                    4 * i,
+                    "{}: {name}.{} offset",
+                    k.name,
+                    names[i]
+                );
             }
         }
     }

@@ -86,7 +86,13 @@ mod tests {
     #[test]
     fn order_does_not_change_the_sum() {
         let xs: Vec<f64> = (0..10_000)
-            .map(|i| if i % 3 == 0 { 1e8 + i as f64 * 1e-3 } else { -(i as f64) * 1e-7 })
+            .map(|i| {
+                if i % 3 == 0 {
+                    1e8 + i as f64 * 1e-3
+                } else {
+                    -(i as f64) * 1e-7
+                }
+            })
             .collect();
         let mut a = Dd::ZERO;
         xs.iter().for_each(|&x| a.add(x));

@@ -6,7 +6,7 @@ mod fft;
 
 pub use exact::{div_u128, Dd};
 
-use crate::contract::{rotate_flip, fftfreq, Region, SparseMask};
+use crate::contract::{fftfreq, rotate_flip, Region, SparseMask};
 use crate::error::{Error, Result};
 use crate::formats::Acquisition;
 use crate::frames::{Correction, FrameBlock, FrameReader, Samples};
@@ -37,7 +37,9 @@ pub fn compute(acq: &Acquisition, p: &ProductParams) -> Result<ProductArray> {
                     ArrayData::F64(sum.iter().map(Dd::value).collect())
                 }
                 (ProductKind::MeanDp, Reduced::Int { sum, .. }) => ArrayData::F64(
-                    sum.iter().map(|&s| Dd::from_u64(s).div_u64(count)).collect(),
+                    sum.iter()
+                        .map(|&s| Dd::from_u64(s).div_u64(count))
+                        .collect(),
                 ),
                 (ProductKind::MeanDp, Reduced::Float { sum, .. }) => {
                     ArrayData::F64(sum.iter().map(|s| s.div_u64(count)).collect())
@@ -125,7 +127,8 @@ pub fn compute(acq: &Acquisition, p: &ProductParams) -> Result<ProductArray> {
             })
         }
         ProductKind::Pattern => {
-            let [r, c] = p.at.ok_or_else(|| Error::param("product 'pattern' needs --at R,C"))?;
+            let [r, c] =
+                p.at.ok_or_else(|| Error::param("product 'pattern' needs --at R,C"))?;
             let f = r * shape.scan[1] + c;
             let block = reader.block(f, f + 1, corr)?;
             let data = match block.samples {
@@ -141,7 +144,10 @@ pub fn compute(acq: &Acquisition, p: &ProductParams) -> Result<ProductArray> {
             let roi = Region::full(shape.scan);
             let count = roi.len() as u64;
             let mean: Vec<f64> = match pattern_reductions(&reader, corr, det, roi, false)? {
-                Reduced::Int { sum, .. } => sum.iter().map(|&s| Dd::from_u64(s).div_u64(count)).collect(),
+                Reduced::Int { sum, .. } => sum
+                    .iter()
+                    .map(|&s| Dd::from_u64(s).div_u64(count))
+                    .collect(),
                 Reduced::Float { sum, .. } => sum.iter().map(|s| s.div_u64(count)).collect(),
             };
             Ok(ProductArray {
@@ -243,7 +249,9 @@ impl Sums {
     /// `total − complement`: exact for integers, one rounding for floats.
     fn minus(self, other: &Sums) -> Sums {
         match (self, other) {
-            (Sums::Int(a), Sums::Int(b)) => Sums::Int(a.iter().zip(b).map(|(x, y)| x - y).collect()),
+            (Sums::Int(a), Sums::Int(b)) => {
+                Sums::Int(a.iter().zip(b).map(|(x, y)| x - y).collect())
+            }
             (Sums::Float(a), Sums::Float(b)) => Sums::Float(
                 a.iter()
                     .zip(b)
@@ -383,14 +391,14 @@ pub fn idpc(dpc: &[f64], scan: [usize; 2]) -> Vec<f64> {
     fft::fft2(&mut gc, rows, cols, false);
     let (fr, fc) = (fftfreq(rows), fftfreq(cols));
     let mut phi = vec![Complex::new(0.0, 0.0); n];
-    for i in 0..rows {
-        for j in 0..cols {
+    for (i, &vr) in fr.iter().enumerate() {
+        for (j, &vc) in fc.iter().enumerate() {
             let k = i * cols + j;
-            let nu2 = fr[i] * fr[i] + fc[j] * fc[j];
+            let nu2 = vr * vr + vc * vc;
             if nu2 == 0.0 {
                 continue;
             }
-            let num = gr[k] * fr[i] + gc[k] * fc[j];
+            let num = gr[k] * vr + gc[k] * vc;
             // Divide by 2πi|ν|²: multiply by -i / (2π|ν|²).
             phi[k] = Complex::new(num.im, -num.re) / (2.0 * std::f64::consts::PI * nu2);
         }
@@ -403,8 +411,13 @@ pub fn idpc(dpc: &[f64], scan: [usize; 2]) -> Vec<f64> {
 /// radius = `sqrt(area/π)`. An empty pattern gives the detector centre and radius 0.
 pub fn fit_bf(mean: &[f64], det: [usize; 2]) -> [f64; 3] {
     let max = mean.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    if !(max > 0.0) {
-        return [(det[0] as f64 - 1.0) / 2.0, (det[1] as f64 - 1.0) / 2.0, 0.0];
+    // Also true for NaN or an empty pattern: nothing to fit.
+    if max.partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater) {
+        return [
+            (det[0] as f64 - 1.0) / 2.0,
+            (det[1] as f64 - 1.0) / 2.0,
+            0.0,
+        ];
     }
     let thr = 0.5 * max;
     let (mut n, mut sr, mut sc) = (0u64, 0u64, 0u64);
@@ -418,5 +431,9 @@ pub fn fit_bf(mean: &[f64], det: [usize; 2]) -> [f64; 3] {
         }
     }
     let nf = n as f64;
-    [sr as f64 / nf, sc as f64 / nf, (nf / std::f64::consts::PI).sqrt()]
+    [
+        sr as f64 / nf,
+        sc as f64 / nf,
+        (nf / std::f64::consts::PI).sqrt(),
+    ]
 }

@@ -80,7 +80,9 @@ mod tests {
     fn matches_definition_and_round_trips() {
         for elem in [1usize, 2, 4] {
             for n in [8usize, 16, 64, 136] {
-                let src: Vec<u8> = (0..n * elem).map(|i| (i * 37 + 11) as u8 ^ (i >> 3) as u8).collect();
+                let src: Vec<u8> = (0..n * elem)
+                    .map(|i| (i * 37 + 11) as u8 ^ (i >> 3) as u8)
+                    .collect();
                 let mut dst = vec![0u8; src.len()];
                 unshuffle_block(&src, &mut dst, elem);
                 assert_eq!(dst, unshuffle_naive(&src, elem), "elem {elem} n {n}");

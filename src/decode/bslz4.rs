@@ -21,7 +21,7 @@ pub fn header(chunk: &[u8], elem: usize) -> Result<Header, DecodeError> {
     let block_elems = if block_bytes == 0 {
         DEFAULT_BLOCK_BYTES / elem
     } else {
-        if block_bytes % elem != 0 {
+        if !block_bytes.is_multiple_of(elem) {
             return Err(DecodeError::new(format!(
                 "bitshuffle block size {block_bytes} is not a multiple of the element size {elem}"
             )));
@@ -44,12 +44,12 @@ pub fn decode_into(chunk: &[u8], elem: usize, out: &mut [u8]) -> Result<(), Deco
     let h = header(chunk, elem)?;
     if h.total_bytes != out.len() as u64 {
         return Err(DecodeError::new(format!(
-            "bitshuffle header claims {} bytes but the chunk holds {} bytes",
+            "bitshuffle header claims a decoded size of {} bytes but the chunk's logical size is {} bytes",
             h.total_bytes,
             out.len()
         )));
     }
-    if out.len() % elem != 0 {
+    if !out.len().is_multiple_of(elem) {
         return Err(DecodeError::new(format!(
             "chunk of {} bytes is not a whole number of {elem}-byte elements",
             out.len()
@@ -57,9 +57,10 @@ pub fn decode_into(chunk: &[u8], elem: usize, out: &mut [u8]) -> Result<(), Deco
     }
     let n = out.len() / elem;
     let mut pos = 12usize;
-    let mut scratch = vec![0u8; h.block_elems * elem];
-    let mut done = 0usize;
     let compressed_elems = n - n % 8;
+    // The header's block size is not trusted: no block is larger than the chunk.
+    let mut scratch = vec![0u8; h.block_elems.min(compressed_elems) * elem];
+    let mut done = 0usize;
     while done < compressed_elems {
         let elems = (compressed_elems - done).min(h.block_elems);
         let bytes = elems * elem;
@@ -101,7 +102,11 @@ pub fn encode(data: &[u8], elem: usize, block_elems: usize) -> Vec<u8> {
     while done < compressed_elems {
         let elems = (compressed_elems - done).min(block_elems);
         let bytes = elems * elem;
-        bitshuffle::shuffle_block(&data[done * elem..done * elem + bytes], &mut planes[..bytes], elem);
+        bitshuffle::shuffle_block(
+            &data[done * elem..done * elem + bytes],
+            &mut planes[..bytes],
+            elem,
+        );
         let c = lz4_flex::block::compress(&planes[..bytes]);
         out.extend_from_slice(&(c.len() as u32).to_be_bytes());
         out.extend_from_slice(&c);
@@ -126,6 +131,18 @@ mod tests {
                 assert_eq!(out, data, "elem {elem} n {n}");
             }
         }
+    }
+
+    /// Found by `cargo fuzz run bslz4`: a 4 GiB block size in the header allocated a 4 GiB
+    /// scratch buffer for a 64-byte chunk.
+    #[test]
+    fn huge_block_size_does_not_allocate_by_it() {
+        let data = vec![7u8; 64];
+        let mut enc = encode(&data, 1, 64);
+        enc[8..12].copy_from_slice(&0xFFFF_FFF8u32.to_be_bytes());
+        let mut out = vec![0u8; 64];
+        decode_into(&enc, 1, &mut out).unwrap();
+        assert_eq!(out, data);
     }
 
     #[test]

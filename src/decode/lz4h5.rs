@@ -8,7 +8,7 @@ pub fn decode_into(chunk: &[u8], out: &mut [u8]) -> Result<(), DecodeError> {
     let total = be_u64(chunk, 0)?;
     if total != out.len() as u64 {
         return Err(DecodeError::new(format!(
-            "LZ4 header claims {total} bytes but the chunk holds {} bytes",
+            "LZ4 header claims a decoded size of {total} bytes but the chunk's logical size is {} bytes",
             out.len()
         )));
     }

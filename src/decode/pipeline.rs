@@ -72,6 +72,9 @@ impl Filter {
     }
 }
 
+/// Upper bound on the expansion of one compressing filter (deflate's limit is 1032:1).
+const MAX_EXPANSION: u64 = 1100;
+
 /// Decode one stored chunk to its `expected` logical bytes.
 pub fn decode_chunk(
     filters: &[Filter],
@@ -80,6 +83,22 @@ pub fn decode_chunk(
     expected: usize,
     elem: usize,
 ) -> Result<Vec<u8>, DecodeError> {
+    // No supported compressor expands by more than ~1032:1 (deflate; LZ4 ~255:1): a chunk
+    // claiming more is a lying chunk shape, refused before its output is allocated.
+    let active = |i: usize| !(i < 32 && filter_mask & (1 << i) != 0);
+    let max_out = filters
+        .iter()
+        .enumerate()
+        .filter(|&(i, f)| active(i) && f.kind != FilterKind::Shuffle)
+        .fold(raw.len() as u64, |n, _| {
+            n.saturating_mul(MAX_EXPANSION).saturating_add(1 << 16)
+        });
+    if expected as u64 > max_out {
+        return Err(DecodeError::new(format!(
+            "chunk of {} stored bytes cannot decode to its logical size of {expected} bytes (corrupt chunk size or shape)",
+            raw.len()
+        )));
+    }
     let mut data: Option<Vec<u8>> = None;
     for (i, f) in filters.iter().enumerate().rev() {
         if i < 32 && filter_mask & (1 << i) != 0 {
@@ -124,7 +143,10 @@ mod tests {
         let data: Vec<u8> = (0..400u32).map(|i| (i % 7) as u8).collect();
         let bs = Filter::from_hdf5(FILTER_BSLZ4, None, &[0, 3, 2, 0, 2]).unwrap();
         // mask bit 0 set: the chunk was stored without the filter
-        assert_eq!(decode_chunk(std::slice::from_ref(&bs), 1, &data, 400, 2).unwrap(), data);
+        assert_eq!(
+            decode_chunk(std::slice::from_ref(&bs), 1, &data, 400, 2).unwrap(),
+            data
+        );
         let enc = bslz4::encode(&data, 2, 64);
         assert_eq!(decode_chunk(&[bs], 0, &enc, 400, 2).unwrap(), data);
     }

@@ -59,7 +59,10 @@ pub(super) fn open(h5: &H5Set, master: &str, opts: &OpenOptions) -> Result<Acqui
         if ix.shape.len() != 3 {
             return Err(Error::format(
                 &data_file,
-                format!("Arina data set {path} has rank {} (expected (n, H, W))", ix.shape.len()),
+                format!(
+                    "Arina data set {path} has rank {} (expected (n, H, W))",
+                    ix.shape.len()
+                ),
             ));
         }
         let this_det = [ix.shape[1], ix.shape[2]];
@@ -117,11 +120,13 @@ pub(super) fn open(h5: &H5Set, master: &str, opts: &OpenOptions) -> Result<Acqui
     }
     calibration.detector_pixel_size_m = dataset_f64(&file, &format!("{DETECTOR}/x_pixel_size"));
     if calibration.energy_ev.is_none() {
-        calibration.energy_ev =
-            dataset_f64(&file, "/entry/instrument/beam/incident_energy")
-                .or_else(|| dataset_f64(&file, &format!("{DETECTOR}/detectorSpecific/photon_energy")));
+        calibration.energy_ev = dataset_f64(&file, "/entry/instrument/beam/incident_energy")
+            .or_else(|| dataset_f64(&file, &format!("{DETECTOR}/detectorSpecific/photon_energy")));
     }
-    if let (Some(px), Some(cl)) = (calibration.detector_pixel_size_m, calibration.camera_length_m) {
+    if let (Some(px), Some(cl)) = (
+        calibration.detector_pixel_size_m,
+        calibration.camera_length_m,
+    ) {
         if cl > 0.0 {
             calibration.detector_step = Some(px / cl * 1e3);
             calibration.detector_units = Some("mrad".into());
@@ -130,14 +135,14 @@ pub(super) fn open(h5: &H5Set, master: &str, opts: &OpenOptions) -> Result<Acqui
 
     let (scan, scan_source) = resolve_scan_shape(master, frames, opts.scan_shape, from_companion)
         .map_err(|e| match (e, companion.as_deref()) {
-            (Error::ScanShape { file, message }, Some(c)) if h5.files().get(c).is_none() => {
-                Error::ScanShape {
-                    file,
-                    message: format!("{message}; or open the companion file {c} with the master"),
-                }
+        (Error::ScanShape { file, message }, Some(c)) if h5.files().get(c).is_none() => {
+            Error::ScanShape {
+                file,
+                message: format!("{message}; or open the companion file {c} with the master"),
             }
-            (e, _) => e,
-        })?;
+        }
+        (e, _) => e,
+    })?;
 
     Ok(Acquisition {
         format: Format::Arina,

@@ -17,7 +17,9 @@ pub(super) fn is_raw_name(name: &str) -> bool {
 
 /// `scan_x256_y128.raw` → rows 128, cols 256.
 fn shape_from_name(name: &str) -> Option<[usize; 2]> {
-    let stem = name.strip_suffix(".raw").or_else(|| name.strip_suffix(".RAW"))?;
+    let stem = name
+        .strip_suffix(".raw")
+        .or_else(|| name.strip_suffix(".RAW"))?;
     let mut x = None;
     let mut y = None;
     for token in stem.split('_') {
@@ -36,7 +38,10 @@ pub(super) fn open(files: FileSet, name: &str, opts: &OpenOptions) -> Result<Acq
         .ok_or_else(|| Error::param(format!("{name} not among the files")))?;
     let len = src.len();
     if len == 0 {
-        return Err(Error::format(name, "the file is empty (0 bytes): no EMPAD frames"));
+        return Err(Error::format(
+            name,
+            "the file is empty (0 bytes): no EMPAD frames",
+        ));
     }
     if len % FRAME_BYTES != 0 {
         return Err(Error::format(

@@ -37,7 +37,7 @@ pub(super) fn open(
             walk(&root, "", emd, &mut found, &mut seen)?;
             found
                 .into_iter()
-                .max_by_key(|c| (c.shape.len() == 4, c.shape.iter().product::<u64>()))
+                .max_by_key(|c| (c.shape.len() == 4, c.shape.iter().fold(1u64, |a, &d| a.saturating_mul(d))))
                 .map(|c| c.path)
                 .ok_or_else(|| {
                     Error::format(
@@ -59,7 +59,9 @@ pub(super) fn open(
         other => {
             return Err(Error::format(
                 &data_file,
-                format!("data set {path} has shape {other:?}; expected (N, H, W) or (Rr, Rc, H, W)"),
+                format!(
+                    "data set {path} has shape {other:?}; expected (N, H, W) or (Rr, Rc, H, W)"
+                ),
             ))
         }
     };
@@ -99,7 +101,9 @@ pub(super) fn open(
 
 fn attr_string(group: &Group, name: &str) -> Option<String> {
     let a = group.attribute(name).ok()?;
-    a.read_string().ok().map(|s| s.trim_end_matches('\0').to_string())
+    a.read_string()
+        .ok()
+        .map(|s| s.trim_end_matches('\0').to_string())
 }
 
 fn walk(
@@ -146,7 +150,10 @@ fn emd_calibration(file: &Hdf5File, data_path: &str) -> Calibration {
         let mut it = v.iter();
         let a = *it.next()?;
         let b = *it.next()?;
-        let units = ds.attribute("units").ok().and_then(|u| u.read_string().ok());
+        let units = ds
+            .attribute("units")
+            .ok()
+            .and_then(|u| u.read_string().ok());
         Some((b - a, units))
     };
     let mut cal = Calibration::default();

@@ -189,7 +189,10 @@ pub(crate) fn check_detector(file: &str, det: [u64; 2]) -> Result<[usize; 2]> {
     if det[0] == 0 || det[1] == 0 {
         return Err(Error::format(
             file,
-            format!("empty detector shape {}x{}: no pixels to read", det[0], det[1]),
+            format!(
+                "empty detector shape {}x{}: no pixels to read",
+                det[0], det[1]
+            ),
         ));
     }
     if det[0].saturating_mul(det[1]) > MAX_DET_PIXELS {
@@ -206,7 +209,10 @@ pub(crate) fn check_detector(file: &str, det: [u64; 2]) -> Result<[usize; 2]> {
 
 pub(crate) fn check_frames(file: &str, frames: u64) -> Result<u64> {
     if frames == 0 {
-        return Err(Error::format(file, "the data set holds no frames (0 scan positions)"));
+        return Err(Error::format(
+            file,
+            "the data set holds no frames (0 scan positions)",
+        ));
     }
     if frames > MAX_FRAMES {
         return Err(Error::format(

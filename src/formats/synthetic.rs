@@ -25,7 +25,8 @@ pub fn sample(shape: Shape4, frame: usize, k: usize) -> u16 {
     } else {
         3.0
     };
-    let mut h = (frame as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ (k as u64).wrapping_mul(0xC2B2_AE3D_27D4_EB4F);
+    let mut h = (frame as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+        ^ (k as u64).wrapping_mul(0xC2B2_AE3D_27D4_EB4F);
     h ^= h >> 29;
     h = h.wrapping_mul(0xBF58_476D_1CE4_E5B9);
     h ^= h >> 32;
@@ -52,7 +53,9 @@ pub fn frames_bytes(shape: Shape4, f0: usize, f1: usize, dst: &mut [u8]) {
 
 pub fn open(dims: [usize; 4]) -> Result<Acquisition> {
     if dims.contains(&0) {
-        return Err(Error::param("--synthetic needs four positive sizes R,C,KR,KC"));
+        return Err(Error::param(
+            "--synthetic needs four positive sizes R,C,KR,KC",
+        ));
     }
     let shape = Shape4 {
         scan: [dims[0], dims[1]],

@@ -27,7 +27,11 @@ fn wait(engine: &Engine) -> Result<()> {
         .map_err(|e| Error::Gpu(format!("waiting for the GPU failed: {e}")))
 }
 
-fn batch(engine: &Engine, reps: usize, record: &dyn Fn(&mut wgpu::CommandEncoder) -> Result<()>) -> Result<f64> {
+fn batch(
+    engine: &Engine,
+    reps: usize,
+    record: &dyn Fn(&mut wgpu::CommandEncoder) -> Result<()>,
+) -> Result<f64> {
     let mut encoder = engine.device.create_command_encoder(&Default::default());
     for _ in 0..reps {
         record(&mut encoder)?;
@@ -39,7 +43,11 @@ fn batch(engine: &Engine, reps: usize, record: &dyn Fn(&mut wgpu::CommandEncoder
 }
 
 /// Median per-repetition time of `record` (slope of 1-rep and `reps`-rep batches).
-pub fn time(engine: &Engine, reps: usize, record: &dyn Fn(&mut wgpu::CommandEncoder) -> Result<()>) -> Result<f64> {
+pub fn time(
+    engine: &Engine,
+    reps: usize,
+    record: &dyn Fn(&mut wgpu::CommandEncoder) -> Result<()>,
+) -> Result<f64> {
     batch(engine, 2, record)?; // warm-up: pipelines, caches, clocks
     let mut samples = Vec::new();
     for _ in 0..5 {
@@ -53,34 +61,83 @@ pub fn time(engine: &Engine, reps: usize, record: &dyn Fn(&mut wgpu::CommandEnco
 
 /// The product set on a resident acquisition: BF r, ADF, DF (total − complement
 /// from the cached total), CoM/DPC moments, mean DP.
-pub fn products(engine: &Engine, res: &Resident, bf_radius: f64, reps: usize) -> Result<Vec<Timing>> {
+pub fn products(
+    engine: &Engine,
+    res: &Resident,
+    bf_radius: f64,
+    reps: usize,
+) -> Result<Vec<Timing>> {
     let shape = res.plan.shape;
     let det = shape.det;
     let frames = shape.frames() as f64;
     let bps = res.plan.bits as f64 / 8.0;
     let center = [(det[0] as f64 - 1.0) / 2.0, (det[1] as f64 - 1.0) / 2.0];
-    let bf = DetectorMask::Disk { center, radius: bf_radius }.sparse(det).indices;
+    let bf = DetectorMask::Disk {
+        center,
+        radius: bf_radius,
+    }
+    .sparse(det)
+    .indices;
     let outer = (det[0].min(det[1]) as f64 - 1.0) / 2.0;
-    let adf = DetectorMask::Annulus { center, inner: 2.0 * bf_radius, outer }.sparse(det).indices;
+    let adf = DetectorMask::Annulus {
+        center,
+        inner: 2.0 * bf_radius,
+        outer,
+    }
+    .sparse(det)
+    .indices;
     let out = engine.storage("bench out", shape.frames() as u64 * 24);
     let pattern_out = engine.storage("bench pattern", shape.det_len() as u64 * 16);
     let bf_buf = engine.input(&bf);
     let adf_buf = engine.input(&adf);
     let mut lines = Vec::new();
-    let sparse = |name: String, buf: &wgpu::Buffer, n: usize, lines: &mut Vec<Timing>| -> Result<()> {
-        let s = time(engine, reps, &|e| encode_masked_sums(engine, e, res, buf, n, &out))?;
-        lines.push(Timing { name, seconds: s, bytes: frames * n as f64 * bps });
-        Ok(())
-    };
-    sparse(format!("BF r={bf_radius} ({} px)", bf.len()), &bf_buf, bf.len(), &mut lines)?;
-    sparse(format!("ADF {:.0}..{outer:.0} ({} px)", 2.0 * bf_radius, adf.len()), &adf_buf, adf.len(), &mut lines)?;
+    let sparse =
+        |name: String, buf: &wgpu::Buffer, n: usize, lines: &mut Vec<Timing>| -> Result<()> {
+            let s = time(engine, reps, &|e| {
+                encode_masked_sums(engine, e, res, buf, n, &out)
+            })?;
+            lines.push(Timing {
+                name,
+                seconds: s,
+                bytes: frames * n as f64 * bps,
+            });
+            Ok(())
+        };
+    sparse(
+        format!("BF r={bf_radius} ({} px)", bf.len()),
+        &bf_buf,
+        bf.len(),
+        &mut lines,
+    )?;
+    sparse(
+        format!("ADF {:.0}..{outer:.0} ({} px)", 2.0 * bf_radius, adf.len()),
+        &adf_buf,
+        adf.len(),
+        &mut lines,
+    )?;
     // DF with a cached total: only the complement (the BF disk) is summed per drag.
-    let s = time(engine, reps, &|e| encode_masked_sums(engine, e, res, &bf_buf, bf.len(), &out))?;
-    lines.push(Timing { name: "DF = total - BF (cached total)".into(), seconds: s, bytes: frames * bf.len() as f64 * bps });
+    let s = time(engine, reps, &|e| {
+        encode_masked_sums(engine, e, res, &bf_buf, bf.len(), &out)
+    })?;
+    lines.push(Timing {
+        name: "DF = total - BF (cached total)".into(),
+        seconds: s,
+        bytes: frames * bf.len() as f64 * bps,
+    });
     let s = time(engine, reps, &|e| encode_com_moments(engine, e, res, &out))?;
-    lines.push(Timing { name: "CoM/DPC moments (fused)".into(), seconds: s, bytes: res.plan.payload_bytes as f64 });
+    lines.push(Timing {
+        name: "CoM/DPC moments (fused)".into(),
+        seconds: s,
+        bytes: res.plan.payload_bytes as f64,
+    });
     let roi = Region::full(shape.scan);
-    let s = time(engine, reps, &|e| encode_pattern_reduce(engine, e, res, roi, &pattern_out))?;
-    lines.push(Timing { name: "mean DP (sum + max)".into(), seconds: s, bytes: res.plan.payload_bytes as f64 });
+    let s = time(engine, reps, &|e| {
+        encode_pattern_reduce(engine, e, res, roi, &pattern_out)
+    })?;
+    lines.push(Timing {
+        name: "mean DP (sum + max)".into(),
+        seconds: s,
+        bytes: res.plan.payload_bytes as f64,
+    });
     Ok(lines)
 }

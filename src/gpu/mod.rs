@@ -64,7 +64,11 @@ impl Engine {
                 ..Default::default()
             })
             .await
-            .map_err(|e| Error::Gpu(format!("no GPU adapter available ({e}); WebGPU/Vulkan/Metal/DX12 needed")))?;
+            .map_err(|e| {
+                Error::Gpu(format!(
+                    "no GPU adapter available ({e}); WebGPU/Vulkan/Metal/DX12 needed"
+                ))
+            })?;
         let info = adapter.get_info();
         let al = adapter.limits();
         let limits = wgpu::Limits {
@@ -106,7 +110,10 @@ impl Engine {
             .map(|k| (k.name, build_pipeline(&device, k)))
             .collect();
         if let Some(e) = scope.pop().await {
-            return Err(Error::Gpu(format!("shader pipeline rejected by {}: {e}", info.name)));
+            return Err(Error::Gpu(format!(
+                "shader pipeline rejected by {}: {e}",
+                info.name
+            )));
         }
         Ok(Engine {
             device,
@@ -137,7 +144,8 @@ impl Engine {
     /// Decode (CPU), correct and upload the acquisition, buffer by buffer. Refuses a plan
     /// that does not fit instead of failing halfway.
     pub async fn upload(&self, acq: &Acquisition, corr: Correction) -> Result<Resident> {
-        self.upload_with_limits(acq, corr, self.adapter.limits).await
+        self.upload_with_limits(acq, corr, self.adapter.limits)
+            .await
     }
 
     /// [`Engine::upload`] under tighter limits than the adapter's (tests force splits).
@@ -159,7 +167,9 @@ impl Engine {
             let buffer = self.device.create_buffer(&wgpu::BufferDescriptor {
                 label: Some("resident"),
                 size: seg.bytes.max(4),
-                usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST | wgpu::BufferUsages::COPY_SRC,
+                usage: wgpu::BufferUsages::STORAGE
+                    | wgpu::BufferUsages::COPY_DST
+                    | wgpu::BufferUsages::COPY_SRC,
                 mapped_at_creation: false,
             });
             let mut f = seg.first_frame;
@@ -169,12 +179,15 @@ impl Engine {
                 let f1 = (f + window_frames).min(end);
                 let block = reader.block(f, f1, corr)?;
                 let Samples::Int(samples) = block.samples else {
-                    return Err(Error::Gpu("float32 acquisitions stay on the CPU backend".into()));
+                    return Err(Error::Gpu(
+                        "float32 acquisitions stay on the CPU backend".into(),
+                    ));
                 };
                 words.clear();
                 plan.pack_frames(&samples, &mut words);
                 let offset = ((f - seg.first_frame) * frame_bytes) as u64;
-                self.queue.write_buffer(&buffer, offset, bytemuck::cast_slice(&words));
+                self.queue
+                    .write_buffer(&buffer, offset, bytemuck::cast_slice(&words));
                 f = f1;
             }
             buffers.push(buffer);
@@ -198,26 +211,30 @@ impl Engine {
         self.device.create_buffer(&wgpu::BufferDescriptor {
             label: Some(label),
             size: size.max(16),
-            usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST,
+            usage: wgpu::BufferUsages::STORAGE
+                | wgpu::BufferUsages::COPY_SRC
+                | wgpu::BufferUsages::COPY_DST,
             mapped_at_creation: false,
         })
     }
 
     pub(crate) fn uniform<T: bytemuck::Pod>(&self, v: &T) -> wgpu::Buffer {
-        self.device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
-            label: Some("params"),
-            contents: bytemuck::bytes_of(v),
-            usage: wgpu::BufferUsages::UNIFORM,
-        })
+        self.device
+            .create_buffer_init(&wgpu::util::BufferInitDescriptor {
+                label: Some("params"),
+                contents: bytemuck::bytes_of(v),
+                usage: wgpu::BufferUsages::UNIFORM,
+            })
     }
 
     pub(crate) fn input(&self, data: &[u32]) -> wgpu::Buffer {
         let data: &[u32] = if data.is_empty() { &[0] } else { data };
-        self.device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
-            label: Some("input"),
-            contents: bytemuck::cast_slice(data),
-            usage: wgpu::BufferUsages::STORAGE,
-        })
+        self.device
+            .create_buffer_init(&wgpu::util::BufferInitDescriptor {
+                label: Some("input"),
+                contents: bytemuck::cast_slice(data),
+                usage: wgpu::BufferUsages::STORAGE,
+            })
     }
 
     /// Record one dispatch of `k` over a 2-D grid of `groups` workgroups.

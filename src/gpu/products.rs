@@ -39,7 +39,12 @@ pub fn encode_masked_sums(
             groups_x: groups.0,
             ..Default::default()
         });
-        engine.dispatch(encoder, &kernels::MASKED_SUM, &[&params, buf, pixels, out], groups)?;
+        engine.dispatch(
+            encoder,
+            &kernels::MASKED_SUM,
+            &[&params, buf, pixels, out],
+            groups,
+        )?;
     }
     Ok(())
 }
@@ -52,18 +57,25 @@ pub async fn masked_sums(engine: &Engine, res: &Resident, indices: &[u32]) -> Re
     let mut encoder = engine.device.create_command_encoder(&Default::default());
     encode_masked_sums(engine, &mut encoder, res, &pixels, indices.len(), &out)?;
     engine.queue.submit([encoder.finish()]);
-    Ok(words_to_u64(&engine.read_back(&out, frames as u64 * 8).await?))
+    Ok(words_to_u64(
+        &engine.read_back(&out, frames as u64 * 8).await?,
+    ))
 }
 
 /// Per-position (total, Σ i·I, Σ j·I), exact.
 pub async fn com_moments(engine: &Engine, res: &Resident) -> Result<Vec<[u64; 3]>> {
     let shape = res.plan.shape;
     // 64-bit moments are exact while max_value · pixels · (K − 1) < 2^64.
-    let max_value = if res.plan.bits == 32 { u32::MAX as u128 } else { (1u128 << res.plan.bits) - 1 };
+    let max_value = if res.plan.bits == 32 {
+        u32::MAX as u128
+    } else {
+        (1u128 << res.plan.bits) - 1
+    };
     let bound = max_value * shape.det_len() as u128 * shape.det[0].max(shape.det[1]) as u128;
     if bound >= 1u128 << 64 {
         return Err(Error::Gpu(
-            "centre-of-mass moments of this detector could exceed 64 bits; use --backend cpu".into(),
+            "centre-of-mass moments of this detector could exceed 64 bits; use --backend cpu"
+                .into(),
         ));
     }
     let frames = shape.frames();
@@ -126,13 +138,22 @@ pub fn encode_pattern_reduce(
             ..Default::default()
         });
         let groups = (det_len as u32).div_ceil(64);
-        engine.dispatch(encoder, &kernels::PATTERN_REDUCE, &[&params, buf, out], grid(groups))?;
+        engine.dispatch(
+            encoder,
+            &kernels::PATTERN_REDUCE,
+            &[&params, buf, out],
+            grid(groups),
+        )?;
     }
     Ok(())
 }
 
 /// Sum (exact) and maximum pattern over the positions in `roi`.
-pub async fn pattern_reduce(engine: &Engine, res: &Resident, roi: Region) -> Result<(Vec<u64>, Vec<u32>)> {
+pub async fn pattern_reduce(
+    engine: &Engine,
+    res: &Resident,
+    roi: Region,
+) -> Result<(Vec<u64>, Vec<u32>)> {
     let shape = res.plan.shape;
     let det_len = shape.det_len();
     let out = engine.storage("pattern", det_len as u64 * 16);
@@ -141,7 +162,10 @@ pub async fn pattern_reduce(engine: &Engine, res: &Resident, roi: Region) -> Res
     engine.queue.submit([encoder.finish()]);
     let bytes = engine.read_back(&out, det_len as u64 * 16).await?;
     let words: Vec<u32> = bytemuck::pod_collect_to_vec(&bytes);
-    let sum = words.chunks_exact(4).map(|w| w[0] as u64 | (w[1] as u64) << 32).collect();
+    let sum = words
+        .chunks_exact(4)
+        .map(|w| w[0] as u64 | (w[1] as u64) << 32)
+        .collect();
     let max = words.chunks_exact(4).map(|w| w[2]).collect();
     Ok((sum, max))
 }
@@ -153,7 +177,10 @@ pub async fn frames(engine: &Engine, res: &Resident, f0: usize, f1: usize) -> Re
     let fw = res.plan.frame_words as usize;
     let mut out = Vec::with_capacity((f1 - f0) * det);
     for (seg, buf) in res.plan.segments.iter().zip(&res.buffers) {
-        let (s0, s1) = (f0.max(seg.first_frame), f1.min(seg.first_frame + seg.frames));
+        let (s0, s1) = (
+            f0.max(seg.first_frame),
+            f1.min(seg.first_frame + seg.frames),
+        );
         if s0 >= s1 {
             continue;
         }
@@ -192,7 +219,11 @@ fn com_from_moments(m: &[[u64; 3]]) -> Vec<f64> {
 }
 
 /// Compute one product with the GPU engine (uploading the acquisition first).
-pub async fn compute(engine: &Engine, acq: &Acquisition, p: &ProductParams) -> Result<ProductArray> {
+pub async fn compute(
+    engine: &Engine,
+    acq: &Acquisition,
+    p: &ProductParams,
+) -> Result<ProductArray> {
     p.validate(acq.shape)?;
     let res = engine
         .upload(
@@ -207,10 +238,17 @@ pub async fn compute(engine: &Engine, acq: &Acquisition, p: &ProductParams) -> R
 }
 
 /// Compute one product on an already resident acquisition (same correction).
-pub async fn compute_resident(engine: &Engine, acq: &Acquisition, res: &Resident, p: &ProductParams) -> Result<ProductArray> {
+pub async fn compute_resident(
+    engine: &Engine,
+    acq: &Acquisition,
+    res: &Resident,
+    p: &ProductParams,
+) -> Result<ProductArray> {
     p.validate(acq.shape)?;
     if res.correction.bin != p.bin || res.correction.mask_bad_pixels != p.mask_bad_pixels {
-        return Err(Error::param("resident acquisition has another bin / bad-pixel setting"));
+        return Err(Error::param(
+            "resident acquisition has another bin / bad-pixel setting",
+        ));
     }
     let shape = res.plan.shape;
     let det = shape.det;
@@ -222,10 +260,16 @@ pub async fn compute_resident(engine: &Engine, acq: &Acquisition, res: &Resident
             shape: scan,
             data: ArrayData::U64(masked_sums(engine, res, &all_pixels(det)).await?),
         },
-        ProductKind::Bf | ProductKind::Adf | ProductKind::Rect | ProductKind::Mask | ProductKind::Df => {
+        ProductKind::Bf
+        | ProductKind::Adf
+        | ProductKind::Rect
+        | ProductKind::Mask
+        | ProductKind::Df => {
             let SparseMask { indices, weights } = p.detector_mask(det)?.sparse(det);
             if weights.is_some() {
-                return Err(Error::Gpu("weighted masks run on the CPU backend in this version".into()));
+                return Err(Error::Gpu(
+                    "weighted masks run on the CPU backend in this version".into(),
+                ));
             }
             let sums = masked_sums(engine, res, &indices).await?;
             let data = if p.kind == ProductKind::Df {
@@ -264,11 +308,18 @@ pub async fn compute_resident(engine: &Engine, acq: &Acquisition, res: &Resident
             };
             let (sum, max) = pattern_reduce(engine, res, roi).await?;
             let count = roi.len() as u64;
-            let mean = || sum.iter().map(|&s| Dd::from_u64(s).div_u64(count)).collect::<Vec<f64>>();
+            let mean = || {
+                sum.iter()
+                    .map(|&s| Dd::from_u64(s).div_u64(count))
+                    .collect::<Vec<f64>>()
+            };
             let (shape_out, data) = match p.kind {
                 ProductKind::SumDp => (det.to_vec(), ArrayData::U64(sum)),
                 ProductKind::MeanDp => (det.to_vec(), ArrayData::F64(mean())),
-                ProductKind::MaxDp => (det.to_vec(), ArrayData::from_samples_u32(max, acq.dtype, binned)),
+                ProductKind::MaxDp => (
+                    det.to_vec(),
+                    ArrayData::from_samples_u32(max, acq.dtype, binned),
+                ),
                 _ => (vec![3], ArrayData::F64(fit_bf(&mean(), det).to_vec())),
             };
             ProductArray {
@@ -277,11 +328,16 @@ pub async fn compute_resident(engine: &Engine, acq: &Acquisition, res: &Resident
             }
         }
         ProductKind::Pattern => {
-            let [r, c] = p.at.ok_or_else(|| Error::param("product 'pattern' needs --at R,C"))?;
+            let [r, c] =
+                p.at.ok_or_else(|| Error::param("product 'pattern' needs --at R,C"))?;
             let f = r * shape.scan[1] + c;
             ProductArray {
                 shape: det.to_vec(),
-                data: ArrayData::from_samples_u32(frames(engine, res, f, f + 1).await?, acq.dtype, binned),
+                data: ArrayData::from_samples_u32(
+                    frames(engine, res, f, f + 1).await?,
+                    acq.dtype,
+                    binned,
+                ),
             }
         }
         ProductKind::Binned => ProductArray {

@@ -37,12 +37,22 @@ pub fn fixture_paths(fx: &Value) -> Vec<PathBuf> {
         .collect()
 }
 
-pub fn open_paths(paths: &[PathBuf], scan_shape: Option<[usize; 2]>, dataset: Option<String>) -> stem4d::Result<Acquisition> {
+pub fn open_paths(
+    paths: &[PathBuf],
+    scan_shape: Option<[usize; 2]>,
+    dataset: Option<String>,
+) -> stem4d::Result<Acquisition> {
     let files = paths
         .iter()
         .map(|p| FsSource::open(p).map(|s| Arc::new(s) as Arc<dyn ByteSource>))
         .collect::<stem4d::Result<Vec<_>>>()?;
-    Acquisition::open(FileSet::new(files)?, &OpenOptions { scan_shape, dataset })
+    Acquisition::open(
+        FileSet::new(files)?,
+        &OpenOptions {
+            scan_shape,
+            dataset,
+        },
+    )
 }
 
 pub fn usize2(v: &Value) -> Option<[usize; 2]> {
@@ -103,9 +113,18 @@ pub fn read_npy(path: &Path) -> ProductArray {
 
 /// The contract's comparison: integers and float32 bit for bit; float64 within `rel`
 /// of the reference (relative to the largest |reference| for signed fields like DPC).
-pub fn compare(what: &str, kind: &str, got: &ProductArray, want: &ProductArray, rel: f64) -> Result<(), String> {
+pub fn compare(
+    what: &str,
+    kind: &str,
+    got: &ProductArray,
+    want: &ProductArray,
+    rel: f64,
+) -> Result<(), String> {
     if got.shape != want.shape {
-        return Err(format!("{what}: shape {:?} != reference {:?}", got.shape, want.shape));
+        return Err(format!(
+            "{what}: shape {:?} != reference {:?}",
+            got.shape, want.shape
+        ));
     }
     match (&got.data, &want.data) {
         (ArrayData::F64(g), ArrayData::F64(w)) => {
@@ -114,7 +133,9 @@ pub fn compare(what: &str, kind: &str, got: &ProductArray, want: &ProductArray, 
             for (i, (a, b)) in g.iter().zip(w).enumerate() {
                 let tol = rel * if signed { scale } else { b.abs() };
                 if (a - b).abs() > tol {
-                    return Err(format!("{what}: [{i}] {a:e} != reference {b:e} (tol {tol:e})"));
+                    return Err(format!(
+                        "{what}: [{i}] {a:e} != reference {b:e} (tol {tol:e})"
+                    ));
                 }
             }
             Ok(())
@@ -123,10 +144,19 @@ pub fn compare(what: &str, kind: &str, got: &ProductArray, want: &ProductArray, 
             let (gb, wb) = (bits(g), bits(w));
             match gb.iter().zip(&wb).position(|(a, b)| a != b) {
                 None => Ok(()),
-                Some(i) => Err(format!("{what}: [{i}] {} != reference {} ({})", gb[i], wb[i], g.dtype_name())),
+                Some(i) => Err(format!(
+                    "{what}: [{i}] {} != reference {} ({})",
+                    gb[i],
+                    wb[i],
+                    g.dtype_name()
+                )),
             }
         }
-        (g, w) => Err(format!("{what}: dtype {} != reference {}", g.dtype_name(), w.dtype_name())),
+        (g, w) => Err(format!(
+            "{what}: dtype {} != reference {}",
+            g.dtype_name(),
+            w.dtype_name()
+        )),
     }
 }
 

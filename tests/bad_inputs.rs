@@ -1,0 +1,95 @@
+//! Every malformed input of `tests/fixtures/bad/manifest.json` (written by
+//! `tests/fixtures/make_bad_inputs.py`) fails with a one-line error that names the file and
+//! says what is wrong — never a panic, never an allocation by a lying header's size.
+
+mod common;
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::PathBuf;
+
+use common::*;
+use serde_json::Value;
+use stem4d::products::{ProductKind, ProductParams};
+
+fn bad_manifest() -> Value {
+    let path = fixtures().join("bad/manifest.json");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).expect("bad/manifest.json parses")
+}
+
+/// Open the case's files and force a full decode; the first error, if any.
+fn first_error(paths: &[PathBuf], scan_shape: Option<[usize; 2]>) -> Option<stem4d::Error> {
+    let acq = match open_paths(paths, scan_shape, None) {
+        Ok(a) => a,
+        Err(e) => return Some(e),
+    };
+    stem4d::cpu::compute(&acq, &ProductParams::new(ProductKind::SumDp)).err()
+}
+
+fn check_case(case: &Value) -> Result<String, String> {
+    let name = case["name"].as_str().ok_or("case without a name")?;
+    let expect = case["expect"]
+        .as_str()
+        .ok_or("case without expect")?
+        .to_lowercase();
+    let files: Vec<String> = case["files"]
+        .as_array()
+        .ok_or("case without files")?
+        .iter()
+        .map(|f| f.as_str().map(str::to_string).ok_or("file is not a string"))
+        .collect::<Result<_, _>>()?;
+    let paths: Vec<PathBuf> = files
+        .iter()
+        .map(|f| fixtures().join("bad").join(f))
+        .collect();
+    let scan_shape = usize2(&case["scan_shape"]);
+    let err = catch_unwind(AssertUnwindSafe(|| first_error(&paths, scan_shape)))
+        .map_err(|p| {
+            let msg = p
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_default();
+            format!("panicked: {msg}")
+        })?
+        .ok_or("opened and decoded without an error")?;
+    let msg = err.to_string();
+    if msg.contains('\n') {
+        return Err(format!("message is not one line: {msg:?}"));
+    }
+    let lower = msg.to_lowercase();
+    if !lower.contains(&expect) {
+        return Err(format!("message does not contain {expect:?}: {msg}"));
+    }
+    // Every message names one of the case's files (base name, as the reader shows it).
+    let names_a_file = files.iter().any(|f| {
+        let base = f.rsplit('/').next().unwrap_or(f).to_lowercase();
+        lower.contains(&base)
+    });
+    if !names_a_file {
+        return Err(format!("message names none of {files:?}: {msg}"));
+    }
+    Ok(format!("{name}: {msg}"))
+}
+
+#[test]
+fn every_bad_input_fails_with_a_clear_message() {
+    let manifest = bad_manifest();
+    let cases = manifest["cases"].as_array().expect("cases");
+    assert!(!cases.is_empty(), "no cases in bad/manifest.json");
+    let mut failures = Vec::new();
+    for case in cases {
+        let name = case["name"].as_str().unwrap_or("?");
+        match check_case(case) {
+            Ok(line) => eprintln!("ok   {line}"),
+            Err(e) => failures.push(format!("{name}: {e}")),
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {} bad inputs failed:\n  {}",
+        failures.len(),
+        cases.len(),
+        failures.join("\n  ")
+    );
+}

@@ -1,0 +1,231 @@
+//! The `stem4d` binary as a user runs it: `info --json`, `product`, and its refusals.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use common::*;
+use serde_json::Value;
+
+const ARINA_U16: [&str; 4] = [
+    "arina_u16_master.h5",
+    "arina_u16_data_000001.h5",
+    "arina_u16_data_000002.h5",
+    "arina_u16.h5",
+];
+
+fn stem4d(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_stem4d"))
+        .args(args)
+        .output()
+        .expect("run stem4d")
+}
+
+fn data(name: &str) -> String {
+    fixtures().join("data").join(name).display().to_string()
+}
+
+/// A fresh directory under the system temp dir, removed on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(tag: &str) -> Self {
+        static N: AtomicUsize = AtomicUsize::new(0);
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0);
+        let dir = std::env::temp_dir().join(format!(
+            "stem4d-cli-{tag}-{}-{nanos}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&dir).expect("create temp dir");
+        TempDir(dir)
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+
+    /// Copy fixture files in, so nothing a test does can touch the real fixtures.
+    fn copy_fixtures(&self, names: &[&str]) -> Vec<String> {
+        names
+            .iter()
+            .map(|n| {
+                let dst = self.path(n);
+                std::fs::copy(fixtures().join("data").join(n), &dst).expect("copy fixture");
+                dst.display().to_string()
+            })
+            .collect()
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn info_json_describes_the_arina_fixture() {
+    let files: Vec<String> = ARINA_U16.iter().map(|n| data(n)).collect();
+    let mut args = vec!["info", "--json"];
+    args.extend(files.iter().map(String::as_str));
+    let o = stem4d(&args);
+    assert!(o.status.success(), "info failed: {}", stderr(&o));
+    let v: Value = serde_json::from_slice(&o.stdout).expect("info --json prints JSON");
+    for key in [
+        "shape",
+        "dtype",
+        "format",
+        "files",
+        "filters",
+        "chunk_shape",
+        "compressed_bytes",
+        "logical_bytes",
+        "scan_shape_source",
+        "calibration",
+        "source_sha256",
+    ] {
+        assert!(v.get(key).is_some(), "info --json lacks '{key}': {v}");
+    }
+    let shape: Vec<u64> = v["shape"]
+        .as_array()
+        .expect("shape is an array")
+        .iter()
+        .filter_map(Value::as_u64)
+        .collect();
+    assert_eq!(shape, [5, 7, 13, 11]);
+}
+
+fn bf_reference() -> (Value, PathBuf) {
+    let m = manifest();
+    let fx = m["fixtures"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["name"] == "arina_u16")
+        .expect("arina_u16 in manifest")
+        .clone();
+    let p = fx["products"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| {
+            p["kind"] == "bf"
+                && f64s(&p["params"]["center"]) == Some(vec![6.3, 4.8])
+                && p["params"]["radius"].as_f64() == Some(3.5)
+                && !p["params"]["mask_bad_pixels"].as_bool().unwrap_or(false)
+                && p["params"]["bin"].as_u64().unwrap_or(1) == 1
+        })
+        .expect("bf reference with center 6.3,4.8 radius 3.5")
+        .clone();
+    let path = fixtures().join(p["ref"].as_str().unwrap());
+    (p, path)
+}
+
+#[test]
+fn product_bf_matches_the_reference() {
+    let tmp = TempDir::new("bf");
+    let out = tmp.path("bf.npy");
+    let out_s = out.display().to_string();
+    let files: Vec<String> = ARINA_U16.iter().map(|n| data(n)).collect();
+    let mut args = vec![
+        "product", "--kind", "bf", "--center", "6.3,4.8", "--radius", "3.5", "--out", &out_s,
+    ];
+    args.extend(files.iter().map(String::as_str));
+    let o = stem4d(&args);
+    assert!(o.status.success(), "product failed: {}", stderr(&o));
+    let (_, reference) = bf_reference();
+    let got = read_npy(&out);
+    let want = read_npy(&reference);
+    compare("cli bf", "bf", &got, &want, 1e-12).unwrap();
+}
+
+#[test]
+fn unknown_backend_is_refused() {
+    let tmp = TempDir::new("backend");
+    let out = tmp.path("x.npy").display().to_string();
+    let files: Vec<String> = ARINA_U16.iter().map(|n| data(n)).collect();
+    let mut args = vec![
+        "product",
+        "--kind",
+        "sum-dp",
+        "--backend",
+        "nope",
+        "--out",
+        &out,
+    ];
+    args.extend(files.iter().map(String::as_str));
+    let o = stem4d(&args);
+    assert!(!o.status.success(), "--backend nope succeeded");
+    assert!(
+        stderr(&o).to_lowercase().contains("unknown backend"),
+        "stderr: {}",
+        stderr(&o)
+    );
+    assert!(!Path::new(&out).exists(), "an output was written");
+}
+
+#[test]
+fn bad_input_is_one_line_naming_the_file() {
+    let bad = fixtures()
+        .join("bad/text_file/notes.h5")
+        .display()
+        .to_string();
+    let o = stem4d(&["info", &bad]);
+    assert!(!o.status.success(), "info on a text file succeeded");
+    let err = stderr(&o);
+    let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines.len(), 1, "expected one line, got: {err}");
+    assert!(lines[0].starts_with("stem4d: error: "), "stderr: {err}");
+    assert!(lines[0].contains("notes.h5"), "stderr: {err}");
+}
+
+#[test]
+fn missing_scan_shape_asks_for_it() {
+    let files = [data("arina_u8_master.h5"), data("arina_u8_data_000001.h5")];
+    let o = stem4d(&["info", &files[0], &files[1]]);
+    assert!(
+        !o.status.success(),
+        "arina_u8 without --scan-shape succeeded"
+    );
+    assert!(
+        stderr(&o).contains("--scan-shape"),
+        "stderr: {}",
+        stderr(&o)
+    );
+    // and with it, it opens
+    let o = stem4d(&["info", "--scan-shape", "4,6", &files[0], &files[1]]);
+    assert!(
+        o.status.success(),
+        "arina_u8 with --scan-shape 4,6 failed: {}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn out_onto_an_input_is_refused() {
+    let tmp = TempDir::new("overwrite");
+    let files = tmp.copy_fixtures(&ARINA_U16);
+    for target in [&files[0], &files[1]] {
+        let before = std::fs::read(target).unwrap();
+        let mut args = vec!["product", "--kind", "sum-dp", "--out", target.as_str()];
+        args.extend(files.iter().map(String::as_str));
+        let o = stem4d(&args);
+        assert!(!o.status.success(), "--out {target} (an input) succeeded");
+        assert!(stderr(&o).contains("overwrite"), "stderr: {}", stderr(&o));
+        assert_eq!(
+            std::fs::read(target).unwrap(),
+            before,
+            "{target} was modified"
+        );
+    }
+}
