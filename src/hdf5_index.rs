@@ -282,7 +282,7 @@ pub fn sample_dtype(file: &str, path: &str, dt: &Datatype) -> Result<Dtype> {
                 _ => Err(unsupported(format!(
                     "{}int{} samples",
                     if *signed { "" } else { "u" },
-                    size * 8
+                    u64::from(*size) * 8
                 ))),
             }
         }
@@ -292,7 +292,10 @@ pub fn sample_dtype(file: &str, path: &str, dt: &Datatype) -> Result<Dtype> {
             }
             match size {
                 4 => Ok(Dtype::F32),
-                _ => Err(unsupported(format!("float{} samples", size * 8))),
+                _ => Err(unsupported(format!(
+                    "float{} samples",
+                    u64::from(*size) * 8
+                ))),
             }
         }
         other => Err(unsupported(format!("a non-numeric type ({other:?})"))),
