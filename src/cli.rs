@@ -443,7 +443,7 @@ fn bench_gpu(open: &OpenArgs, reps: usize, bf_radius: f64) -> Result<()> {
     let first = pollster::block_on(crate::gpu::products::masked_sums(
         &engine,
         &res,
-        &(0..acq.shape.det_len() as u32).collect::<Vec<_>>(),
+        &crate::contract::SparseMask::all(acq.shape.det).indices,
     ))?;
     let t_first = t.elapsed().as_secs_f64();
     println!(

@@ -154,6 +154,16 @@ pub struct SparseMask {
     pub weights: Option<Vec<f64>>,
 }
 
+impl SparseMask {
+    /// Every detector pixel: the per-position total that DF and the cached total use.
+    pub fn all(det: [usize; 2]) -> SparseMask {
+        SparseMask {
+            indices: (0..(det[0] * det[1]) as u32).collect(),
+            weights: None,
+        }
+    }
+}
+
 impl DetectorMask {
     fn dist2(center: [f64; 2], i: usize, j: usize) -> f64 {
         let dr = i as f64 - center[0];

@@ -55,10 +55,7 @@ pub fn compute(acq: &Acquisition, p: &ProductParams) -> Result<ProductArray> {
             })
         }
         ProductKind::Total => {
-            let all = SparseMask {
-                indices: (0..(det[0] * det[1]) as u32).collect(),
-                weights: None,
-            };
+            let all = SparseMask::all(det);
             Ok(ProductArray {
                 shape: scan,
                 data: masked_sums(&reader, corr, &all)?.into_array(),
@@ -73,10 +70,7 @@ pub fn compute(acq: &Acquisition, p: &ProductParams) -> Result<ProductArray> {
         }
         ProductKind::Df => {
             let bf = p.detector_mask(det)?.sparse(det);
-            let all = SparseMask {
-                indices: (0..(det[0] * det[1]) as u32).collect(),
-                weights: None,
-            };
+            let all = SparseMask::all(det);
             let total = masked_sums(&reader, corr, &all)?;
             let bf = masked_sums(&reader, corr, &bf)?;
             Ok(ProductArray {

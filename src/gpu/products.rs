@@ -202,10 +202,6 @@ pub async fn frames(engine: &Engine, res: &Resident, f0: usize, f1: usize) -> Re
     Ok(out)
 }
 
-fn all_pixels(det: [usize; 2]) -> Vec<u32> {
-    (0..(det[0] * det[1]) as u32).collect()
-}
-
 fn com_from_moments(m: &[[u64; 3]]) -> Vec<f64> {
     let n = m.len();
     let mut com = vec![0f64; 2 * n];
@@ -258,7 +254,7 @@ pub async fn compute_resident(
     Ok(match p.kind {
         ProductKind::Total => ProductArray {
             shape: scan,
-            data: ArrayData::U64(masked_sums(engine, res, &all_pixels(det)).await?),
+            data: ArrayData::U64(masked_sums(engine, res, &SparseMask::all(det).indices).await?),
         },
         ProductKind::Bf
         | ProductKind::Adf
@@ -273,7 +269,7 @@ pub async fn compute_resident(
             }
             let sums = masked_sums(engine, res, &indices).await?;
             let data = if p.kind == ProductKind::Df {
-                let total = masked_sums(engine, res, &all_pixels(det)).await?;
+                let total = masked_sums(engine, res, &SparseMask::all(det).indices).await?;
                 total.iter().zip(&sums).map(|(t, s)| t - s).collect()
             } else {
                 sums
