@@ -5,6 +5,7 @@
 pub mod contract;
 pub mod cpu;
 pub mod decode;
+pub mod display;
 pub mod error;
 pub mod formats;
 pub mod frames;

@@ -7,19 +7,8 @@ mod common;
 
 use common::*;
 use stem4d::cpu;
-use stem4d::gpu::{products, Engine};
+use stem4d::gpu::products;
 use stem4d::products::{ArrayData, ProductArray};
-
-fn engine() -> Option<Engine> {
-    match pollster::block_on(Engine::new()) {
-        Ok(e) => Some(e),
-        Err(e) if std::env::var("STEM4D_REQUIRE_GPU").is_ok_and(|v| v == "1") => panic!("{e}"),
-        Err(e) => {
-            eprintln!("SKIPPED: {e}");
-            None
-        }
-    }
-}
 
 fn check(kind: &str, what: &str, gpu: &ProductArray, cpu: &ProductArray) -> Result<(), String> {
     match kind {

@@ -43,8 +43,30 @@ fn every_kernel_validates_for_webgpu() {
 }
 
 #[test]
+fn the_display_module_has_its_vertex_and_fragment_stages() {
+    let (module, _) = module(&kernels::RENDER);
+    for (entry, stage) in [
+        ("vs_main", naga::ShaderStage::Vertex),
+        ("fs_main", naga::ShaderStage::Fragment),
+    ] {
+        assert!(
+            module
+                .entry_points
+                .iter()
+                .any(|e| e.name == entry && e.stage == stage),
+            "display.wgsl: no {stage:?} entry point {entry}"
+        );
+    }
+}
+
+/// Every module the engine builds: the compute kernels and the display's render module.
+fn all_modules() -> impl Iterator<Item = kernels::Kernel> {
+    kernels::ALL.into_iter().chain([kernels::RENDER])
+}
+
+#[test]
 fn every_kernel_translates_to_spirv_and_msl() {
-    for k in kernels::ALL {
+    for k in all_modules() {
         let (module, info) = module(&k);
         naga::back::spv::write_vec(&module, &info, &naga::back::spv::Options::default(), None)
             .unwrap_or_else(|e| panic!("{}: SPIR-V: {e}", k.name));
@@ -66,7 +88,7 @@ fn every_wgsl_file_is_a_kernel_or_the_common_prelude() {
         let name = entry.unwrap().file_name().to_string_lossy().to_string();
         let stem = name.trim_end_matches(".wgsl");
         assert!(
-            stem == "common" || kernels::ALL.iter().any(|k| k.name == stem),
+            stem == "common" || all_modules().any(|k| k.name == stem),
             "wgsl/{name} is not embedded by src/gpu/kernels.rs"
         );
     }
@@ -74,7 +96,8 @@ fn every_wgsl_file_is_a_kernel_or_the_common_prelude() {
 
 #[test]
 fn uniform_structs_match_their_rust_layout() {
-    for k in kernels::ALL {
+    let mut checked = std::collections::BTreeSet::new();
+    for k in all_modules() {
         let (module, _) = module(&k);
         for (name, size, fields) in kernels::uniform_layouts() {
             let Some((_, ty)) = module
@@ -87,6 +110,7 @@ fn uniform_structs_match_their_rust_layout() {
             let naga::TypeInner::Struct { members, span } = &ty.inner else {
                 panic!("{name} is not a struct");
             };
+            checked.insert(name);
             assert_eq!(*span as usize, size, "{}: {name} size", k.name);
             let names: Vec<&str> = members
                 .iter()
@@ -103,5 +127,8 @@ fn uniform_structs_match_their_rust_layout() {
                 );
             }
         }
+    }
+    for (name, _, _) in kernels::uniform_layouts() {
+        assert!(checked.contains(name), "{name} is in no WGSL module");
     }
 }

@@ -31,3 +31,12 @@ fn mul64(a: u32, b: u32) -> vec2<u32> {
     let mid2 = vec2<u32>(p10 << 16u, p10 >> 16u);
     return add64(add64(vec2<u32>(p00, p11), mid), mid2);
 }
+
+// Display transform (linear, or signed log10(1 + |v|)), shared by the limits kernel and the
+// renderer so the colour bar and the pixels agree.
+fn shown(v: f32, log_scale: u32) -> f32 {
+    if (log_scale == 0u) {
+        return v;
+    }
+    return sign(v) * log2(1.0 + abs(v)) * 0.30102999566;
+}

@@ -29,7 +29,31 @@ pub const PATTERN_REDUCE: Kernel = Kernel {
     body: include_str!("../../wgsl/pattern_reduce.wgsl"),
 };
 
-pub const ALL: [Kernel; 3] = [MASKED_SUM, COM_MOMENTS, PATTERN_REDUCE];
+pub const DISPLAY_PREP: Kernel = Kernel {
+    name: "display_prep",
+    entry: "display_prep",
+    body: include_str!("../../wgsl/display_prep.wgsl"),
+};
+pub const DISPLAY_STATS: Kernel = Kernel {
+    name: "display_stats",
+    entry: "display_stats",
+    body: include_str!("../../wgsl/display_stats.wgsl"),
+};
+
+pub const ALL: [Kernel; 5] = [
+    MASKED_SUM,
+    COM_MOMENTS,
+    PATTERN_REDUCE,
+    DISPLAY_PREP,
+    DISPLAY_STATS,
+];
+
+/// The display's render module (vertex `vs_main`, fragment `fs_main`); not a compute kernel.
+pub const RENDER: Kernel = Kernel {
+    name: "display",
+    entry: "fs_main",
+    body: include_str!("../../wgsl/display.wgsl"),
+};
 
 impl Kernel {
     /// Full module text: shared helpers then the kernel.
@@ -90,6 +114,65 @@ pub struct PatternParams {
     pub _pad0: u32,
 }
 
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+pub struct PrepParams {
+    pub n: u32,
+    pub source: u32,
+    pub stride: u32,
+    pub offset: u32,
+    pub bits: u32,
+    pub groups_x: u32,
+    pub flip: u32,
+    pub _pad0: u32,
+    pub mean_r: f32,
+    pub mean_c: f32,
+    pub cos_t: f32,
+    pub sin_t: f32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+pub struct StatsParams {
+    pub n: u32,
+    pub mode: u32,
+    pub log_scale: u32,
+    pub _pad0: u32,
+    pub p_lo: f32,
+    pub p_hi: f32,
+    pub abs_lo: f32,
+    pub abs_hi: f32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Pod, Zeroable)]
+pub struct View {
+    pub src_w: u32,
+    pub src_h: u32,
+    pub canvas_w: u32,
+    pub canvas_h: u32,
+    pub cmap: u32,
+    pub log_scale: u32,
+    pub overlay: u32,
+    pub cursor_on: u32,
+    pub zoom: f32,
+    pub pan_r: f32,
+    pub pan_c: f32,
+    pub line_px: f32,
+    pub o_r: f32,
+    pub o_c: f32,
+    pub o_inner: f32,
+    pub o_outer: f32,
+    pub rect_r0: f32,
+    pub rect_r1: f32,
+    pub rect_c0: f32,
+    pub rect_c1: f32,
+    pub cursor_r: f32,
+    pub cursor_c: f32,
+    pub _pad0: f32,
+    pub _pad1: f32,
+}
+
 /// (WGSL struct name, Rust size, field names in order) for the layout test.
 pub fn uniform_layouts() -> Vec<(&'static str, usize, Vec<&'static str>)> {
     vec![
@@ -137,6 +220,58 @@ pub fn uniform_layouts() -> Vec<(&'static str, usize, Vec<&'static str>)> {
                 "roi_c1",
                 "accumulate",
                 "_pad0",
+            ],
+        ),
+        (
+            "PrepParams",
+            std::mem::size_of::<PrepParams>(),
+            vec![
+                "n", "source", "stride", "offset", "bits", "groups_x", "flip", "_pad0", "mean_r",
+                "mean_c", "cos_t", "sin_t",
+            ],
+        ),
+        (
+            "StatsParams",
+            std::mem::size_of::<StatsParams>(),
+            vec![
+                "n",
+                "mode",
+                "log_scale",
+                "_pad0",
+                "p_lo",
+                "p_hi",
+                "abs_lo",
+                "abs_hi",
+            ],
+        ),
+        (
+            "View",
+            std::mem::size_of::<View>(),
+            vec![
+                "src_w",
+                "src_h",
+                "canvas_w",
+                "canvas_h",
+                "cmap",
+                "log_scale",
+                "overlay",
+                "cursor_on",
+                "zoom",
+                "pan_r",
+                "pan_c",
+                "line_px",
+                "o_r",
+                "o_c",
+                "o_inner",
+                "o_outer",
+                "rect_r0",
+                "rect_r1",
+                "rect_c0",
+                "rect_c1",
+                "cursor_r",
+                "cursor_c",
+                "_pad0",
+                "_pad1",
             ],
         ),
     ]

@@ -4,6 +4,7 @@
 
 #[cfg(not(target_arch = "wasm32"))]
 pub mod bench;
+pub mod display;
 pub mod kernels;
 pub mod products;
 
@@ -272,6 +273,16 @@ impl Engine {
 
     /// Copy `buffer` to a mappable staging buffer and read it back asynchronously.
     pub async fn read_back(&self, buffer: &wgpu::Buffer, bytes: u64) -> Result<Vec<u8>> {
+        self.read_back_range(buffer, 0, bytes).await
+    }
+
+    /// Read `bytes` from `offset` of `buffer` (both multiples of 4) asynchronously.
+    pub async fn read_back_range(
+        &self,
+        buffer: &wgpu::Buffer,
+        offset: u64,
+        bytes: u64,
+    ) -> Result<Vec<u8>> {
         let bytes = bytes.max(4).next_multiple_of(4);
         let staging = self.device.create_buffer(&wgpu::BufferDescriptor {
             label: Some("readback"),
@@ -280,7 +291,7 @@ impl Engine {
             mapped_at_creation: false,
         });
         let mut encoder = self.device.create_command_encoder(&Default::default());
-        encoder.copy_buffer_to_buffer(buffer, 0, &staging, 0, bytes);
+        encoder.copy_buffer_to_buffer(buffer, offset, &staging, 0, bytes);
         self.queue.submit([encoder.finish()]);
         let (tx, rx) = futures_channel::oneshot::channel();
         staging.slice(..).map_async(wgpu::MapMode::Read, move |r| {

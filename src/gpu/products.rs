@@ -184,11 +184,14 @@ pub async fn frames(engine: &Engine, res: &Resident, f0: usize, f1: usize) -> Re
         if s0 >= s1 {
             continue;
         }
-        // Whole segment readback keeps the copy simple; patterns use one-frame ranges.
-        let bytes = engine.read_back(buf, seg.bytes).await?;
+        // Only the frames asked for leave the GPU: one pattern is one frame's words.
+        let offset = ((s0 - seg.first_frame) * fw * 4) as u64;
+        let bytes = engine
+            .read_back_range(buf, offset, ((s1 - s0) * fw * 4) as u64)
+            .await?;
         let words: Vec<u32> = bytemuck::pod_collect_to_vec(&bytes);
         for f in s0..s1 {
-            let w = &words[(f - seg.first_frame) * fw..(f - seg.first_frame + 1) * fw];
+            let w = &words[(f - s0) * fw..(f - s0 + 1) * fw];
             out.extend((0..det).map(|k| {
                 let bits = res.plan.bits;
                 if bits == 32 {

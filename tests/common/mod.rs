@@ -170,3 +170,16 @@ fn bits(a: &ArrayData) -> Vec<u64> {
         ArrayData::F64(v) => v.iter().map(|&x| x.to_bits()).collect(),
     }
 }
+
+/// The GPU engine on whatever adapter wgpu finds (lavapipe in CI). `STEM4D_REQUIRE_GPU=1`
+/// makes a missing adapter a failure (CI sets it); otherwise the test says it was skipped.
+pub fn engine() -> Option<stem4d::gpu::Engine> {
+    match pollster::block_on(stem4d::gpu::Engine::new()) {
+        Ok(e) => Some(e),
+        Err(e) if std::env::var("STEM4D_REQUIRE_GPU").is_ok_and(|v| v == "1") => panic!("{e}"),
+        Err(e) => {
+            eprintln!("SKIPPED: {e}");
+            None
+        }
+    }
+}

@@ -1,0 +1,304 @@
+//! The display on the GPU: a product already on the GPU is turned into an f32 plane, its
+//! limits and histogram are computed there, and the renderer draws it with a colour map and
+//! the user's overlays. Nothing is read back while the user drags; readback (hover values,
+//! the histogram, PNG export) is explicit and asynchronous.
+
+use crate::display::{lut_words, Limits, Stats, HIST_BINS, STATS_HEADER};
+use crate::error::Result;
+
+use super::kernels::{self, grid, PrepParams, StatsParams, View};
+use super::Engine;
+
+/// Where a plane's values come from (see `display_prep.wgsl`).
+pub enum PlaneSource<'a> {
+    /// Exact u64 sums, `stride` words apart from word `offset` (masked sums, pattern sums).
+    U64 {
+        buf: &'a wgpu::Buffer,
+        stride: u32,
+        offset: u32,
+    },
+    /// `total − part`, both u64 per position (DF through the cached totals).
+    U64Diff {
+        total: &'a wgpu::Buffer,
+        part: &'a wgpu::Buffer,
+    },
+    /// u32 values (the max pattern).
+    U32 {
+        buf: &'a wgpu::Buffer,
+        stride: u32,
+        offset: u32,
+    },
+    /// One packed resident frame starting at `word_offset` of `buf`.
+    Packed {
+        buf: &'a wgpu::Buffer,
+        word_offset: u32,
+        bits: u32,
+    },
+    /// CoM (row when `axis == 0`) from the fused moments.
+    Com {
+        moments: &'a wgpu::Buffer,
+        axis: u32,
+    },
+    /// DPC: CoM − scan mean, flip, rotation (degrees).
+    Dpc {
+        moments: &'a wgpu::Buffer,
+        axis: u32,
+        mean: [f64; 2],
+        rotation: f64,
+        flip: bool,
+    },
+    /// Plain f32 values (iDPC integrated on the host).
+    F32(&'a wgpu::Buffer),
+}
+
+/// A 2-D plane of display values with its stats buffer.
+pub struct Plane {
+    pub width: u32,
+    pub height: u32,
+    pub values: wgpu::Buffer,
+    pub stats: wgpu::Buffer,
+}
+
+const STATS_WORDS: u64 = (STATS_HEADER + HIST_BINS) as u64;
+
+impl Plane {
+    pub fn new(engine: &Engine, width: u32, height: u32) -> Plane {
+        Plane {
+            width,
+            height,
+            values: engine.storage("display plane", width as u64 * height as u64 * 4),
+            stats: engine.storage("display stats", STATS_WORDS * 4),
+        }
+    }
+
+    pub fn len(&self) -> u32 {
+        self.width * self.height
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Record the conversion of `src` into this plane.
+    pub fn encode_prep(
+        &self,
+        engine: &Engine,
+        encoder: &mut wgpu::CommandEncoder,
+        src: PlaneSource,
+    ) -> Result<()> {
+        let n = self.len();
+        let groups = grid(n.div_ceil(256));
+        let mut p = PrepParams {
+            n,
+            groups_x: groups.0,
+            stride: 2,
+            cos_t: 1.0,
+            ..Default::default()
+        };
+        let (a, b) = match src {
+            PlaneSource::U64 {
+                buf,
+                stride,
+                offset,
+            } => {
+                (p.source, p.stride, p.offset) = (0, stride, offset);
+                (buf, buf)
+            }
+            PlaneSource::U64Diff { total, part } => {
+                p.source = 1;
+                (part, total)
+            }
+            PlaneSource::U32 {
+                buf,
+                stride,
+                offset,
+            } => {
+                (p.source, p.stride, p.offset) = (2, stride, offset);
+                (buf, buf)
+            }
+            PlaneSource::Packed {
+                buf,
+                word_offset,
+                bits,
+            } => {
+                (p.source, p.offset, p.bits) = (3, word_offset, bits);
+                (buf, buf)
+            }
+            PlaneSource::Com { moments, axis } => {
+                p.source = 4 + axis.min(1);
+                (moments, moments)
+            }
+            PlaneSource::Dpc {
+                moments,
+                axis,
+                mean,
+                rotation,
+                flip,
+            } => {
+                let (s, c) = rotation.to_radians().sin_cos();
+                p.source = 6 + axis.min(1);
+                (p.mean_r, p.mean_c, p.cos_t, p.sin_t) =
+                    (mean[0] as f32, mean[1] as f32, c as f32, s as f32);
+                p.flip = flip as u32;
+                (moments, moments)
+            }
+            PlaneSource::F32(buf) => {
+                p.source = 8;
+                (buf, buf)
+            }
+        };
+        let params = engine.uniform(&p);
+        engine.dispatch(
+            encoder,
+            &kernels::DISPLAY_PREP,
+            &[&params, a, b, &self.values],
+            groups,
+        )
+    }
+
+    /// Record the limits/histogram kernel.
+    pub fn encode_stats(
+        &self,
+        engine: &Engine,
+        encoder: &mut wgpu::CommandEncoder,
+        limits: Limits,
+        log: bool,
+    ) -> Result<()> {
+        limits.validate()?;
+        let (lo, hi) = match limits {
+            Limits::Percentile { lo, hi }
+            | Limits::Absolute { lo, hi }
+            | Limits::Symmetric { lo, hi } => (lo, hi),
+        };
+        let params = engine.uniform(&StatsParams {
+            n: self.len(),
+            mode: limits.gpu_mode(),
+            log_scale: log as u32,
+            p_lo: lo,
+            p_hi: hi,
+            abs_lo: lo,
+            abs_hi: hi,
+            ..Default::default()
+        });
+        engine.dispatch(
+            encoder,
+            &kernels::DISPLAY_STATS,
+            &[&params, &self.values, &self.stats],
+            (1, 1),
+        )
+    }
+
+    pub async fn read_stats(&self, engine: &Engine) -> Result<Stats> {
+        let bytes = engine.read_back(&self.stats, STATS_WORDS * 4).await?;
+        Stats::from_words(&bytemuck::pod_collect_to_vec::<u8, u32>(&bytes))
+    }
+
+    pub async fn read_values(&self, engine: &Engine) -> Result<Vec<f32>> {
+        let bytes = engine
+            .read_back(&self.values, self.len() as u64 * 4)
+            .await?;
+        Ok(bytemuck::pod_collect_to_vec::<u8, f32>(&bytes)[..self.len() as usize].to_vec())
+    }
+
+    /// One value (hover readout): a 4-byte readback.
+    pub async fn read_value(&self, engine: &Engine, r: u32, c: u32) -> Result<f32> {
+        let k = (r.min(self.height.saturating_sub(1)) * self.width
+            + c.min(self.width.saturating_sub(1))) as u64;
+        let bytes = engine.read_back_range(&self.values, k * 4, 4).await?;
+        Ok(f32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]))
+    }
+}
+
+/// The render pipeline and colour-map table for one target format.
+pub struct Renderer {
+    pipeline: wgpu::RenderPipeline,
+    lut: wgpu::Buffer,
+}
+
+impl Renderer {
+    pub fn new(engine: &Engine, format: wgpu::TextureFormat) -> Renderer {
+        let module = engine
+            .device
+            .create_shader_module(wgpu::ShaderModuleDescriptor {
+                label: Some("display"),
+                source: wgpu::ShaderSource::Wgsl(kernels::RENDER.source().into()),
+            });
+        let pipeline = engine
+            .device
+            .create_render_pipeline(&wgpu::RenderPipelineDescriptor {
+                label: Some("display"),
+                layout: None,
+                vertex: wgpu::VertexState {
+                    module: &module,
+                    entry_point: Some("vs_main"),
+                    compilation_options: Default::default(),
+                    buffers: &[],
+                },
+                fragment: Some(wgpu::FragmentState {
+                    module: &module,
+                    entry_point: Some("fs_main"),
+                    compilation_options: Default::default(),
+                    targets: &[Some(format.into())],
+                }),
+                primitive: Default::default(),
+                depth_stencil: None,
+                multisample: Default::default(),
+                multiview_mask: None,
+                cache: None,
+            });
+        Renderer {
+            pipeline,
+            lut: engine.input(&lut_words()),
+        }
+    }
+
+    /// Record drawing `plane` into `target` as `view` says.
+    pub fn encode_draw(
+        &self,
+        engine: &Engine,
+        encoder: &mut wgpu::CommandEncoder,
+        target: &wgpu::TextureView,
+        plane: &Plane,
+        view: &View,
+    ) {
+        let view = View {
+            src_w: plane.width,
+            src_h: plane.height,
+            ..*view
+        };
+        let params = engine.uniform(&view);
+        let bind = engine.device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: Some("display"),
+            layout: &self.pipeline.get_bind_group_layout(0),
+            entries: &[
+                entry(0, &params),
+                entry(1, &plane.values),
+                entry(2, &plane.stats),
+                entry(3, &self.lut),
+            ],
+        });
+        let mut pass = encoder.begin_render_pass(&wgpu::RenderPassDescriptor {
+            label: Some("display"),
+            color_attachments: &[Some(wgpu::RenderPassColorAttachment {
+                view: target,
+                depth_slice: None,
+                resolve_target: None,
+                ops: wgpu::Operations {
+                    load: wgpu::LoadOp::Clear(wgpu::Color::BLACK),
+                    store: wgpu::StoreOp::Store,
+                },
+            })],
+            ..Default::default()
+        });
+        pass.set_pipeline(&self.pipeline);
+        pass.set_bind_group(0, &bind, &[]);
+        pass.draw(0..3, 0..1);
+    }
+}
+
+fn entry(binding: u32, buffer: &wgpu::Buffer) -> wgpu::BindGroupEntry<'_> {
+    wgpu::BindGroupEntry {
+        binding,
+        resource: buffer.as_entire_binding(),
+    }
+}

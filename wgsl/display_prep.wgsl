@@ -1,0 +1,100 @@
+// Turn a product that lives on the GPU (exact 64-bit sums, CoM moments, a resident frame,
+// a reduced pattern) into the f32 plane the display samples, without leaving the GPU.
+// The exact values stay where they are; this plane is for pixels on screen only.
+
+struct PrepParams {
+    n: u32,
+    source: u32,
+    stride: u32,
+    offset: u32,
+    bits: u32,
+    groups_x: u32,
+    flip: u32,
+    _pad0: u32,
+    mean_r: f32,
+    mean_c: f32,
+    cos_t: f32,
+    sin_t: f32,
+}
+
+@group(0) @binding(0) var<uniform> pp: PrepParams;
+@group(0) @binding(1) var<storage, read> a: array<u32>;
+@group(0) @binding(2) var<storage, read> b: array<u32>;
+@group(0) @binding(3) var<storage, read_write> plane: array<f32>;
+
+const SRC_U64: u32 = 0u;       // a[stride·i + offset] as u64 (lo, hi)
+const SRC_U64_DIFF: u32 = 1u;  // b − a, both u64 with the same stride (DF = total − BF)
+const SRC_U32: u32 = 2u;       // a[stride·i + offset]
+const SRC_PACKED: u32 = 3u;    // sample i of the packed frame starting at word `offset`
+const SRC_COM_ROW: u32 = 4u;   // moments (t, Σi·I, Σj·I) as three u64 per position
+const SRC_COM_COL: u32 = 5u;
+const SRC_DPC_ROW: u32 = 6u;
+const SRC_DPC_COL: u32 = 7u;
+const SRC_F32: u32 = 8u;
+
+fn u64_f32(lo: u32, hi: u32) -> f32 {
+    return f32(hi) * 4294967296.0 + f32(lo);
+}
+
+fn com_of(i: u32) -> vec2<f32> {
+    let o = 6u * i;
+    let t = u64_f32(a[o], a[o + 1u]);
+    if (t == 0.0) {
+        return vec2<f32>(0.0, 0.0);
+    }
+    return vec2<f32>(u64_f32(a[o + 2u], a[o + 3u]) / t, u64_f32(a[o + 4u], a[o + 5u]) / t);
+}
+
+// Contract order: subtract the scan mean, flip (swap axes), then rotate.
+fn dpc_of(i: u32) -> vec2<f32> {
+    let com = com_of(i);
+    var d = vec2<f32>(com.x - pp.mean_r, com.y - pp.mean_c);
+    if (pp.flip != 0u) {
+        d = d.yx;
+    }
+    return vec2<f32>(pp.cos_t * d.x - pp.sin_t * d.y, pp.sin_t * d.x + pp.cos_t * d.y);
+}
+
+@compute @workgroup_size(256)
+fn display_prep(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let i = gid.x + gid.y * pp.groups_x * 256u;
+    if (i >= pp.n) {
+        return;
+    }
+    var v = 0.0;
+    switch pp.source {
+        case 0u: {
+            let k = pp.stride * i + pp.offset;
+            v = u64_f32(a[k], a[k + 1u]);
+        }
+        case 1u: {
+            let k = pp.stride * i + pp.offset;
+            let lo = b[k] - a[k];
+            let borrow = select(0u, 1u, b[k] < a[k]);
+            v = u64_f32(lo, b[k + 1u] - a[k + 1u] - borrow);
+        }
+        case 2u: {
+            v = f32(a[pp.stride * i + pp.offset]);
+        }
+        case 3u: {
+            let per_word = 32u / pp.bits;
+            v = f32(sample_at(a[pp.offset + i / per_word], i, pp.bits));
+        }
+        case 4u: {
+            v = com_of(i).x;
+        }
+        case 5u: {
+            v = com_of(i).y;
+        }
+        case 6u: {
+            v = dpc_of(i).x;
+        }
+        case 7u: {
+            v = dpc_of(i).y;
+        }
+        default: {
+            v = bitcast<f32>(a[i]);
+        }
+    }
+    plane[i] = v;
+}

@@ -1,0 +1,126 @@
+// Display limits computed where the plane lives, so dragging a detector never waits on a
+// readback: min/max of the finite values, a 2048-bin histogram, then percentile, absolute
+// or symmetric (diverging) limits. One workgroup; `src/display/mod.rs` mirrors it on the CPU.
+
+struct StatsParams {
+    n: u32,
+    mode: u32,
+    log_scale: u32,
+    _pad0: u32,
+    p_lo: f32,
+    p_hi: f32,
+    abs_lo: f32,
+    abs_hi: f32,
+}
+
+@group(0) @binding(0) var<uniform> sp: StatsParams;
+@group(0) @binding(1) var<storage, read> plane: array<f32>;
+// [lo, hi, min, max] as f32 bits, finite count, 3 spare, then NB histogram bins.
+@group(0) @binding(2) var<storage, read_write> stats: array<u32>;
+
+const NB: u32 = 2048u;
+const WG: u32 = 256u;
+const MODE_PERCENTILE: u32 = 0u;
+const MODE_ABSOLUTE: u32 = 1u;
+const MODE_SYMMETRIC: u32 = 2u;
+
+var<workgroup> hist: array<atomic<u32>, 2048>;
+var<workgroup> red_min: array<f32, 256>;
+var<workgroup> red_max: array<f32, 256>;
+var<workgroup> red_n: array<u32, 256>;
+
+// Finite test on the bits: WGSL lets compilers assume NaN never occurs in comparisons.
+fn finite(v: f32) -> bool {
+    return (bitcast<u32>(v) & 0x7f800000u) != 0x7f800000u;
+}
+
+@compute @workgroup_size(256)
+fn display_stats(@builtin(local_invocation_index) lid: u32) {
+    var mn = 3.0e38;
+    var mx = -3.0e38;
+    var cnt = 0u;
+    for (var i = lid; i < sp.n; i += WG) {
+        let v = shown(plane[i], sp.log_scale);
+        if (finite(v)) {
+            mn = min(mn, v);
+            mx = max(mx, v);
+            cnt += 1u;
+        }
+    }
+    red_min[lid] = mn;
+    red_max[lid] = mx;
+    red_n[lid] = cnt;
+    for (var b = lid; b < NB; b += WG) {
+        atomicStore(&hist[b], 0u);
+    }
+    workgroupBarrier();
+    for (var s = WG / 2u; s > 0u; s >>= 1u) {
+        if (lid < s) {
+            red_min[lid] = min(red_min[lid], red_min[lid + s]);
+            red_max[lid] = max(red_max[lid], red_max[lid + s]);
+            red_n[lid] += red_n[lid + s];
+        }
+        workgroupBarrier();
+    }
+    let lo_all = red_min[0];
+    let hi_all = red_max[0];
+    let n_fin = red_n[0];
+    let scale = f32(NB) / max(hi_all - lo_all, 1.0e-30);
+    for (var i = lid; i < sp.n; i += WG) {
+        let v = shown(plane[i], sp.log_scale);
+        if (finite(v)) {
+            atomicAdd(&hist[min(u32(max(v - lo_all, 0.0) * scale), NB - 1u)], 1u);
+        }
+    }
+    workgroupBarrier();
+    for (var b = lid; b < NB; b += WG) {
+        stats[8u + b] = atomicLoad(&hist[b]);
+    }
+    if (lid != 0u) {
+        return;
+    }
+    var lo = lo_all;
+    var hi = hi_all;
+    if (n_fin == 0u) {
+        lo = 0.0;
+        hi = 1.0;
+    } else if (sp.mode == MODE_ABSOLUTE) {
+        lo = sp.abs_lo;
+        hi = sp.abs_hi;
+    } else {
+        let width = (hi_all - lo_all) / f32(NB);
+        let want_lo = sp.p_lo * 0.01 * f32(n_fin);
+        let want_hi = sp.p_hi * 0.01 * f32(n_fin);
+        var cum = 0u;
+        var b_lo = 0u;
+        var b_hi = NB - 1u;
+        var found_lo = false;
+        var found_hi = false;
+        for (var b = 0u; b < NB; b += 1u) {
+            cum += atomicLoad(&hist[b]);
+            if (!found_lo && f32(cum) > want_lo) {
+                b_lo = b;
+                found_lo = true;
+            }
+            if (!found_hi && f32(cum) >= want_hi) {
+                b_hi = b;
+                found_hi = true;
+            }
+        }
+        lo = lo_all + f32(b_lo) * width;
+        hi = min(lo_all + f32(b_hi + 1u) * width, hi_all);
+        if (sp.mode == MODE_SYMMETRIC) {
+            let m = max(abs(lo), abs(hi));
+            lo = -m;
+            hi = m;
+        }
+    }
+    if (!(hi > lo)) {
+        hi = lo + 1.0;
+    }
+    stats[0] = bitcast<u32>(lo);
+    stats[1] = bitcast<u32>(hi);
+    stats[2] = bitcast<u32>(lo_all);
+    stats[3] = bitcast<u32>(hi_all);
+    stats[4] = n_fin;
+}
