@@ -38,5 +38,5 @@ fn shown(v: f32, log_scale: u32) -> f32 {
     if (log_scale == 0u) {
         return v;
     }
-    return sign(v) * log2(1.0 + abs(v)) * 0.30102999566;
+    return sign(v) * log2(1.0 + abs(v)) * 0.30102999566398120;
 }

@@ -39,7 +39,7 @@ impl Limits {
             }
             Limits::Absolute { lo, hi } => (lo, hi),
         };
-        if !(hi > lo) || !lo.is_finite() || !hi.is_finite() {
+        if hi <= lo || !lo.is_finite() || !hi.is_finite() {
             return Err(Error::param(format!(
                 "display limits need lo < hi, got {lo}..{hi}"
             )));
@@ -83,7 +83,7 @@ pub fn lut_words() -> Vec<u32> {
 /// The display transform of `common.wgsl`'s `shown`: linear, or signed log10(1 + |v|).
 pub fn shown(v: f32, log: bool) -> f32 {
     if log {
-        v.signum() * (1.0 + v.abs()).log2() * 0.301_03
+        v.signum() * (1.0 + v.abs()).log2() * std::f32::consts::LOG10_2
     } else {
         v
     }
@@ -170,7 +170,7 @@ pub fn stats(plane: &[f32], limits: Limits, log: bool) -> Stats {
             }
         }
     };
-    if !(hi > lo) {
+    if hi.partial_cmp(&lo) != Some(std::cmp::Ordering::Greater) {
         hi = lo + 1.0;
     }
     Stats {
