@@ -18,6 +18,7 @@ pub mod parity;
 pub mod products;
 pub mod resident;
 pub mod source;
+pub mod viewer;
 
 #[cfg(not(target_arch = "wasm32"))]
 pub mod cli;

@@ -155,6 +155,7 @@ fn planes_and_limits_match_the_cpu_mirror() {
         buf: &bf,
         stride: 2,
         offset: 0,
+        scale: 1.0,
     };
     check_plane(&engine, &plane, src, &bf_want, 0.0, "bf");
     let df_want: Vec<f32> = exact_total
@@ -305,6 +306,7 @@ fn rendered_pixels_carry_the_mirror_colours_and_the_overlay() {
             buf: &total,
             stride: 2,
             offset: 0,
+            scale: 1.0,
         },
         limits,
         false,

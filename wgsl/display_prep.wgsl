@@ -10,7 +10,8 @@ struct PrepParams {
     bits: u32,
     groups_x: u32,
     flip: u32,
-    _pad0: u32,
+    // Applied last (1/count turns a sum pattern into the mean pattern).
+    scale: f32,
     mean_r: f32,
     mean_c: f32,
     cos_t: f32,
@@ -96,5 +97,5 @@ fn display_prep(@builtin(global_invocation_id) gid: vec3<u32>) {
             v = bitcast<f32>(a[i]);
         }
     }
-    plane[i] = v;
+    plane[i] = v * pp.scale;
 }

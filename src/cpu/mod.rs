@@ -353,17 +353,23 @@ fn center_of_mass(reader: &FrameReader, corr: Correction, det: [usize; 2]) -> Re
     Ok(com)
 }
 
-/// DPC: CoM minus its scan mean per component, then flip and rotation (contract order).
-pub fn dpc_from_com(com: &[f64], rotation_deg: f64, flip: bool) -> Vec<f64> {
+/// Scan means of the two CoM planes `[row plane, col plane]`, summed in double-double.
+pub fn scan_means(com: &[f64]) -> [f64; 2] {
     let n = com.len() / 2;
     let mean = |plane: &[f64]| {
         let mut s = Dd::ZERO;
         for &v in plane {
             s.add(v);
         }
-        s.div_u64(n as u64)
+        s.div_u64(n.max(1) as u64)
     };
-    let (mr, mc) = (mean(&com[..n]), mean(&com[n..]));
+    [mean(&com[..n]), mean(&com[n..])]
+}
+
+/// DPC: CoM minus its scan mean per component, then flip and rotation (contract order).
+pub fn dpc_from_com(com: &[f64], rotation_deg: f64, flip: bool) -> Vec<f64> {
+    let n = com.len() / 2;
+    let [mr, mc] = scan_means(com);
     let mut out = vec![0f64; 2 * n];
     for k in 0..n {
         let g = rotate_flip([com[k] - mr, com[n + k] - mc], rotation_deg, flip);

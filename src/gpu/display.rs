@@ -11,11 +11,13 @@ use super::Engine;
 
 /// Where a plane's values come from (see `display_prep.wgsl`).
 pub enum PlaneSource<'a> {
-    /// Exact u64 sums, `stride` words apart from word `offset` (masked sums, pattern sums).
+    /// Exact u64 sums, `stride` words apart from word `offset` (masked sums, pattern sums),
+    /// times `scale` (1/count for a mean pattern).
     U64 {
         buf: &'a wgpu::Buffer,
         stride: u32,
         offset: u32,
+        scale: f32,
     },
     /// `total − part`, both u64 per position (DF through the cached totals).
     U64Diff {
@@ -93,6 +95,7 @@ impl Plane {
             groups_x: groups.0,
             stride: 2,
             cos_t: 1.0,
+            scale: 1.0,
             ..Default::default()
         };
         let (a, b) = match src {
@@ -100,8 +103,9 @@ impl Plane {
                 buf,
                 stride,
                 offset,
+                scale,
             } => {
-                (p.source, p.stride, p.offset) = (0, stride, offset);
+                (p.source, p.stride, p.offset, p.scale) = (0, stride, offset, scale);
                 (buf, buf)
             }
             PlaneSource::U64Diff { total, part } => {

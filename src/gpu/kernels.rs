@@ -124,7 +124,7 @@ pub struct PrepParams {
     pub bits: u32,
     pub groups_x: u32,
     pub flip: u32,
-    pub _pad0: u32,
+    pub scale: f32,
     pub mean_r: f32,
     pub mean_c: f32,
     pub cos_t: f32,
@@ -226,7 +226,7 @@ pub fn uniform_layouts() -> Vec<(&'static str, usize, Vec<&'static str>)> {
             "PrepParams",
             std::mem::size_of::<PrepParams>(),
             vec![
-                "n", "source", "stride", "offset", "bits", "groups_x", "flip", "_pad0", "mean_r",
+                "n", "source", "stride", "offset", "bits", "groups_x", "flip", "scale", "mean_r",
                 "mean_c", "cos_t", "sin_t",
             ],
         ),

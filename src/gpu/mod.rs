@@ -40,6 +40,8 @@ pub fn is_software(info: &wgpu::AdapterInfo) -> bool {
 }
 
 pub struct Engine {
+    /// Kept so the browser can create canvas surfaces on the same instance.
+    pub instance: wgpu::Instance,
     pub device: wgpu::Device,
     pub queue: wgpu::Queue,
     pub adapter: AdapterSummary,
@@ -117,6 +119,7 @@ impl Engine {
             )));
         }
         Ok(Engine {
+            instance,
             device,
             queue,
             adapter: adapter_summary,
@@ -156,9 +159,21 @@ impl Engine {
         corr: Correction,
         limits: DeviceLimits,
     ) -> Result<Resident> {
+        let plan = ResidentPlan::new(acq.shape.binned(corr.bin), acq.dtype, corr.bin > 1, limits)?;
+        self.upload_plan(acq, corr, plan, &mut |_, _| {}).await
+    }
+
+    /// Upload along `plan` (made by the caller, e.g. to show it first), calling
+    /// `progress(frames_done, frames_total)` after every window.
+    pub async fn upload_plan(
+        &self,
+        acq: &Acquisition,
+        corr: Correction,
+        plan: ResidentPlan,
+        progress: &mut dyn FnMut(usize, usize),
+    ) -> Result<Resident> {
         self.check_alive()?;
-        let shape = acq.shape.binned(corr.bin);
-        let plan = ResidentPlan::new(shape, acq.dtype, corr.bin > 1, limits)?;
+        let total_frames = plan.shape.frames();
         let reader = FrameReader::new(acq);
         let frame_bytes = plan.frame_words as usize * 4;
         let window_frames = ((UPLOAD_WINDOW as usize) / frame_bytes).max(1);
@@ -190,6 +205,7 @@ impl Engine {
                 self.queue
                     .write_buffer(&buffer, offset, bytemuck::cast_slice(&words));
                 f = f1;
+                progress(f, total_frames);
             }
             buffers.push(buffer);
         }

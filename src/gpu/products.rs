@@ -62,10 +62,10 @@ pub async fn masked_sums(engine: &Engine, res: &Resident, indices: &[u32]) -> Re
     ))
 }
 
-/// Per-position (total, Σ i·I, Σ j·I), exact.
-pub async fn com_moments(engine: &Engine, res: &Resident) -> Result<Vec<[u64; 3]>> {
+/// Refuse detectors whose 64-bit moments could overflow: exact while
+/// max_value · pixels · (K − 1) < 2^64.
+pub fn moments_fit_64(res: &Resident) -> Result<()> {
     let shape = res.plan.shape;
-    // 64-bit moments are exact while max_value · pixels · (K − 1) < 2^64.
     let max_value = if res.plan.bits == 32 {
         u32::MAX as u128
     } else {
@@ -78,13 +78,26 @@ pub async fn com_moments(engine: &Engine, res: &Resident) -> Result<Vec<[u64; 3]
                 .into(),
         ));
     }
-    let frames = shape.frames();
+    Ok(())
+}
+
+/// Moments buffer bytes (three u64 per position) as (total, Σ i·I, Σ j·I).
+pub fn parse_moments(bytes: &[u8]) -> Vec<[u64; 3]> {
+    let v = words_to_u64(bytes);
+    v.chunks_exact(3).map(|m| [m[0], m[1], m[2]]).collect()
+}
+
+/// Per-position (total, Σ i·I, Σ j·I), exact.
+pub async fn com_moments(engine: &Engine, res: &Resident) -> Result<Vec<[u64; 3]>> {
+    moments_fit_64(res)?;
+    let frames = res.plan.shape.frames();
     let out = engine.storage("com moments", frames as u64 * 24);
     let mut encoder = engine.device.create_command_encoder(&Default::default());
     encode_com_moments(engine, &mut encoder, res, &out)?;
     engine.queue.submit([encoder.finish()]);
-    let v = words_to_u64(&engine.read_back(&out, frames as u64 * 24).await?);
-    Ok(v.chunks_exact(3).map(|m| [m[0], m[1], m[2]]).collect())
+    Ok(parse_moments(
+        &engine.read_back(&out, frames as u64 * 24).await?,
+    ))
 }
 
 /// Record the fused CoM-moment kernel into `out` (24 bytes per position).
@@ -205,7 +218,8 @@ pub async fn frames(engine: &Engine, res: &Resident, f0: usize, f1: usize) -> Re
     Ok(out)
 }
 
-fn com_from_moments(m: &[[u64; 3]]) -> Vec<f64> {
+/// Exact CoM planes [row, col] from the moments (0 where a pattern is empty).
+pub fn com_from_moments(m: &[[u64; 3]]) -> Vec<f64> {
     let n = m.len();
     let mut com = vec![0f64; 2 * n];
     for (k, [t, r, c]) in m.iter().enumerate() {

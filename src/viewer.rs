@@ -1,0 +1,915 @@
+//! A viewing session: one acquisition resident on the GPU, the cached per-position totals
+//! and CoM moments, and two display planes (virtual image, diffraction pattern) that follow
+//! the user's view state. Platform-neutral: the browser glue (`web`) and the native tests
+//! drive the same code; only canvases and file handles differ.
+
+use serde::{Deserialize, Serialize};
+
+use crate::contract::{DetectorMask, Dtype, Region, SparseMask};
+use crate::display::{self, Limits, Stats};
+use crate::error::{Error, Result};
+use crate::formats::Acquisition;
+use crate::frames::Correction;
+use crate::gpu::display::{Plane, PlaneSource, Renderer};
+use crate::gpu::kernels::View;
+use crate::gpu::{products as gp, AdapterSummary, Engine, Resident};
+use crate::info::Info;
+use crate::products::{ProductArray, ProductKind, ProductParams};
+use crate::resident::ResidentPlan;
+
+/// Milliseconds on a monotonic clock (performance.now() in the browser).
+pub fn now_ms() -> f64 {
+    #[cfg(target_arch = "wasm32")]
+    {
+        js_sys::Reflect::get(&js_sys::global(), &"performance".into())
+            .ok()
+            .and_then(|p| {
+                let now = js_sys::Reflect::get(&p, &"now".into()).ok()?;
+                let f: js_sys::Function = now.into();
+                f.call0(&p).ok()?.as_f64()
+            })
+            .unwrap_or_else(js_sys::Date::now)
+    }
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        use std::sync::OnceLock;
+        static T0: OnceLock<std::time::Instant> = OnceLock::new();
+        T0.get_or_init(std::time::Instant::now)
+            .elapsed()
+            .as_secs_f64()
+            * 1e3
+    }
+}
+
+/// What `stem4d.open(files, options)` accepts (like the CLI's `--scan-shape`/`--dataset`).
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct OpenRequest {
+    pub scan_shape: Option<[usize; 2]>,
+    pub dataset: Option<String>,
+    #[serde(default = "one")]
+    pub bin: usize,
+    #[serde(default)]
+    pub mask_bad_pixels: bool,
+}
+
+fn one() -> usize {
+    1
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Stage {
+    pub name: &'static str,
+    pub ms: f64,
+}
+
+/// The load profile and provenance shown after loading (`stem4d.profile()`).
+#[derive(Clone, Debug, Serialize)]
+pub struct Profile {
+    pub stages: Vec<Stage>,
+    pub total_ms: f64,
+    pub files: Vec<String>,
+    pub shape: [usize; 4],
+    pub dtype: &'static str,
+    pub compressed_bytes: u64,
+    pub logical_bytes: u64,
+    pub bin: usize,
+    pub mask_bad_pixels: bool,
+    /// Resident payload and predicted peak, bytes; absent when products run on the CPU.
+    pub resident_payload_bytes: Option<u64>,
+    pub resident_peak_bytes: Option<u64>,
+    pub resident_buffers: Option<usize>,
+    pub products_on: &'static str,
+    pub adapter: AdapterSummary,
+    pub warnings: Vec<String>,
+}
+
+/// Display settings of one panel.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct PanelDisplay {
+    #[serde(default = "default_cmap")]
+    pub cmap: String,
+    #[serde(default)]
+    pub log: bool,
+    #[serde(default = "default_limits")]
+    pub limits: Limits,
+    #[serde(default = "one_f32")]
+    pub zoom: f32,
+    /// View centre in source pixels (row, column); `None` centres the plane.
+    #[serde(default)]
+    pub pan: Option<[f32; 2]>,
+}
+
+fn default_cmap() -> String {
+    "inferno".into()
+}
+fn default_limits() -> Limits {
+    Limits::Percentile { lo: 0.5, hi: 99.5 }
+}
+fn one_f32() -> f32 {
+    1.0
+}
+
+impl Default for PanelDisplay {
+    fn default() -> Self {
+        PanelDisplay {
+            cmap: default_cmap(),
+            log: false,
+            limits: default_limits(),
+            zoom: 1.0,
+            pan: None,
+        }
+    }
+}
+
+/// What the virtual-image panel shows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ImageKind {
+    Bf,
+    Adf,
+    Rect,
+    Point,
+    Df,
+    Total,
+    Com,
+    Dpc,
+    Idpc,
+}
+
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ImageView {
+    pub kind: ImageKind,
+    /// Component of CoM/DPC: 0 = row, 1 = column.
+    #[serde(default)]
+    pub axis: u32,
+    pub center: Option<[f64; 2]>,
+    pub radius: Option<f64>,
+    pub inner: Option<f64>,
+    pub outer: Option<f64>,
+    pub rect: Option<[usize; 4]>,
+    pub point: Option<[usize; 2]>,
+    #[serde(default)]
+    pub rotation: f64,
+    #[serde(default)]
+    pub flip: bool,
+    #[serde(default)]
+    pub display: PanelDisplay,
+    #[serde(default)]
+    pub cursor: [usize; 2],
+    pub roi: Option<[usize; 4]>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PatternSource {
+    Cursor,
+    Mean,
+    Sum,
+    Max,
+}
+
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct PatternView {
+    pub source: PatternSource,
+    #[serde(default)]
+    pub display: PanelDisplay,
+}
+
+/// The whole view, as the page sends it on every interaction.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ViewState {
+    pub image: ImageView,
+    pub pattern: PatternView,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Panel {
+    Image,
+    Pattern,
+}
+
+impl Panel {
+    pub fn parse(s: &str) -> Result<Panel> {
+        match s {
+            "image" => Ok(Panel::Image),
+            "pattern" => Ok(Panel::Pattern),
+            _ => Err(Error::param(format!(
+                "unknown panel '{s}' (image or pattern)"
+            ))),
+        }
+    }
+}
+
+fn region(a: [usize; 4]) -> Region {
+    Region {
+        r0: a[0],
+        r1: a[1],
+        c0: a[2],
+        c1: a[3],
+    }
+}
+
+impl ImageView {
+    /// The product this panel shows, as `stem4d product` parameters (export, CPU path).
+    pub fn params(&self, corr: Correction) -> ProductParams {
+        let kind = match self.kind {
+            ImageKind::Bf => ProductKind::Bf,
+            ImageKind::Adf => ProductKind::Adf,
+            ImageKind::Rect => ProductKind::Rect,
+            ImageKind::Point => ProductKind::Mask,
+            ImageKind::Df => ProductKind::Df,
+            ImageKind::Total => ProductKind::Total,
+            ImageKind::Com => ProductKind::Com,
+            ImageKind::Dpc => ProductKind::Dpc,
+            ImageKind::Idpc => ProductKind::Idpc,
+        };
+        let mut p = ProductParams::new(kind);
+        p.center = self.center;
+        p.radius = self.radius;
+        p.inner = self.inner;
+        p.outer = self.outer;
+        p.rect = self.rect.map(region);
+        p.rotation = self.rotation;
+        p.flip = self.flip;
+        p.bin = corr.bin;
+        p.mask_bad_pixels = corr.mask_bad_pixels;
+        if let (ImageKind::Point, Some([r, c])) = (self.kind, self.point) {
+            p.mask = Some(DetectorMask::Point { r, c });
+        }
+        p
+    }
+
+    fn detector(&self, det: [usize; 2]) -> Result<Option<DetectorMask>> {
+        let p = self.params(Correction::default());
+        Ok(match self.kind {
+            ImageKind::Point => {
+                let [r, c] = self
+                    .point
+                    .ok_or_else(|| Error::param("a point detector needs 'point': [r, c]"))?;
+                let m = DetectorMask::Point { r, c };
+                m.validate(det)?;
+                Some(m)
+            }
+            ImageKind::Bf | ImageKind::Adf | ImageKind::Rect | ImageKind::Df => {
+                Some(p.detector_mask(det)?)
+            }
+            _ => None,
+        })
+    }
+
+    /// The cache key of the image plane's values (display settings excluded).
+    fn key(&self) -> String {
+        format!(
+            "{:?}|{}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{}|{}",
+            self.kind,
+            self.axis,
+            self.center,
+            self.radius,
+            self.inner,
+            self.outer,
+            self.rect,
+            self.point,
+            self.rotation,
+            self.flip
+        )
+    }
+}
+
+/// Quantities derived once per resident acquisition.
+struct Derived {
+    totals: wgpu::Buffer,
+    moments: Option<wgpu::Buffer>,
+    com: Option<Vec<f64>>,
+    com_mean: [f64; 2],
+}
+
+pub struct Session {
+    pub acq: Acquisition,
+    pub info: serde_json::Value,
+    pub profile: Profile,
+    /// `[centre_row, centre_col, radius]` of the BF disk, for presets.
+    pub bf_fit: [f64; 3],
+    correction: Correction,
+    resident: Option<Resident>,
+    derived: Option<Derived>,
+    image_sums: wgpu::Buffer,
+    pattern_sums: wgpu::Buffer,
+    image: Plane,
+    pattern: Plane,
+    state: Option<ViewState>,
+    image_key: String,
+    pattern_key: String,
+    renderer: Option<(wgpu::TextureFormat, Renderer)>,
+}
+
+impl Session {
+    /// Open `acq`, make it resident (integer data) and derive the cached quantities.
+    /// `progress(stage, done, total)` is called as loading advances.
+    pub async fn open(
+        engine: &Engine,
+        acq: Acquisition,
+        req: &OpenRequest,
+        opened_ms: f64,
+        progress: &mut dyn FnMut(&str, u64, u64),
+    ) -> Result<Session> {
+        let t0 = now_ms();
+        let mut stages = vec![Stage {
+            name: "index",
+            ms: opened_ms,
+        }];
+        let correction = Correction {
+            mask_bad_pixels: req.mask_bad_pixels,
+            bin: req.bin,
+        };
+        let mut probe = ProductParams::new(ProductKind::Total);
+        probe.bin = req.bin;
+        probe.validate(acq.shape)?;
+        let info = serde_json::to_value(Info::of(&acq, false))
+            .map_err(|e| Error::Gpu(format!("info does not serialise: {e}")))?;
+        let shape = acq.shape.binned(req.bin);
+        let [rows, cols] = shape.scan;
+        let mut warnings = Vec::new();
+        if engine.adapter.software {
+            warnings.push(format!(
+                "{} is a software adapter: results are correct, timings are not representative",
+                engine.adapter.name
+            ));
+        }
+        let (resident, derived, plan) = if acq.dtype == Dtype::F32 {
+            warnings.push(
+                "float32 acquisition: products are computed on the CPU in this version".into(),
+            );
+            (None, None, None)
+        } else {
+            let plan = ResidentPlan::new(shape, acq.dtype, req.bin > 1, engine.adapter.limits)?;
+            let frames = shape.frames() as u64;
+            let t = now_ms();
+            let res = engine
+                .upload_plan(&acq, correction, plan.clone(), &mut |f, n| {
+                    progress("read, decode, upload", f as u64, n as u64)
+                })
+                .await?;
+            stages.push(Stage {
+                name: "read + decode + upload",
+                ms: now_ms() - t,
+            });
+            progress("derive totals and CoM", 0, frames);
+            let t = now_ms();
+            let derived = derive(engine, &res).await?;
+            stages.push(Stage {
+                name: "totals + CoM moments",
+                ms: now_ms() - t,
+            });
+            (Some(res), Some(derived), Some(plan))
+        };
+        let t = now_ms();
+        let mut fit = ProductParams::new(ProductKind::FitBf);
+        fit.bin = req.bin;
+        fit.mask_bad_pixels = req.mask_bad_pixels;
+        let mut session = Session {
+            info,
+            profile: Profile {
+                stages: Vec::new(),
+                total_ms: 0.0,
+                files: acq
+                    .files
+                    .files()
+                    .iter()
+                    .map(|f| f.name().to_string())
+                    .collect(),
+                shape: acq.shape.as_array(),
+                dtype: acq.dtype.name(),
+                compressed_bytes: acq.stored_bytes(),
+                logical_bytes: acq.logical_bytes(),
+                bin: req.bin,
+                mask_bad_pixels: req.mask_bad_pixels,
+                resident_payload_bytes: plan.as_ref().map(|p| p.payload_bytes),
+                resident_peak_bytes: plan.as_ref().map(|p| p.peak_bytes),
+                resident_buffers: plan.as_ref().map(|p| p.segments.len()),
+                products_on: if resident.is_some() { "gpu" } else { "cpu" },
+                adapter: engine.adapter.clone(),
+                warnings,
+            },
+            bf_fit: [0.0; 3],
+            correction,
+            image_sums: engine.storage("image sums", rows as u64 * cols as u64 * 8),
+            pattern_sums: engine.storage("pattern sums", shape.det_len() as u64 * 16),
+            image: Plane::new(engine, cols as u32, rows as u32),
+            pattern: Plane::new(engine, shape.det[1] as u32, shape.det[0] as u32),
+            acq,
+            resident,
+            derived,
+            state: None,
+            image_key: String::new(),
+            pattern_key: String::new(),
+            renderer: None,
+        };
+        let fit = session.product(engine, &fit).await?;
+        let f = fit.data.to_f64();
+        session.bf_fit = [f[0], f[1], f[2]];
+        stages.push(Stage {
+            name: "BF disk fit",
+            ms: now_ms() - t,
+        });
+        session.profile.total_ms = stages.iter().map(|s| s.ms).sum::<f64>();
+        session.profile.stages = stages;
+        let _ = t0;
+        Ok(session)
+    }
+
+    pub fn correction(&self) -> Correction {
+        self.correction
+    }
+
+    /// Compute one product exactly (as `stem4d product`), re-uploading when the requested
+    /// bin or bad-pixel policy differs from the resident one.
+    pub async fn product(&mut self, engine: &Engine, p: &ProductParams) -> Result<ProductArray> {
+        p.validate(self.acq.shape)?;
+        if self.resident.is_none() {
+            return crate::cpu::compute(&self.acq, p);
+        }
+        let want = Correction {
+            mask_bad_pixels: p.mask_bad_pixels,
+            bin: p.bin,
+        };
+        if want != self.correction {
+            self.reload(engine, want).await?;
+        }
+        let res = self
+            .resident
+            .as_ref()
+            .ok_or_else(|| Error::Gpu("no resident acquisition".into()))?;
+        gp::compute_resident(engine, &self.acq, res, p).await
+    }
+
+    async fn reload(&mut self, engine: &Engine, corr: Correction) -> Result<()> {
+        // Free the old copy first: two residents may not fit together.
+        self.resident = None;
+        self.derived = None;
+        let res = engine.upload(&self.acq, corr).await?;
+        self.derived = Some(derive(engine, &res).await?);
+        let shape = res.plan.shape;
+        self.pattern = Plane::new(engine, shape.det[1] as u32, shape.det[0] as u32);
+        self.pattern_sums = engine.storage("pattern sums", shape.det_len() as u64 * 16);
+        self.resident = Some(res);
+        self.correction = corr;
+        self.image_key.clear();
+        self.pattern_key.clear();
+        Ok(())
+    }
+
+    fn det(&self) -> [usize; 2] {
+        self.acq.shape.binned(self.correction.bin).det
+    }
+
+    /// Bring both planes up to date with `st` (only what changed is recomputed) and
+    /// compute their display limits; nothing is read back.
+    pub async fn update(&mut self, engine: &Engine, st: &ViewState) -> Result<()> {
+        engine.check_alive()?;
+        for d in [&st.image.display, &st.pattern.display] {
+            d.limits.validate()?;
+            display::colormap_index(&d.cmap)?;
+            if !(d.zoom.is_finite() && d.zoom > 0.0) {
+                return Err(Error::param("zoom must be a positive number"));
+            }
+        }
+        let scan = self.acq.shape.scan;
+        let [r, c] = st.image.cursor;
+        if r >= scan[0] || c >= scan[1] {
+            return Err(Error::param(format!(
+                "cursor ({r}, {c}) is outside the {}x{} scan",
+                scan[0], scan[1]
+            )));
+        }
+        if let Some(roi) = st.image.roi {
+            region(roi).checked(scan, "scan ROI")?;
+        }
+        let det = self.det();
+        let detector = st.image.detector(det)?;
+        let mut enc = engine.device.create_command_encoder(&Default::default());
+        let old = self.state.clone();
+        let ikey = st.image.key();
+        if ikey != self.image_key {
+            self.encode_image(engine, &mut enc, st, detector.as_ref())
+                .await?;
+        }
+        let pkey = format!(
+            "{:?}|{:?}|{:?}",
+            st.pattern.source,
+            (st.pattern.source == PatternSource::Cursor).then_some(st.image.cursor),
+            (st.pattern.source != PatternSource::Cursor).then_some(st.image.roi)
+        );
+        if pkey != self.pattern_key {
+            self.encode_pattern(engine, &mut enc, st).await?;
+        }
+        let display_changed = |d: &PanelDisplay, o: Option<&PanelDisplay>| {
+            o.is_none_or(|o| o.limits != d.limits || o.log != d.log)
+        };
+        if ikey != self.image_key
+            || display_changed(&st.image.display, old.as_ref().map(|o| &o.image.display))
+        {
+            self.image.encode_stats(
+                engine,
+                &mut enc,
+                st.image.display.limits,
+                st.image.display.log,
+            )?;
+        }
+        if pkey != self.pattern_key
+            || display_changed(
+                &st.pattern.display,
+                old.as_ref().map(|o| &o.pattern.display),
+            )
+        {
+            self.pattern.encode_stats(
+                engine,
+                &mut enc,
+                st.pattern.display.limits,
+                st.pattern.display.log,
+            )?;
+        }
+        engine.queue.submit([enc.finish()]);
+        self.image_key = ikey;
+        self.pattern_key = pkey;
+        self.state = Some(st.clone());
+        Ok(())
+    }
+
+    async fn encode_image(
+        &mut self,
+        engine: &Engine,
+        enc: &mut wgpu::CommandEncoder,
+        st: &ViewState,
+        detector: Option<&DetectorMask>,
+    ) -> Result<()> {
+        let (Some(res), Some(d)) = (&self.resident, &self.derived) else {
+            let p = st.image.params(self.correction);
+            let plane = cpu_plane(&self.acq, &p, st.image.axis)?;
+            let buf = engine.input(bytemuck::cast_slice(&plane));
+            return self.image.encode_prep(engine, enc, PlaneSource::F32(&buf));
+        };
+        let need_moments = || {
+            d.moments.as_ref().ok_or_else(|| {
+                Error::Gpu(
+                    "centre-of-mass moments of this u32 detector could exceed 64 bits on the GPU"
+                        .into(),
+                )
+            })
+        };
+        let axis = st.image.axis.min(1);
+        match st.image.kind {
+            ImageKind::Total => self.image.encode_prep(
+                engine,
+                enc,
+                PlaneSource::U64 {
+                    buf: &d.totals,
+                    stride: 2,
+                    offset: 0,
+                    scale: 1.0,
+                },
+            ),
+            ImageKind::Com => self.image.encode_prep(
+                engine,
+                enc,
+                PlaneSource::Com {
+                    moments: need_moments()?,
+                    axis,
+                },
+            ),
+            ImageKind::Dpc => self.image.encode_prep(
+                engine,
+                enc,
+                PlaneSource::Dpc {
+                    moments: need_moments()?,
+                    axis,
+                    mean: d.com_mean,
+                    rotation: st.image.rotation,
+                    flip: st.image.flip,
+                },
+            ),
+            ImageKind::Idpc => {
+                let com = d.com.as_ref().ok_or_else(|| {
+                    Error::Gpu("iDPC needs the CoM moments, unavailable for this detector".into())
+                })?;
+                let dpc = crate::cpu::dpc_from_com(com, st.image.rotation, st.image.flip);
+                let phase: Vec<f32> = crate::cpu::idpc(&dpc, res.plan.shape.scan)
+                    .into_iter()
+                    .map(|v| v as f32)
+                    .collect();
+                let buf = engine.input(bytemuck::cast_slice(&phase));
+                self.image.encode_prep(engine, enc, PlaneSource::F32(&buf))
+            }
+            _ => {
+                let mask = detector.ok_or_else(|| Error::param("this image needs a detector"))?;
+                let SparseMask { indices, .. } = mask.sparse(self.det());
+                let pixels = engine.input(&indices);
+                gp::encode_masked_sums(engine, enc, res, &pixels, indices.len(), &self.image_sums)?;
+                let src = if st.image.kind == ImageKind::Df {
+                    PlaneSource::U64Diff {
+                        total: &d.totals,
+                        part: &self.image_sums,
+                    }
+                } else {
+                    PlaneSource::U64 {
+                        buf: &self.image_sums,
+                        stride: 2,
+                        offset: 0,
+                        scale: 1.0,
+                    }
+                };
+                self.image.encode_prep(engine, enc, src)
+            }
+        }
+    }
+
+    async fn encode_pattern(
+        &mut self,
+        engine: &Engine,
+        enc: &mut wgpu::CommandEncoder,
+        st: &ViewState,
+    ) -> Result<()> {
+        let scan = self.acq.shape.scan;
+        let roi = st.image.roi.map(region).unwrap_or(Region::full(scan));
+        let Some(res) = &self.resident else {
+            let mut p = ProductParams::new(match st.pattern.source {
+                PatternSource::Cursor => ProductKind::Pattern,
+                PatternSource::Mean => ProductKind::MeanDp,
+                PatternSource::Sum => ProductKind::SumDp,
+                PatternSource::Max => ProductKind::MaxDp,
+            });
+            p.at = Some(st.image.cursor);
+            p.scan_roi = st.image.roi.map(region);
+            p.bin = self.correction.bin;
+            p.mask_bad_pixels = self.correction.mask_bad_pixels;
+            let plane = cpu_plane(&self.acq, &p, 0)?;
+            let buf = engine.input(bytemuck::cast_slice(&plane));
+            return self
+                .pattern
+                .encode_prep(engine, enc, PlaneSource::F32(&buf));
+        };
+        match st.pattern.source {
+            PatternSource::Cursor => {
+                let f = st.image.cursor[0] * scan[1] + st.image.cursor[1];
+                let (seg, buf) = res
+                    .plan
+                    .segments
+                    .iter()
+                    .zip(&res.buffers)
+                    .find(|(s, _)| f >= s.first_frame && f < s.first_frame + s.frames)
+                    .ok_or_else(|| Error::param("cursor outside the resident frames"))?;
+                self.pattern.encode_prep(
+                    engine,
+                    enc,
+                    PlaneSource::Packed {
+                        buf,
+                        word_offset: ((f - seg.first_frame) as u32) * res.plan.frame_words,
+                        bits: res.plan.bits,
+                    },
+                )
+            }
+            source => {
+                gp::encode_pattern_reduce(engine, enc, res, roi, &self.pattern_sums)?;
+                let src = match source {
+                    PatternSource::Max => PlaneSource::U32 {
+                        buf: &self.pattern_sums,
+                        stride: 4,
+                        offset: 2,
+                    },
+                    _ => PlaneSource::U64 {
+                        buf: &self.pattern_sums,
+                        stride: 4,
+                        offset: 0,
+                        scale: if source == PatternSource::Mean {
+                            1.0 / roi.len() as f32
+                        } else {
+                            1.0
+                        },
+                    },
+                };
+                self.pattern.encode_prep(engine, enc, src)
+            }
+        }
+    }
+
+    fn plane(&self, panel: Panel) -> &Plane {
+        match panel {
+            Panel::Image => &self.image,
+            Panel::Pattern => &self.pattern,
+        }
+    }
+
+    /// The render uniform of `panel` on a `canvas` of (width, height) device pixels.
+    pub fn view_uniform(&self, panel: Panel, canvas: [u32; 2]) -> Result<View> {
+        let st = self
+            .state
+            .as_ref()
+            .ok_or_else(|| Error::param("no view yet: call update first"))?;
+        let plane = self.plane(panel);
+        let d = match panel {
+            Panel::Image => &st.image.display,
+            Panel::Pattern => &st.pattern.display,
+        };
+        let [pan_r, pan_c] = d
+            .pan
+            .unwrap_or([plane.height as f32 / 2.0, plane.width as f32 / 2.0]);
+        let mut v = View {
+            canvas_w: canvas[0].max(1),
+            canvas_h: canvas[1].max(1),
+            cmap: display::colormap_index(&d.cmap)?,
+            log_scale: d.log as u32,
+            zoom: d.zoom,
+            pan_r,
+            pan_c,
+            line_px: 1.0,
+            ..Default::default()
+        };
+        let f = |x: Option<f64>| x.unwrap_or(0.0) as f32;
+        let rect = |v: &mut View, a: [usize; 4]| {
+            v.overlay = 3;
+            (v.rect_r0, v.rect_r1, v.rect_c0, v.rect_c1) =
+                (a[0] as f32, a[1] as f32, a[2] as f32, a[3] as f32);
+        };
+        match panel {
+            Panel::Image => {
+                v.cursor_on = 1;
+                v.cursor_r = st.image.cursor[0] as f32;
+                v.cursor_c = st.image.cursor[1] as f32;
+                if let Some(roi) = st.image.roi {
+                    rect(&mut v, roi);
+                }
+            }
+            Panel::Pattern => {
+                let i = &st.image;
+                let [cr, cc] = i.center.unwrap_or([0.0, 0.0]);
+                (v.o_r, v.o_c) = (cr as f32, cc as f32);
+                match i.kind {
+                    ImageKind::Bf | ImageKind::Df => {
+                        v.overlay = 1;
+                        v.o_outer = f(i.radius);
+                    }
+                    ImageKind::Adf => {
+                        v.overlay = 2;
+                        (v.o_inner, v.o_outer) = (f(i.inner), f(i.outer));
+                    }
+                    ImageKind::Rect => {
+                        if let Some(a) = i.rect {
+                            rect(&mut v, a);
+                        }
+                    }
+                    ImageKind::Point => {
+                        if let Some([r, c]) = i.point {
+                            v.overlay = 4;
+                            (v.o_r, v.o_c) = (r as f32, c as f32);
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+        Ok(v)
+    }
+
+    /// Record drawing `panel` into `target` (a canvas texture of `canvas` pixels).
+    pub fn encode_draw(
+        &mut self,
+        engine: &Engine,
+        enc: &mut wgpu::CommandEncoder,
+        panel: Panel,
+        target: &wgpu::TextureView,
+        format: wgpu::TextureFormat,
+        canvas: [u32; 2],
+    ) -> Result<()> {
+        let view = self.view_uniform(panel, canvas)?;
+        if self.renderer.as_ref().is_none_or(|(f, _)| *f != format) {
+            self.renderer = Some((format, Renderer::new(engine, format)));
+        }
+        let (_, renderer) = self
+            .renderer
+            .as_ref()
+            .ok_or_else(|| Error::Gpu("renderer missing".into()))?;
+        renderer.encode_draw(engine, enc, target, self.plane(panel), &view);
+        Ok(())
+    }
+
+    pub async fn stats(&self, engine: &Engine, panel: Panel) -> Result<Stats> {
+        self.plane(panel).read_stats(engine).await
+    }
+
+    /// The value under the pointer: exact for integer sums, else the plane's value.
+    pub async fn value_at(&self, engine: &Engine, panel: Panel, r: usize, c: usize) -> Result<f64> {
+        let plane = self.plane(panel);
+        if r >= plane.height as usize || c >= plane.width as usize {
+            return Err(Error::param(format!(
+                "({r}, {c}) is outside the {panel:?} panel"
+            )));
+        }
+        let st = self.state.as_ref();
+        let k = (r * plane.width as usize + c) as u64;
+        if let (Panel::Image, Some(st), Some(d)) = (panel, st, &self.derived) {
+            match st.image.kind {
+                ImageKind::Total => return Ok(exact_u64(engine, &d.totals, k * 8).await? as f64),
+                ImageKind::Bf | ImageKind::Adf | ImageKind::Rect | ImageKind::Point => {
+                    return Ok(exact_u64(engine, &self.image_sums, k * 8).await? as f64)
+                }
+                ImageKind::Df => {
+                    let t = exact_u64(engine, &d.totals, k * 8).await?;
+                    let s = exact_u64(engine, &self.image_sums, k * 8).await?;
+                    return Ok(t.wrapping_sub(s) as f64);
+                }
+                _ => {}
+            }
+        }
+        if let (Panel::Pattern, Some(st), Some(_)) = (panel, st, &self.derived) {
+            if st.pattern.source == PatternSource::Sum {
+                return Ok(exact_u64(engine, &self.pattern_sums, k * 16).await? as f64);
+            }
+        }
+        Ok(plane.read_value(engine, r as u32, c as u32).await? as f64)
+    }
+
+    /// PNG of a panel's plane at one pixel per source pixel, coloured as on screen.
+    pub async fn png(&self, engine: &Engine, panel: Panel) -> Result<Vec<u8>> {
+        let st = self
+            .state
+            .as_ref()
+            .ok_or_else(|| Error::param("no view yet"))?;
+        let d = match panel {
+            Panel::Image => &st.image.display,
+            Panel::Pattern => &st.pattern.display,
+        };
+        let plane = self.plane(panel);
+        let values = plane.read_values(engine).await?;
+        let stats = plane.read_stats(engine).await?;
+        let rgba = display::colorize(&values, &stats, display::colormap_index(&d.cmap)?, d.log);
+        Ok(display::png::encode_rgba(plane.width, plane.height, &rgba))
+    }
+
+    /// The exact product the image panel shows, as `.npy` bytes.
+    pub async fn image_npy(&mut self, engine: &Engine) -> Result<Vec<u8>> {
+        let st = self
+            .state
+            .clone()
+            .ok_or_else(|| Error::param("no view yet"))?;
+        let p = st.image.params(self.correction);
+        Ok(crate::npy::to_bytes(&self.product(engine, &p).await?))
+    }
+}
+
+async fn exact_u64(engine: &Engine, buf: &wgpu::Buffer, offset: u64) -> Result<u64> {
+    let b = engine.read_back_range(buf, offset, 8).await?;
+    Ok(u64::from_le_bytes([
+        b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7],
+    ]))
+}
+
+/// Totals and CoM moments of a resident acquisition, computed once; the exact CoM comes
+/// back once so DPC means and iDPC use exact values.
+async fn derive(engine: &Engine, res: &Resident) -> Result<Derived> {
+    let shape = res.plan.shape;
+    let n = shape.frames() as u64;
+    let totals = engine.storage("totals", n * 8);
+    let all = SparseMask::all(shape.det).indices;
+    let pixels = engine.input(&all);
+    let mut enc = engine.device.create_command_encoder(&Default::default());
+    gp::encode_masked_sums(engine, &mut enc, res, &pixels, all.len(), &totals)?;
+    engine.queue.submit([enc.finish()]);
+    let (moments, com) = match gp::moments_fit_64(res) {
+        Ok(()) => {
+            let buf = engine.storage("com moments", n * 24);
+            let mut enc = engine.device.create_command_encoder(&Default::default());
+            gp::encode_com_moments(engine, &mut enc, res, &buf)?;
+            engine.queue.submit([enc.finish()]);
+            let m = gp::parse_moments(&engine.read_back(&buf, n * 24).await?);
+            (Some(buf), Some(gp::com_from_moments(&m)))
+        }
+        // u32 detectors whose moments could overflow: CoM/DPC/iDPC are refused, not wrong.
+        Err(_) => (None, None),
+    };
+    let com_mean = com.as_deref().map_or([0.0; 2], crate::cpu::scan_means);
+    Ok(Derived {
+        totals,
+        moments,
+        com,
+        com_mean,
+    })
+}
+
+/// A product computed on the CPU as a display plane (float32 acquisitions).
+fn cpu_plane(acq: &Acquisition, p: &ProductParams, axis: u32) -> Result<Vec<f32>> {
+    let a = crate::cpu::compute(acq, p)?.data.to_f64();
+    let n = match p.kind {
+        ProductKind::Com | ProductKind::Dpc => a.len() / 2,
+        _ => a.len(),
+    };
+    let start = if matches!(p.kind, ProductKind::Com | ProductKind::Dpc) {
+        axis.min(1) as usize * n
+    } else {
+        0
+    };
+    Ok(a[start..start + n].iter().map(|&v| v as f32).collect())
+}

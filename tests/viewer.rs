@@ -1,0 +1,246 @@
+//! The viewing session the page drives, on lavapipe: open → resident → derived totals and
+//! CoM; view updates recompute only the planes whose inputs changed; hover readouts are the
+//! exact products; products re-upload on a new bin; float32 data falls back to the CPU.
+
+mod common;
+
+use common::*;
+use serde_json::json;
+use stem4d::cpu;
+use stem4d::formats::Acquisition;
+use stem4d::gpu::Engine;
+use stem4d::products::{ProductKind, ProductParams};
+use stem4d::viewer::{OpenRequest, Panel, Session, ViewState};
+
+fn fixture_acq(name: &str) -> Acquisition {
+    let m = manifest();
+    let fx = m["fixtures"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["name"] == name)
+        .unwrap_or_else(|| panic!("fixture {name}"));
+    open_fixture(fx)
+}
+
+fn open(engine: &Engine, name: &str, req: OpenRequest) -> Session {
+    let acq = fixture_acq(name);
+    let mut stages = Vec::new();
+    let s = pollster::block_on(Session::open(engine, acq, &req, 0.0, &mut |st, d, n| {
+        stages.push((st.to_string(), d, n))
+    }))
+    .unwrap_or_else(|e| panic!("{name}: {e}"));
+    if s.profile.products_on == "gpu" {
+        let last = stages
+            .iter()
+            .rev()
+            .find(|s| s.0.contains("upload"))
+            .unwrap();
+        assert_eq!(last.1, last.2, "{name}: upload progress ends at the total");
+    }
+    s
+}
+
+fn state(v: serde_json::Value) -> ViewState {
+    serde_json::from_value(v).unwrap()
+}
+
+fn bf_state(center: [f64; 2], radius: f64, cursor: [usize; 2]) -> ViewState {
+    state(json!({
+        "image": {"kind": "bf", "center": center, "radius": radius, "cursor": cursor},
+        "pattern": {"source": "cursor", "display": {"log": true}}
+    }))
+}
+
+fn cpu_at(acq: &Acquisition, p: &ProductParams, k: usize) -> f64 {
+    cpu::compute(acq, p).unwrap().data.to_f64()[k]
+}
+
+#[test]
+fn readouts_follow_the_view_and_equal_the_cpu_reference() {
+    let Some(engine) = engine() else { return };
+    let mut s = open(
+        &engine,
+        "arina_u16",
+        OpenRequest {
+            bin: 1,
+            ..Default::default()
+        },
+    );
+    let acq = fixture_acq("arina_u16");
+    let [rows, cols] = acq.shape.scan;
+    let fit = cpu::compute(&acq, &ProductParams::new(ProductKind::FitBf)).unwrap();
+    assert_eq!(s.bf_fit.to_vec(), fit.data.to_f64());
+    assert_eq!(s.profile.shape, acq.shape.as_array());
+    assert!(s.profile.resident_payload_bytes.unwrap() > 0);
+
+    for (center, radius, cursor) in [
+        ([6.0, 5.5], 3.0, [0, 0]),
+        ([4.2, 6.1], 2.5, [rows - 1, cols - 2]),
+    ] {
+        pollster::block_on(s.update(&engine, &bf_state(center, radius, cursor))).unwrap();
+        let mut p = ProductParams::new(ProductKind::Bf);
+        (p.center, p.radius) = (Some(center), Some(radius));
+        for (r, c) in [(0, 0), (rows - 1, cols - 1), (2, 3)] {
+            let got = pollster::block_on(s.value_at(&engine, Panel::Image, r, c)).unwrap();
+            assert_eq!(got, cpu_at(&acq, &p, r * cols + c), "BF at ({r}, {c})");
+        }
+        let mut pat = ProductParams::new(ProductKind::Pattern);
+        pat.at = Some(cursor);
+        let det_cols = acq.shape.det[1];
+        for (i, j) in [(0, 0), (3, 4), (acq.shape.det[0] - 1, det_cols - 1)] {
+            let got = pollster::block_on(s.value_at(&engine, Panel::Pattern, i, j)).unwrap();
+            assert_eq!(
+                got,
+                cpu_at(&acq, &pat, i * det_cols + j),
+                "pattern at {cursor:?}"
+            );
+        }
+    }
+
+    // DF through the cached totals, and the sum pattern over a scan ROI: exact readouts.
+    pollster::block_on(s.update(&engine, &state(json!({
+        "image": {"kind": "df", "center": [6, 5], "radius": 2.0, "cursor": [1, 1], "roi": [1, 4, 2, 6]},
+        "pattern": {"source": "sum"}
+    }))))
+    .unwrap();
+    let mut df = ProductParams::new(ProductKind::Df);
+    (df.center, df.radius) = (Some([6.0, 5.0]), Some(2.0));
+    assert_eq!(
+        pollster::block_on(s.value_at(&engine, Panel::Image, 3, 4)).unwrap(),
+        cpu_at(&acq, &df, 3 * cols + 4)
+    );
+    let mut sum = ProductParams::new(ProductKind::SumDp);
+    sum.scan_roi = Some(stem4d::contract::Region {
+        r0: 1,
+        r1: 4,
+        c0: 2,
+        c1: 6,
+    });
+    assert_eq!(
+        pollster::block_on(s.value_at(&engine, Panel::Pattern, 5, 5)).unwrap(),
+        cpu_at(&acq, &sum, 5 * acq.shape.det[1] + 5)
+    );
+
+    // DPC with rotation and flip: the display plane within f32 of the CPU reference.
+    pollster::block_on(s.update(
+        &engine,
+        &state(json!({
+            "image": {"kind": "dpc", "axis": 1, "rotation": 30.0, "flip": true, "cursor": [0, 0]},
+            "pattern": {"source": "mean"}
+        })),
+    ))
+    .unwrap();
+    let mut dpc = ProductParams::new(ProductKind::Dpc);
+    (dpc.rotation, dpc.flip) = (30.0, true);
+    let want = cpu_at(&acq, &dpc, rows * cols + 2 * cols + 1);
+    let got = pollster::block_on(s.value_at(&engine, Panel::Image, 2, 1)).unwrap();
+    assert!((got - want).abs() < 1e-3, "dpc {got} vs {want}");
+    let stats = pollster::block_on(s.stats(&engine, Panel::Image)).unwrap();
+    assert!(stats.lo < stats.hi);
+    let png = pollster::block_on(s.png(&engine, Panel::Pattern)).unwrap();
+    assert_eq!(&png[1..4], b"PNG");
+}
+
+#[test]
+fn a_product_with_another_bin_reuploads_and_stays_exact() {
+    let Some(engine) = engine() else { return };
+    let mut s = open(
+        &engine,
+        "arina_u16",
+        OpenRequest {
+            bin: 1,
+            ..Default::default()
+        },
+    );
+    let acq = fixture_acq("arina_u16");
+    let mut p = ProductParams::new(ProductKind::Binned);
+    p.bin = 3;
+    p.mask_bad_pixels = true;
+    let gpu = pollster::block_on(s.product(&engine, &p)).unwrap();
+    assert_eq!(gpu, cpu::compute(&acq, &p).unwrap());
+    assert_eq!(s.correction().bin, 3);
+    // The view follows the new resident: the pattern panel is the binned detector.
+    pollster::block_on(s.update(&engine, &bf_state([2.0, 2.0], 1.5, [0, 0]))).unwrap();
+    let binned = acq.shape.binned(3).det;
+    assert!(
+        pollster::block_on(s.value_at(&engine, Panel::Pattern, binned[0] - 1, binned[1] - 1))
+            .is_ok()
+    );
+    assert!(pollster::block_on(s.value_at(&engine, Panel::Pattern, binned[0], 0)).is_err());
+}
+
+#[test]
+fn float32_acquisitions_are_viewed_through_the_cpu_reference() {
+    let Some(engine) = engine() else { return };
+    let mut s = open(
+        &engine,
+        "emd_f32",
+        OpenRequest {
+            bin: 1,
+            ..Default::default()
+        },
+    );
+    assert_eq!(s.profile.products_on, "cpu");
+    let acq = fixture_acq("emd_f32");
+    pollster::block_on(s.update(&engine, &bf_state([5.0, 6.0], 3.0, [1, 2]))).unwrap();
+    let mut p = ProductParams::new(ProductKind::Bf);
+    (p.center, p.radius) = (Some([5.0, 6.0]), Some(3.0));
+    let cols = acq.shape.scan[1];
+    let got = pollster::block_on(s.value_at(&engine, Panel::Image, 1, 1)).unwrap();
+    assert_eq!(got, cpu_at(&acq, &p, cols + 1) as f32 as f64);
+}
+
+#[test]
+fn bad_view_states_are_refused_with_their_reason() {
+    let Some(engine) = engine() else { return };
+    let mut s = open(
+        &engine,
+        "arina_u8",
+        OpenRequest {
+            bin: 1,
+            ..Default::default()
+        },
+    );
+    let acq = fixture_acq("arina_u8");
+    let [rows, _] = acq.shape.scan;
+    for (v, want) in [
+        (
+            json!({"image": {"kind": "bf", "center": [4, 4], "radius": 2, "cursor": [rows, 0]}, "pattern": {"source": "cursor"}}),
+            "outside",
+        ),
+        (
+            json!({"image": {"kind": "bf", "center": [4, 4], "radius": 2, "display": {"cmap": "jet"}}, "pattern": {"source": "cursor"}}),
+            "jet",
+        ),
+        (
+            json!({"image": {"kind": "bf", "radius": 2}, "pattern": {"source": "cursor"}}),
+            "center",
+        ),
+        (
+            json!({"image": {"kind": "adf", "center": [4, 4], "inner": 5, "outer": 3}, "pattern": {"source": "cursor"}}),
+            "inner",
+        ),
+        (
+            json!({"image": {"kind": "point"}, "pattern": {"source": "cursor"}}),
+            "point",
+        ),
+        (
+            json!({"image": {"kind": "total", "roi": [0, 0, 0, 1]}, "pattern": {"source": "mean"}}),
+            "ROI",
+        ),
+        (
+            json!({"image": {"kind": "total", "display": {"limits": {"mode": "percentile", "lo": 50, "hi": 10}}}, "pattern": {"source": "mean"}}),
+            "lo < hi",
+        ),
+    ] {
+        let e = pollster::block_on(s.update(&engine, &state(v.clone())))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(want), "{v}: {e}");
+    }
+    let unknown = serde_json::from_value::<ViewState>(
+        json!({"image": {"kind": "bf", "centre": [1, 1]}, "pattern": {"source": "cursor"}}),
+    );
+    assert!(unknown.unwrap_err().to_string().contains("centre"));
+}
