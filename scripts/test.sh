@@ -21,3 +21,7 @@ step "cargo test"
 cargo test
 step "wasm32-unknown-unknown build of the library"
 cargo clippy --lib --target wasm32-unknown-unknown -- -D warnings
+step "viewer build (trunk build --release)"
+trunk build --release
+step "browser end-to-end tests (Chromium + SwiftShader WebGPU, headed under Xvfb)"
+xvfb-run -a -s "-screen 0 1280x800x24" node e2e/run.mjs

@@ -19,6 +19,8 @@ pub mod products;
 pub mod resident;
 pub mod source;
 pub mod viewer;
+#[cfg(target_arch = "wasm32")]
+pub mod web;
 
 #[cfg(not(target_arch = "wasm32"))]
 pub mod cli;

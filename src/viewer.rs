@@ -444,6 +444,29 @@ impl Session {
             .resident
             .as_ref()
             .ok_or_else(|| Error::Gpu("no resident acquisition".into()))?;
+        let moments = matches!(
+            p.kind,
+            ProductKind::Com | ProductKind::Dpc | ProductKind::Idpc
+        );
+        let many_weights = p
+            .mask
+            .as_ref()
+            .and_then(|m| m.sparse(self.det()).weights)
+            .is_some_and(|w| {
+                let mut bits: Vec<u64> = w
+                    .iter()
+                    .filter(|v| **v != 0.0)
+                    .map(|v| v.to_bits())
+                    .collect();
+                bits.sort_unstable();
+                bits.dedup();
+                bits.len() > gp::MAX_WEIGHT_GROUPS
+            });
+        if (moments && gp::moments_fit_64(res).is_err()) || many_weights {
+            // Beyond what the GPU path does exactly (moments past 2^64, masks with very many
+            // distinct weights): the exact CPU reference instead.
+            return crate::cpu::compute(&self.acq, p);
+        }
         gp::compute_resident(engine, &self.acq, res, p).await
     }
 

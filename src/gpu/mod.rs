@@ -42,6 +42,8 @@ pub fn is_software(info: &wgpu::AdapterInfo) -> bool {
 pub struct Engine {
     /// Kept so the browser can create canvas surfaces on the same instance.
     pub instance: wgpu::Instance,
+    /// Kept so canvas surfaces can ask which formats they support.
+    pub raw_adapter: wgpu::Adapter,
     pub device: wgpu::Device,
     pub queue: wgpu::Queue,
     pub adapter: AdapterSummary,
@@ -120,6 +122,7 @@ impl Engine {
         }
         Ok(Engine {
             instance,
+            raw_adapter: adapter,
             device,
             queue,
             adapter: adapter_summary,

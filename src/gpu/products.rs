@@ -62,6 +62,41 @@ pub async fn masked_sums(engine: &Engine, res: &Resident, indices: &[u32]) -> Re
     ))
 }
 
+/// Most distinct weights a weighted mask may have on the GPU (one exact pass each).
+pub const MAX_WEIGHT_GROUPS: usize = 64;
+
+/// Weighted masks: an exact integer sum per distinct weight on the GPU, combined on the host
+/// in double-double with exact (FMA) products, so the result meets the CPU reference's bound.
+pub async fn weighted_sums(
+    engine: &Engine,
+    res: &Resident,
+    indices: &[u32],
+    weights: &[f64],
+) -> Result<Vec<f64>> {
+    let mut groups: std::collections::BTreeMap<u64, Vec<u32>> = Default::default();
+    for (&k, &w) in indices.iter().zip(weights) {
+        if w != 0.0 {
+            groups.entry(w.to_bits()).or_default().push(k);
+        }
+    }
+    if groups.len() > MAX_WEIGHT_GROUPS {
+        return Err(Error::Gpu(format!(
+            "this weighted mask has {} distinct weights (the GPU path takes at most {MAX_WEIGHT_GROUPS}); use --backend cpu",
+            groups.len()
+        )));
+    }
+    let mut acc = vec![Dd::ZERO; res.plan.shape.frames()];
+    for (bits, idx) in groups {
+        let w = f64::from_bits(bits);
+        for (a, s) in acc.iter_mut().zip(masked_sums(engine, res, &idx).await?) {
+            // s may pass 2^53: split so both products are exact.
+            a.add_product(w * 4_294_967_296.0, (s >> 32) as f64);
+            a.add_product(w, (s & 0xffff_ffff) as f64);
+        }
+    }
+    Ok(acc.iter().map(Dd::value).collect())
+}
+
 /// Refuse detectors whose 64-bit moments could overflow: exact while
 /// max_value · pixels · (K − 1) < 2^64.
 pub fn moments_fit_64(res: &Resident) -> Result<()> {
@@ -279,10 +314,11 @@ pub async fn compute_resident(
         | ProductKind::Mask
         | ProductKind::Df => {
             let SparseMask { indices, weights } = p.detector_mask(det)?.sparse(det);
-            if weights.is_some() {
-                return Err(Error::Gpu(
-                    "weighted masks run on the CPU backend in this version".into(),
-                ));
+            if let Some(w) = weights {
+                return Ok(ProductArray {
+                    shape: scan,
+                    data: ArrayData::F64(weighted_sums(engine, res, &indices, &w).await?),
+                });
             }
             let sums = masked_sums(engine, res, &indices).await?;
             let data = if p.kind == ProductKind::Df {

@@ -1,0 +1,84 @@
+//! Local files in the browser: random access to a `File` through `Blob.slice` and
+//! `FileReaderSync`, which only a dedicated Worker has. Read-only by construction.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::error::{Error, Result};
+use crate::source::{check_range, ByteSource};
+
+/// Microseconds spent in file reads since the page loaded (the profile's "read" stage).
+static READ_MICROS: AtomicU64 = AtomicU64::new(0);
+
+pub fn read_ms() -> f64 {
+    READ_MICROS.load(Ordering::Relaxed) as f64 / 1e3
+}
+
+pub struct BlobSource {
+    name: String,
+    len: u64,
+    file: web_sys::File,
+    reader: web_sys::FileReaderSync,
+}
+
+// SAFETY: this crate is built for wasm32 without the `atomics` target feature, so there is
+// exactly one thread and the JS handles can never be shared across threads.
+#[cfg(not(target_feature = "atomics"))]
+unsafe impl Send for BlobSource {}
+#[cfg(not(target_feature = "atomics"))]
+unsafe impl Sync for BlobSource {}
+
+impl BlobSource {
+    pub fn new(file: web_sys::File) -> Result<BlobSource> {
+        let name = file.name();
+        let reader = web_sys::FileReaderSync::new().map_err(|_| Error::Io {
+            file: name.clone(),
+            message: "FileReaderSync is unavailable: files are read in the viewer's Worker".into(),
+        })?;
+        Ok(BlobSource {
+            len: file.size() as u64,
+            name,
+            file,
+            reader,
+        })
+    }
+}
+
+impl ByteSource for BlobSource {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn len(&self) -> u64 {
+        self.len
+    }
+
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        check_range(&self.name, self.len, offset, buf.len() as u64)?;
+        let t = crate::viewer::now_ms();
+        let io = |what: &str| Error::Io {
+            file: self.name.clone(),
+            message: format!(
+                "{what} {} bytes at offset {offset} failed (was the file moved or changed?)",
+                buf.len()
+            ),
+        };
+        let blob = self
+            .file
+            .slice_with_f64_and_f64(offset as f64, (offset + buf.len() as u64) as f64)
+            .map_err(|_| io("slicing"))?;
+        let bytes = self
+            .reader
+            .read_as_array_buffer(&blob)
+            .map_err(|_| io("reading"))?;
+        let view = js_sys::Uint8Array::new(&bytes);
+        if view.length() as usize != buf.len() {
+            return Err(io("short read of"));
+        }
+        view.copy_to(buf);
+        READ_MICROS.fetch_add(
+            ((crate::viewer::now_ms() - t) * 1e3) as u64,
+            Ordering::Relaxed,
+        );
+        Ok(())
+    }
+}

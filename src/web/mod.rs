@@ -1,0 +1,388 @@
+//! Browser glue (wasm32 only): the `Viewer` the page's Worker drives. Files arrive as `File`
+//! handles, canvases as `OffscreenCanvas`es; everything else is the shared session code.
+//! Every call returns a Promise and never blocks on the GPU (`map_async` + await).
+
+mod blob_source;
+
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::sync::Arc;
+
+use serde_json::json;
+use wasm_bindgen::prelude::*;
+use wasm_bindgen_futures::future_to_promise;
+
+use crate::formats::{Acquisition, OpenOptions};
+use crate::gpu::Engine;
+use crate::products::{ArrayData, ProductParams};
+use crate::source::{ByteSource, FileSet};
+use crate::viewer::{now_ms, OpenRequest, Panel, Session, Stage, ViewState};
+use blob_source::BlobSource;
+
+fn js_err(e: impl std::fmt::Display) -> JsValue {
+    JsValue::from_str(&e.to_string())
+}
+
+struct Canvas {
+    canvas: web_sys::OffscreenCanvas,
+    surface: wgpu::Surface<'static>,
+    format: wgpu::TextureFormat,
+    size: [u32; 2],
+}
+
+struct Inner {
+    engine: Engine,
+    session: RefCell<Option<Session>>,
+    canvases: RefCell<Vec<(Panel, Canvas)>>,
+}
+
+impl Inner {
+    /// Calls are serialised by the Worker; taking the session out (instead of holding a
+    /// borrow across awaits) turns an overlapping call into an error, never a panic.
+    fn take(&self) -> Result<Session, JsValue> {
+        self.session
+            .borrow_mut()
+            .take()
+            .ok_or_else(|| js_err("no acquisition is open (or another call is still running)"))
+    }
+
+    fn put(&self, s: Session) {
+        *self.session.borrow_mut() = Some(s);
+    }
+}
+
+#[wasm_bindgen]
+pub struct Viewer {
+    inner: Rc<Inner>,
+}
+
+async fn sleep_ms(ms: i32) {
+    let p = js_sys::Promise::new(&mut |resolve, _| {
+        let set_timeout = js_sys::Reflect::get(&js_sys::global(), &"setTimeout".into())
+            .ok()
+            .map(js_sys::Function::from);
+        if let Some(f) = set_timeout {
+            let _ = f.call2(&JsValue::NULL, &resolve, &JsValue::from(ms));
+        }
+    });
+    let _ = wasm_bindgen_futures::JsFuture::from(p).await;
+}
+
+/// What the page learned from `GPUAdapterInfo` (wgpu's WebGPU backend leaves names empty).
+#[derive(serde::Deserialize)]
+struct AdapterHint {
+    name: String,
+    software: bool,
+}
+
+/// Open the GPU. Chromium can return no adapter right after launch: retry once.
+/// `hint` (JSON `{name, software}`) names the adapter in the profile.
+#[wasm_bindgen(js_name = createViewer)]
+pub async fn create_viewer(hint: String) -> Result<Viewer, JsValue> {
+    let mut engine = match Engine::new().await {
+        Ok(e) => e,
+        Err(_) => {
+            sleep_ms(500).await;
+            Engine::new().await.map_err(js_err)?
+        }
+    };
+    if let Ok(h) = serde_json::from_str::<AdapterHint>(&hint) {
+        if engine.adapter.name.is_empty() {
+            engine.adapter.name = h.name;
+        }
+        engine.adapter.software |= h.software;
+    }
+    Ok(Viewer {
+        inner: Rc::new(Inner {
+            engine,
+            session: RefCell::new(None),
+            canvases: RefCell::new(Vec::new()),
+        }),
+    })
+}
+
+fn typed_array(data: &ArrayData) -> JsValue {
+    match data {
+        ArrayData::U8(v) => js_sys::Uint8Array::from(&v[..]).into(),
+        ArrayData::U16(v) => js_sys::Uint16Array::from(&v[..]).into(),
+        ArrayData::U32(v) => js_sys::Uint32Array::from(&v[..]).into(),
+        ArrayData::U64(v) => js_sys::BigUint64Array::from(&v[..]).into(),
+        ArrayData::F32(v) => js_sys::Float32Array::from(&v[..]).into(),
+        ArrayData::F64(v) => js_sys::Float64Array::from(&v[..]).into(),
+    }
+}
+
+fn set(obj: &js_sys::Object, key: &str, v: &JsValue) -> Result<(), JsValue> {
+    js_sys::Reflect::set(obj, &key.into(), v).map(|_| ())
+}
+
+async fn work_done(engine: &Engine) {
+    let (tx, rx) = futures_channel::oneshot::channel();
+    engine.queue.on_submitted_work_done(move || {
+        let _ = tx.send(());
+    });
+    let _ = rx.await;
+}
+
+#[wasm_bindgen]
+impl Viewer {
+    /// The adapter summary as JSON.
+    pub fn adapter(&self) -> String {
+        serde_json::to_string(&self.inner.engine.adapter).unwrap_or_default()
+    }
+
+    /// Colour-map names and 256-level RGB tables (for colour bars) as JSON.
+    pub fn colormaps(&self) -> String {
+        json!({
+            "names": crate::display::colormaps::NAMES,
+            "tables": crate::display::colormaps::TABLES.iter().map(|t| t.to_vec()).collect::<Vec<_>>(),
+        })
+        .to_string()
+    }
+
+    /// Open `files` (File objects) with `options` JSON; `progress(stage, done, total)`.
+    /// Resolves to JSON `{info, profile, bfFit}`.
+    pub fn open(
+        &self,
+        files: js_sys::Array,
+        options: String,
+        progress: js_sys::Function,
+    ) -> js_sys::Promise {
+        let inner = self.inner.clone();
+        future_to_promise(async move {
+            let req: OpenRequest =
+                serde_json::from_str(&options).map_err(|e| js_err(format!("open options: {e}")))?;
+            // The previous acquisition's GPU memory is released before the new one loads.
+            inner.session.borrow_mut().take();
+            let t0 = now_ms();
+            let read0 = blob_source::read_ms();
+            let mut sources: Vec<Arc<dyn ByteSource>> = Vec::new();
+            for f in files.iter() {
+                let file: web_sys::File = f
+                    .dyn_into()
+                    .map_err(|_| js_err("open() takes File objects"))?;
+                sources.push(Arc::new(BlobSource::new(file).map_err(js_err)?));
+            }
+            let set = FileSet::new(sources).map_err(js_err)?;
+            let opts = OpenOptions {
+                scan_shape: req.scan_shape,
+                dataset: req.dataset.clone(),
+            };
+            let acq = Acquisition::open(set, &opts).map_err(js_err)?;
+            let mut report = |stage: &str, done: u64, total: u64| {
+                let _ = progress.call3(
+                    &JsValue::NULL,
+                    &stage.into(),
+                    &JsValue::from(done as f64),
+                    &JsValue::from(total as f64),
+                );
+            };
+            let mut session = Session::open(&inner.engine, acq, &req, now_ms() - t0, &mut report)
+                .await
+                .map_err(js_err)?;
+            session.profile.stages.push(Stage {
+                name: "of which file reads",
+                ms: blob_source::read_ms() - read0,
+            });
+            let out = json!({
+                "info": session.info,
+                "profile": session.profile,
+                "bfFit": session.bf_fit,
+            });
+            inner.put(session);
+            Ok(out.to_string().into())
+        })
+    }
+
+    /// `stem4d.product(params)`: resolves to `{shape, dtype, data}` (C order).
+    pub fn product(&self, params: String) -> js_sys::Promise {
+        let inner = self.inner.clone();
+        future_to_promise(async move {
+            let v: serde_json::Value = serde_json::from_str(&params)
+                .map_err(|e| js_err(format!("product parameters: {e}")))?;
+            let p = ProductParams::from_json(&v).map_err(js_err)?;
+            let mut s = inner.take()?;
+            let r = s.product(&inner.engine, &p).await;
+            inner.put(s);
+            let a = r.map_err(js_err)?;
+            let out = js_sys::Object::new();
+            let shape: js_sys::Array = a.shape.iter().map(|&d| JsValue::from(d as f64)).collect();
+            set(&out, "shape", &shape)?;
+            set(&out, "dtype", &a.data.dtype_name().into())?;
+            set(&out, "data", &typed_array(&a.data))?;
+            Ok(out.into())
+        })
+    }
+
+    /// The load profile of the open acquisition as JSON.
+    pub fn profile(&self) -> Result<String, JsValue> {
+        let s = self.inner.session.borrow();
+        let s = s.as_ref().ok_or_else(|| js_err("no acquisition is open"))?;
+        serde_json::to_string(&s.profile).map_err(js_err)
+    }
+
+    /// Give a panel its canvas (transferred from the page).
+    pub fn attach(&self, panel: String, canvas: web_sys::OffscreenCanvas) -> Result<(), JsValue> {
+        let panel = Panel::parse(&panel).map_err(js_err)?;
+        let engine = &self.inner.engine;
+        let surface = engine
+            .instance
+            .create_surface(wgpu::SurfaceTarget::OffscreenCanvas(canvas.clone()))
+            .map_err(|e| js_err(format!("cannot draw on the {panel:?} canvas: {e}")))?;
+        let caps = surface.get_capabilities(&engine.raw_adapter);
+        let format = caps
+            .formats
+            .iter()
+            .copied()
+            .find(|f| !f.is_srgb())
+            .or_else(|| caps.formats.first().copied())
+            .ok_or_else(|| js_err("the canvas offers no texture format"))?;
+        let mut canvases = self.inner.canvases.borrow_mut();
+        canvases.retain(|(p, _)| *p != panel);
+        canvases.push((
+            panel,
+            Canvas {
+                canvas,
+                surface,
+                format,
+                size: [0, 0],
+            },
+        ));
+        Ok(())
+    }
+
+    /// Bring the view to `state` (JSON) and draw both canvases at `sizes`
+    /// (`{"image": [w, h], "pattern": [w, h]}` device pixels). Resolves when the GPU is done,
+    /// with `{ms}`: the interaction latency the page reports.
+    pub fn render(&self, state: String, sizes: String) -> js_sys::Promise {
+        let inner = self.inner.clone();
+        future_to_promise(async move {
+            let t0 = now_ms();
+            let st: ViewState =
+                serde_json::from_str(&state).map_err(|e| js_err(format!("view state: {e}")))?;
+            let sizes: std::collections::HashMap<String, [u32; 2]> =
+                serde_json::from_str(&sizes).map_err(|e| js_err(format!("canvas sizes: {e}")))?;
+            let mut s = inner.take()?;
+            let r = draw(&inner, &mut s, &st, &sizes).await;
+            inner.put(s);
+            r?;
+            work_done(&inner.engine).await;
+            inner.engine.check_alive().map_err(js_err)?;
+            Ok(json!({"ms": now_ms() - t0}).to_string().into())
+        })
+    }
+
+    /// Limits, range and a 256-bar histogram of a panel, as JSON.
+    pub fn stats(&self, panel: String) -> js_sys::Promise {
+        let inner = self.inner.clone();
+        future_to_promise(async move {
+            let panel = Panel::parse(&panel).map_err(js_err)?;
+            let s = inner.take()?;
+            let r = s.stats(&inner.engine, panel).await;
+            inner.put(s);
+            let st = r.map_err(js_err)?;
+            Ok(json!({
+                "lo": st.lo, "hi": st.hi, "min": st.min, "max": st.max,
+                "finite": st.finite, "hist": st.coarse(256),
+            })
+            .to_string()
+            .into())
+        })
+    }
+
+    /// The value under the pointer (exact for integer sums).
+    #[wasm_bindgen(js_name = valueAt)]
+    pub fn value_at(&self, panel: String, r: u32, c: u32) -> js_sys::Promise {
+        let inner = self.inner.clone();
+        future_to_promise(async move {
+            let panel = Panel::parse(&panel).map_err(js_err)?;
+            let s = inner.take()?;
+            let v = s
+                .value_at(&inner.engine, panel, r as usize, c as usize)
+                .await;
+            inner.put(s);
+            Ok(JsValue::from(v.map_err(js_err)?))
+        })
+    }
+
+    /// PNG bytes of a panel.
+    pub fn png(&self, panel: String) -> js_sys::Promise {
+        let inner = self.inner.clone();
+        future_to_promise(async move {
+            let panel = Panel::parse(&panel).map_err(js_err)?;
+            let s = inner.take()?;
+            let r = s.png(&inner.engine, panel).await;
+            inner.put(s);
+            Ok(js_sys::Uint8Array::from(&r.map_err(js_err)?[..]).into())
+        })
+    }
+
+    /// `.npy` bytes of the image panel's exact product.
+    #[wasm_bindgen(js_name = imageNpy)]
+    pub fn image_npy(&self) -> js_sys::Promise {
+        let inner = self.inner.clone();
+        future_to_promise(async move {
+            let mut s = inner.take()?;
+            let r = s.image_npy(&inner.engine).await;
+            inner.put(s);
+            Ok(js_sys::Uint8Array::from(&r.map_err(js_err)?[..]).into())
+        })
+    }
+}
+
+async fn draw(
+    inner: &Inner,
+    s: &mut Session,
+    st: &ViewState,
+    sizes: &std::collections::HashMap<String, [u32; 2]>,
+) -> Result<(), JsValue> {
+    let engine = &inner.engine;
+    s.update(engine, st).await.map_err(js_err)?;
+    let mut canvases = inner.canvases.borrow_mut();
+    let mut frames = Vec::new();
+    let mut enc = engine.device.create_command_encoder(&Default::default());
+    for (panel, c) in canvases.iter_mut() {
+        let key = match panel {
+            Panel::Image => "image",
+            Panel::Pattern => "pattern",
+        };
+        let Some(&[w, h]) = sizes.get(key) else {
+            continue;
+        };
+        let size = [w.clamp(1, 8192), h.clamp(1, 8192)];
+        if size != c.size {
+            c.canvas.set_width(size[0]);
+            c.canvas.set_height(size[1]);
+            let config = c
+                .surface
+                .get_default_config(&engine.raw_adapter, size[0], size[1])
+                .ok_or_else(|| js_err("the canvas cannot be configured for this adapter"))?;
+            c.surface.configure(
+                &engine.device,
+                &wgpu::SurfaceConfiguration {
+                    format: c.format,
+                    ..config
+                },
+            );
+            c.size = size;
+        }
+        let texture = match c.surface.get_current_texture() {
+            wgpu::CurrentSurfaceTexture::Success(t)
+            | wgpu::CurrentSurfaceTexture::Suboptimal(t) => t,
+            _ => {
+                // Lost or outdated: reconfigure next time; this frame is skipped, not failed.
+                c.size = [0, 0];
+                continue;
+            }
+        };
+        let view = texture.texture.create_view(&Default::default());
+        s.encode_draw(engine, &mut enc, *panel, &view, c.format, size)
+            .map_err(js_err)?;
+        frames.push(texture);
+    }
+    engine.queue.submit([enc.finish()]);
+    for t in frames {
+        engine.queue.present(t);
+    }
+    Ok(())
+}

@@ -1,0 +1,80 @@
+// The viewer's Worker: owns the wasm engine, the GPU device, the file handles (read with
+// FileReaderSync) and both canvases (OffscreenCanvas). The page only sends requests.
+import init, { createViewer } from './stem4d.js';
+
+let viewer = null;
+const ready = (async () => {
+  try {
+    if (!self.navigator.gpu) throw new Error('navigator.gpu is missing');
+    await init();
+    // wgpu's WebGPU backend leaves the adapter name empty: take it from GPUAdapterInfo.
+    const raw = await self.navigator.gpu.requestAdapter({ powerPreference: 'high-performance' });
+    const i = (raw && raw.info) || {};
+    const hint = {
+      name: i.description || [i.vendor, i.architecture].filter(Boolean).join(' ') || 'WebGPU adapter',
+      software: !!i.isFallbackAdapter || /swiftshader/i.test((i.architecture || '') + (i.description || '')),
+    };
+    viewer = await createViewer(JSON.stringify(hint));
+    const adapter = { ...JSON.parse(viewer.adapter()), vendor: i.vendor, architecture: i.architecture, description: i.description };
+    self.postMessage({
+      type: 'ready',
+      adapter,
+      colormaps: JSON.parse(viewer.colormaps()),
+    });
+  } catch (e) {
+    self.postMessage({ type: 'ready', error: String(e && e.message ? e.message : e) });
+  }
+})();
+
+// One request at a time, in arrival order: the engine's calls never overlap.
+let chain = Promise.resolve();
+self.onmessage = (ev) => {
+  chain = chain.then(() => handle(ev.data));
+};
+
+async function handle(m) {
+  await ready;
+  try {
+    if (!viewer) throw new Error('WebGPU is not available');
+    let result;
+    let transfer = [];
+    switch (m.op) {
+      case 'open':
+        result = JSON.parse(await viewer.open(m.files, JSON.stringify(m.options || {}),
+          (stage, done, total) => self.postMessage({ type: 'progress', stage, done, total })));
+        break;
+      case 'product':
+        result = await viewer.product(JSON.stringify(m.params));
+        transfer = [result.data.buffer];
+        break;
+      case 'attach':
+        viewer.attach(m.panel, m.canvas);
+        break;
+      case 'render':
+        result = JSON.parse(await viewer.render(JSON.stringify(m.state), JSON.stringify(m.sizes)));
+        break;
+      case 'stats':
+        result = JSON.parse(await viewer.stats(m.panel));
+        break;
+      case 'valueAt':
+        result = await viewer.valueAt(m.panel, m.r, m.c);
+        break;
+      case 'png':
+        result = await viewer.png(m.panel);
+        transfer = [result.buffer];
+        break;
+      case 'npy':
+        result = await viewer.imageNpy();
+        transfer = [result.buffer];
+        break;
+      case 'profile':
+        result = JSON.parse(viewer.profile());
+        break;
+      default:
+        throw new Error('unknown request ' + m.op);
+    }
+    self.postMessage({ type: 'reply', id: m.id, result }, transfer);
+  } catch (e) {
+    self.postMessage({ type: 'reply', id: m.id, error: String(e && e.message ? e.message : e) });
+  }
+}
