@@ -293,30 +293,38 @@ async function main() {
     const profile = await page.evaluate(() => window.stem4d.profile());
     check(profile.stages.length >= 3 && profile.adapter.name === adapter.name, 'load profile has stages and the adapter');
 
-    // 4. Interaction latency (software adapters: correctness only, figures labelled).
-    const lat = await page.evaluate(async (radius) => {
-      await window.stem4d.setView({ preset: 'bf', pattern: { source: 'cursor' }, image: { roi: null } });
-      const bf = [], pat = [], dpc = [];
+    // 4. Interaction latency on a synthetic acquisition generated on the GPU (software
+    //    adapters: correctness only, the figures are labelled). STEM4D_E2E_BENCH=R,C,KR,KC.
+    const dims = (process.env.STEM4D_E2E_BENCH || '48,64,96,96').split(',').map(Number);
+    const bench = await page.evaluate(async (dims) => {
+      const t0 = performance.now();
+      const info = await window.stem4d.open([], { synthetic: dims });
+      const load = performance.now() - t0;
+      const med = (a) => a.slice().sort((x, y) => x - y)[a.length >> 1];
       const v = window.stem4d.view();
-      for (let k = 0; k < 20; k++) {
-        await window.stem4d.setView({ image: { center: [v.image.center[0] + (k % 3) * 0.5, v.image.center[1]], radius } });
-        bf.push(window.stem4d.lastRenderMs());
-      }
-      for (let k = 0; k < 20; k++) {
-        await window.stem4d.setView({ image: { cursor: [k % 5, k % 7] } });
-        pat.push(window.stem4d.lastRenderMs());
-      }
-      await window.stem4d.setView({ preset: 'dpc0' });
-      for (let k = 0; k < 20; k++) {
-        await window.stem4d.setView({ image: { rotation: k } });
-        dpc.push(window.stem4d.lastRenderMs());
-      }
-      const med = (a) => a.sort((x, y) => x - y)[a.length >> 1];
-      return { bf: med(bf), pattern: med(pat), dpc: med(dpc) };
-    }, v1.image.radius);
-    results.figures.latency_ms = lat;
-    console.log(`interaction (median of 20, ${adapter.name}${adapter.software ? ', software: not a speed figure' : ''}): ` +
-      `BF drag ${lat.bf.toFixed(2)} ms, pattern at cursor ${lat.pattern.toFixed(2)} ms, DPC rotate ${lat.dpc.toFixed(2)} ms`);
+      const [kr, kc] = [dims[2], dims[3]];
+      const r = 0.16 * Math.min(kr, kc);
+      const out = { shape: info.shape, load_ms: load, profile: await window.stem4d.profile() };
+      const series = async (name, preset, step) => {
+        await window.stem4d.setView({ preset, pattern: { source: 'cursor' }, image: { roi: null } });
+        const t = [];
+        for (let k = 0; k < 30; k++) { await window.stem4d.setView(step(k)); t.push(window.stem4d.lastRenderMs()); }
+        out[name] = med(t);
+      };
+      const disk = (k) => ({ image: { center: [kr / 2 + (k % 5) * 0.25, kc / 2 - (k % 3) * 0.25], radius: r } });
+      await series('bf_drag_ms', 'bf', disk);
+      await series('adf_drag_ms', 'adf', (k) => ({ image: { center: [kr / 2 + (k % 5) * 0.25, kc / 2], inner: 1.2 * r, outer: 2.5 * r } }));
+      await series('df_drag_ms', 'df', disk);
+      await series('dpc_rotate_ms', 'dpc0', (k) => ({ image: { rotation: k } }));
+      await series('idpc_rotate_ms', 'idpc', (k) => ({ image: { rotation: k } }));
+      await series('pattern_cursor_ms', 'bf', (k) => ({ image: { cursor: [(7 * k) % dims[0], (11 * k) % dims[1]] } }));
+      await series('mean_pattern_roi_ms', 'bf', (k) => ({ pattern: { source: 'mean' }, image: { roi: [0, 1 + (k % dims[0]), 0, dims[1]] } }));
+      return out;
+    }, dims);
+    results.figures.bench = bench;
+    const label = adapter.software ? ' — software adapter: correctness only, not a speed figure' : '';
+    console.log(`interaction on synthetic ${bench.shape.join('×')} u16 (${adapter.name}${label}), median of 30, request → GPU done:`);
+    for (const [k, v] of Object.entries(bench)) if (k.endsWith('_ms')) console.log(`  ${k.padEnd(22)} ${v.toFixed(2)}`);
     check(consoleErrors.filter((e) => !/favicon/.test(e)).length === 0, 'no console errors: ' + consoleErrors.join(' | '));
   } finally {
     await browser.close();

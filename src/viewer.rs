@@ -45,6 +45,8 @@ pub fn now_ms() -> f64 {
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct OpenRequest {
+    /// A generated acquisition `[R, C, KR, KC]` instead of files (benchmarks; made on the GPU).
+    pub synthetic: Option<[usize; 4]>,
     pub scan_shape: Option<[usize; 2]>,
     pub dataset: Option<String>,
     #[serde(default = "one")]

@@ -136,7 +136,7 @@ async function openFiles(files, options = {}) {
   await workerReady;
   if (adapterInfo && adapterInfo.error) throw new Error('WebGPU is not available: ' + adapterInfo.error);
   files = Array.from(files);
-  if (!files.length) throw new Error('no files given');
+  if (!files.length && !options.synthetic) throw new Error('no files given');
   lastFiles = files;
   lastOptions = options;
   clearError();
@@ -521,7 +521,7 @@ function download(name, bytes, type) {
   a.href = url; a.download = name; a.click();
   setTimeout(() => URL.revokeObjectURL(url), 10000);
 }
-const baseName = () => current ? current.info.files[0].name.replace(/\.[^.]*$/, '') : 'stem4d';
+const baseName = () => (current && current.info.files.length ? current.info.files[0].name.replace(/\.[^.]*$/, '') : 'stem4d');
 
 function bindControls() {
   const pick = (input) => input.addEventListener('change', () => {

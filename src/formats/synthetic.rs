@@ -10,28 +10,49 @@ use crate::contract::{Dtype, Shape4};
 use crate::error::{Error, Result};
 use crate::source::{FileSet, MemSource};
 
+/// Integer-only (no floats, no 64-bit) so that `wgsl/synthetic.wgsl` produces the same
+/// samples on the GPU: benchmarks make a resident acquisition of any size in milliseconds.
 pub fn sample(shape: Shape4, frame: usize, k: usize) -> u16 {
     let [kr, kc] = shape.det;
-    let (r, c) = (frame / shape.scan[1], frame % shape.scan[1]);
-    let (i, j) = ((k / kc) as f64, (k % kc) as f64);
-    let radius = 0.16 * kr.min(kc) as f64;
-    let cr = 0.5 * kr as f64 + 1.5 * (r as f64 * 0.05).sin();
-    let cc = 0.5 * kc as f64 + 1.5 * (c as f64 * 0.07).cos();
-    let d = ((i - cr).powi(2) + (j - cc).powi(2)).sqrt();
-    let base: f64 = if d <= radius {
-        900.0
-    } else if (d - 2.2 * radius).abs() < 2.0 {
-        40.0
+    let cols = shape.scan[1].max(1);
+    let (r, c) = ((frame / cols) as u32, (frame % cols) as u32);
+    let (i, j) = ((k / kc) as i32, (k % kc) as i32);
+    // Geometry in 1/16 px: the disk centre drifts ±1.5 px along triangle waves.
+    let cr = 8 * kr as i32 + triangle(r, 126);
+    let cc = 8 * kc as i32 + triangle(c, 90);
+    let (di, dj) = (16 * i - cr, 16 * j - cc);
+    let d2 = di * di + dj * dj;
+    let rad = (kr.min(kc) as i32 * 256) / 100;
+    let ring = 22 * rad / 10;
+    let (base, amp) = if d2 <= rad * rad {
+        (900, 30)
+    } else if d2 > (ring - 32) * (ring - 32) && d2 < (ring + 32) * (ring + 32) {
+        (40, 6)
     } else {
-        3.0
+        (3, 2)
     };
-    let mut h = (frame as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
-        ^ (k as u64).wrapping_mul(0xC2B2_AE3D_27D4_EB4F);
-    h ^= h >> 29;
-    h = h.wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    h ^= h >> 32;
-    let noise = (h % 61) as f64 - 30.0;
-    (base + noise * base.sqrt() / 17.0).max(0.0) as u16
+    let noise =
+        (mix32((frame as u32).wrapping_mul(0x9E37_79B1) ^ (k as u32).wrapping_mul(0x85EB_CA77))
+            % 61) as i32
+            - 30;
+    (base + noise * amp / 17).max(0) as u16
+}
+
+/// −24..=24 (1/16 px) along a triangle wave of `period` scan steps.
+fn triangle(x: u32, period: u32) -> i32 {
+    let half = period / 2;
+    let p = x % period;
+    let up = if p < half { p } else { period - p };
+    (up * 48 / half) as i32 - 24
+}
+
+/// murmur3's 32-bit finaliser: well-mixed counting noise from (frame, pixel).
+fn mix32(mut h: u32) -> u32 {
+    h ^= h >> 16;
+    h = h.wrapping_mul(0x85EB_CA6B);
+    h ^= h >> 13;
+    h = h.wrapping_mul(0xC2B2_AE35);
+    h ^ (h >> 16)
 }
 
 pub fn frames_bytes(shape: Shape4, f0: usize, f1: usize, dst: &mut [u8]) {

@@ -40,12 +40,19 @@ pub const DISPLAY_STATS: Kernel = Kernel {
     body: include_str!("../../wgsl/display_stats.wgsl"),
 };
 
-pub const ALL: [Kernel; 5] = [
+pub const SYNTHETIC: Kernel = Kernel {
+    name: "synthetic",
+    entry: "synthetic",
+    body: include_str!("../../wgsl/synthetic.wgsl"),
+};
+
+pub const ALL: [Kernel; 6] = [
     MASKED_SUM,
     COM_MOMENTS,
     PATTERN_REDUCE,
     DISPLAY_PREP,
     DISPLAY_STATS,
+    SYNTHETIC,
 ];
 
 /// The display's render module (vertex `vs_main`, fragment `fs_main`); not a compute kernel.
@@ -111,6 +118,19 @@ pub struct PatternParams {
     pub roi_c0: u32,
     pub roi_c1: u32,
     pub accumulate: u32,
+    pub _pad0: u32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+pub struct SynthParams {
+    pub frames: u32,
+    pub first_frame: u32,
+    pub frame_words: u32,
+    pub det_rows: u32,
+    pub det_cols: u32,
+    pub scan_cols: u32,
+    pub groups_x: u32,
     pub _pad0: u32,
 }
 
@@ -219,6 +239,20 @@ pub fn uniform_layouts() -> Vec<(&'static str, usize, Vec<&'static str>)> {
                 "roi_c0",
                 "roi_c1",
                 "accumulate",
+                "_pad0",
+            ],
+        ),
+        (
+            "SynthParams",
+            std::mem::size_of::<SynthParams>(),
+            vec![
+                "frames",
+                "first_frame",
+                "frame_words",
+                "det_rows",
+                "det_cols",
+                "scan_cols",
+                "groups_x",
                 "_pad0",
             ],
         ),

@@ -177,6 +177,9 @@ impl Engine {
     ) -> Result<Resident> {
         self.check_alive()?;
         let total_frames = plan.shape.frames();
+        if acq.format == crate::formats::Format::Synthetic && corr.bin == 1 && plan.bits == 16 {
+            return self.generate_synthetic(corr, plan, progress).await;
+        }
         let reader = FrameReader::new(acq);
         let frame_bytes = plan.frame_words as usize * 4;
         let window_frames = ((UPLOAD_WINDOW as usize) / frame_bytes).max(1);
@@ -213,6 +216,51 @@ impl Engine {
             buffers.push(buffer);
         }
         self.queue.submit([]);
+        if let Some(e) = scope.pop().await {
+            return Err(Error::Gpu(format!(
+                "out of GPU memory for {} bytes resident (peak {}): bin the detector or crop the scan ({e})",
+                plan.payload_bytes, plan.peak_bytes
+            )));
+        }
+        self.check_alive()?;
+        Ok(Resident {
+            plan,
+            buffers,
+            correction: corr,
+        })
+    }
+
+    /// The synthetic acquisition made on the GPU (`wgsl/synthetic.wgsl`, the same integers
+    /// as `formats::synthetic::sample`): nothing is decoded or uploaded.
+    async fn generate_synthetic(
+        &self,
+        corr: Correction,
+        plan: ResidentPlan,
+        progress: &mut dyn FnMut(usize, usize),
+    ) -> Result<Resident> {
+        let shape = plan.shape;
+        let scope = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+        let mut buffers = Vec::with_capacity(plan.segments.len());
+        for seg in &plan.segments {
+            let buffer = self.storage("resident (synthetic)", seg.bytes.max(4));
+            let words = seg.frames as u64 * plan.frame_words as u64;
+            let groups = kernels::grid(words.div_ceil(256) as u32);
+            let params = self.uniform(&kernels::SynthParams {
+                frames: seg.frames as u32,
+                first_frame: seg.first_frame as u32,
+                frame_words: plan.frame_words,
+                det_rows: shape.det[0] as u32,
+                det_cols: shape.det[1] as u32,
+                scan_cols: shape.scan[1] as u32,
+                groups_x: groups.0,
+                ..Default::default()
+            });
+            let mut enc = self.device.create_command_encoder(&Default::default());
+            self.dispatch(&mut enc, &kernels::SYNTHETIC, &[&params, &buffer], groups)?;
+            self.queue.submit([enc.finish()]);
+            buffers.push(buffer);
+            progress(seg.first_frame + seg.frames, shape.frames());
+        }
         if let Some(e) = scope.pop().await {
             return Err(Error::Gpu(format!(
                 "out of GPU memory for {} bytes resident (peak {}): bin the detector or crop the scan ({e})",

@@ -163,12 +163,17 @@ impl Viewer {
                     .map_err(|_| js_err("open() takes File objects"))?;
                 sources.push(Arc::new(BlobSource::new(file).map_err(js_err)?));
             }
-            let set = FileSet::new(sources).map_err(js_err)?;
-            let opts = OpenOptions {
-                scan_shape: req.scan_shape,
-                dataset: req.dataset.clone(),
+            let acq = match req.synthetic {
+                Some(dims) => crate::formats::synthetic::open(dims).map_err(js_err)?,
+                None => {
+                    let set = FileSet::new(sources).map_err(js_err)?;
+                    let opts = OpenOptions {
+                        scan_shape: req.scan_shape,
+                        dataset: req.dataset.clone(),
+                    };
+                    Acquisition::open(set, &opts).map_err(js_err)?
+                }
             };
-            let acq = Acquisition::open(set, &opts).map_err(js_err)?;
             let mut report = |stage: &str, done: u64, total: u64| {
                 let _ = progress.call3(
                     &JsValue::NULL,
