@@ -25,7 +25,7 @@ const QUIET = ['--no-sandbox', '--disable-quic', '--no-first-run', '--disable-ba
 // ------------------------------------------------------------------ static server
 const MIME = { '.html': 'text/html', '.js': 'text/javascript', '.mjs': 'text/javascript', '.wasm': 'application/wasm',
   '.css': 'text/css', '.json': 'application/json' };
-const MOUNTS = [['/fixtures/', FIXTURES], ['/shared/', path.join(ROOT, '../shared/data')], ['/', path.join(ROOT, 'dist')]];
+const MOUNTS = [['/fixtures/', FIXTURES], ['/e2e/', path.join(ROOT, 'e2e')], ['/shared/', path.join(ROOT, '../shared/data')], ['/', path.join(ROOT, 'dist')]];
 function serve() {
   const server = http.createServer((req, res) => {
     const url = decodeURIComponent(new URL(req.url, 'http://x').pathname);
@@ -40,16 +40,7 @@ function serve() {
   return new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve(server)));
 }
 
-// ------------------------------------------------------------------ npy + comparison
-function readNpy(file) {
-  const b = fs.readFileSync(file);
-  const hlen = b[6] === 1 ? b.readUInt16LE(8) : b.readUInt32LE(8);
-  const off = b[6] === 1 ? 10 : 12;
-  const header = b.subarray(off, off + hlen).toString('latin1');
-  const descr = /'descr':\s*'([^']+)'/.exec(header)[1];
-  const shape = /'shape':\s*\(([^)]*)\)/.exec(header)[1].split(',').map((s) => s.trim()).filter(Boolean).map(Number);
-  return { shape, dtype: descr, data: typed(descr.slice(1), b.subarray(off + hlen)) };
-}
+// ------------------------------------------------------------------ typed arrays from the page
 const DTYPES = { b1: Uint8Array, u1: Uint8Array, u2: Uint16Array, u4: Uint32Array, u8: BigUint64Array, f4: Float32Array, f8: Float64Array,
   uint8: Uint8Array, uint16: Uint16Array, uint32: Uint32Array, uint64: BigUint64Array, float32: Float32Array, float64: Float64Array };
 function typed(code, buf) {
@@ -58,64 +49,11 @@ function typed(code, buf) {
   const copy = new Uint8Array(buf.length); copy.set(buf);
   return new T(copy.buffer);
 }
-const NPY_NAME = { u1: 'uint8', u2: 'uint16', u4: 'uint32', u8: 'uint64', f4: 'float32', f8: 'float64' };
-
-// The contract's bounds: integers byte-identical; GPU CoM the float32 rounding of the exact
-// quotient, DPC within 2e-6 px, iDPC within 1e-5·max|φ|; CPU floats within 1e-12.
-function compare(kind, got, want) {
-  if (JSON.stringify(got.shape) !== JSON.stringify(want.shape)) return `shape ${got.shape} != ${want.shape}`;
-  const wname = NPY_NAME[want.dtype.slice(1)];
-  const g = got.data, w = want.data;
-  if (got.dtype === 'float32' && wname === 'float64' && ['com', 'dpc', 'idpc'].includes(kind)) {
-    const scale = w.reduce((m, v) => Math.max(m, Math.abs(v)), 0);
-    for (let i = 0; i < w.length; i++) {
-      const ok = kind === 'com' ? g[i] === Math.fround(w[i]) : Math.abs(g[i] - w[i]) <= (kind === 'dpc' ? 2e-6 : 1e-5 * scale);
-      if (!ok) return `[${i}] ${g[i]} vs ${w[i]}`;
-    }
-    return null;
-  }
-  if (kind === 'mean-dp-f32' && got.dtype === 'float64') {
-    for (let i = 0; i < w.length; i++) if (Math.fround(g[i]) !== w[i]) return `[${i}] f32(${g[i]}) vs ${w[i]}`;
-    return null;
-  }
-  if (got.dtype !== wname) return `dtype ${got.dtype} != ${wname}`;
-  if (wname === 'float64') {
-    const scale = w.reduce((m, v) => Math.max(m, Math.abs(v)), 0);
-    const signed = ['dpc', 'idpc', 'com'].includes(kind);
-    for (let i = 0; i < w.length; i++) {
-      const tol = 1e-12 * (signed ? scale : Math.abs(w[i]));
-      if (Math.abs(g[i] - w[i]) > tol && !(Number.isNaN(g[i]) && Number.isNaN(w[i]))) return `[${i}] ${g[i]} vs ${w[i]}`;
-    }
-    return null;
-  }
-  for (let i = 0; i < w.length; i++) if (g[i] !== w[i]) return `[${i}] ${g[i]} vs ${w[i]}`;
-  return null;
-}
-
-function apiParams(kind, p) {
-  const out = { kind: kind.replace(/-f32$/, '') };
-  const map = { scan_roi: 'scanRoi', mask_bad_pixels: 'maskBadPixels' };
-  for (const [k, v] of Object.entries(p)) {
-    if (v === null || v === undefined) continue;
-    if (k === 'mask') {
-      const m = readNpy(path.join(FIXTURES, v));
-      out.mask = /(u1|b1)$/.test(m.dtype) ? Array.from(m.data, (x) => x !== 0) : Array.from(m.data);
-    } else out[map[k] || k] = v;
-  }
-  return out;
-}
 
 // ------------------------------------------------------------------ page helpers
 const results = { pass: 0, fail: 0, failures: [], figures: {} };
 function check(ok, what) {
   if (ok) results.pass++; else { results.fail++; results.failures.push(what); console.log('FAIL ' + what); }
-}
-
-async function openInPage(page, urls, options = {}) {
-  return page.evaluate(async ({ urls, options }) => {
-    const files = await Promise.all(urls.map(async (u) => new File([await (await fetch(u)).blob()], u.split('/').pop())));
-    try { return { info: await window.stem4d.open(files, options) }; } catch (e) { return { error: e.message }; }
-  }, { urls, options });
 }
 
 async function productInPage(page, params) {
@@ -128,11 +66,6 @@ async function productInPage(page, params) {
       return { shape: r.shape, dtype: r.dtype, b64: btoa(s) };
     } catch (e) { return { error: e.message }; }
   }, params);
-}
-
-function fixtureUrls(fx) {
-  const base = fx.root === 'shared' ? '/shared/' : '/fixtures/data/';
-  return fx.files.map((f) => base + f);
 }
 
 // Screenshot of one panel's stage, compared in the page with a golden PNG.
@@ -175,7 +108,6 @@ async function pixelDiff(page, a, b) {
 // ------------------------------------------------------------------ the suite
 async function main() {
   const manifest = JSON.parse(fs.readFileSync(path.join(FIXTURES, 'manifest.json')));
-  const bad = JSON.parse(fs.readFileSync(path.join(FIXTURES, 'bad/manifest.json')));
   if (!fs.existsSync(path.join(ROOT, 'dist/index.html'))) throw new Error('dist/ is missing: run `trunk build --release` first');
   const server = await serve();
   const url = `http://127.0.0.1:${server.address().port}/`;
@@ -199,38 +131,17 @@ async function main() {
     if (REAL) check(!adapter.software, 'a real (hardware) adapter was required, got ' + adapter.name);
     results.figures.adapter = adapter.name + (adapter.software ? ' (software)' : '');
 
-    // 1. Parity through window.stem4d.product against the CPU reference, every fixture and kind.
-    const kinds = new Set();
-    for (const fx of manifest.fixtures) {
-      const opened = await openInPage(page, fixtureUrls(fx), fx.scan_shape ? { scanShape: fx.scan_shape } : {});
-      check(!opened.error, `${fx.name}: opens (${opened.error || 'ok'})`);
-      if (opened.error) continue;
-      check(JSON.stringify(opened.info.shape) === JSON.stringify(fx.shape) && opened.info.dtype === fx.dtype,
-        `${fx.name}: info shape/dtype ${opened.info.shape} ${opened.info.dtype}`);
-      for (const p of fx.products) {
-        const got = await productInPage(page, apiParams(p.kind, p.params));
-        const what = `${fx.name} ${p.ref}`;
-        if (got.error) { check(false, `${what}: ${got.error}`); continue; }
-        const data = typed(got.dtype, Buffer.from(got.b64, 'base64'));
-        const err = compare(p.kind, { shape: got.shape, dtype: got.dtype, data }, readNpy(path.join(FIXTURES, p.ref)));
-        check(err === null, `${what}: ${err}`);
-        kinds.add(p.kind.replace(/-f32$/, ''));
-      }
-    }
-    check(kinds.size === 15, `every product kind checked (${[...kinds].sort().join(', ')})`);
-
-    // 2. Bad inputs: a clear error naming the file, through the same API, never a crash.
-    for (const c of bad.cases) {
-      const r = await openInPage(page, c.files.map((f) => '/fixtures/bad/' + f), c.scan_shape ? { scanShape: c.scan_shape } : {});
-      const names = c.files.map((f) => f.split('/').pop());
-      check(r.error && r.error.toLowerCase().includes(c.expect.toLowerCase()) && names.some((n) => r.error.includes(n.replace(/_data_\d+\.h5$/, ''))),
-        `bad input ${c.name}: ${r.error || 'opened without error'}`);
-      const shown = await page.evaluate(() => !document.getElementById('error').hidden && document.getElementById('error-text').textContent);
-      check(shown && shown.length > 0, `bad input ${c.name}: the error is shown on the page`);
-    }
+    // 1–2. Parity of every product kind and the bad-input corpus, in the page (e2e/suite.js).
+    const suite = await page.evaluate(async () => (await import('/e2e/suite.js')).runSuite({ parts: ['parity', 'bad'] }));
+    results.pass += suite.pass;
+    results.fail += suite.fail;
+    for (const f of suite.failures) { results.failures.push(f); console.log('FAIL ' + f); }
+    check(suite.skipped.length === 0, 'no fixture skipped: ' + suite.skipped.join('; '));
+    console.log(`in-page suite: ${suite.pass} passed, ${suite.fail} failed; kinds: ${suite.figures.kinds.join(' ')}`);
 
     // 3. Through the UI: drop the Arina fixture, panels render like the goldens, drag a detector.
     const arina = manifest.fixtures.find((f) => f.name === 'arina_u16');
+    const fixtureUrls = (fx) => fx.files.map((f) => '/fixtures/data/' + f);
     await page.evaluate(async (urls) => {
       const dt = new DataTransfer();
       for (const u of urls) dt.items.add(new File([await (await fetch(u)).blob()], u.split('/').pop()));
@@ -259,7 +170,7 @@ async function main() {
     const after = await page.locator('section.panel:nth-of-type(1) .stage').screenshot();
     const moved = await pixelDiff(page, before, after);
     check(moved.meanAbs > 1, `the virtual image changed after the drag (mean |Δ| ${moved.meanAbs.toFixed(2)})`);
-    const mp = apiParams('bf', { center: v1.image.center, radius: v1.image.radius });
+    const mp = { kind: 'bf', center: v1.image.center, radius: v1.image.radius };
     const exact = await productInPage(page, mp);
     const sums = typed('uint64', Buffer.from(exact.b64, 'base64'));
     const [cr, cc] = v1.image.cursor;
@@ -295,32 +206,8 @@ async function main() {
 
     // 4. Interaction latency on a synthetic acquisition generated on the GPU (software
     //    adapters: correctness only, the figures are labelled). STEM4D_E2E_BENCH=R,C,KR,KC.
-    const dims = (process.env.STEM4D_E2E_BENCH || '48,64,96,96').split(',').map(Number);
-    const bench = await page.evaluate(async (dims) => {
-      const t0 = performance.now();
-      const info = await window.stem4d.open([], { synthetic: dims });
-      const load = performance.now() - t0;
-      const med = (a) => a.slice().sort((x, y) => x - y)[a.length >> 1];
-      const v = window.stem4d.view();
-      const [kr, kc] = [dims[2], dims[3]];
-      const r = 0.16 * Math.min(kr, kc);
-      const out = { shape: info.shape, load_ms: load, profile: await window.stem4d.profile() };
-      const series = async (name, preset, step) => {
-        await window.stem4d.setView({ preset, pattern: { source: 'cursor' }, image: { roi: null } });
-        const t = [];
-        for (let k = 0; k < 30; k++) { await window.stem4d.setView(step(k)); t.push(window.stem4d.lastRenderMs()); }
-        out[name] = med(t);
-      };
-      const disk = (k) => ({ image: { center: [kr / 2 + (k % 5) * 0.25, kc / 2 - (k % 3) * 0.25], radius: r } });
-      await series('bf_drag_ms', 'bf', disk);
-      await series('adf_drag_ms', 'adf', (k) => ({ image: { center: [kr / 2 + (k % 5) * 0.25, kc / 2], inner: 1.2 * r, outer: 2.5 * r } }));
-      await series('df_drag_ms', 'df', disk);
-      await series('dpc_rotate_ms', 'dpc0', (k) => ({ image: { rotation: k } }));
-      await series('idpc_rotate_ms', 'idpc', (k) => ({ image: { rotation: k } }));
-      await series('pattern_cursor_ms', 'bf', (k) => ({ image: { cursor: [(7 * k) % dims[0], (11 * k) % dims[1]] } }));
-      await series('mean_pattern_roi_ms', 'bf', (k) => ({ pattern: { source: 'mean' }, image: { roi: [0, 1 + (k % dims[0]), 0, dims[1]] } }));
-      return out;
-    }, dims);
+    const dims = (process.env.STEM4D_E2E_BENCH || '32,40,64,64').split(',').map(Number);
+    const bench = await page.evaluate(async (dims) => (await import('/e2e/suite.js')).bench(dims, 30), dims);
     results.figures.bench = bench;
     const label = adapter.software ? ' — software adapter: correctness only, not a speed figure' : '';
     console.log(`interaction on synthetic ${bench.shape.join('×')} u16 (${adapter.name}${label}), median of 30, request → GPU done:`);

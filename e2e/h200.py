@@ -1,0 +1,139 @@
+#!/usr/bin/env python3
+"""Run the in-page suite (e2e/suite.js: parity + bad inputs + interaction benchmark) in a
+Chromium that needs no Node: plain CDP over --remote-debugging-pipe, stdlib only. Used on the
+H200 machine, where Chromium's WebGPU runs on the real GPU (../shared/setup/chrome-h200/).
+
+    bash .device/chrome/web/launch.sh python3 e2e/h200.py OUT.json [R,C,KR,KC]
+
+Serves dist/, tests/fixtures (as /fixtures/) and e2e/ on 127.0.0.1, launches "$CHROMIUM" with
+$CHROMIUM_FLAGS, waits for the page's stem4d-ready, runs runSuite() and writes its result."""
+import functools
+import http.server
+import json
+import os
+import select
+import subprocess
+import sys
+import threading
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MOUNTS = [("/fixtures/", os.path.join(ROOT, "tests/fixtures")), ("/e2e/", os.path.join(ROOT, "e2e")),
+          ("/shared/", os.path.join(ROOT, "../shared/data")), ("/", os.path.join(ROOT, "dist"))]
+
+
+class Handler(http.server.SimpleHTTPRequestHandler):
+    extensions_map = {**http.server.SimpleHTTPRequestHandler.extensions_map,
+                      ".wasm": "application/wasm", ".js": "text/javascript", ".mjs": "text/javascript"}
+
+    def translate_path(self, path):
+        path = path.split("?", 1)[0]
+        for prefix, folder in MOUNTS:
+            if path.startswith(prefix):
+                return os.path.join(folder, path[len(prefix):])
+        return os.path.join(ROOT, "dist")
+
+    def log_message(self, *args):
+        pass
+
+
+class Pipe:
+    """Chromium's DevTools protocol over fds 3 (commands) and 4 (replies)."""
+
+    def __init__(self, chrome, flags):
+        cmd_r, self.cmd_w = os.pipe()
+        self.res_r, res_w = os.pipe()
+
+        def wire():
+            a, b = os.dup(cmd_r), os.dup(res_w)
+            os.dup2(a, 3)
+            os.dup2(b, 4)
+
+        self.log = open(os.environ.get("CHROME_LOG", "/tmp/stem4d_chrome.log"), "wb")
+        self.proc = subprocess.Popen([chrome, "--remote-debugging-pipe", *flags, "about:blank"],
+                                     stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT,
+                                     close_fds=False, preexec_fn=wire)
+        os.close(cmd_r)
+        os.close(res_w)
+        self.buf, self.next_id, self.events = b"", 0, []
+
+    def send(self, method, params=None, session=None, timeout=30.0):
+        self.next_id += 1
+        msg = {"id": self.next_id, "method": method, "params": params or {}}
+        if session:
+            msg["sessionId"] = session
+        os.write(self.cmd_w, json.dumps(msg).encode() + b"\0")
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            while b"\0" in self.buf:
+                raw, self.buf = self.buf.split(b"\0", 1)
+                reply = json.loads(raw)
+                if reply.get("id") == self.next_id:
+                    return reply
+                self.events.append(reply)
+            ready, _, _ = select.select([self.res_r], [], [], 0.5)
+            if ready:
+                chunk = os.read(self.res_r, 1 << 20)
+                if not chunk:
+                    raise RuntimeError("Chromium closed the pipe")
+                self.buf += chunk
+            if self.proc.poll() is not None:
+                raise RuntimeError("Chromium exited with %s" % self.proc.returncode)
+        raise TimeoutError(method)
+
+    def evaluate(self, session, expression, timeout=60.0):
+        r = self.send("Runtime.evaluate", {"expression": expression, "awaitPromise": True, "returnByValue": True},
+                      session=session, timeout=timeout)
+        result = r.get("result", {})
+        if "exceptionDetails" in result:
+            raise RuntimeError(json.dumps(result["exceptionDetails"])[:2000])
+        return result.get("result", {}).get("value")
+
+
+def main():
+    out_path = sys.argv[1]
+    bench = [int(x) for x in (sys.argv[2] if len(sys.argv) > 2 else "512,512,192,192").split(",")]
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Handler))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = "http://127.0.0.1:%d/" % server.server_address[1]
+    flags = os.environ.get("CHROMIUM_FLAGS", "").split()
+    chrome = Pipe(os.environ["CHROMIUM"], flags + ["--user-data-dir=/tmp/stem4d-profile-%d" % os.getpid()])
+    result = {"url": url, "bench_shape": bench}
+    try:
+        time.sleep(3)  # let the GPU process settle (the first adapter request can be null)
+        target = chrome.send("Target.createTarget", {"url": url})["result"]["targetId"]
+        session = chrome.send("Target.attachToTarget", {"targetId": target, "flatten": True})["result"]["sessionId"]
+        t0 = time.time()
+        while not chrome.evaluate(session, "window.stem4dReady === true") and time.time() - t0 < 60:
+            time.sleep(0.5)
+        result["adapter"] = chrome.evaluate(session, "window.stem4d.adapter()")
+        print("adapter:", json.dumps(result["adapter"]), flush=True)
+        expr = ("import('/e2e/suite.js').then(m => m.runSuite({parts: %s, benchShape: %s, reps: 30}))"
+                % (json.dumps(os.environ.get("PARTS", "parity,bad,bench").split(",")), json.dumps(bench)))
+        result["suite"] = chrome.evaluate(session, expr, timeout=float(os.environ.get("SUITE_TIMEOUT", "480")))
+    except Exception as e:  # the result file says what failed
+        result["error"] = repr(e)
+    finally:
+        try:
+            chrome.send("Browser.close", timeout=5)
+        except Exception:
+            pass
+        try:
+            chrome.proc.wait(5)
+        except Exception:
+            chrome.proc.kill()
+        server.shutdown()
+    with open(out_path, "w") as f:
+        json.dump(result, f, indent=1)
+    suite = result.get("suite") or {}
+    print("suite: %s passed, %s failed, skipped %s" % (suite.get("pass"), suite.get("fail"), suite.get("skipped")))
+    for f in suite.get("failures", [])[:40]:
+        print("FAIL", f)
+    print(json.dumps((suite.get("figures") or {}).get("bench"), indent=1))
+    if "error" in result:
+        print("error:", result["error"])
+    sys.exit(0 if suite and suite.get("fail") == 0 and "error" not in result else 1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,163 @@
+// The in-page part of the end-to-end suite: parity of window.stem4d.product against the CPU
+// reference files, the bad-input corpus, and the interaction benchmark. It runs inside the
+// viewer page, so Playwright (e2e/run.mjs) and the plain-CDP driver used on the H200
+// (e2e/h200.py) share it. Fixtures and references are fetched from the test server:
+// /fixtures/ = tests/fixtures, /shared/ = ../shared/data (fixtures that 404 are skipped).
+
+export function parseNpy(buf) {
+  const b = new Uint8Array(buf);
+  const dv = new DataView(buf);
+  const v1 = b[6] === 1;
+  const hlen = v1 ? dv.getUint16(8, true) : dv.getUint32(8, true);
+  const off = v1 ? 10 : 12;
+  const header = new TextDecoder('latin1').decode(b.subarray(off, off + hlen));
+  const descr = /'descr':\s*'([^']+)'/.exec(header)[1];
+  const shape = /'shape':\s*\(([^)]*)\)/.exec(header)[1].split(',').map((s) => s.trim()).filter(Boolean).map(Number);
+  return { shape, dtype: NPY_NAME[descr.slice(1)], data: typed(NPY_NAME[descr.slice(1)], buf.slice(off + hlen)) };
+}
+const NPY_NAME = { b1: 'bool', u1: 'uint8', u2: 'uint16', u4: 'uint32', u8: 'uint64', f4: 'float32', f8: 'float64' };
+const TYPES = { bool: Uint8Array, uint8: Uint8Array, uint16: Uint16Array, uint32: Uint32Array, uint64: BigUint64Array,
+  float32: Float32Array, float64: Float64Array };
+function typed(dtype, buf) {
+  const T = TYPES[dtype];
+  if (!T) throw new Error('unsupported npy dtype ' + dtype);
+  return new T(buf);
+}
+
+// The contract's bounds: integers byte-identical; GPU CoM the float32 rounding of the exact
+// quotient, DPC within 2e-6 px, iDPC within 1e-5·max|φ|; CPU floats within 1e-12.
+export function compare(kind, got, want) {
+  if (JSON.stringify(got.shape) !== JSON.stringify(want.shape)) return `shape ${got.shape} != ${want.shape}`;
+  const g = got.data, w = want.data;
+  if (got.dtype === 'float32' && want.dtype === 'float64' && ['com', 'dpc', 'idpc'].includes(kind)) {
+    const scale = w.reduce((m, v) => Math.max(m, Math.abs(v)), 0);
+    for (let i = 0; i < w.length; i++) {
+      const ok = kind === 'com' ? g[i] === Math.fround(w[i]) : Math.abs(g[i] - w[i]) <= (kind === 'dpc' ? 2e-6 : 1e-5 * scale);
+      if (!ok) return `[${i}] ${g[i]} vs ${w[i]}`;
+    }
+    return null;
+  }
+  if (kind === 'mean-dp-f32' && got.dtype === 'float64') {
+    for (let i = 0; i < w.length; i++) if (Math.fround(g[i]) !== w[i]) return `[${i}] f32(${g[i]}) vs ${w[i]}`;
+    return null;
+  }
+  if (got.dtype !== want.dtype) return `dtype ${got.dtype} != ${want.dtype}`;
+  if (want.dtype === 'float64') {
+    const scale = w.reduce((m, v) => Math.max(m, Math.abs(v)), 0);
+    const signed = ['dpc', 'idpc', 'com'].includes(kind);
+    for (let i = 0; i < w.length; i++) {
+      const tol = 1e-12 * (signed ? scale : Math.abs(w[i]));
+      if (Math.abs(g[i] - w[i]) > tol && !(Number.isNaN(g[i]) && Number.isNaN(w[i]))) return `[${i}] ${g[i]} vs ${w[i]}`;
+    }
+    return null;
+  }
+  for (let i = 0; i < w.length; i++) if (g[i] !== w[i]) return `[${i}] ${g[i]} vs ${w[i]}`;
+  return null;
+}
+
+async function fetchBuf(url) {
+  const r = await fetch(url);
+  if (!r.ok) throw new Error(`${url}: HTTP ${r.status}`);
+  return r.arrayBuffer();
+}
+
+export async function apiParams(kind, p) {
+  const out = { kind: kind.replace(/-f32$/, '') };
+  const map = { scan_roi: 'scanRoi', mask_bad_pixels: 'maskBadPixels' };
+  for (const [k, v] of Object.entries(p)) {
+    if (v === null || v === undefined) continue;
+    if (k === 'mask') {
+      const m = parseNpy(await fetchBuf('/fixtures/' + v));
+      out.mask = ['bool', 'uint8'].includes(m.dtype) ? Array.from(m.data, (x) => x !== 0) : Array.from(m.data);
+    } else out[map[k] || k] = v;
+  }
+  return out;
+}
+
+export function fixtureUrls(fx) {
+  const base = fx.root === 'shared' ? '/shared/' : '/fixtures/data/';
+  return fx.files.map((f) => base + f);
+}
+
+async function filesFrom(urls) {
+  return Promise.all(urls.map(async (u) => new File([await fetchBuf(u)], u.split('/').pop())));
+}
+
+export async function runSuite(opts = {}) {
+  const parts = opts.parts || ['parity', 'bad', 'bench'];
+  const res = { pass: 0, fail: 0, skipped: [], failures: [], figures: {} };
+  const check = (ok, what) => { if (ok) res.pass++; else { res.fail++; res.failures.push(what); } };
+  const adapter = window.stem4d.adapter();
+  res.figures.adapter = adapter;
+  if (!adapter || adapter.error) { check(false, 'WebGPU adapter: ' + JSON.stringify(adapter)); return res; }
+
+  if (parts.includes('parity')) {
+    const manifest = await (await fetch('/fixtures/manifest.json')).json();
+    const kinds = new Set();
+    for (const fx of manifest.fixtures) {
+      let files;
+      try { files = await filesFrom(fixtureUrls(fx)); } catch (e) { res.skipped.push(`${fx.name}: ${e.message}`); continue; }
+      let info;
+      try { info = await window.stem4d.open(files, fx.scan_shape ? { scanShape: fx.scan_shape } : {}); } catch (e) {
+        check(false, `${fx.name}: open: ${e.message}`); continue;
+      }
+      check(JSON.stringify(info.shape) === JSON.stringify(fx.shape) && info.dtype === fx.dtype, `${fx.name}: info ${info.shape} ${info.dtype}`);
+      for (const p of fx.products) {
+        const what = `${fx.name} ${p.ref}`;
+        try {
+          const got = await window.stem4d.product(await apiParams(p.kind, p.params));
+          const err = compare(p.kind, got, parseNpy(await fetchBuf('/fixtures/' + p.ref)));
+          check(err === null, `${what}: ${err}`);
+          kinds.add(p.kind.replace(/-f32$/, ''));
+        } catch (e) { check(false, `${what}: ${e.message}`); }
+      }
+    }
+    res.figures.kinds = [...kinds].sort();
+    check(kinds.size === 15 || res.skipped.length > 0, `every product kind checked (${res.figures.kinds.join(', ')})`);
+  }
+
+  if (parts.includes('bad')) {
+    const bad = await (await fetch('/fixtures/bad/manifest.json')).json();
+    for (const c of bad.cases) {
+      let msg = null;
+      try {
+        await window.stem4d.open(await filesFrom(c.files.map((f) => '/fixtures/bad/' + f)), c.scan_shape ? { scanShape: c.scan_shape } : {});
+      } catch (e) { msg = e.message; }
+      const names = c.files.map((f) => f.split('/').pop().replace(/_data_\d+\.h5$/, ''));
+      check(msg && msg.toLowerCase().includes(c.expect.toLowerCase()) && names.some((n) => msg.includes(n)),
+        `bad input ${c.name}: ${msg || 'opened without error'}`);
+      const shown = !document.getElementById('error').hidden && document.getElementById('error-text').textContent;
+      check(!!shown, `bad input ${c.name}: the error is shown on the page`);
+    }
+  }
+
+  if (parts.includes('bench')) res.figures.bench = await bench(opts.benchShape || [48, 64, 96, 96], opts.reps || 30);
+  return res;
+}
+
+// Interaction latency (request → GPU done, as the page measures it) on a synthetic
+// acquisition generated on the GPU.
+export async function bench(dims, reps) {
+  const t0 = performance.now();
+  const info = await window.stem4d.open([], { synthetic: dims });
+  const out = { shape: info.shape, load_ms: performance.now() - t0, reps };
+  out.profile = await window.stem4d.profile();
+  const med = (a) => a.slice().sort((x, y) => x - y)[a.length >> 1];
+  const [kr, kc] = [dims[2], dims[3]];
+  const r = 0.16 * Math.min(kr, kc);
+  const series = async (name, preset, step) => {
+    await window.stem4d.setView({ preset, pattern: { source: 'cursor' }, image: { roi: null } });
+    const t = [];
+    for (let k = 0; k < reps; k++) { await window.stem4d.setView(step(k)); t.push(window.stem4d.lastRenderMs()); }
+    out[name] = med(t);
+  };
+  const disk = (k) => ({ image: { center: [kr / 2 + (k % 5) * 0.25, kc / 2 - (k % 3) * 0.25], radius: r } });
+  await series('bf_drag_ms', 'bf', disk);
+  await series('adf_drag_ms', 'adf', (k) => ({ image: { center: [kr / 2 + (k % 5) * 0.25, kc / 2], inner: 1.2 * r, outer: 2.5 * r } }));
+  await series('df_drag_ms', 'df', disk);
+  await series('dpc_rotate_ms', 'dpc0', (k) => ({ image: { rotation: k } }));
+  await series('idpc_rotate_ms', 'idpc', (k) => ({ image: { rotation: k } }));
+  await series('pattern_cursor_ms', 'bf', (k) => ({ image: { cursor: [(7 * k) % dims[0], (11 * k) % dims[1]] } }));
+  await series('mean_pattern_roi_ms', 'bf', (k) => ({ pattern: { source: 'mean' }, image: { roi: [0, 1 + (k % dims[0]), 0, dims[1]] } }));
+  return out;
+}
