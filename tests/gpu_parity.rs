@@ -192,3 +192,80 @@ fn synthetic_residents_made_on_the_gpu_equal_the_cpu_samples() {
     let gpu = pollster::block_on(products::compute_resident(&engine, &acq, &res, &p)).unwrap();
     assert_eq!(gpu, cpu::compute(&acq, &p).unwrap());
 }
+
+/// The u32 partials folded into 64 bits after every sample/word, every few, or never must
+/// all give the same exact sums and moments (the fold is where a wrap would hide).
+#[test]
+fn folding_the_u32_partials_at_any_interval_is_exact() {
+    let Some(engine) = engine() else { return };
+    let m = manifest();
+    for name in ["arina_u16", "arina_u8"] {
+        let fx = m["fixtures"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["name"] == name)
+            .unwrap();
+        let acq = open_fixture(fx);
+        let res = pollster::block_on(engine.upload(&acq, Default::default())).unwrap();
+        let n = acq.shape.frames() as u64;
+        let all: Vec<u32> = (0..acq.shape.det_len() as u32).collect();
+        let pixels = {
+            use wgpu::util::DeviceExt;
+            engine
+                .device
+                .create_buffer_init(&wgpu::util::BufferInitDescriptor {
+                    label: None,
+                    contents: bytemuck::cast_slice(&all),
+                    usage: wgpu::BufferUsages::STORAGE,
+                })
+        };
+        let out = |bytes: u64| {
+            engine.device.create_buffer(&wgpu::BufferDescriptor {
+                label: None,
+                size: bytes,
+                usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC,
+                mapped_at_creation: false,
+            })
+        };
+        let mut seen = Vec::new();
+        for flush in [1u32, 2, 3, 7, u32::MAX] {
+            let (sums, moments) = (out(n * 8), out(n * 24));
+            let mut enc = engine.device.create_command_encoder(&Default::default());
+            products::encode_masked_sums_folding(
+                &engine,
+                &mut enc,
+                &res,
+                &pixels,
+                all.len(),
+                &sums,
+                flush,
+            )
+            .unwrap();
+            products::encode_com_moments_folding(&engine, &mut enc, &res, &moments, flush).unwrap();
+            engine.queue.submit([enc.finish()]);
+            let s = pollster::block_on(engine.read_back(&sums, n * 8)).unwrap();
+            let mo = pollster::block_on(engine.read_back(&moments, n * 24)).unwrap();
+            seen.push((flush, s, mo));
+        }
+        let exact = pollster::block_on(products::com_moments(&engine, &res)).unwrap();
+        assert_eq!(
+            products::parse_moments(&seen[0].2),
+            exact,
+            "{name}: fold every word"
+        );
+        for (flush, s, mo) in &seen[1..] {
+            assert_eq!(s, &seen[0].1, "{name}: sums folding every {flush}");
+            assert_eq!(mo, &seen[0].2, "{name}: moments folding every {flush}");
+        }
+        // And the 64-bit-per-sample path (flush 0) agrees.
+        let moments = out(n * 24);
+        let mut enc = engine.device.create_command_encoder(&Default::default());
+        products::encode_com_moments_folding(&engine, &mut enc, &res, &moments, 0).unwrap();
+        engine.queue.submit([enc.finish()]);
+        assert_eq!(
+            pollster::block_on(engine.read_back(&moments, n * 24)).unwrap(),
+            seen[0].2
+        );
+    }
+}

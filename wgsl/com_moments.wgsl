@@ -1,5 +1,8 @@
 // Centre of mass, fused: per scan position the exact 64-bit total, row moment Σ i·I and
 // column moment Σ j·I in one pass over the frame. The single division happens at readout.
+// Invocations walk whole words (coalesced), track (row, col) incrementally instead of
+// dividing per pixel, and sum in u32, folding into 64 bits every `flush` words (chosen by the
+// host so no u32 partial can wrap; 32-bit samples take the 64-bit path per sample).
 
 struct ComParams {
     frames: u32,
@@ -9,7 +12,7 @@ struct ComParams {
     det_cols: u32,
     first_frame: u32,
     groups_x: u32,
-    _pad0: u32,
+    flush: u32,
 }
 
 @group(0) @binding(0) var<uniform> params: ComParams;
@@ -33,15 +36,66 @@ fn com_moments(
     }
     let base = f * params.frame_words;
     let per_word = 32u / params.bits;
-    let n = params.det_rows * params.det_cols;
+    let cols = params.det_cols;
     var t = vec2<u32>(0u, 0u);
     var mr = vec2<u32>(0u, 0u);
     var mc = vec2<u32>(0u, 0u);
-    for (var k = lid; k < n; k += WG) {
-        let v = sample_at(resident[base + k / per_word], k, params.bits);
-        t = add64(t, vec2<u32>(v, 0u));
-        mr = add64(mr, mul64(v, k / params.det_cols));
-        mc = add64(mc, mul64(v, k % params.det_cols));
+    if (params.bits == 32u || params.flush == 0u) {
+        let n = params.det_rows * cols;
+        for (var k = lid; k < n; k += WG) {
+            let v = sample_at(resident[base + k / per_word], k, params.bits);
+            t = add64(t, vec2<u32>(v, 0u));
+            mr = add64(mr, mul64(v, k / cols));
+            mc = add64(mc, mul64(v, k % cols));
+        }
+    } else {
+        // Pixel of the first sample of word `w`, advanced by WG words per step.
+        let k0 = lid * per_word;
+        var i = k0 / cols;
+        var j = k0 % cols;
+        let step = WG * per_word;
+        let di = step / cols;
+        let dj = step % cols;
+        let mask = (1u << params.bits) - 1u;
+        var rt = 0u;
+        var rr = 0u;
+        var rc = 0u;
+        var left = params.flush;
+        for (var w = lid; w < params.frame_words; w += WG) {
+            let word = resident[base + w];
+            var ii = i;
+            var jj = j;
+            for (var s = 0u; s < per_word; s += 1u) {
+                let v = (word >> (s * params.bits)) & mask;
+                rt += v;
+                rr += v * ii;
+                rc += v * jj;
+                jj += 1u;
+                if (jj == cols) {
+                    jj = 0u;
+                    ii += 1u;
+                }
+            }
+            i += di;
+            j += dj;
+            if (j >= cols) {
+                j -= cols;
+                i += 1u;
+            }
+            left -= 1u;
+            if (left == 0u) {
+                t = add64(t, vec2<u32>(rt, 0u));
+                mr = add64(mr, vec2<u32>(rr, 0u));
+                mc = add64(mc, vec2<u32>(rc, 0u));
+                rt = 0u;
+                rr = 0u;
+                rc = 0u;
+                left = params.flush;
+            }
+        }
+        t = add64(t, vec2<u32>(rt, 0u));
+        mr = add64(mr, vec2<u32>(rr, 0u));
+        mc = add64(mc, vec2<u32>(rc, 0u));
     }
     part_t[lid] = t;
     part_r[lid] = mr;

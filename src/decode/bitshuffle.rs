@@ -14,25 +14,74 @@ fn transpose8(mut x: u64) -> u64 {
     x
 }
 
-/// `src` and `dst` are both `n·elem` bytes; `n % 8 == 0`.
+#[inline]
+fn load8(s: &[u8], i: usize) -> u64 {
+    let mut b = [0u8; 8];
+    b.copy_from_slice(&s[i..i + 8]);
+    u64::from_le_bytes(b)
+}
+
+/// Transpose an 8×8 byte matrix held as 8 little-endian rows, in place.
+#[inline]
+fn transpose_bytes(r: &mut [u64; 8]) {
+    for i in 0..4 {
+        let (a, b) = (r[i], r[i + 4]);
+        r[i] = (a & 0xFFFF_FFFF) | (b << 32);
+        r[i + 4] = (a >> 32) | (b & 0xFFFF_FFFF_0000_0000);
+    }
+    for i in [0, 1, 4, 5] {
+        let (a, b) = (r[i], r[i + 2]);
+        r[i] = (a & 0x0000_FFFF_0000_FFFF) | ((b & 0x0000_FFFF_0000_FFFF) << 16);
+        r[i + 2] = ((a >> 16) & 0x0000_FFFF_0000_FFFF) | (b & 0xFFFF_0000_FFFF_0000);
+    }
+    for i in [0, 2, 4, 6] {
+        let (a, b) = (r[i], r[i + 1]);
+        r[i] = (a & 0x00FF_00FF_00FF_00FF) | ((b & 0x00FF_00FF_00FF_00FF) << 8);
+        r[i + 1] = ((a >> 8) & 0x00FF_00FF_00FF_00FF) | (b & 0xFF00_FF00_FF00_FF00);
+    }
+}
+
+/// Write the 8 bytes of `t` (byte `byte` of 8 consecutive elements from `first`) into `dst`.
+#[inline]
+fn scatter(dst: &mut [u8], first: usize, elem: usize, byte: usize, t: u64) {
+    let t = t.to_le_bytes();
+    if elem == 1 {
+        dst[first..first + 8].copy_from_slice(&t);
+    } else {
+        let base = first * elem + byte;
+        for (k, v) in t.iter().enumerate() {
+            dst[base + k * elem] = *v;
+        }
+    }
+}
+
+/// `src` and `dst` are both `n·elem` bytes; `n % 8 == 0`. Eight plane bytes (64 elements)
+/// are loaded as words and byte-transposed at once, then bit-transposed 8×8 at a time.
 pub fn unshuffle_block(src: &[u8], dst: &mut [u8], elem: usize) {
     let n = dst.len() / elem;
     debug_assert_eq!(n % 8, 0);
     debug_assert_eq!(src.len(), dst.len());
     let row = n / 8;
+    let wide = row - row % 8;
     for byte in 0..elem {
         let planes = &src[byte * 8 * row..(byte + 1) * 8 * row];
-        for m in 0..row {
-            // Gather bit b of elements 8m..8m+8 (one byte per plane) into row b.
+        for m in (0..wide).step_by(8) {
+            let mut r = [0u64; 8];
+            for (b, w) in r.iter_mut().enumerate() {
+                *w = load8(planes, b * row + m);
+            }
+            // Now word g gathers bit b of elements 8(m+g)..8(m+g)+8 in its byte b.
+            transpose_bytes(&mut r);
+            for (g, &x) in r.iter().enumerate() {
+                scatter(dst, 8 * (m + g), elem, byte, transpose8(x));
+            }
+        }
+        for m in wide..row {
             let mut x = 0u64;
             for b in 0..8 {
                 x |= (planes[b * row + m] as u64) << (8 * b);
             }
-            let t = transpose8(x).to_le_bytes();
-            // After the transpose, byte k holds element 8m+k's bits 0..8 of this byte.
-            for (k, v) in t.iter().enumerate() {
-                dst[(8 * m + k) * elem + byte] = *v;
-            }
+            scatter(dst, 8 * m, elem, byte, transpose8(x));
         }
     }
 }
@@ -79,7 +128,7 @@ mod tests {
     #[test]
     fn matches_definition_and_round_trips() {
         for elem in [1usize, 2, 4] {
-            for n in [8usize, 16, 64, 136] {
+            for n in [8usize, 16, 64, 136, 1024, 4104] {
                 let src: Vec<u8> = (0..n * elem)
                     .map(|i| (i * 37 + 11) as u8 ^ (i >> 3) as u8)
                     .collect();

@@ -87,8 +87,34 @@ pub struct MaskedSumParams {
     pub n_idx: u32,
     pub first_frame: u32,
     pub groups_x: u32,
+    /// Samples summed in u32 before folding into 64 bits ([`sum_flush`]).
+    pub flush: u32,
     pub _pad0: u32,
-    pub _pad1: u32,
+}
+
+/// Scan positions per masked-sum workgroup (`PPW` in `masked_sum.wgsl`).
+pub const MASKED_SUM_POSITIONS: u32 = 4;
+
+/// Largest sample count whose u32 sum cannot wrap for `bits`-bit samples.
+pub fn sum_flush(bits: u32) -> u32 {
+    let vmax = if bits >= 32 {
+        u32::MAX
+    } else {
+        (1u32 << bits) - 1
+    };
+    (u32::MAX / vmax).max(1)
+}
+
+/// Words per u32 fold of the CoM moments (`0`: take the 64-bit path per sample), so that
+/// `flush · samples_per_word · vmax · max(rows, cols)` stays below 2^32.
+pub fn moment_flush(bits: u32, det: [usize; 2]) -> u32 {
+    if bits >= 32 {
+        return 0;
+    }
+    let per_word = (32 / bits) as u64;
+    let vmax = (1u64 << bits) - 1;
+    let span = det[0].max(det[1]).max(1) as u64;
+    (u32::MAX as u64 / (per_word * vmax * span)).min(u32::MAX as u64) as u32
 }
 
 #[repr(C)]
@@ -101,7 +127,8 @@ pub struct ComParams {
     pub det_cols: u32,
     pub first_frame: u32,
     pub groups_x: u32,
-    pub _pad0: u32,
+    /// Words folded per u32 partial ([`moment_flush`]).
+    pub flush: u32,
 }
 
 #[repr(C)]
@@ -206,8 +233,8 @@ pub fn uniform_layouts() -> Vec<(&'static str, usize, Vec<&'static str>)> {
                 "n_idx",
                 "first_frame",
                 "groups_x",
+                "flush",
                 "_pad0",
-                "_pad1",
             ],
         ),
         (
@@ -221,7 +248,7 @@ pub fn uniform_layouts() -> Vec<(&'static str, usize, Vec<&'static str>)> {
                 "det_cols",
                 "first_frame",
                 "groups_x",
-                "_pad0",
+                "flush",
             ],
         ),
         (

@@ -28,8 +28,23 @@ pub fn encode_masked_sums(
     n_idx: usize,
     out: &wgpu::Buffer,
 ) -> Result<()> {
+    let flush = kernels::sum_flush(res.plan.bits);
+    encode_masked_sums_folding(engine, encoder, res, pixels, n_idx, out, flush)
+}
+
+/// [`encode_masked_sums`] folding the u32 partials every `flush` samples (tests force
+/// small values to exercise the fold; any value up to [`kernels::sum_flush`] is exact).
+pub fn encode_masked_sums_folding(
+    engine: &Engine,
+    encoder: &mut wgpu::CommandEncoder,
+    res: &Resident,
+    pixels: &wgpu::Buffer,
+    n_idx: usize,
+    out: &wgpu::Buffer,
+    flush: u32,
+) -> Result<()> {
     for (seg, buf) in res.plan.segments.iter().zip(&res.buffers) {
-        let groups = grid(seg.frames as u32);
+        let groups = grid((seg.frames as u32).div_ceil(kernels::MASKED_SUM_POSITIONS));
         let params = engine.uniform(&MaskedSumParams {
             frames: seg.frames as u32,
             frame_words: res.plan.frame_words,
@@ -37,6 +52,7 @@ pub fn encode_masked_sums(
             n_idx: n_idx as u32,
             first_frame: seg.first_frame as u32,
             groups_x: groups.0,
+            flush: flush.clamp(1, kernels::sum_flush(res.plan.bits)),
             ..Default::default()
         });
         engine.dispatch(
@@ -142,6 +158,19 @@ pub fn encode_com_moments(
     res: &Resident,
     out: &wgpu::Buffer,
 ) -> Result<()> {
+    let flush = kernels::moment_flush(res.plan.bits, res.plan.shape.det);
+    encode_com_moments_folding(engine, encoder, res, out, flush)
+}
+
+/// [`encode_com_moments`] folding every `flush` words (0 = the 64-bit path per sample;
+/// tests force small values; any value up to [`kernels::moment_flush`] is exact).
+pub fn encode_com_moments_folding(
+    engine: &Engine,
+    encoder: &mut wgpu::CommandEncoder,
+    res: &Resident,
+    out: &wgpu::Buffer,
+    flush: u32,
+) -> Result<()> {
     let shape = res.plan.shape;
     for (seg, buf) in res.plan.segments.iter().zip(&res.buffers) {
         let groups = grid(seg.frames as u32);
@@ -153,7 +182,7 @@ pub fn encode_com_moments(
             det_cols: shape.det[1] as u32,
             first_frame: seg.first_frame as u32,
             groups_x: groups.0,
-            ..Default::default()
+            flush: flush.min(kernels::moment_flush(res.plan.bits, shape.det)),
         });
         engine.dispatch(encoder, &kernels::COM_MOMENTS, &[&params, buf, out], groups)?;
     }
