@@ -105,11 +105,36 @@ pub fn run(acq: &Acquisition, mask_bad_pixels: bool) -> Result<()> {
     let mut failed = 0;
     let mut resident: Option<crate::gpu::Resident> = None;
     for p in &params {
-        let cpu = crate::cpu::compute(acq, p)?;
         let label = match p.scan_roi {
             Some(_) => format!("{} (scan ROI)", p.kind.name()),
             None if p.bin > 1 => format!("{} (bin {})", p.kind.name(), p.bin),
             None => p.kind.name().to_string(),
+        };
+        let cpu = match crate::cpu::compute(acq, p) {
+            Ok(c) => c,
+            Err(refusal) => {
+                // The contract refuses this product here (e.g. a binned sum past u32): every
+                // backend must refuse it too, never return a value.
+                println!("{label:<22} {:<10} refused: {refusal}", "cpu");
+                if let Ok(engine) = &engine {
+                    let gpu = pollster::block_on(crate::gpu::products::compute(engine, acq, p));
+                    if gpu.is_ok() {
+                        failed += 1;
+                    }
+                    println!(
+                        "{label:<22} {:<10} {:<44} {:>12}  {}",
+                        "wgpu",
+                        "",
+                        "-",
+                        if gpu.is_ok() {
+                            "FAIL (returned a value)"
+                        } else {
+                            "PASS (refused too)"
+                        }
+                    );
+                }
+                continue;
+            }
         };
         println!(
             "{label:<22} {:<10} {:<44} {:>12}  reference",

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# On the H200 machine (see ../shared/setup/device-vulkan.md), from the project root, with the
+# stripped release binary in .device/stem4d and the Vulkan libraries in .device/lib:
+#   bash scripts/device_native.sh OUTDIR
+# Runs `stem4d parity` on integer fixtures and a GPU-generated synthetic acquisition, then
+# `stem4d bench gpu` on a 512×512×192×192 uint16 synthetic acquisition made on the GPU.
+set -uo pipefail
+OUT=${1:?usage: device_native.sh OUTDIR}
+export LD_LIBRARY_PATH=$PWD/.device/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+S=.device/stem4d
+D=tests/fixtures/data
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv > "$OUT/gpu.txt" 2>&1
+run() { echo "\$ $*"; timeout 240 "$@"; echo "exit $?"; }
+{
+  run $S parity $D/arina_u16_master.h5 $D/arina_u16_data_000001.h5 $D/arina_u16_data_000002.h5 $D/arina_u16.h5 --mask-bad-pixels
+  run $S parity $D/arina_u8_master.h5 $D/arina_u8_data_000001.h5 --scan-shape 4,6
+  run $S parity $D/arina_u32_master.h5 $D/arina_u32_data_000001.h5 $D/arina_u32.h5
+  run $S parity $D/gzip_stack_u16.h5
+  run $S parity $D/lz4_stack_u16.h5 --scan-shape 6,4
+  run $S parity --synthetic 96,80,192,192
+} > "$OUT/parity.txt" 2>&1
+run $S bench gpu --synthetic 512,512,192,192 --reps 20 > "$OUT/bench_gpu.txt" 2>&1
+tail -40 "$OUT/bench_gpu.txt"
+grep -E "PASS|FAIL|exit" "$OUT/parity.txt" | sort | uniq -c | sort -rn | head -20
