@@ -632,8 +632,8 @@ impl Session {
             _ => {
                 let mask = detector.ok_or_else(|| Error::param("this image needs a detector"))?;
                 let SparseMask { indices, .. } = mask.sparse(self.det());
-                let pixels = engine.input(&indices);
-                gp::encode_masked_sums(engine, enc, res, &pixels, indices.len(), &self.image_sums)?;
+                let list = gp::DetectorList::new(engine, res, &indices);
+                gp::encode_masked_sums(engine, enc, res, &list, &self.image_sums)?;
                 let src = if st.image.kind == ImageKind::Df {
                     PlaneSource::U64Diff {
                         total: &d.totals,
@@ -899,9 +899,9 @@ async fn derive(engine: &Engine, res: &Resident) -> Result<Derived> {
     let n = shape.frames() as u64;
     let totals = engine.storage("totals", n * 8);
     let all = SparseMask::all(shape.det).indices;
-    let pixels = engine.input(&all);
+    let list = gp::DetectorList::new(engine, res, &all);
     let mut enc = engine.device.create_command_encoder(&Default::default());
-    gp::encode_masked_sums(engine, &mut enc, res, &pixels, all.len(), &totals)?;
+    gp::encode_masked_sums(engine, &mut enc, res, &list, &totals)?;
     engine.queue.submit([enc.finish()]);
     let (moments, com) = match gp::moments_fit_64(res) {
         Ok(()) => {

@@ -30,9 +30,9 @@ fn upload(engine: &Engine, name: &str) -> (stem4d::formats::Acquisition, Residen
 /// Masked sums kept on the GPU, as the viewer keeps them.
 fn sums_on_gpu(engine: &Engine, res: &Resident, indices: &[u32]) -> wgpu::Buffer {
     let out = engine_storage(engine, res.plan.shape.frames() as u64 * 8);
-    let pixels = stem4d_input(engine, indices);
+    let list = products::DetectorList::new(engine, res, indices);
     let mut enc = engine.device.create_command_encoder(&Default::default());
-    products::encode_masked_sums(engine, &mut enc, res, &pixels, indices.len(), &out).unwrap();
+    products::encode_masked_sums(engine, &mut enc, res, &list, &out).unwrap();
     engine.queue.submit([enc.finish()]);
     out
 }
@@ -46,17 +46,6 @@ fn engine_storage(engine: &Engine, bytes: u64) -> wgpu::Buffer {
             | wgpu::BufferUsages::COPY_DST,
         mapped_at_creation: false,
     })
-}
-
-fn stem4d_input(engine: &Engine, data: &[u32]) -> wgpu::Buffer {
-    use wgpu::util::DeviceExt;
-    engine
-        .device
-        .create_buffer_init(&wgpu::util::BufferInitDescriptor {
-            label: None,
-            contents: bytemuck::cast_slice(data),
-            usage: wgpu::BufferUsages::STORAGE,
-        })
 }
 
 fn prep_and_stats(engine: &Engine, plane: &Plane, src: PlaneSource, limits: Limits, log: bool) {

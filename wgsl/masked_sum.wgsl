@@ -1,8 +1,9 @@
-// Virtual image: per scan position, the exact 64-bit sum of the resident samples at a
-// sparse list of detector pixels (BF disk, annulus, rectangle, point, boolean mask, or all
-// pixels for the cached total). A workgroup serves 4 positions with 64 invocations each;
-// invocations sum in u32 and fold into 64 bits only every `flush` samples (set by the host
-// so a u32 partial can never wrap), which keeps the inner loop at one load and one add.
+// Virtual image: per scan position, the exact 64-bit sum of the resident samples of a
+// detector mask (BF disk, annulus, rectangle, point, boolean mask, or every pixel for the
+// cached total). The mask arrives as word entries `word | selection << 28`: each resident
+// word is loaded once, whatever number of its samples is selected. The workgroup stages the
+// entries in workgroup memory (shared by its 4 positions, 64 invocations each); invocations
+// sum in u32 and fold into 64 bits every `flush` entries (host-proven not to wrap).
 
 struct MaskedSumParams {
     frames: u32,
@@ -17,12 +18,15 @@ struct MaskedSumParams {
 
 @group(0) @binding(0) var<uniform> params: MaskedSumParams;
 @group(0) @binding(1) var<storage, read> resident: array<u32>;
-@group(0) @binding(2) var<storage, read> pixels: array<u32>;
+@group(0) @binding(2) var<storage, read> entries: array<u32>;
 @group(0) @binding(3) var<storage, read_write> sums: array<vec2<u32>>;
 
+const WG: u32 = 256u;
 const TPP: u32 = 64u;
 const PPW: u32 = 4u;
+const STAGE: u32 = 2048u;
 var<workgroup> partial: array<vec2<u32>, 256>;
+var<workgroup> staged: array<u32, 2048>;
 
 @compute @workgroup_size(256)
 fn masked_sum(
@@ -32,25 +36,42 @@ fn masked_sum(
     let slot = lid / TPP;
     let t = lid % TPP;
     let f = (wg.x + wg.y * params.groups_x) * PPW + slot;
+    let live = f < params.frames;
+    let base = f * params.frame_words;
+    let bits = params.bits;
+    let per_word = 32u / bits;
+    let low = select((1u << bits) - 1u, 0xffffffffu, bits == 32u);
     var acc = vec2<u32>(0u, 0u);
-    // No early return: every invocation must reach the barriers below.
-    if (f < params.frames) {
-        let base = f * params.frame_words;
-        let per_word = 32u / params.bits;
-        var run = 0u;
-        var left = params.flush;
-        for (var i = t; i < params.n_idx; i += TPP) {
-            let k = pixels[i];
-            run += sample_at(resident[base + k / per_word], k, params.bits);
-            left -= 1u;
-            if (left == 0u) {
-                acc = add64(acc, vec2<u32>(run, 0u));
-                run = 0u;
-                left = params.flush;
+    var run = 0u;
+    var left = params.flush;
+    // Every invocation walks the same chunks: the barriers stay in uniform control flow.
+    for (var c0 = 0u; c0 < params.n_idx; c0 += STAGE) {
+        let cn = min(STAGE, params.n_idx - c0);
+        workgroupBarrier();
+        for (var i = lid; i < cn; i += WG) {
+            staged[i] = entries[c0 + i];
+        }
+        workgroupBarrier();
+        if (live) {
+            for (var i = t; i < cn; i += TPP) {
+                let e = staged[i];
+                let word = resident[base + (e & 0x0fffffffu)];
+                let sel = e >> 28u;
+                for (var s = 0u; s < per_word; s += 1u) {
+                    if (((sel >> s) & 1u) != 0u) {
+                        run += (word >> (s * bits)) & low;
+                    }
+                }
+                left -= 1u;
+                if (left == 0u) {
+                    acc = add64(acc, vec2<u32>(run, 0u));
+                    run = 0u;
+                    left = params.flush;
+                }
             }
         }
-        acc = add64(acc, vec2<u32>(run, 0u));
     }
+    acc = add64(acc, vec2<u32>(run, 0u));
     partial[lid] = acc;
     workgroupBarrier();
     for (var s = TPP / 2u; s > 0u; s >>= 1u) {
@@ -59,7 +80,7 @@ fn masked_sum(
         }
         workgroupBarrier();
     }
-    if (t == 0u && f < params.frames) {
+    if (t == 0u && live) {
         sums[params.first_frame + f] = partial[lid];
     }
 }

@@ -13,6 +13,9 @@ use crate::hdf5_index::{DatasetIndex, H5Set};
 
 /// Bound on the group walk: real files have tens of objects; a loop or a bomb has more.
 const MAX_OBJECTS: usize = 10_000;
+/// Group nesting followed when searching for the data set: deeper (or cyclic, through hard
+/// links back to an ancestor) structures are not searched further.
+const MAX_DEPTH: usize = 32;
 
 struct Candidate {
     path: String,
@@ -34,7 +37,7 @@ pub(super) fn open(
         None => {
             let mut found = Vec::new();
             let mut seen = 0usize;
-            walk(&root, "", emd, &mut found, &mut seen)?;
+            walk(&root, "", emd, &mut found, &mut seen, 0)?;
             found
                 .into_iter()
                 .max_by_key(|c| (c.shape.len() == 4, c.shape.iter().fold(1u64, |a, &d| a.saturating_mul(d))))
@@ -112,7 +115,11 @@ fn walk(
     emd: bool,
     found: &mut Vec<Candidate>,
     seen: &mut usize,
+    depth: usize,
 ) -> Result<()> {
+    if depth > MAX_DEPTH {
+        return Ok(());
+    }
     let Ok((groups, datasets)) = group.members() else {
         return Ok(());
     };
@@ -136,7 +143,7 @@ fn walk(
     }
     for g in groups {
         let name = crate::source::base_name(g.name()).to_string();
-        walk(&g, &format!("{prefix}/{name}"), emd, found, seen)?;
+        walk(&g, &format!("{prefix}/{name}"), emd, found, seen, depth + 1)?;
     }
     Ok(())
 }

@@ -9,7 +9,9 @@ use std::time::Instant;
 use crate::contract::{DetectorMask, Region};
 use crate::error::{Error, Result};
 
-use super::products::{encode_com_moments, encode_masked_sums, encode_pattern_reduce};
+use super::products::{
+    encode_com_moments, encode_masked_sums, encode_pattern_reduce, DetectorList,
+};
 use super::{Engine, Resident};
 
 /// One benchmark line: a product, its median seconds, and the bytes its kernels must touch.
@@ -88,13 +90,13 @@ pub fn products(
     .indices;
     let out = engine.storage("bench out", shape.frames() as u64 * 24);
     let pattern_out = engine.storage("bench pattern", shape.det_len() as u64 * 16);
-    let bf_buf = engine.input(&bf);
-    let adf_buf = engine.input(&adf);
+    let bf_list = DetectorList::new(engine, res, &bf);
+    let adf_list = DetectorList::new(engine, res, &adf);
     let mut lines = Vec::new();
     let sparse =
-        |name: String, buf: &wgpu::Buffer, n: usize, lines: &mut Vec<Timing>| -> Result<()> {
+        |name: String, list: &DetectorList, n: usize, lines: &mut Vec<Timing>| -> Result<()> {
             let s = time(engine, reps, &|e| {
-                encode_masked_sums(engine, e, res, buf, n, &out)
+                encode_masked_sums(engine, e, res, list, &out)
             })?;
             lines.push(Timing {
                 name,
@@ -105,19 +107,19 @@ pub fn products(
         };
     sparse(
         format!("BF r={bf_radius} ({} px)", bf.len()),
-        &bf_buf,
+        &bf_list,
         bf.len(),
         &mut lines,
     )?;
     sparse(
         format!("ADF {:.0}..{outer:.0} ({} px)", 2.0 * bf_radius, adf.len()),
-        &adf_buf,
+        &adf_list,
         adf.len(),
         &mut lines,
     )?;
     // DF with a cached total: only the complement (the BF disk) is summed per drag.
     let s = time(engine, reps, &|e| {
-        encode_masked_sums(engine, e, res, &bf_buf, bf.len(), &out)
+        encode_masked_sums(engine, e, res, &bf_list, &out)
     })?;
     lines.push(Timing {
         name: "DF = total - BF (cached total)".into(),

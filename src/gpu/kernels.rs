@@ -87,7 +87,7 @@ pub struct MaskedSumParams {
     pub n_idx: u32,
     pub first_frame: u32,
     pub groups_x: u32,
-    /// Samples summed in u32 before folding into 64 bits ([`sum_flush`]).
+    /// Word entries summed in u32 before folding into 64 bits ([`sum_flush`] / samples per word).
     pub flush: u32,
     pub _pad0: u32,
 }

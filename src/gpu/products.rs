@@ -19,17 +19,51 @@ fn words_to_u64(bytes: &[u8]) -> Vec<u64> {
         .collect()
 }
 
+/// A detector mask as the masked-sum kernel reads it: one entry per resident word holding
+/// selected pixels, `word | selection << 28` (bit `s` of the selection = sample `s` of the
+/// word), so each word is loaded once however many of its samples are selected.
+pub struct DetectorList {
+    pub buffer: wgpu::Buffer,
+    pub entries: u32,
+}
+
+/// The word entries of `indices` (detector pixels, ascending or not) for `bits`-bit samples.
+pub fn word_entries(indices: &[u32], bits: u32) -> Vec<u32> {
+    let per_word = 32 / bits;
+    let mut sorted = indices.to_vec();
+    sorted.sort_unstable();
+    sorted.dedup();
+    let mut out: Vec<u32> = Vec::with_capacity(sorted.len());
+    for k in sorted {
+        let (word, sel) = (k / per_word, 1u32 << (k % per_word));
+        match out.last_mut() {
+            Some(e) if *e & 0x0fff_ffff == word => *e |= sel << 28,
+            _ => out.push(word | sel << 28),
+        }
+    }
+    out
+}
+
+impl DetectorList {
+    pub fn new(engine: &Engine, res: &Resident, indices: &[u32]) -> DetectorList {
+        let entries = word_entries(indices, res.plan.bits);
+        DetectorList {
+            buffer: engine.input(&entries),
+            entries: entries.len() as u32,
+        }
+    }
+}
+
 /// Record the masked-sum kernel over every segment into `out` (8 bytes per position).
 pub fn encode_masked_sums(
     engine: &Engine,
     encoder: &mut wgpu::CommandEncoder,
     res: &Resident,
-    pixels: &wgpu::Buffer,
-    n_idx: usize,
+    list: &DetectorList,
     out: &wgpu::Buffer,
 ) -> Result<()> {
     let flush = kernels::sum_flush(res.plan.bits);
-    encode_masked_sums_folding(engine, encoder, res, pixels, n_idx, out, flush)
+    encode_masked_sums_folding(engine, encoder, res, list, out, flush)
 }
 
 /// [`encode_masked_sums`] folding the u32 partials every `flush` samples (tests force
@@ -38,27 +72,29 @@ pub fn encode_masked_sums_folding(
     engine: &Engine,
     encoder: &mut wgpu::CommandEncoder,
     res: &Resident,
-    pixels: &wgpu::Buffer,
-    n_idx: usize,
+    list: &DetectorList,
     out: &wgpu::Buffer,
     flush: u32,
 ) -> Result<()> {
+    let per_word = 32 / res.plan.bits;
+    // The kernel folds per entry (up to `per_word` samples each).
+    let flush_entries = (flush.clamp(1, kernels::sum_flush(res.plan.bits)) / per_word).max(1);
     for (seg, buf) in res.plan.segments.iter().zip(&res.buffers) {
         let groups = grid((seg.frames as u32).div_ceil(kernels::MASKED_SUM_POSITIONS));
         let params = engine.uniform(&MaskedSumParams {
             frames: seg.frames as u32,
             frame_words: res.plan.frame_words,
             bits: res.plan.bits,
-            n_idx: n_idx as u32,
+            n_idx: list.entries,
             first_frame: seg.first_frame as u32,
             groups_x: groups.0,
-            flush: flush.clamp(1, kernels::sum_flush(res.plan.bits)),
+            flush: flush_entries,
             ..Default::default()
         });
         engine.dispatch(
             encoder,
             &kernels::MASKED_SUM,
-            &[&params, buf, pixels, out],
+            &[&params, buf, &list.buffer, out],
             groups,
         )?;
     }
@@ -69,9 +105,9 @@ pub fn encode_masked_sums_folding(
 pub async fn masked_sums(engine: &Engine, res: &Resident, indices: &[u32]) -> Result<Vec<u64>> {
     let frames = res.plan.shape.frames();
     let out = engine.storage("masked sums", frames as u64 * 8);
-    let pixels = engine.input(indices);
+    let list = DetectorList::new(engine, res, indices);
     let mut encoder = engine.device.create_command_encoder(&Default::default());
-    encode_masked_sums(engine, &mut encoder, res, &pixels, indices.len(), &out)?;
+    encode_masked_sums(engine, &mut encoder, res, &list, &out)?;
     engine.queue.submit([encoder.finish()]);
     Ok(words_to_u64(
         &engine.read_back(&out, frames as u64 * 8).await?,
