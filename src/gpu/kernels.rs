@@ -144,9 +144,18 @@ pub struct PatternParams {
     pub roi_r1: u32,
     pub roi_c0: u32,
     pub roi_c1: u32,
-    pub accumulate: u32,
+    /// Positions per invocation ([`PATTERN_CHUNK`]).
+    pub chunk_len: u32,
+    pub groups_x: u32,
+    /// Workgroups (64 words each) covering one frame.
+    pub word_groups: u32,
     pub _pad0: u32,
+    pub _pad1: u32,
+    pub _pad2: u32,
 }
+
+/// Scan positions one pattern-reduce invocation walks.
+pub const PATTERN_CHUNK: u32 = 256;
 
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
@@ -265,8 +274,12 @@ pub fn uniform_layouts() -> Vec<(&'static str, usize, Vec<&'static str>)> {
                 "roi_r1",
                 "roi_c0",
                 "roi_c1",
-                "accumulate",
+                "chunk_len",
+                "groups_x",
+                "word_groups",
                 "_pad0",
+                "_pad1",
+                "_pad2",
             ],
         ),
         (

@@ -225,7 +225,8 @@ pub fn encode_com_moments_folding(
     Ok(())
 }
 
-/// Record the pattern reduction over the positions in `roi` into `out` (16 bytes per pixel).
+/// Record the pattern reduction over the positions in `roi` into `out` (16 bytes per pixel:
+/// sum lo, sum hi, max, seen). `out` is cleared first; segments add into it.
 pub fn encode_pattern_reduce(
     engine: &Engine,
     encoder: &mut wgpu::CommandEncoder,
@@ -235,7 +236,11 @@ pub fn encode_pattern_reduce(
 ) -> Result<()> {
     let shape = res.plan.shape;
     let det_len = shape.det_len();
-    for (i, (seg, buf)) in res.plan.segments.iter().zip(&res.buffers).enumerate() {
+    encoder.clear_buffer(out, 0, Some(det_len as u64 * 16));
+    let word_groups = res.plan.frame_words.div_ceil(64);
+    for (seg, buf) in res.plan.segments.iter().zip(&res.buffers) {
+        let chunks = (seg.frames as u32).div_ceil(kernels::PATTERN_CHUNK);
+        let groups = grid(word_groups * chunks);
         let params = engine.uniform(&PatternParams {
             frames: seg.frames as u32,
             frame_words: res.plan.frame_words,
@@ -247,15 +252,16 @@ pub fn encode_pattern_reduce(
             roi_r1: roi.r1 as u32,
             roi_c0: roi.c0 as u32,
             roi_c1: roi.c1 as u32,
-            accumulate: (i > 0) as u32,
+            chunk_len: kernels::PATTERN_CHUNK,
+            groups_x: groups.0,
+            word_groups,
             ..Default::default()
         });
-        let groups = (det_len as u32).div_ceil(64);
         engine.dispatch(
             encoder,
             &kernels::PATTERN_REDUCE,
             &[&params, buf, out],
-            grid(groups),
+            groups,
         )?;
     }
     Ok(())
