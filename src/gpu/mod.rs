@@ -295,7 +295,8 @@ impl Engine {
             })
     }
 
-    pub(crate) fn input(&self, data: &[u32]) -> wgpu::Buffer {
+    /// Upload `data` as a read-only storage buffer (an empty slice becomes one zero word).
+    pub fn input(&self, data: &[u32]) -> wgpu::Buffer {
         let data: &[u32] = if data.is_empty() { &[0] } else { data };
         self.device
             .create_buffer_init(&wgpu::util::BufferInitDescriptor {
