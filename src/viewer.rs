@@ -286,7 +286,7 @@ impl ImageView {
 struct Derived {
     totals: wgpu::Buffer,
     moments: Option<wgpu::Buffer>,
-    com: Option<Vec<f64>>,
+    /// Scan mean of the exact CoM (DPC/iDPC subtract it).
     com_mean: [f64; 2],
 }
 
@@ -307,6 +307,8 @@ pub struct Session {
     image_key: String,
     pattern_key: String,
     renderer: Option<(wgpu::TextureFormat, Renderer)>,
+    /// iDPC FFT plans and buffers for the current scan shape.
+    idpc: Option<([usize; 2], crate::gpu::fft::Idpc)>,
 }
 
 impl Session {
@@ -410,6 +412,7 @@ impl Session {
             image_key: String::new(),
             pattern_key: String::new(),
             renderer: None,
+            idpc: None,
         };
         let fit = session.product(engine, &fit).await?;
         let f = fit.data.to_f64();
@@ -576,7 +579,14 @@ impl Session {
             let p = st.image.params(self.correction);
             let plane = cpu_plane(&self.acq, &p, st.image.axis)?;
             let buf = engine.input(bytemuck::cast_slice(&plane));
-            return self.image.encode_prep(engine, enc, PlaneSource::F32(&buf));
+            return self.image.encode_prep(
+                engine,
+                enc,
+                PlaneSource::F32 {
+                    buf: &buf,
+                    stride: 1,
+                },
+            );
         };
         let need_moments = || {
             d.moments.as_ref().ok_or_else(|| {
@@ -618,16 +628,29 @@ impl Session {
                 },
             ),
             ImageKind::Idpc => {
-                let com = d.com.as_ref().ok_or_else(|| {
-                    Error::Gpu("iDPC needs the CoM moments, unavailable for this detector".into())
-                })?;
-                let dpc = crate::cpu::dpc_from_com(com, st.image.rotation, st.image.flip);
-                let phase: Vec<f32> = crate::cpu::idpc(&dpc, res.plan.shape.scan)
-                    .into_iter()
-                    .map(|v| v as f32)
-                    .collect();
-                let buf = engine.input(bytemuck::cast_slice(&phase));
-                self.image.encode_prep(engine, enc, PlaneSource::F32(&buf))
+                let moments = need_moments()?;
+                let scan = res.plan.shape.scan;
+                if self.idpc.as_ref().is_none_or(|(s, _)| *s != scan) {
+                    self.idpc = Some((scan, crate::gpu::fft::Idpc::new(engine, scan)));
+                }
+                let (_, idpc) = self
+                    .idpc
+                    .as_ref()
+                    .ok_or_else(|| Error::Gpu("iDPC plan missing".into()))?;
+                let dpc = crate::gpu::fft::DpcSettings {
+                    mean: d.com_mean,
+                    rotation: st.image.rotation,
+                    flip: st.image.flip,
+                };
+                idpc.encode(engine, enc, moments, dpc)?;
+                self.image.encode_prep(
+                    engine,
+                    enc,
+                    PlaneSource::F32 {
+                        buf: &idpc.phase,
+                        stride: 2,
+                    },
+                )
             }
             _ => {
                 let mask = detector.ok_or_else(|| Error::param("this image needs a detector"))?;
@@ -673,9 +696,14 @@ impl Session {
             p.mask_bad_pixels = self.correction.mask_bad_pixels;
             let plane = cpu_plane(&self.acq, &p, 0)?;
             let buf = engine.input(bytemuck::cast_slice(&plane));
-            return self
-                .pattern
-                .encode_prep(engine, enc, PlaneSource::F32(&buf));
+            return self.pattern.encode_prep(
+                engine,
+                enc,
+                PlaneSource::F32 {
+                    buf: &buf,
+                    stride: 1,
+                },
+            );
         };
         match st.pattern.source {
             PatternSource::Cursor => {
@@ -919,7 +947,6 @@ async fn derive(engine: &Engine, res: &Resident) -> Result<Derived> {
     Ok(Derived {
         totals,
         moments,
-        com,
         com_mean,
     })
 }

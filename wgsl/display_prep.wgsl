@@ -31,7 +31,7 @@ const SRC_COM_ROW: u32 = 4u;   // moments (t, Σi·I, Σj·I) as three u64 per p
 const SRC_COM_COL: u32 = 5u;
 const SRC_DPC_ROW: u32 = 6u;
 const SRC_DPC_COL: u32 = 7u;
-const SRC_F32: u32 = 8u;
+const SRC_F32: u32 = 8u;       // a[stride·i + offset] as f32 bits (complex: stride 2)
 
 fn u64_f32(lo: u32, hi: u32) -> f32 {
     return f32(hi) * 4294967296.0 + f32(lo);
@@ -94,7 +94,7 @@ fn display_prep(@builtin(global_invocation_id) gid: vec3<u32>) {
             v = dpc_of(i).y;
         }
         default: {
-            v = bitcast<f32>(a[i]);
+            v = bitcast<f32>(a[pp.stride * i + pp.offset]);
         }
     }
     plane[i] = v * pp.scale;

@@ -49,8 +49,8 @@ pub enum PlaneSource<'a> {
         rotation: f64,
         flip: bool,
     },
-    /// Plain f32 values (iDPC integrated on the host).
-    F32(&'a wgpu::Buffer),
+    /// f32 values `stride` words apart (1: a plain plane; 2: real parts of complex values).
+    F32 { buf: &'a wgpu::Buffer, stride: u32 },
 }
 
 /// A 2-D plane of display values with its stats buffer.
@@ -146,8 +146,8 @@ impl Plane {
                 p.flip = flip as u32;
                 (moments, moments)
             }
-            PlaneSource::F32(buf) => {
-                p.source = 8;
+            PlaneSource::F32 { buf, stride } => {
+                (p.source, p.stride) = (8, stride);
                 (buf, buf)
             }
         };

@@ -46,13 +46,57 @@ pub const SYNTHETIC: Kernel = Kernel {
     body: include_str!("../../wgsl/synthetic.wgsl"),
 };
 
-pub const ALL: [Kernel; 6] = [
+const FFT_BODY: &str = include_str!("../../wgsl/fft.wgsl");
+pub const FFT_PASS: Kernel = Kernel {
+    name: "fft",
+    entry: "fft_pass",
+    body: FFT_BODY,
+};
+pub const FFT_CHIRP_IN: Kernel = Kernel {
+    name: "fft_chirp_in",
+    entry: "fft_chirp_in",
+    body: FFT_BODY,
+};
+pub const FFT_MUL: Kernel = Kernel {
+    name: "fft_mul",
+    entry: "fft_mul",
+    body: FFT_BODY,
+};
+pub const FFT_CHIRP_OUT: Kernel = Kernel {
+    name: "fft_chirp_out",
+    entry: "fft_chirp_out",
+    body: FFT_BODY,
+};
+pub const FFT_TRANSPOSE: Kernel = Kernel {
+    name: "fft_transpose",
+    entry: "fft_transpose",
+    body: FFT_BODY,
+};
+pub const IDPC_PACK: Kernel = Kernel {
+    name: "idpc_pack",
+    entry: "idpc_pack",
+    body: FFT_BODY,
+};
+pub const IDPC_FILTER: Kernel = Kernel {
+    name: "idpc_filter",
+    entry: "idpc_filter",
+    body: FFT_BODY,
+};
+
+pub const ALL: [Kernel; 13] = [
     MASKED_SUM,
     COM_MOMENTS,
     PATTERN_REDUCE,
     DISPLAY_PREP,
     DISPLAY_STATS,
     SYNTHETIC,
+    FFT_PASS,
+    FFT_CHIRP_IN,
+    FFT_MUL,
+    FFT_CHIRP_OUT,
+    FFT_TRANSPOSE,
+    IDPC_PACK,
+    IDPC_FILTER,
 ];
 
 /// The display's render module (vertex `vs_main`, fragment `fs_main`); not a compute kernel.
@@ -156,6 +200,27 @@ pub struct PatternParams {
 
 /// Scan positions one pattern-reduce invocation walks.
 pub const PATTERN_CHUNK: u32 = 256;
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+pub struct FftParams {
+    pub n: u32,
+    pub p: u32,
+    pub rows: u32,
+    pub inverse: u32,
+    pub width: u32,
+    pub height: u32,
+    pub groups_x: u32,
+    pub flip: u32,
+    pub scale: f32,
+    pub mean_r: f32,
+    pub mean_c: f32,
+    pub cos_t: f32,
+    pub sin_t: f32,
+    pub _pad0: u32,
+    pub _pad1: u32,
+    pub _pad2: u32,
+}
 
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
@@ -280,6 +345,14 @@ pub fn uniform_layouts() -> Vec<(&'static str, usize, Vec<&'static str>)> {
                 "_pad0",
                 "_pad1",
                 "_pad2",
+            ],
+        ),
+        (
+            "FftParams",
+            std::mem::size_of::<FftParams>(),
+            vec![
+                "n", "p", "rows", "inverse", "width", "height", "groups_x", "flip", "scale",
+                "mean_r", "mean_c", "cos_t", "sin_t", "_pad0", "_pad1", "_pad2",
             ],
         ),
         (

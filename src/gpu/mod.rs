@@ -5,6 +5,7 @@
 #[cfg(not(target_arch = "wasm32"))]
 pub mod bench;
 pub mod display;
+pub mod fft;
 pub mod kernels;
 pub mod products;
 
@@ -306,7 +307,8 @@ impl Engine {
             })
     }
 
-    /// Record one dispatch of `k` over a 2-D grid of `groups` workgroups.
+    /// Record one dispatch of `k` over a 2-D grid of `groups` workgroups, buffer `i` bound
+    /// at binding `i`.
     pub(crate) fn dispatch(
         &self,
         encoder: &mut wgpu::CommandEncoder,
@@ -314,13 +316,29 @@ impl Engine {
         bindings: &[&wgpu::Buffer],
         groups: (u32, u32),
     ) -> Result<()> {
+        let at: Vec<(u32, &wgpu::Buffer)> = bindings
+            .iter()
+            .enumerate()
+            .map(|(i, b)| (i as u32, *b))
+            .collect();
+        self.dispatch_at(encoder, k, &at, groups)
+    }
+
+    /// [`Engine::dispatch`] with explicit binding numbers (entry points of a shared module
+    /// use only some of its bindings; the automatic layout holds only those).
+    pub(crate) fn dispatch_at(
+        &self,
+        encoder: &mut wgpu::CommandEncoder,
+        k: &Kernel,
+        bindings: &[(u32, &wgpu::Buffer)],
+        groups: (u32, u32),
+    ) -> Result<()> {
         let pipeline = self.pipeline(k)?;
         let layout = pipeline.get_bind_group_layout(0);
         let entries: Vec<wgpu::BindGroupEntry> = bindings
             .iter()
-            .enumerate()
             .map(|(i, b)| wgpu::BindGroupEntry {
-                binding: i as u32,
+                binding: *i,
                 resource: b.as_entire_binding(),
             })
             .collect();

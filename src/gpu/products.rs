@@ -3,7 +3,7 @@
 //! byte for byte; CoM/DPC/iDPC are returned as float32 per the contract.
 
 use crate::contract::{Region, SparseMask};
-use crate::cpu::{dpc_from_com, fit_bf, idpc, Dd};
+use crate::cpu::{dpc_from_com, fit_bf, Dd};
 use crate::error::{Error, Result};
 use crate::formats::Acquisition;
 use crate::frames::Correction;
@@ -403,7 +403,31 @@ pub async fn compute_resident(
                 data: ArrayData::U64(data),
             }
         }
-        ProductKind::Com | ProductKind::Dpc | ProductKind::Idpc => {
+        ProductKind::Idpc => {
+            // The moments stay on the GPU for the FFTs; the exact CoM comes back only for
+            // the scan mean (a float64 sum, as the CPU reference takes it).
+            moments_fit_64(res)?;
+            let n = shape.frames() as u64;
+            let moments = engine.storage("com moments", n * 24);
+            let mut enc = engine.device.create_command_encoder(&Default::default());
+            encode_com_moments(engine, &mut enc, res, &moments)?;
+            engine.queue.submit([enc.finish()]);
+            let com = com_from_moments(&parse_moments(&engine.read_back(&moments, n * 24).await?));
+            let idpc = super::fft::Idpc::new(engine, shape.scan);
+            let mut enc = engine.device.create_command_encoder(&Default::default());
+            let dpc = super::fft::DpcSettings {
+                mean: crate::cpu::scan_means(&com),
+                rotation: p.rotation,
+                flip: p.flip,
+            };
+            idpc.encode(engine, &mut enc, &moments, dpc)?;
+            engine.queue.submit([enc.finish()]);
+            ProductArray {
+                shape: scan,
+                data: f32s(idpc.read(engine).await?),
+            }
+        }
+        ProductKind::Com | ProductKind::Dpc => {
             let com = com_from_moments(&com_moments(engine, res).await?);
             let planes = vec![2, shape.scan[0], shape.scan[1]];
             match p.kind {
@@ -411,13 +435,9 @@ pub async fn compute_resident(
                     shape: planes,
                     data: f32s(com),
                 },
-                ProductKind::Dpc => ProductArray {
+                _ => ProductArray {
                     shape: planes,
                     data: f32s(dpc_from_com(&com, p.rotation, p.flip)),
-                },
-                _ => ProductArray {
-                    shape: scan,
-                    data: f32s(idpc(&dpc_from_com(&com, p.rotation, p.flip), shape.scan)),
                 },
             }
         }

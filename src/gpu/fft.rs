@@ -1,0 +1,335 @@
+//! iDPC on the GPU: 2-D FFTs of any scan size (Stockham radix-2 for powers of two,
+//! Bluestein's chirp-z otherwise, both from float64 tables made here) around the Fourier
+//! integration filter of the contract. The phase stays on the GPU for the display; the
+//! product reads it back.
+
+use rustfft::num_complex::Complex;
+
+use crate::error::Result;
+
+use super::kernels::{self, grid, FftParams};
+use super::Engine;
+
+/// How one axis of length `n` is transformed.
+enum Axis {
+    Pow2 {
+        n: u32,
+        twiddles: wgpu::Buffer,
+    },
+    Bluestein {
+        n: u32,
+        m: u32,
+        twiddles: wgpu::Buffer,
+        chirp: wgpu::Buffer,
+        kernel_fwd: wgpu::Buffer,
+        kernel_inv: wgpu::Buffer,
+    },
+}
+
+fn upload(engine: &Engine, v: &[Complex<f64>]) -> wgpu::Buffer {
+    let words: Vec<u32> = v
+        .iter()
+        .flat_map(|c| [(c.re as f32).to_bits(), (c.im as f32).to_bits()])
+        .collect();
+    engine.input(&words)
+}
+
+/// exp(−2πi m/n) for m < n/2.
+fn twiddles(n: u32) -> Vec<Complex<f64>> {
+    (0..(n / 2).max(1))
+        .map(|m| Complex::from_polar(1.0, -2.0 * std::f64::consts::PI * m as f64 / n as f64))
+        .collect()
+}
+
+/// Bluestein's chirp exp(−iπ k²/n), with k² reduced mod 2n exactly before the angle.
+fn chirp(n: u32) -> Vec<Complex<f64>> {
+    (0..n as u64)
+        .map(|k| {
+            let e = (k * k) % (2 * n as u64);
+            Complex::from_polar(1.0, -std::f64::consts::PI * e as f64 / n as f64)
+        })
+        .collect()
+}
+
+impl Axis {
+    fn new(engine: &Engine, n: u32) -> Axis {
+        if n.is_power_of_two() {
+            return Axis::Pow2 {
+                n,
+                twiddles: upload(engine, &twiddles(n)),
+            };
+        }
+        let m = (2 * n - 1).next_power_of_two();
+        let w = chirp(n);
+        // Kernel b_j = conj(w_|j|) on the circle of length m; its spectrum for both directions.
+        let spectrum = |inverse: bool| {
+            let mut b = vec![Complex::new(0.0, 0.0); m as usize];
+            for k in 0..n as usize {
+                let v = if inverse { w[k] } else { w[k].conj() };
+                b[k] = v;
+                if k > 0 {
+                    b[m as usize - k] = v;
+                }
+            }
+            rustfft::FftPlanner::new()
+                .plan_fft_forward(m as usize)
+                .process(&mut b);
+            b
+        };
+        Axis::Bluestein {
+            n,
+            m,
+            twiddles: upload(engine, &twiddles(m)),
+            chirp: upload(engine, &w),
+            kernel_fwd: upload(engine, &spectrum(false)),
+            kernel_inv: upload(engine, &spectrum(true)),
+        }
+    }
+
+    /// Complex values a work buffer must hold per transform.
+    fn span(&self) -> u32 {
+        match self {
+            Axis::Pow2 { n, .. } => *n,
+            Axis::Bluestein { m, .. } => *m,
+        }
+    }
+}
+
+fn params(engine: &Engine, p: FftParams, threads: u32) -> (wgpu::Buffer, (u32, u32)) {
+    let groups = grid(threads.div_ceil(256));
+    let buf = engine.uniform(&FftParams {
+        groups_x: groups.0,
+        ..p
+    });
+    (buf, groups)
+}
+
+/// Radix-2 Stockham transforms of `rows` × `n` in `a` (scratch `b`); the result ends in `a`.
+/// Inverse transforms are scaled by `scale` on their last pass.
+#[allow(clippy::too_many_arguments)]
+fn pow2(
+    engine: &Engine,
+    enc: &mut wgpu::CommandEncoder,
+    twiddles: &wgpu::Buffer,
+    n: u32,
+    rows: u32,
+    inverse: bool,
+    scale: f32,
+    a: &wgpu::Buffer,
+    b: &wgpu::Buffer,
+) -> Result<()> {
+    if n <= 1 {
+        return Ok(());
+    }
+    let (mut src, mut dst) = (a, b);
+    let mut p = 1;
+    while p < n {
+        let (u, groups) = params(
+            engine,
+            FftParams {
+                n,
+                p,
+                rows,
+                inverse: inverse as u32,
+                scale,
+                ..Default::default()
+            },
+            rows * n / 2,
+        );
+        engine.dispatch_at(
+            enc,
+            &kernels::FFT_PASS,
+            &[(0, &u), (1, src), (2, twiddles), (3, dst)],
+            groups,
+        )?;
+        std::mem::swap(&mut src, &mut dst);
+        p *= 2;
+    }
+    if !std::ptr::eq(src, a) {
+        enc.copy_buffer_to_buffer(src, 0, a, 0, rows as u64 * n as u64 * 8);
+    }
+    Ok(())
+}
+
+/// Transforms of `rows` rows of the axis in `a` (scratch `b`); result in `a`, unscaled forward,
+/// scaled by 1/n inverse.
+fn rows_fft(
+    engine: &Engine,
+    enc: &mut wgpu::CommandEncoder,
+    axis: &Axis,
+    rows: u32,
+    inverse: bool,
+    a: &wgpu::Buffer,
+    b: &wgpu::Buffer,
+) -> Result<()> {
+    match axis {
+        Axis::Pow2 { n, twiddles } => {
+            let scale = if inverse { 1.0 / *n as f32 } else { 1.0 };
+            pow2(engine, enc, twiddles, *n, rows, inverse, scale, a, b)
+        }
+        Axis::Bluestein {
+            n,
+            m,
+            twiddles,
+            chirp,
+            kernel_fwd,
+            kernel_inv,
+        } => {
+            let base = FftParams {
+                n: *m,
+                rows,
+                inverse: inverse as u32,
+                width: *n,
+                scale: 1.0,
+                ..Default::default()
+            };
+            let (u, g) = params(engine, base, rows * m);
+            engine.dispatch_at(
+                enc,
+                &kernels::FFT_CHIRP_IN,
+                &[(0, &u), (1, a), (2, chirp), (3, b)],
+                g,
+            )?;
+            pow2(engine, enc, twiddles, *m, rows, false, 1.0, b, a)?;
+            let kernel = if inverse { kernel_inv } else { kernel_fwd };
+            engine.dispatch_at(
+                enc,
+                &kernels::FFT_MUL,
+                &[(0, &u), (1, b), (2, kernel), (3, a)],
+                g,
+            )?;
+            pow2(engine, enc, twiddles, *m, rows, true, 1.0 / *m as f32, a, b)?;
+            let scale = if inverse { 1.0 / *n as f32 } else { 1.0 };
+            let (u, g) = params(engine, FftParams { scale, ..base }, rows * n);
+            engine.dispatch_at(
+                enc,
+                &kernels::FFT_CHIRP_OUT,
+                &[(0, &u), (1, a), (2, chirp), (3, b)],
+                g,
+            )?;
+            enc.copy_buffer_to_buffer(b, 0, a, 0, rows as u64 * *n as u64 * 8);
+            Ok(())
+        }
+    }
+}
+
+fn transpose(
+    engine: &Engine,
+    enc: &mut wgpu::CommandEncoder,
+    width: u32,
+    height: u32,
+    src: &wgpu::Buffer,
+    dst: &wgpu::Buffer,
+) -> Result<()> {
+    let (u, g) = params(
+        engine,
+        FftParams {
+            width,
+            height,
+            ..Default::default()
+        },
+        width * height,
+    );
+    engine.dispatch_at(
+        enc,
+        &kernels::FFT_TRANSPOSE,
+        &[(0, &u), (1, src), (3, dst)],
+        g,
+    )
+}
+
+/// DPC settings of an iDPC image: scan mean of the CoM, rotation (degrees) and flip.
+#[derive(Clone, Copy, Debug)]
+pub struct DpcSettings {
+    pub mean: [f64; 2],
+    pub rotation: f64,
+    pub flip: bool,
+}
+
+/// iDPC for one scan shape: plans for both axes and the work buffers, reused across
+/// rotations while the user turns the DPC.
+pub struct Idpc {
+    rows: u32,
+    cols: u32,
+    row_axis: Axis,
+    col_axis: Axis,
+    w0: wgpu::Buffer,
+    /// Holds the phase (complex, real part meaningful) after [`Idpc::encode`].
+    pub phase: wgpu::Buffer,
+}
+
+impl Idpc {
+    pub fn new(engine: &Engine, scan: [usize; 2]) -> Idpc {
+        let (rows, cols) = (scan[0] as u32, scan[1] as u32);
+        let row_axis = Axis::new(engine, cols);
+        let col_axis = Axis::new(engine, rows);
+        let cells =
+            (rows as u64 * row_axis.span() as u64).max(cols as u64 * col_axis.span() as u64);
+        Idpc {
+            rows,
+            cols,
+            row_axis,
+            col_axis,
+            w0: engine.storage("idpc work", cells * 8),
+            phase: engine.storage("idpc phase", cells * 8),
+        }
+    }
+
+    /// Record iDPC of the DPC from `moments` (3 u64 per position); the phase ends in
+    /// `self.phase` as (φ, ≈0) pairs, row-major.
+    pub fn encode(
+        &self,
+        engine: &Engine,
+        enc: &mut wgpu::CommandEncoder,
+        moments: &wgpu::Buffer,
+        dpc: DpcSettings,
+    ) -> Result<()> {
+        let (r, c) = (self.rows, self.cols);
+        let (s, co) = dpc.rotation.to_radians().sin_cos();
+        let (u, g) = params(
+            engine,
+            FftParams {
+                width: c,
+                height: r,
+                flip: dpc.flip as u32,
+                mean_r: dpc.mean[0] as f32,
+                mean_c: dpc.mean[1] as f32,
+                cos_t: co as f32,
+                sin_t: s as f32,
+                ..Default::default()
+            },
+            r * c,
+        );
+        let (a, b) = (&self.w0, &self.phase);
+        engine.dispatch_at(
+            enc,
+            &kernels::IDPC_PACK,
+            &[(0, &u), (3, a), (4, moments)],
+            g,
+        )?;
+        rows_fft(engine, enc, &self.row_axis, r, false, a, b)?;
+        transpose(engine, enc, c, r, a, b)?;
+        rows_fft(engine, enc, &self.col_axis, c, false, b, a)?;
+        let (u, g) = params(
+            engine,
+            FftParams {
+                width: r,
+                height: c,
+                ..Default::default()
+            },
+            r * c,
+        );
+        engine.dispatch_at(enc, &kernels::IDPC_FILTER, &[(0, &u), (1, b), (3, a)], g)?;
+        rows_fft(engine, enc, &self.col_axis, c, true, a, b)?;
+        transpose(engine, enc, r, c, a, b)?;
+        rows_fft(engine, enc, &self.row_axis, r, true, b, a)
+    }
+
+    /// The phase read back as f64 (real parts).
+    pub async fn read(&self, engine: &Engine) -> Result<Vec<f64>> {
+        let n = self.rows as u64 * self.cols as u64;
+        let bytes = engine.read_back(&self.phase, n * 8).await?;
+        let v: Vec<f32> = bytemuck::pod_collect_to_vec(&bytes);
+        Ok(v.chunks_exact(2).map(|c| c[0] as f64).collect())
+    }
+}

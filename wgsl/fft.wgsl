@@ -1,0 +1,185 @@
+// Complex FFTs of any length for iDPC, in batches of rows: Stockham radix-2 passes for
+// powers of two (natural order out, twiddles from a host float64 table), Bluestein's chirp-z
+// for other lengths (its chirp and the transform of its kernel also come from the host),
+// transposes for the second axis, and the iDPC steps: pack the two DPC planes as one complex
+// signal, and the Fourier integration filter. Complex values are vec2<f32> (re, im).
+
+struct FftParams {
+    n: u32,
+    p: u32,
+    rows: u32,
+    inverse: u32,
+    width: u32,
+    height: u32,
+    groups_x: u32,
+    flip: u32,
+    scale: f32,
+    mean_r: f32,
+    mean_c: f32,
+    cos_t: f32,
+    sin_t: f32,
+    _pad0: u32,
+    _pad1: u32,
+    _pad2: u32,
+}
+
+@group(0) @binding(0) var<uniform> fp: FftParams;
+@group(0) @binding(1) var<storage, read> src: array<vec2<f32>>;
+@group(0) @binding(2) var<storage, read> table: array<vec2<f32>>;
+@group(0) @binding(3) var<storage, read_write> dst: array<vec2<f32>>;
+
+fn cmul(a: vec2<f32>, b: vec2<f32>) -> vec2<f32> {
+    return vec2<f32>(a.x * b.x - a.y * b.y, a.x * b.y + a.y * b.x);
+}
+
+fn conj(a: vec2<f32>) -> vec2<f32> {
+    return vec2<f32>(a.x, -a.y);
+}
+
+fn flat_id(gid: vec3<u32>) -> u32 {
+    return gid.x + gid.y * fp.groups_x * 256u;
+}
+
+// One radix-2 Stockham pass of span p over `rows` transforms of length n (table: the n/2
+// twiddles exp(-2πi m/n)); `inverse` conjugates them.
+@compute @workgroup_size(256)
+fn fft_pass(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let id = flat_id(gid);
+    let half = fp.n / 2u;
+    if (id >= fp.rows * half) {
+        return;
+    }
+    let row = id / half;
+    let j = id % half;
+    let k = j & (fp.p - 1u);
+    let base = row * fp.n;
+    var w = table[k * (half / fp.p)];
+    if (fp.inverse != 0u) {
+        w = conj(w);
+    }
+    let u = src[base + j];
+    let v = cmul(w, src[base + j + half]);
+    let o = base + 2u * j - k;
+    dst[o] = (u + v) * select(1.0, fp.scale, fp.p == half);
+    dst[o + fp.p] = (u - v) * select(1.0, fp.scale, fp.p == half);
+}
+
+// dst (rows × n) = src (rows × width) · chirp, zero-padded (Bluestein's input).
+@compute @workgroup_size(256)
+fn fft_chirp_in(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let id = flat_id(gid);
+    if (id >= fp.rows * fp.n) {
+        return;
+    }
+    let row = id / fp.n;
+    let m = id % fp.n;
+    var v = vec2<f32>(0.0, 0.0);
+    if (m < fp.width) {
+        var c = table[m];
+        if (fp.inverse != 0u) {
+            c = conj(c);
+        }
+        v = cmul(src[row * fp.width + m], c);
+    }
+    dst[id] = v;
+}
+
+// dst[i] = src[i] · table[i mod n] (Bluestein's kernel spectrum), in place allowed? no: src → dst.
+@compute @workgroup_size(256)
+fn fft_mul(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let id = flat_id(gid);
+    if (id >= fp.rows * fp.n) {
+        return;
+    }
+    dst[id] = cmul(src[id], table[id % fp.n]);
+}
+
+// dst (rows × width) = src (rows × n)[.. width] · chirp · scale (Bluestein's output).
+@compute @workgroup_size(256)
+fn fft_chirp_out(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let id = flat_id(gid);
+    if (id >= fp.rows * fp.width) {
+        return;
+    }
+    let row = id / fp.width;
+    let k = id % fp.width;
+    var c = table[k];
+    if (fp.inverse != 0u) {
+        c = conj(c);
+    }
+    dst[id] = cmul(src[row * fp.n + k], c) * fp.scale;
+}
+
+// dst (width × height) = src (height × width) transposed.
+@compute @workgroup_size(256)
+fn fft_transpose(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let id = flat_id(gid);
+    if (id >= fp.width * fp.height) {
+        return;
+    }
+    let r = id / fp.width;
+    let c = id % fp.width;
+    dst[c * fp.height + r] = src[id];
+}
+
+fn u64_f32(lo: u32, hi: u32) -> f32 {
+    return f32(hi) * 4294967296.0 + f32(lo);
+}
+
+// z = dpc_row + i·dpc_col from the fused CoM moments (src read as raw words: 3 u64 per
+// position), with the scan mean, flip and rotation of the contract.
+@group(0) @binding(4) var<storage, read> moments: array<u32>;
+
+@compute @workgroup_size(256)
+fn idpc_pack(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let id = flat_id(gid);
+    if (id >= fp.width * fp.height) {
+        return;
+    }
+    let o = 6u * id;
+    let t = u64_f32(moments[o], moments[o + 1u]);
+    var com = vec2<f32>(0.0, 0.0);
+    if (t != 0.0) {
+        com = vec2<f32>(u64_f32(moments[o + 2u], moments[o + 3u]) / t, u64_f32(moments[o + 4u], moments[o + 5u]) / t);
+    }
+    var d = vec2<f32>(com.x - fp.mean_r, com.y - fp.mean_c);
+    if (fp.flip != 0u) {
+        d = d.yx;
+    }
+    dst[id] = vec2<f32>(fp.cos_t * d.x - fp.sin_t * d.y, fp.sin_t * d.x + fp.cos_t * d.y);
+}
+
+fn freq(k: u32, n: u32) -> f32 {
+    return select(f32(k), f32(k) - f32(n), k >= (n + 1u) / 2u);
+}
+
+// φ̂ = (ν_r·Ĝ_r + ν_c·Ĝ_c) / (2πi|ν|²), φ̂(0) = 0, from Z = FFT2(G_r + i·G_c) held transposed
+// (width = scan rows along a stored row, height = scan cols): Ĝ_r(k) = (Z(k) + Z*(−k))/2,
+// Ĝ_c(k) = (Z(k) − Z*(−k))/(2i).
+@compute @workgroup_size(256)
+fn idpc_filter(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let id = flat_id(gid);
+    let rows = fp.width;
+    let cols = fp.height;
+    if (id >= rows * cols) {
+        return;
+    }
+    let j = id / rows;
+    let i = id % rows;
+    let mi = (rows - i) % rows;
+    let mj = (cols - j) % cols;
+    let zk = src[id];
+    let zm = conj(src[mj * rows + mi]);
+    let gr = (zk + zm) * 0.5;
+    let gc_times_i = (zk - zm) * 0.5;
+    let gc = vec2<f32>(gc_times_i.y, -gc_times_i.x);
+    let vr = freq(i, rows) / f32(rows);
+    let vc = freq(j, cols) / f32(cols);
+    let nu2 = vr * vr + vc * vc;
+    var out = vec2<f32>(0.0, 0.0);
+    if (nu2 > 0.0) {
+        let num = gr * vr + gc * vc;
+        out = vec2<f32>(num.y, -num.x) / (6.283185307179586 * nu2);
+    }
+    dst[id] = out;
+}
