@@ -55,9 +55,81 @@ fn scatter(dst: &mut [u8], first: usize, elem: usize, byte: usize, t: u64) {
     }
 }
 
+/// Spread the 4 bytes of `x` to the even bytes of a u64 (byte i → byte 2i).
+#[inline(always)]
+fn spread_bytes(x: u64) -> u64 {
+    let x = (x | (x << 16)) & 0x0000_FFFF_0000_FFFF;
+    (x | (x << 8)) & 0x00FF_00FF_00FF_00FF
+}
+
+/// 16-bit samples, both byte planes at once: 64 elements per step, written as 128
+/// contiguous bytes. Plain array code so the compiler can vectorise it.
+#[inline(always)]
+fn unshuffle_u16_body(src: &[u8], dst: &mut [u8]) -> usize {
+    let row = dst.len() / 16;
+    let wide = row - row % 8;
+    let (lo_planes, hi_planes) = src.split_at(8 * row);
+    for m in (0..wide).step_by(8) {
+        let mut lo = [0u64; 8];
+        let mut hi = [0u64; 8];
+        for b in 0..8 {
+            lo[b] = load8(lo_planes, b * row + m);
+            hi[b] = load8(hi_planes, b * row + m);
+        }
+        transpose_bytes(&mut lo);
+        transpose_bytes(&mut hi);
+        for g in 0..8 {
+            lo[g] = transpose8(lo[g]);
+            hi[g] = transpose8(hi[g]);
+        }
+        let out = &mut dst[16 * m..16 * m + 128];
+        for g in 0..8 {
+            let a = spread_bytes(lo[g] & 0xFFFF_FFFF) | spread_bytes(hi[g] & 0xFFFF_FFFF) << 8;
+            let b = spread_bytes(lo[g] >> 32) | spread_bytes(hi[g] >> 32) << 8;
+            out[16 * g..16 * g + 8].copy_from_slice(&a.to_le_bytes());
+            out[16 * g + 8..16 * g + 16].copy_from_slice(&b.to_le_bytes());
+        }
+    }
+    wide
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn unshuffle_u16_avx2(src: &[u8], dst: &mut [u8]) -> usize {
+    unshuffle_u16_body(src, dst)
+}
+
+/// The 16-bit fast path: the widest vector unit the CPU has (checked at run time).
+fn unshuffle_u16(src: &[u8], dst: &mut [u8]) -> usize {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU supports AVX2 (checked just above).
+            return unsafe { unshuffle_u16_avx2(src, dst) };
+        }
+    }
+    unshuffle_u16_body(src, dst)
+}
+
 /// `src` and `dst` are both `n·elem` bytes; `n % 8 == 0`. Eight plane bytes (64 elements)
 /// are loaded as words and byte-transposed at once, then bit-transposed 8×8 at a time.
 pub fn unshuffle_block(src: &[u8], dst: &mut [u8], elem: usize) {
+    if elem == 2 {
+        let done = unshuffle_u16(src, dst);
+        let row = dst.len() / 16;
+        // The columns past the last whole 64-element step.
+        for byte in 0..2 {
+            let planes = &src[byte * 8 * row..(byte + 1) * 8 * row];
+            for m in done..row {
+                let mut x = 0u64;
+                for b in 0..8 {
+                    x |= (planes[b * row + m] as u64) << (8 * b);
+                }
+                scatter(dst, 8 * m, 2, byte, transpose8(x));
+            }
+        }
+        return;
+    }
     let n = dst.len() / elem;
     debug_assert_eq!(n % 8, 0);
     debug_assert_eq!(src.len(), dst.len());
