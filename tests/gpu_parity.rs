@@ -199,14 +199,24 @@ fn synthetic_residents_made_on_the_gpu_equal_the_cpu_samples() {
 fn folding_the_u32_partials_at_any_interval_is_exact() {
     let Some(engine) = engine() else { return };
     let m = manifest();
-    for name in ["arina_u16", "arina_u8"] {
-        let fx = m["fixtures"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|f| f["name"] == name)
-            .unwrap();
-        let acq = open_fixture(fx);
+    let mut acqs: Vec<(String, stem4d::formats::Acquisition)> = ["arina_u16", "arina_u8"]
+        .iter()
+        .map(|name| {
+            let fx = m["fixtures"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|f| f["name"] == *name)
+                .unwrap();
+            (name.to_string(), open_fixture(fx))
+        })
+        .collect();
+    // A 64×64 detector: enough words per invocation for the four-loads-in-flight path.
+    acqs.push((
+        "synthetic 64x64".into(),
+        stem4d::formats::synthetic::open([6, 5, 64, 64]).unwrap(),
+    ));
+    for (name, acq) in acqs {
         let res = pollster::block_on(engine.upload(&acq, Default::default())).unwrap();
         let n = acq.shape.frames() as u64;
         let all: Vec<u32> = (0..acq.shape.det_len() as u32).collect();
@@ -222,7 +232,7 @@ fn folding_the_u32_partials_at_any_interval_is_exact() {
             })
         };
         let mut seen = Vec::new();
-        for flush in [1u32, 2, 3, 7, u32::MAX] {
+        for flush in [1u32, 2, 3, 7, 8, 9, 16, 17, 40, u32::MAX] {
             let (sums, moments) = (out(n * 8), out(n * 24));
             let mut enc = engine.device.create_command_encoder(&Default::default());
             products::encode_masked_sums_folding(&engine, &mut enc, &res, &list, &sums, flush)

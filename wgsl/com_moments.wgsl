@@ -25,6 +25,23 @@ var<workgroup> part_t: array<vec2<u32>, 256>;
 var<workgroup> part_r: array<vec2<u32>, 256>;
 var<workgroup> part_c: array<vec2<u32>, 256>;
 
+// (Σ v, Σ i·v, Σ j·v) over the samples of one word whose first sample is pixel (i, j).
+fn word_moments(word: u32, i: u32, j: u32, cols: u32, bits: u32, per_word: u32, mask: u32) -> vec3<u32> {
+    var ii = i;
+    var jj = j;
+    var m = vec3<u32>(0u, 0u, 0u);
+    for (var s = 0u; s < per_word; s += 1u) {
+        let v = (word >> (s * bits)) & mask;
+        m += vec3<u32>(v, v * ii, v * jj);
+        jj += 1u;
+        if (jj == cols) {
+            jj = 0u;
+            ii += 1u;
+        }
+    }
+    return m;
+}
+
 @compute @workgroup_size(256)
 fn com_moments(
     @builtin(workgroup_id) wg: vec3<u32>,
@@ -61,28 +78,44 @@ fn com_moments(
         var rr = 0u;
         var rc = 0u;
         var left = params.flush;
-        for (var w = lid; w < params.frame_words; w += WG) {
-            let word = resident[base + w];
-            var ii = i;
-            var jj = j;
-            for (var s = 0u; s < per_word; s += 1u) {
-                let v = (word >> (s * params.bits)) & mask;
-                rt += v;
-                rr += v * ii;
-                rc += v * jj;
-                jj += 1u;
-                if (jj == cols) {
-                    jj = 0u;
-                    ii += 1u;
+        var w = lid;
+        // Two words in flight per invocation (latency-bound otherwise), in named values
+        // (indexed arrays spill), when two words cannot wrap the u32 partials.
+        if (params.flush >= 2u) {
+            for (; w + WG < params.frame_words; w += 2u * WG) {
+                let q0 = resident[base + w];
+                let q1 = resident[base + w + WG];
+                if (left < 2u) {
+                    t = add64(t, vec2<u32>(rt, 0u));
+                    mr = add64(mr, vec2<u32>(rr, 0u));
+                    mc = add64(mc, vec2<u32>(rc, 0u));
+                    rt = 0u;
+                    rr = 0u;
+                    rc = 0u;
+                    left = params.flush;
                 }
+                let m0 = word_moments(q0, i, j, cols, params.bits, per_word, mask);
+                i += di;
+                j += dj;
+                if (j >= cols) {
+                    j -= cols;
+                    i += 1u;
+                }
+                let m1 = word_moments(q1, i, j, cols, params.bits, per_word, mask);
+                i += di;
+                j += dj;
+                if (j >= cols) {
+                    j -= cols;
+                    i += 1u;
+                }
+                let m = m0 + m1;
+                rt += m.x;
+                rr += m.y;
+                rc += m.z;
+                left -= 2u;
             }
-            i += di;
-            j += dj;
-            if (j >= cols) {
-                j -= cols;
-                i += 1u;
-            }
-            left -= 1u;
+        }
+        for (; w < params.frame_words; w += WG) {
             if (left == 0u) {
                 t = add64(t, vec2<u32>(rt, 0u));
                 mr = add64(mr, vec2<u32>(rr, 0u));
@@ -92,6 +125,17 @@ fn com_moments(
                 rc = 0u;
                 left = params.flush;
             }
+            let m = word_moments(resident[base + w], i, j, cols, params.bits, per_word, mask);
+            rt += m.x;
+            rr += m.y;
+            rc += m.z;
+            i += di;
+            j += dj;
+            if (j >= cols) {
+                j -= cols;
+                i += 1u;
+            }
+            left -= 1u;
         }
         t = add64(t, vec2<u32>(rt, 0u));
         mr = add64(mr, vec2<u32>(rr, 0u));
