@@ -25,6 +25,14 @@ var<workgroup> part_t: array<vec2<u32>, 256>;
 var<workgroup> part_r: array<vec2<u32>, 256>;
 var<workgroup> part_c: array<vec2<u32>, 256>;
 
+// Add the u32 partials into the 64-bit sums and clear them.
+fn fold(t: ptr<function, vec2<u32>>, mr: ptr<function, vec2<u32>>, mc: ptr<function, vec2<u32>>, part: ptr<function, vec3<u32>>) {
+    *t = add64(*t, vec2<u32>((*part).x, 0u));
+    *mr = add64(*mr, vec2<u32>((*part).y, 0u));
+    *mc = add64(*mc, vec2<u32>((*part).z, 0u));
+    *part = vec3<u32>(0u, 0u, 0u);
+}
+
 // (Σ v, Σ i·v, Σ j·v) over the samples of one word whose first sample is pixel (i, j).
 fn word_moments(word: u32, i: u32, j: u32, cols: u32, bits: u32, per_word: u32, mask: u32) -> vec3<u32> {
     var ii = i;
@@ -74,9 +82,8 @@ fn com_moments(
         let di = step / cols;
         let dj = step % cols;
         let mask = (1u << params.bits) - 1u;
-        var rt = 0u;
-        var rr = 0u;
-        var rc = 0u;
+        // u32 partials (Σv, Σi·v, Σj·v), folded into the 64-bit sums by `fold`.
+        var part = vec3<u32>(0u, 0u, 0u);
         var left = params.flush;
         var w = lid;
         // Two words in flight per invocation (latency-bound otherwise), in named values
@@ -86,12 +93,7 @@ fn com_moments(
                 let q0 = resident[base + w];
                 let q1 = resident[base + w + WG];
                 if (left < 2u) {
-                    t = add64(t, vec2<u32>(rt, 0u));
-                    mr = add64(mr, vec2<u32>(rr, 0u));
-                    mc = add64(mc, vec2<u32>(rc, 0u));
-                    rt = 0u;
-                    rr = 0u;
-                    rc = 0u;
+                    fold(&t, &mr, &mc, &part);
                     left = params.flush;
                 }
                 let m0 = word_moments(q0, i, j, cols, params.bits, per_word, mask);
@@ -108,27 +110,16 @@ fn com_moments(
                     j -= cols;
                     i += 1u;
                 }
-                let m = m0 + m1;
-                rt += m.x;
-                rr += m.y;
-                rc += m.z;
+                part += m0 + m1;
                 left -= 2u;
             }
         }
         for (; w < params.frame_words; w += WG) {
             if (left == 0u) {
-                t = add64(t, vec2<u32>(rt, 0u));
-                mr = add64(mr, vec2<u32>(rr, 0u));
-                mc = add64(mc, vec2<u32>(rc, 0u));
-                rt = 0u;
-                rr = 0u;
-                rc = 0u;
+                fold(&t, &mr, &mc, &part);
                 left = params.flush;
             }
-            let m = word_moments(resident[base + w], i, j, cols, params.bits, per_word, mask);
-            rt += m.x;
-            rr += m.y;
-            rc += m.z;
+            part += word_moments(resident[base + w], i, j, cols, params.bits, per_word, mask);
             i += di;
             j += dj;
             if (j >= cols) {
@@ -137,9 +128,7 @@ fn com_moments(
             }
             left -= 1u;
         }
-        t = add64(t, vec2<u32>(rt, 0u));
-        mr = add64(mr, vec2<u32>(rr, 0u));
-        mc = add64(mc, vec2<u32>(rc, 0u));
+        fold(&t, &mr, &mc, &part);
     }
     part_t[lid] = t;
     part_r[lid] = mr;

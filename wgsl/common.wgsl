@@ -40,3 +40,27 @@ fn shown(v: f32, log_scale: u32) -> f32 {
     }
     return sign(v) * log2(1.0 + abs(v)) * 0.30102999566398120;
 }
+
+// A u64 (lo, hi) as f32 (display and FFT inputs only; exact values stay in u64).
+fn u64_f32(lo: u32, hi: u32) -> f32 {
+    return f32(hi) * 4294967296.0 + f32(lo);
+}
+
+// CoM (row, col) from the six words (t, Σi·I, Σj·I as u64 pairs) of one position; 0 when empty.
+fn com_from_words(w: array<u32, 6>) -> vec2<f32> {
+    let t = u64_f32(w[0], w[1]);
+    if (t == 0.0) {
+        return vec2<f32>(0.0, 0.0);
+    }
+    return vec2<f32>(u64_f32(w[2], w[3]) / t, u64_f32(w[4], w[5]) / t);
+}
+
+// DPC of the contract: subtract the scan mean, swap the axes when flipped, then rotate by
+// (cos, sin).
+fn dpc_from_com(com: vec2<f32>, mean: vec2<f32>, cos_t: f32, sin_t: f32, flip: u32) -> vec2<f32> {
+    var d = com - mean;
+    if (flip != 0u) {
+        d = d.yx;
+    }
+    return vec2<f32>(cos_t * d.x - sin_t * d.y, sin_t * d.x + cos_t * d.y);
+}

@@ -33,27 +33,13 @@ const SRC_DPC_ROW: u32 = 6u;
 const SRC_DPC_COL: u32 = 7u;
 const SRC_F32: u32 = 8u;       // a[stride·i + offset] as f32 bits (complex: stride 2)
 
-fn u64_f32(lo: u32, hi: u32) -> f32 {
-    return f32(hi) * 4294967296.0 + f32(lo);
-}
-
 fn com_of(i: u32) -> vec2<f32> {
     let o = 6u * i;
-    let t = u64_f32(a[o], a[o + 1u]);
-    if (t == 0.0) {
-        return vec2<f32>(0.0, 0.0);
-    }
-    return vec2<f32>(u64_f32(a[o + 2u], a[o + 3u]) / t, u64_f32(a[o + 4u], a[o + 5u]) / t);
+    return com_from_words(array<u32, 6>(a[o], a[o + 1u], a[o + 2u], a[o + 3u], a[o + 4u], a[o + 5u]));
 }
 
-// Contract order: subtract the scan mean, flip (swap axes), then rotate.
 fn dpc_of(i: u32) -> vec2<f32> {
-    let com = com_of(i);
-    var d = vec2<f32>(com.x - pp.mean_r, com.y - pp.mean_c);
-    if (pp.flip != 0u) {
-        d = d.yx;
-    }
-    return vec2<f32>(pp.cos_t * d.x - pp.sin_t * d.y, pp.sin_t * d.x + pp.cos_t * d.y);
+    return dpc_from_com(com_of(i), vec2<f32>(pp.mean_r, pp.mean_c), pp.cos_t, pp.sin_t, pp.flip);
 }
 
 @compute @workgroup_size(256)

@@ -122,10 +122,6 @@ fn fft_transpose(@builtin(global_invocation_id) gid: vec3<u32>) {
     dst[c * fp.height + r] = src[id];
 }
 
-fn u64_f32(lo: u32, hi: u32) -> f32 {
-    return f32(hi) * 4294967296.0 + f32(lo);
-}
-
 // z = dpc_row + i·dpc_col from the fused CoM moments (src read as raw words: 3 u64 per
 // position), with the scan mean, flip and rotation of the contract.
 @group(0) @binding(4) var<storage, read> moments: array<u32>;
@@ -137,16 +133,8 @@ fn idpc_pack(@builtin(global_invocation_id) gid: vec3<u32>) {
         return;
     }
     let o = 6u * id;
-    let t = u64_f32(moments[o], moments[o + 1u]);
-    var com = vec2<f32>(0.0, 0.0);
-    if (t != 0.0) {
-        com = vec2<f32>(u64_f32(moments[o + 2u], moments[o + 3u]) / t, u64_f32(moments[o + 4u], moments[o + 5u]) / t);
-    }
-    var d = vec2<f32>(com.x - fp.mean_r, com.y - fp.mean_c);
-    if (fp.flip != 0u) {
-        d = d.yx;
-    }
-    dst[id] = vec2<f32>(fp.cos_t * d.x - fp.sin_t * d.y, fp.sin_t * d.x + fp.cos_t * d.y);
+    let com = com_from_words(array<u32, 6>(moments[o], moments[o + 1u], moments[o + 2u], moments[o + 3u], moments[o + 4u], moments[o + 5u]));
+    dst[id] = dpc_from_com(com, vec2<f32>(fp.mean_r, fp.mean_c), fp.cos_t, fp.sin_t, fp.flip);
 }
 
 fn freq(k: u32, n: u32) -> f32 {

@@ -13,75 +13,63 @@ pub struct Kernel {
     pub body: &'static str,
 }
 
-pub const MASKED_SUM: Kernel = Kernel {
-    name: "masked_sum",
-    entry: "masked_sum",
-    body: include_str!("../../wgsl/masked_sum.wgsl"),
-};
-pub const COM_MOMENTS: Kernel = Kernel {
-    name: "com_moments",
-    entry: "com_moments",
-    body: include_str!("../../wgsl/com_moments.wgsl"),
-};
-pub const PATTERN_REDUCE: Kernel = Kernel {
-    name: "pattern_reduce",
-    entry: "pattern_reduce",
-    body: include_str!("../../wgsl/pattern_reduce.wgsl"),
-};
+/// `kernel!(CONST, "name", "entry", BODY)`: one compute entry point of a WGSL module.
+macro_rules! kernel {
+    ($konst:ident, $name:literal, $entry:literal, $body:expr) => {
+        pub const $konst: Kernel = Kernel {
+            name: $name,
+            entry: $entry,
+            body: $body,
+        };
+    };
+}
 
-pub const DISPLAY_PREP: Kernel = Kernel {
-    name: "display_prep",
-    entry: "display_prep",
-    body: include_str!("../../wgsl/display_prep.wgsl"),
-};
-pub const DISPLAY_STATS: Kernel = Kernel {
-    name: "display_stats",
-    entry: "display_stats",
-    body: include_str!("../../wgsl/display_stats.wgsl"),
-};
+kernel!(
+    MASKED_SUM,
+    "masked_sum",
+    "masked_sum",
+    include_str!("../../wgsl/masked_sum.wgsl")
+);
+kernel!(
+    COM_MOMENTS,
+    "com_moments",
+    "com_moments",
+    include_str!("../../wgsl/com_moments.wgsl")
+);
+kernel!(
+    PATTERN_REDUCE,
+    "pattern_reduce",
+    "pattern_reduce",
+    include_str!("../../wgsl/pattern_reduce.wgsl")
+);
+kernel!(
+    DISPLAY_PREP,
+    "display_prep",
+    "display_prep",
+    include_str!("../../wgsl/display_prep.wgsl")
+);
+kernel!(
+    DISPLAY_STATS,
+    "display_stats",
+    "display_stats",
+    include_str!("../../wgsl/display_stats.wgsl")
+);
+kernel!(
+    SYNTHETIC,
+    "synthetic",
+    "synthetic",
+    include_str!("../../wgsl/synthetic.wgsl")
+);
 
-pub const SYNTHETIC: Kernel = Kernel {
-    name: "synthetic",
-    entry: "synthetic",
-    body: include_str!("../../wgsl/synthetic.wgsl"),
-};
-
+/// The FFT module's entry points (one WGSL file, several pipelines).
 const FFT_BODY: &str = include_str!("../../wgsl/fft.wgsl");
-pub const FFT_PASS: Kernel = Kernel {
-    name: "fft",
-    entry: "fft_pass",
-    body: FFT_BODY,
-};
-pub const FFT_CHIRP_IN: Kernel = Kernel {
-    name: "fft_chirp_in",
-    entry: "fft_chirp_in",
-    body: FFT_BODY,
-};
-pub const FFT_MUL: Kernel = Kernel {
-    name: "fft_mul",
-    entry: "fft_mul",
-    body: FFT_BODY,
-};
-pub const FFT_CHIRP_OUT: Kernel = Kernel {
-    name: "fft_chirp_out",
-    entry: "fft_chirp_out",
-    body: FFT_BODY,
-};
-pub const FFT_TRANSPOSE: Kernel = Kernel {
-    name: "fft_transpose",
-    entry: "fft_transpose",
-    body: FFT_BODY,
-};
-pub const IDPC_PACK: Kernel = Kernel {
-    name: "idpc_pack",
-    entry: "idpc_pack",
-    body: FFT_BODY,
-};
-pub const IDPC_FILTER: Kernel = Kernel {
-    name: "idpc_filter",
-    entry: "idpc_filter",
-    body: FFT_BODY,
-};
+kernel!(FFT_PASS, "fft", "fft_pass", FFT_BODY);
+kernel!(FFT_CHIRP_IN, "fft_chirp_in", "fft_chirp_in", FFT_BODY);
+kernel!(FFT_MUL, "fft_mul", "fft_mul", FFT_BODY);
+kernel!(FFT_CHIRP_OUT, "fft_chirp_out", "fft_chirp_out", FFT_BODY);
+kernel!(FFT_TRANSPOSE, "fft_transpose", "fft_transpose", FFT_BODY);
+kernel!(IDPC_PACK, "idpc_pack", "idpc_pack", FFT_BODY);
+kernel!(IDPC_FILTER, "idpc_filter", "idpc_filter", FFT_BODY);
 
 pub const ALL: [Kernel; 13] = [
     MASKED_SUM,

@@ -217,6 +217,17 @@ impl Engine {
             buffers.push(buffer);
         }
         self.queue.submit([]);
+        self.finish_resident(scope, plan, buffers, corr).await
+    }
+
+    /// Turn an out-of-memory error during upload into the plan's message, else the resident.
+    async fn finish_resident(
+        &self,
+        scope: wgpu::ErrorScopeGuard,
+        plan: ResidentPlan,
+        buffers: Vec<wgpu::Buffer>,
+        correction: Correction,
+    ) -> Result<Resident> {
         if let Some(e) = scope.pop().await {
             return Err(Error::Gpu(format!(
                 "out of GPU memory for {} bytes resident (peak {}): bin the detector or crop the scan ({e})",
@@ -227,7 +238,7 @@ impl Engine {
         Ok(Resident {
             plan,
             buffers,
-            correction: corr,
+            correction,
         })
     }
 
@@ -262,18 +273,7 @@ impl Engine {
             buffers.push(buffer);
             progress(seg.first_frame + seg.frames, shape.frames());
         }
-        if let Some(e) = scope.pop().await {
-            return Err(Error::Gpu(format!(
-                "out of GPU memory for {} bytes resident (peak {}): bin the detector or crop the scan ({e})",
-                plan.payload_bytes, plan.peak_bytes
-            )));
-        }
-        self.check_alive()?;
-        Ok(Resident {
-            plan,
-            buffers,
-            correction: corr,
-        })
+        self.finish_resident(scope, plan, buffers, corr).await
     }
 
     pub(crate) fn storage(&self, label: &str, size: u64) -> wgpu::Buffer {
