@@ -25,6 +25,15 @@ var<workgroup> part_t: array<vec2<u32>, 256>;
 var<workgroup> part_r: array<vec2<u32>, 256>;
 var<workgroup> part_c: array<vec2<u32>, 256>;
 
+// (row, col) moved on by `d` (d.y < cols) in row-major order.
+fn advance(ij: vec2<u32>, d: vec2<u32>, cols: u32) -> vec2<u32> {
+    var r = ij + d;
+    if (r.y >= cols) {
+        r = vec2<u32>(r.x + 1u, r.y - cols);
+    }
+    return r;
+}
+
 // Add the u32 partials into the 64-bit sums and clear them.
 fn fold(t: ptr<function, vec2<u32>>, mr: ptr<function, vec2<u32>>, mc: ptr<function, vec2<u32>>, part: ptr<function, vec3<u32>>) {
     *t = add64(*t, vec2<u32>((*part).x, 0u));
@@ -34,9 +43,9 @@ fn fold(t: ptr<function, vec2<u32>>, mr: ptr<function, vec2<u32>>, mc: ptr<funct
 }
 
 // (Σ v, Σ i·v, Σ j·v) over the samples of one word whose first sample is pixel (i, j).
-fn word_moments(word: u32, i: u32, j: u32, cols: u32, bits: u32, per_word: u32, mask: u32) -> vec3<u32> {
-    var ii = i;
-    var jj = j;
+fn word_moments(word: u32, ij: vec2<u32>, cols: u32, bits: u32, per_word: u32, mask: u32) -> vec3<u32> {
+    var ii = ij.x;
+    var jj = ij.y;
     var m = vec3<u32>(0u, 0u, 0u);
     for (var s = 0u; s < per_word; s += 1u) {
         let v = (word >> (s * bits)) & mask;
@@ -76,11 +85,9 @@ fn com_moments(
     } else {
         // Pixel of the first sample of word `w`, advanced by WG words per step.
         let k0 = lid * per_word;
-        var i = k0 / cols;
-        var j = k0 % cols;
+        var ij = vec2<u32>(k0 / cols, k0 % cols);
         let step = WG * per_word;
-        let di = step / cols;
-        let dj = step % cols;
+        let dij = vec2<u32>(step / cols, step % cols);
         let mask = (1u << params.bits) - 1u;
         // u32 partials (Σv, Σi·v, Σj·v), folded into the 64-bit sums by `fold`.
         var part = vec3<u32>(0u, 0u, 0u);
@@ -96,20 +103,10 @@ fn com_moments(
                     fold(&t, &mr, &mc, &part);
                     left = params.flush;
                 }
-                let m0 = word_moments(q0, i, j, cols, params.bits, per_word, mask);
-                i += di;
-                j += dj;
-                if (j >= cols) {
-                    j -= cols;
-                    i += 1u;
-                }
-                let m1 = word_moments(q1, i, j, cols, params.bits, per_word, mask);
-                i += di;
-                j += dj;
-                if (j >= cols) {
-                    j -= cols;
-                    i += 1u;
-                }
+                let m0 = word_moments(q0, ij, cols, params.bits, per_word, mask);
+                ij = advance(ij, dij, cols);
+                let m1 = word_moments(q1, ij, cols, params.bits, per_word, mask);
+                ij = advance(ij, dij, cols);
                 part += m0 + m1;
                 left -= 2u;
             }
@@ -119,13 +116,8 @@ fn com_moments(
                 fold(&t, &mr, &mc, &part);
                 left = params.flush;
             }
-            part += word_moments(resident[base + w], i, j, cols, params.bits, per_word, mask);
-            i += di;
-            j += dj;
-            if (j >= cols) {
-                j -= cols;
-                i += 1u;
-            }
+            part += word_moments(resident[base + w], ij, cols, params.bits, per_word, mask);
+            ij = advance(ij, dij, cols);
             left -= 1u;
         }
         fold(&t, &mr, &mc, &part);
