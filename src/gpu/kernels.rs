@@ -61,6 +61,11 @@ kernel!(
     include_str!("../../wgsl/synthetic.wgsl")
 );
 
+/// GPU decode of bitshuffle+LZ4 (`src/gpu/decode.rs`).
+const BSLZ4_BODY: &str = include_str!("../../wgsl/bslz4.wgsl");
+kernel!(LZ4_BLOCKS, "bslz4", "lz4_blocks", BSLZ4_BODY);
+kernel!(UNSHUFFLE_PACK, "bslz4_pack", "unshuffle_pack", BSLZ4_BODY);
+
 /// The FFT module's entry points (one WGSL file, several pipelines).
 const FFT_BODY: &str = include_str!("../../wgsl/fft.wgsl");
 kernel!(FFT_PASS, "fft", "fft_pass", FFT_BODY);
@@ -71,7 +76,9 @@ kernel!(FFT_TRANSPOSE, "fft_transpose", "fft_transpose", FFT_BODY);
 kernel!(IDPC_PACK, "idpc_pack", "idpc_pack", FFT_BODY);
 kernel!(IDPC_FILTER, "idpc_filter", "idpc_filter", FFT_BODY);
 
-pub const ALL: [Kernel; 13] = [
+pub const ALL: [Kernel; 15] = [
+    LZ4_BLOCKS,
+    UNSHUFFLE_PACK,
     MASKED_SUM,
     COM_MOMENTS,
     PATTERN_REDUCE,
@@ -188,6 +195,27 @@ pub struct PatternParams {
 
 /// Scan positions one pattern-reduce invocation walks.
 pub const PATTERN_CHUNK: u32 = 256;
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+pub struct DecodeParams {
+    pub blocks: u32,
+    pub groups_x: u32,
+    pub frames: u32,
+    pub first_frame: u32,
+    pub seg_first_frame: u32,
+    pub frame_words: u32,
+    pub bits: u32,
+    pub det_len: u32,
+    pub elem: u32,
+    pub _pad2: u32,
+    pub _pad3: u32,
+    pub mask_bad: u32,
+    pub src_bytes: u32,
+    pub dst_bytes: u32,
+    pub _pad0: u32,
+    pub _pad1: u32,
+}
 
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
@@ -333,6 +361,28 @@ pub fn uniform_layouts() -> Vec<(&'static str, usize, Vec<&'static str>)> {
                 "_pad0",
                 "_pad1",
                 "_pad2",
+            ],
+        ),
+        (
+            "DecodeParams",
+            std::mem::size_of::<DecodeParams>(),
+            vec![
+                "blocks",
+                "groups_x",
+                "frames",
+                "first_frame",
+                "seg_first_frame",
+                "frame_words",
+                "bits",
+                "det_len",
+                "elem",
+                "_pad2",
+                "_pad3",
+                "mask_bad",
+                "src_bytes",
+                "dst_bytes",
+                "_pad0",
+                "_pad1",
             ],
         ),
         (

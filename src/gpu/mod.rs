@@ -4,6 +4,7 @@
 
 #[cfg(not(target_arch = "wasm32"))]
 pub mod bench;
+pub mod decode;
 pub mod display;
 pub mod fft;
 pub mod kernels;
@@ -180,6 +181,9 @@ impl Engine {
         let total_frames = plan.shape.frames();
         if acq.format == crate::formats::Format::Synthetic && corr.bin == 1 && plan.bits == 16 {
             return self.generate_synthetic(corr, plan, progress).await;
+        }
+        if decode::supported(acq, corr) {
+            return decode::upload(self, acq, corr, plan, progress).await;
         }
         let reader = FrameReader::new(acq);
         let frame_bytes = plan.frame_words as usize * 4;
