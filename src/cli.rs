@@ -33,6 +33,10 @@ struct OpenArgs {
     /// Generate a uint16 acquisition R,C,KR,KC in memory instead of reading files (benchmarks).
     #[arg(long, value_name = "R,C,KR,KC", conflicts_with = "files")]
     synthetic: Option<String>,
+    /// With --synthetic: hold it as Arina-like bitshuffle+LZ4 chunks in memory (one per
+    /// frame), so uploads go through the decoders (the GPU decoder on `wgpu`).
+    #[arg(long, requires = "synthetic")]
+    compressed: bool,
     /// Scan shape ROWS,COLS when the files do not carry it (or to override it).
     #[arg(long, value_name = "R,C")]
     scan_shape: Option<String>,
@@ -189,7 +193,12 @@ pub fn open_files(paths: &[PathBuf]) -> Result<FileSet> {
 
 fn open_acquisition(a: &OpenArgs) -> Result<Acquisition> {
     if let Some(s) = &a.synthetic {
-        return crate::formats::synthetic::open(parse_list::<usize, 4>(s, "--synthetic")?);
+        let dims = parse_list::<usize, 4>(s, "--synthetic")?;
+        return if a.compressed {
+            crate::formats::synthetic::open_compressed(dims)
+        } else {
+            crate::formats::synthetic::open(dims)
+        };
     }
     let opts = OpenOptions {
         scan_shape: a

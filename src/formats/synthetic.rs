@@ -102,3 +102,70 @@ pub fn open(dims: [usize; 4]) -> Result<Acquisition> {
         calibration: Calibration::default(),
     })
 }
+
+/// The synthetic acquisition stored as bitshuffle+LZ4 chunks of one frame each (8 KiB
+/// blocks, as Dectris writes them) in memory: the decoders' benchmark without files.
+pub fn open_compressed(dims: [usize; 4]) -> Result<Acquisition> {
+    use crate::decode::pipeline::{Filter, FilterKind};
+    use crate::hdf5_index::{ChunkRef, DatasetIndex, Layout};
+    let plain = open(dims)?;
+    let shape = plain.shape;
+    let frame_bytes = shape.det_len() * 2;
+    let encode = |f: usize| {
+        let mut raw = vec![0u8; frame_bytes];
+        frames_bytes(shape, f, f + 1, &mut raw);
+        crate::decode::bslz4::encode(&raw, 2, 4096)
+    };
+    #[cfg(not(target_arch = "wasm32"))]
+    let chunks: Vec<Vec<u8>> = {
+        use rayon::prelude::*;
+        (0..shape.frames()).into_par_iter().map(encode).collect()
+    };
+    #[cfg(target_arch = "wasm32")]
+    let chunks: Vec<Vec<u8>> = (0..shape.frames()).map(encode).collect();
+    let mut bytes = Vec::with_capacity(chunks.iter().map(Vec::len).sum());
+    let mut refs = Vec::with_capacity(chunks.len());
+    for (f, c) in chunks.iter().enumerate() {
+        refs.push(ChunkRef {
+            coords: vec![f as u64, 0, 0],
+            offset: bytes.len() as u64,
+            size: c.len() as u64,
+            filter_mask: 0,
+        });
+        bytes.extend_from_slice(c);
+    }
+    drop(chunks);
+    let name = format!("{}_bslz4", plain.primary);
+    let src = Arc::new(MemSource::new(name.clone(), bytes));
+    let index = DatasetIndex {
+        file: name.clone(),
+        path: "/entry/data/data".into(),
+        shape: vec![
+            shape.frames() as u64,
+            shape.det[0] as u64,
+            shape.det[1] as u64,
+        ],
+        dtype: Dtype::U16,
+        layout: Layout::Chunked {
+            chunk_shape: vec![1, shape.det[0] as u64, shape.det[1] as u64],
+        },
+        filters: vec![Filter {
+            kind: FilterKind::BitshuffleLz4,
+            id: 32008,
+            cd_values: vec![0, 2, 2, 0, 2],
+        }],
+        chunks: refs,
+    };
+    Ok(Acquisition {
+        files: FileSet::new(vec![src.clone()])?,
+        primary: name,
+        dataset_path: "/entry/data/data".into(),
+        parts: vec![Part {
+            source: src,
+            first_frame: 0,
+            frames: shape.frames(),
+            kind: PartKind::Hdf5(index),
+        }],
+        ..plain
+    })
+}

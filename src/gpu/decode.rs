@@ -236,7 +236,7 @@ pub async fn upload(
                 let be =
                     chunk_blocks(slot, &bytes, elem, logical, src_base, dst_base, &mut blocks)?;
                 src.extend_from_slice(&bytes);
-                let entry = chunks.len() as u32;
+                let entry = (chunks.len() / 4) as u32;
                 chunks.extend_from_slice(&[dst_base, be as u32, (cn * det_len) as u32, 0]);
                 for g in slot.first.max(s0)..(slot.first + slot.frames).min(s1) {
                     frame_map.extend_from_slice(&[entry, (g - slot.first) as u32]);

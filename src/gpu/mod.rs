@@ -82,6 +82,8 @@ impl Engine {
             max_buffer_size: al.max_buffer_size,
             max_storage_buffer_binding_size: al.max_storage_buffer_binding_size,
             max_compute_workgroups_per_dimension: al.max_compute_workgroups_per_dimension,
+            // WebGPU's default is 8; the decode kernel binds 5.
+            max_storage_buffers_per_shader_stage: al.max_storage_buffers_per_shader_stage.min(8),
             ..wgpu::Limits::downlevel_defaults()
         };
         let (device, queue) = adapter
@@ -179,7 +181,14 @@ impl Engine {
     ) -> Result<Resident> {
         self.check_alive()?;
         let total_frames = plan.shape.frames();
-        if acq.format == crate::formats::Format::Synthetic && corr.bin == 1 && plan.bits == 16 {
+        let generated = matches!(
+            acq.parts.as_slice(),
+            [crate::formats::Part {
+                kind: crate::formats::PartKind::Synthetic,
+                ..
+            }]
+        );
+        if generated && corr.bin == 1 && plan.bits == 16 {
             return self.generate_synthetic(corr, plan, progress).await;
         }
         if decode::supported(acq, corr) {
