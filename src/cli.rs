@@ -480,7 +480,11 @@ fn bench_gpu(open: &OpenArgs, reps: usize, bf_radius: f64) -> Result<()> {
     while warm.elapsed().as_secs_f64() < 1.0 {
         crate::gpu::bench::products(&engine, &res, bf_radius, 2)?;
     }
-    for line in crate::gpu::bench::products(&engine, &res, bf_radius, reps)? {
+    let mut lines = crate::gpu::bench::products(&engine, &res, bf_radius, reps)?;
+    if crate::gpu::decode::supported(&acq, crate::frames::Correction::default()) {
+        lines.push(crate::gpu::bench::decode_window(&engine, &acq, &res, reps)?);
+    }
+    for line in lines {
         println!(
             "  kernel {:<30} {:9.3} ms  {:8.1} GB/s effective",
             line.name,

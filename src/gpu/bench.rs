@@ -160,3 +160,32 @@ pub fn products(
     });
     Ok(lines)
 }
+
+/// GPU bitshuffle+LZ4 decode of one upload window (compressed bytes already on the GPU),
+/// into a scratch copy of the first resident segment: decoded bytes ÷ kernel time.
+pub fn decode_window(
+    engine: &Engine,
+    acq: &crate::formats::Acquisition,
+    res: &super::Resident,
+    reps: usize,
+) -> Result<Timing> {
+    let window = super::decode::first_window(engine, acq)?;
+    let decoder = super::decode::Decoder::new(engine, acq);
+    let seg = &res.plan.segments[0];
+    if window.frames > seg.frames {
+        return Err(crate::error::Error::param(
+            "the first decode window is larger than the first resident buffer",
+        ));
+    }
+    let target = engine.storage("bench decode target", seg.bytes.max(4));
+    let corr = crate::frames::Correction::default();
+    let elem = acq.dtype.size();
+    let s = time(engine, reps, &|e| {
+        decoder.encode(engine, e, &window, &res.plan, corr, 0, &target, elem)
+    })?;
+    Ok(Timing {
+        name: format!("GPU bslz4 decode ({} frames)", window.frames),
+        seconds: s,
+        bytes: window.decoded_bytes as f64,
+    })
+}

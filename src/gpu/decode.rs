@@ -174,6 +174,188 @@ fn chunk_blocks(
     Ok(h.block_elems)
 }
 
+/// One upload window: whole chunks' compressed bytes and tables on the GPU, ready to decode
+/// the frames `[first_frame, first_frame + frames)` into a resident segment.
+pub struct Window {
+    src: wgpu::Buffer,
+    blocks: wgpu::Buffer,
+    chunks: wgpu::Buffer,
+    frame_map: wgpu::Buffer,
+    scratch: wgpu::Buffer,
+    block_src: Vec<u32>,
+    n_blocks: u32,
+    src_bytes: u32,
+    dst_bytes: u32,
+    pub first_frame: usize,
+    pub frames: usize,
+    /// Decoded bytes the window produces (benchmarks).
+    pub decoded_bytes: u64,
+}
+
+/// Decode-time inputs shared by every window of an upload.
+pub struct Decoder {
+    bad: wgpu::Buffer,
+    status: wgpu::Buffer,
+}
+
+impl Decoder {
+    pub fn new(engine: &Engine, acq: &Acquisition) -> Decoder {
+        let det_len = acq.shape.det_len();
+        let mut bad_bits = vec![0u32; det_len.div_ceil(32).max(1)];
+        if let Some(mask) = &acq.pixel_mask {
+            for (k, &b) in mask.iter().enumerate() {
+                if b {
+                    bad_bits[k / 32] |= 1 << (k % 32);
+                }
+            }
+        }
+        Decoder {
+            bad: engine.input(&bad_bits),
+            status: engine.storage("decode status", 16),
+        }
+    }
+
+    /// Record decoding `w` into `resident` (the segment starting at frame `seg_first`).
+    #[allow(clippy::too_many_arguments)]
+    pub fn encode(
+        &self,
+        engine: &Engine,
+        enc: &mut wgpu::CommandEncoder,
+        w: &Window,
+        plan: &ResidentPlan,
+        corr: Correction,
+        seg_first: usize,
+        resident: &wgpu::Buffer,
+        elem: usize,
+    ) -> Result<()> {
+        let groups = grid(w.n_blocks.div_ceil(64));
+        let params = engine.uniform(&DecodeParams {
+            blocks: w.n_blocks,
+            groups_x: groups.0,
+            src_bytes: w.src_bytes,
+            dst_bytes: w.dst_bytes,
+            ..Default::default()
+        });
+        engine.dispatch_at(
+            enc,
+            &kernels::LZ4_BLOCKS,
+            &[
+                (0, &params),
+                (1, &w.src),
+                (2, &w.blocks),
+                (3, &w.scratch),
+                (4, &self.status),
+            ],
+            groups,
+        )?;
+        let groups = grid((w.frames as u32 * plan.frame_words).div_ceil(64));
+        let params = engine.uniform(&DecodeParams {
+            groups_x: groups.0,
+            frames: w.frames as u32,
+            first_frame: w.first_frame as u32,
+            seg_first_frame: seg_first as u32,
+            frame_words: plan.frame_words,
+            bits: plan.bits,
+            det_len: plan.shape.det_len() as u32,
+            elem: elem as u32,
+            mask_bad: corr.mask_bad_pixels as u32,
+            ..Default::default()
+        });
+        engine.dispatch_at(
+            enc,
+            &kernels::UNSHUFFLE_PACK,
+            &[
+                (0, &params),
+                (1, &w.frame_map),
+                (2, &w.chunks),
+                (3, &w.scratch),
+                (5, &self.bad),
+                (6, resident),
+            ],
+            groups,
+        )
+    }
+
+    /// The lowest failing block of the last decode, if any (reset for the next window).
+    async fn take_failure(&self, engine: &Engine) -> Result<Option<u32>> {
+        let st = engine.read_back(&self.status, 4).await?;
+        engine
+            .queue
+            .write_buffer(&self.status, 0, bytemuck::cast_slice(&[u32::MAX; 4]));
+        let failed = u32::from_le_bytes([st[0], st[1], st[2], st[3]]);
+        Ok((failed != u32::MAX).then_some(failed))
+    }
+}
+
+/// Build the window that starts at `mine[*i]` (advancing `*i` past its chunks) for the
+/// frames of `[s0, s1)`.
+fn build_window(
+    engine: &Engine,
+    acq: &Acquisition,
+    mine: &[&ChunkSlot],
+    i: &mut usize,
+    s0: usize,
+    s1: usize,
+) -> Result<Window> {
+    let det_len = acq.shape.det_len();
+    let elem = acq.dtype.size();
+    let (mut src, mut blocks, mut chunks, mut frame_map) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::<u32>::new());
+    let mut dst_bytes = 0u64;
+    let first_frame = mine[*i].first.max(s0);
+    let mut last_frame = first_frame;
+    while *i < mine.len() {
+        let slot = mine[*i];
+        let cn = chunk_frames(slot.ix, acq.shape.det).unwrap_or(1) as usize;
+        let logical = cn * det_len * elem;
+        let fits = src.len() as u64 + slot.chunk.size <= WINDOW_BYTES
+            && dst_bytes + logical as u64 <= SCRATCH_BYTES;
+        if !chunks.is_empty() && !fits {
+            break;
+        }
+        let bytes = slot
+            .part
+            .source
+            .read_vec(slot.chunk.offset, slot.chunk.size)?;
+        let (src_base, dst_base) = (src.len() as u32, dst_bytes as u32);
+        let be = chunk_blocks(slot, &bytes, elem, logical, src_base, dst_base, &mut blocks)?;
+        src.extend_from_slice(&bytes);
+        let entry = (chunks.len() / 4) as u32;
+        chunks.extend_from_slice(&[dst_base, be as u32, (cn * det_len) as u32, 0]);
+        for g in slot.first.max(s0)..(slot.first + slot.frames).min(s1) {
+            frame_map.extend_from_slice(&[entry, (g - slot.first) as u32]);
+            last_frame = g + 1;
+        }
+        dst_bytes = (dst_bytes + logical as u64).next_multiple_of(8);
+        *i += 1;
+    }
+    let frames = last_frame - first_frame;
+    Ok(Window {
+        src: engine.input(&words(&src)),
+        blocks: engine.input(&blocks.concat()),
+        chunks: engine.input(&chunks),
+        frame_map: engine.input(&frame_map),
+        scratch: engine.storage("decode scratch", dst_bytes.max(16)),
+        block_src: blocks.iter().map(|b| b[0]).collect(),
+        n_blocks: blocks.len() as u32,
+        src_bytes: src.len() as u32,
+        dst_bytes: dst_bytes as u32,
+        first_frame,
+        frames,
+        decoded_bytes: (frames * det_len * elem) as u64,
+    })
+}
+
+/// The first window of `acq` (benchmarks time decoding it repeatedly).
+pub fn first_window(engine: &Engine, acq: &Acquisition) -> Result<Window> {
+    let all = slots(acq);
+    let mine: Vec<&ChunkSlot> = all.iter().collect();
+    if mine.is_empty() {
+        return Err(Error::param("no chunks to decode"));
+    }
+    build_window(engine, acq, &mine, &mut 0, 0, acq.shape.frames())
+}
+
 /// Decode and upload along `plan`, window by window, calling `progress(frames_done, total)`.
 pub async fn upload(
     engine: &Engine,
@@ -182,21 +364,12 @@ pub async fn upload(
     plan: ResidentPlan,
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<Resident> {
-    let shape = plan.shape;
-    let det_len = shape.det_len();
-    let elem = acq.dtype.size();
-    let total = shape.frames();
+    let total = plan.shape.frames();
     let all = slots(acq);
-    let mut bad_bits = vec![0u32; det_len.div_ceil(32).max(1)];
-    if let Some(mask) = &acq.pixel_mask {
-        for (k, &b) in mask.iter().enumerate() {
-            if b {
-                bad_bits[k / 32] |= 1 << (k % 32);
-            }
-        }
-    }
-    let bad = engine.input(&bad_bits);
-    let status = engine.storage("decode status", 16);
+    let decoder = Decoder::new(engine, acq);
+    engine
+        .queue
+        .write_buffer(&decoder.status, 0, bytemuck::cast_slice(&[u32::MAX; 4]));
     let scope = engine
         .device
         .push_error_scope(wgpu::ErrorFilter::OutOfMemory);
@@ -211,111 +384,30 @@ pub async fn upload(
             .collect();
         let mut i = 0;
         while i < mine.len() {
-            // A window of whole chunks: mine[window_start..i] once filled.
             let window_start = i;
-            let (mut src, mut blocks, mut chunks, mut frame_map) =
-                (Vec::new(), Vec::new(), Vec::new(), Vec::<u32>::new());
-            let mut dst_bytes = 0u64;
-            let first_frame = mine[i].first.max(s0);
-            let mut last_frame = first_frame;
-            while i < mine.len() {
-                let slot = mine[i];
-                let cn = chunk_frames(slot.ix, shape.det).unwrap_or(1) as usize;
-                let logical = cn * det_len * elem;
-                let fits = src.len() as u64 + slot.chunk.size <= WINDOW_BYTES
-                    && dst_bytes + logical as u64 <= SCRATCH_BYTES;
-                if !chunks.is_empty() && !fits {
-                    break;
-                }
-                let bytes = slot
-                    .part
-                    .source
-                    .read_vec(slot.chunk.offset, slot.chunk.size)?;
-                let src_base = src.len() as u32;
-                let dst_base = dst_bytes as u32;
-                let be =
-                    chunk_blocks(slot, &bytes, elem, logical, src_base, dst_base, &mut blocks)?;
-                src.extend_from_slice(&bytes);
-                let entry = (chunks.len() / 4) as u32;
-                chunks.extend_from_slice(&[dst_base, be as u32, (cn * det_len) as u32, 0]);
-                for g in slot.first.max(s0)..(slot.first + slot.frames).min(s1) {
-                    frame_map.extend_from_slice(&[entry, (g - slot.first) as u32]);
-                    last_frame = g + 1;
-                }
-                dst_bytes = (dst_bytes + logical as u64).next_multiple_of(8);
-                i += 1;
-            }
-            let frames = last_frame - first_frame;
-            if frames == 0 {
+            let w = build_window(engine, acq, &mine, &mut i, s0, s1)?;
+            if w.frames == 0 {
                 continue;
             }
-            let src_buf = engine.input(&words(&src));
-            let block_buf = engine.input(&blocks.concat());
-            let chunk_buf = engine.input(&chunks);
-            let map_buf = engine.input(&frame_map);
-            let scratch = engine.storage("decode scratch", dst_bytes.max(16));
-            engine
-                .queue
-                .write_buffer(&status, 0, bytemuck::cast_slice(&[u32::MAX; 4]));
             let mut enc = engine.device.create_command_encoder(&Default::default());
-            let n_blocks = blocks.len() as u32;
-            let groups = grid(n_blocks.div_ceil(64));
-            let params = engine.uniform(&DecodeParams {
-                blocks: n_blocks,
-                groups_x: groups.0,
-                src_bytes: src.len() as u32,
-                dst_bytes: dst_bytes as u32,
-                ..Default::default()
-            });
-            engine.dispatch_at(
+            decoder.encode(
+                engine,
                 &mut enc,
-                &kernels::LZ4_BLOCKS,
-                &[
-                    (0, &params),
-                    (1, &src_buf),
-                    (2, &block_buf),
-                    (3, &scratch),
-                    (4, &status),
-                ],
-                groups,
-            )?;
-            let words_out = frames as u32 * plan.frame_words;
-            let groups = grid(words_out.div_ceil(64));
-            let params = engine.uniform(&DecodeParams {
-                groups_x: groups.0,
-                frames: frames as u32,
-                first_frame: first_frame as u32,
-                seg_first_frame: s0 as u32,
-                frame_words: plan.frame_words,
-                bits: plan.bits,
-                det_len: det_len as u32,
-                elem: elem as u32,
-                mask_bad: corr.mask_bad_pixels as u32,
-                ..Default::default()
-            });
-            engine.dispatch_at(
-                &mut enc,
-                &kernels::UNSHUFFLE_PACK,
-                &[
-                    (0, &params),
-                    (1, &map_buf),
-                    (2, &chunk_buf),
-                    (3, &scratch),
-                    (5, &bad),
-                    (6, &buffer),
-                ],
-                groups,
+                &w,
+                &plan,
+                corr,
+                s0,
+                &buffer,
+                acq.dtype.size(),
             )?;
             engine.queue.submit([enc.finish()]);
-            let st = engine.read_back(&status, 4).await?;
-            let failed = u32::from_le_bytes([st[0], st[1], st[2], st[3]]);
-            if failed != u32::MAX {
-                // Name the chunk the failing block belongs to.
-                let src_at = blocks.get(failed as usize).map(|b| b[0]).unwrap_or(0) as u64;
+            if let Some(block) = decoder.take_failure(engine).await? {
+                // Name the chunk the failing block's bytes belong to.
+                let at = w.block_src.get(block as usize).copied().unwrap_or(0) as u64;
                 let mut start = 0u64;
                 let mut culprit = mine[window_start];
                 for s in &mine[window_start..i] {
-                    if start + s.chunk.size > src_at {
+                    if start + s.chunk.size > at {
                         culprit = s;
                         break;
                     }
@@ -326,7 +418,7 @@ pub async fn upload(
                     "corrupt bitshuffle/LZ4 block (found by the GPU decoder)".into(),
                 ));
             }
-            done_frames += frames;
+            done_frames += w.frames;
             progress(done_frames, total);
         }
         buffers.push(buffer);
