@@ -193,9 +193,24 @@ async function main() {
     }
     const dpcStats = await page.evaluate(async () => { await window.stem4d.setView({ preset: 'dpc0' }); return window.stem4d.stats('image'); });
     check(Math.abs(dpcStats.lo + dpcStats.hi) < 1e-6 * Math.max(1, Math.abs(dpcStats.hi)), `DPC limits are symmetric: ${dpcStats.lo} … ${dpcStats.hi}`);
+    // A circular scan ROI drawn on the image panel through the UI.
+    await page.evaluate(() => window.stem4d.setView({ pattern: { source: 'sum' }, image: { roi: null, roiCircle: null } }));
+    await page.click('#roi-circle');
+    const ibox = await page.locator('#image-canvas').boundingBox();
+    const [sr, sc] = [arina.shape[0], arina.shape[1]];
+    const ifit = Math.min(ibox.width / sc, ibox.height / sr);
+    const iat = (r, c) => [ibox.x + ibox.width / 2 + (c + 0.5 - sc / 2) * ifit, ibox.y + ibox.height / 2 + (r + 0.5 - sr / 2) * ifit];
+    await page.mouse.move(...iat(2, 3));
+    await page.mouse.down();
+    await page.mouse.move(...iat(2, 5), { steps: 4 });
+    await page.mouse.up();
+    await page.evaluate(() => window.stem4d.rendered());
+    const vc = await page.evaluate(() => window.stem4d.view());
+    check(vc.image.roiCircle && Math.abs(vc.image.roiCircle[2] - 2) < 0.3 && vc.image.roi === null,
+      `a circular scan ROI was drawn: ${JSON.stringify(vc.image.roiCircle)}`);
     for (const source of ['mean', 'sum', 'max', 'cursor']) {
       const err = await page.evaluate(async (source) => {
-        try { await window.stem4d.setView({ pattern: { source }, image: { roi: [1, 4, 1, 5] } }); return null; } catch (e) { return e.message; }
+        try { await window.stem4d.setView({ pattern: { source }, image: { roi: [1, 4, 1, 5], roiCircle: null } }); return null; } catch (e) { return e.message; }
       }, source);
       check(err === null, `pattern ${source} over a scan ROI renders (${err || 'ok'})`);
     }

@@ -122,6 +122,73 @@ impl Region {
     }
 }
 
+/// The scan positions a reduced pattern covers: a half-open rectangle (the CLI's `--scan-roi`)
+/// or a disk drawn in the viewer, `(r − cr)² + (c − cc)² ≤ radius²` on position indices.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum ScanRoi {
+    Rect(Region),
+    Circle { center: [f64; 2], radius: f64 },
+}
+
+impl ScanRoi {
+    /// Columns `[c0, c1)` of each scan row inside the ROI (empty rows give `[0, 0)`): the
+    /// kernel's exact membership test, decided here in float64.
+    pub fn row_intervals(&self, scan: [usize; 2]) -> Vec<[u32; 2]> {
+        (0..scan[0])
+            .map(|r| match *self {
+                ScanRoi::Rect(g) if (g.r0..g.r1).contains(&r) => {
+                    [g.c0.min(scan[1]) as u32, g.c1.min(scan[1]) as u32]
+                }
+                ScanRoi::Rect(_) => [0, 0],
+                ScanRoi::Circle { center, radius } => {
+                    let dr = r as f64 - center[0];
+                    let inside = |c: usize| {
+                        let dc = c as f64 - center[1];
+                        dr * dr + dc * dc <= radius * radius
+                    };
+                    let cols: Vec<usize> = (0..scan[1]).filter(|&c| inside(c)).collect();
+                    match (cols.first(), cols.last()) {
+                        (Some(&a), Some(&b)) => [a as u32, b as u32 + 1],
+                        _ => [0, 0],
+                    }
+                }
+            })
+            .collect()
+    }
+
+    /// Positions inside.
+    pub fn count(&self, scan: [usize; 2]) -> usize {
+        self.row_intervals(scan)
+            .iter()
+            .map(|[a, b]| (b - a) as usize)
+            .sum()
+    }
+
+    pub fn validate(&self, scan: [usize; 2]) -> Result<()> {
+        match *self {
+            ScanRoi::Rect(g) => g.checked(scan, "scan ROI").map(|_| ()),
+            ScanRoi::Circle { center, radius } => {
+                if !(center[0].is_finite()
+                    && center[1].is_finite()
+                    && radius.is_finite()
+                    && radius >= 0.0)
+                {
+                    return Err(Error::param(
+                        "a circular scan ROI needs a finite centre and radius",
+                    ));
+                }
+                if self.count(scan) == 0 {
+                    return Err(Error::param(format!(
+                        "the circular scan ROI at ({}, {}) r={radius} holds no position of the {}x{} scan",
+                        center[0], center[1], scan[0], scan[1]
+                    )));
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
 /// A detector mask. Geometric masks follow the contract's edge rules exactly:
 /// disk `d² ≤ r²`, annulus `ri² < d² ≤ ro²`, rectangle half-open.
 #[derive(Clone, Debug, PartialEq)]

@@ -5,7 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::contract::{DetectorMask, Dtype, Region, SparseMask};
+use crate::contract::{DetectorMask, Dtype, Region, ScanRoi, SparseMask};
 use crate::display::{self, Limits, Stats};
 use crate::error::{Error, Result};
 use crate::formats::Acquisition;
@@ -162,6 +162,8 @@ pub struct ImageView {
     #[serde(default)]
     pub cursor: [usize; 2],
     pub roi: Option<[usize; 4]>,
+    /// A disk-shaped scan ROI `[centre_row, centre_col, radius]` (instead of `roi`).
+    pub roi_circle: Option<[f64; 3]>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
@@ -262,6 +264,21 @@ impl ImageView {
             }
             _ => None,
         })
+    }
+
+    /// The scan ROI of the reduced patterns, if any.
+    pub fn scan_roi(&self) -> Result<Option<ScanRoi>> {
+        match (self.roi, self.roi_circle) {
+            (Some(_), Some(_)) => Err(Error::param(
+                "give either a rectangular scan ROI ('roi') or a circular one ('roiCircle'), not both",
+            )),
+            (Some(r), None) => Ok(Some(ScanRoi::Rect(region(r)))),
+            (None, Some([r, c, radius])) => Ok(Some(ScanRoi::Circle {
+                center: [r, c],
+                radius,
+            })),
+            (None, None) => Ok(None),
+        }
     }
 
     /// The cache key of the image plane's values (display settings excluded).
@@ -514,8 +531,8 @@ impl Session {
                 scan[0], scan[1]
             )));
         }
-        if let Some(roi) = st.image.roi {
-            region(roi).checked(scan, "scan ROI")?;
+        if let Some(roi) = st.image.scan_roi()? {
+            roi.validate(scan)?;
         }
         let det = self.det();
         let detector = st.image.detector(det)?;
@@ -530,7 +547,8 @@ impl Session {
             "{:?}|{:?}|{:?}",
             st.pattern.source,
             (st.pattern.source == PatternSource::Cursor).then_some(st.image.cursor),
-            (st.pattern.source != PatternSource::Cursor).then_some(st.image.roi)
+            (st.pattern.source != PatternSource::Cursor)
+                .then_some((st.image.roi, st.image.roi_circle))
         );
         if pkey != self.pattern_key {
             self.encode_pattern(engine, &mut enc, st).await?;
@@ -682,7 +700,10 @@ impl Session {
         st: &ViewState,
     ) -> Result<()> {
         let scan = self.acq.shape.scan;
-        let roi = st.image.roi.map(region).unwrap_or(Region::full(scan));
+        let roi = st
+            .image
+            .scan_roi()?
+            .unwrap_or(ScanRoi::Rect(Region::full(scan)));
         let Some(res) = &self.resident else {
             let mut p = ProductParams::new(match st.pattern.source {
                 PatternSource::Cursor => ProductKind::Pattern,
@@ -691,7 +712,15 @@ impl Session {
                 PatternSource::Max => ProductKind::MaxDp,
             });
             p.at = Some(st.image.cursor);
-            p.scan_roi = st.image.roi.map(region);
+            p.scan_roi = match roi {
+                ScanRoi::Rect(r) => Some(r),
+                ScanRoi::Circle { .. } if st.pattern.source != PatternSource::Cursor => {
+                    return Err(Error::param(
+                        "circular scan ROIs need the acquisition on the GPU (integer data); use a rectangle",
+                    ))
+                }
+                ScanRoi::Circle { .. } => None,
+            };
             p.bin = self.correction.bin;
             p.mask_bad_pixels = self.correction.mask_bad_pixels;
             let plane = cpu_plane(&self.acq, &p, 0)?;
@@ -726,7 +755,7 @@ impl Session {
                 )
             }
             source => {
-                gp::encode_pattern_reduce(engine, enc, res, roi, &self.pattern_sums)?;
+                gp::encode_pattern_reduce(engine, enc, res, &roi, &self.pattern_sums)?;
                 let src = match source {
                     PatternSource::Max => PlaneSource::U32 {
                         buf: &self.pattern_sums,
@@ -738,7 +767,7 @@ impl Session {
                         stride: 4,
                         offset: 0,
                         scale: if source == PatternSource::Mean {
-                            1.0 / roi.len() as f32
+                            1.0 / roi.count(scan) as f32
                         } else {
                             1.0
                         },
@@ -794,6 +823,10 @@ impl Session {
                 v.cursor_c = st.image.cursor[1] as f32;
                 if let Some(roi) = st.image.roi {
                     rect(&mut v, roi);
+                }
+                if let Some([r, c, radius]) = st.image.roi_circle {
+                    v.overlay = 1;
+                    (v.o_r, v.o_c, v.o_outer) = (r as f32, c as f32, radius as f32);
                 }
             }
             Panel::Pattern => {

@@ -244,3 +244,70 @@ fn bad_view_states_are_refused_with_their_reason() {
     );
     assert!(unknown.unwrap_err().to_string().contains("centre"));
 }
+
+#[test]
+fn a_circular_scan_roi_sums_exactly_the_positions_inside_it() {
+    let Some(engine) = engine() else { return };
+    let mut s = open(
+        &engine,
+        "arina_u16",
+        OpenRequest {
+            bin: 1,
+            ..Default::default()
+        },
+    );
+    let acq = fixture_acq("arina_u16");
+    let [rows, cols] = acq.shape.scan;
+    let (centre, radius) = ([2.3, 3.6], 2.2);
+    for source in ["sum", "mean"] {
+        pollster::block_on(s.update(&engine, &state(json!({
+            "image": {"kind": "total", "cursor": [0, 0], "roiCircle": [centre[0], centre[1], radius]},
+            "pattern": {"source": source}
+        }))))
+        .unwrap();
+        let det = acq.shape.det_len();
+        let mut want = vec![0u64; det];
+        let mut count = 0;
+        for r in 0..rows {
+            for c in 0..cols {
+                let (dr, dc) = (r as f64 - centre[0], c as f64 - centre[1]);
+                if dr * dr + dc * dc <= radius * radius {
+                    count += 1;
+                    let mut p = ProductParams::new(ProductKind::Pattern);
+                    p.at = Some([r, c]);
+                    for (w, v) in want
+                        .iter_mut()
+                        .zip(cpu::compute(&acq, &p).unwrap().data.to_f64())
+                    {
+                        *w += v as u64;
+                    }
+                }
+            }
+        }
+        assert!(count > 3 && count < rows * cols);
+        let kc = acq.shape.det[1];
+        for k in [0, 17, det / 2, det - 1] {
+            let got =
+                pollster::block_on(s.value_at(&engine, Panel::Pattern, k / kc, k % kc)).unwrap();
+            let exact = want[k] as f64;
+            match source {
+                "sum" => assert_eq!(got, exact, "sum pattern pixel {k}"),
+                _ => assert!(
+                    (got - exact / count as f64).abs() <= 1e-4 * exact.max(1.0),
+                    "mean pixel {k}: {got}"
+                ),
+            }
+        }
+    }
+    let both = json!({"image": {"kind": "total", "roi": [0, 2, 0, 2], "roiCircle": [1, 1, 1]}, "pattern": {"source": "sum"}});
+    assert!(pollster::block_on(s.update(&engine, &state(both)))
+        .unwrap_err()
+        .to_string()
+        .contains("not both"));
+    let empty =
+        json!({"image": {"kind": "total", "roiCircle": [-9, -9, 1]}, "pattern": {"source": "sum"}});
+    assert!(pollster::block_on(s.update(&engine, &state(empty)))
+        .unwrap_err()
+        .to_string()
+        .contains("no position"));
+}

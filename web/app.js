@@ -13,13 +13,13 @@ let workerReady = null;
 let current = null; // {info, profile, bfFit, files, options}
 let lastFiles = null;
 let lastOptions = {};
-let renderState = { inflight: false, dirty: false, lastMs: null, waiters: [] };
+let renderState = { inflight: false, dirty: false, lastMs: null, lastError: null, waiters: [] };
 let statsTimer = null;
 
 const S = {
   image: {
     kind: 'bf', axis: 0, center: [0, 0], radius: 1, inner: null, outer: null, rect: null, point: null,
-    rotation: 0, flip: false, cursor: [0, 0], roi: null,
+    rotation: 0, flip: false, cursor: [0, 0], roi: null, roiCircle: null,
     display: { cmap: 'inferno', log: false, limits: { mode: 'percentile', lo: 0.5, hi: 99.5 }, zoom: 1, pan: null },
   },
   pattern: {
@@ -90,7 +90,7 @@ async function attachCanvases() {
 async function restartWorker() {
   if (worker) worker.terminate();
   failPending('the viewer was restarted');
-  renderState = { inflight: false, dirty: false, lastMs: null, waiters: [] };
+  renderState = { inflight: false, dirty: false, lastMs: null, lastError: null, waiters: [] };
   startWorker();
   await workerReady;
   if (adapterInfo && !adapterInfo.error) await attachCanvases();
@@ -175,6 +175,7 @@ function applyDefaults(r) {
   S.image.radius = round2(rad);
   S.image.cursor = [Math.floor(rows / 2), Math.floor(cols / 2)];
   S.image.roi = null;
+  S.image.roiCircle = null;
   S.image.display.zoom = 1; S.image.display.pan = null;
   S.pattern.display.zoom = 1; S.pattern.display.pan = null;
   setPreset(preset);
@@ -227,7 +228,7 @@ function clampRect() {
 // ---------------------------------------------------------------- rendering
 function viewState() {
   const im = S.image;
-  const keep = { kind: im.kind, axis: im.axis, rotation: im.rotation, flip: im.flip, cursor: im.cursor, roi: im.roi, display: im.display };
+  const keep = { kind: im.kind, axis: im.axis, rotation: im.rotation, flip: im.flip, cursor: im.cursor, roi: im.roi, roiCircle: im.roiCircle, display: im.display };
   if (['bf', 'df', 'adf'].includes(im.kind)) keep.center = im.center;
   if (['bf', 'df'].includes(im.kind)) keep.radius = im.radius;
   if (im.kind === 'adf') { keep.inner = im.inner; keep.outer = im.outer; }
@@ -251,13 +252,16 @@ function requestRender() {
   const sizes = { image: canvasSize('image'), pattern: canvasSize('pattern') };
   call('render', { state: viewState(), sizes }).then((r) => {
     renderState.lastMs = r.ms;
+    renderState.lastError = null;
     clearError();
-  }).catch((e) => showError(e.message)).finally(() => {
+  }).catch((e) => { renderState.lastError = e; showError(e.message); }).finally(() => {
     renderState.inflight = false;
     if (renderState.dirty) requestRender();
     else {
+      // Callers awaiting the redraw learn whether the view they asked for was drawn.
       const w = renderState.waiters; renderState.waiters = [];
-      w.forEach((f) => f());
+      const err = renderState.lastError;
+      w.forEach(({ resolve, reject }) => (err ? reject(err) : resolve()));
       clearTimeout(statsTimer);
       statsTimer = setTimeout(refreshStats, 120);
     }
@@ -265,7 +269,8 @@ function requestRender() {
   });
 }
 function renderNow() {
-  return new Promise((resolve) => { renderState.waiters.push(resolve); requestRender(); });
+  if (!current) return Promise.resolve();
+  return new Promise((resolve, reject) => { renderState.waiters.push({ resolve, reject }); requestRender(); });
 }
 
 const lastStats = {};
@@ -339,7 +344,8 @@ function bindPanelEvents(panel, el) {
     const s = toSource(panel, e);
     if (e.button === 2 || e.button === 1) { drag = { mode: 'pan', s0: s, pan0: S[panel].display.pan ?? [s.h / 2, s.w / 2] }; return; }
     if (panel === 'image') {
-      if (roiMode) { drag = { mode: 'roi', r0: s.r, c0: s.c }; return; }
+      if (roiMode === 'rect') { drag = { mode: 'roi', r0: s.r, c0: s.c }; return; }
+      if (roiMode === 'circle') { drag = { mode: 'roi-circle', r0: s.r - 0.5, c0: s.c - 0.5 }; return; }
       drag = { mode: 'cursor' }; setCursor(s); return;
     }
     drag = pickDetectorHandle(s);
@@ -359,11 +365,22 @@ function bindPanelEvents(panel, el) {
       const a = [Math.min(drag.r0, s.r), Math.max(drag.r0, s.r), Math.min(drag.c0, s.c), Math.max(drag.c0, s.c)];
       const r0 = clampI(Math.floor(a[0]), 0, rows - 1), c0 = clampI(Math.floor(a[2]), 0, cols - 1);
       S.image.roi = [r0, clampI(Math.ceil(a[1]), r0 + 1, rows), c0, clampI(Math.ceil(a[3]), c0 + 1, cols)];
+      S.image.roiCircle = null;
+      requestRender();
+    } else if (drag.mode === 'roi-circle') {
+      // Centre and radius in position indices (a position is inside when its distance ≤ r).
+      const radius = Math.hypot(s.r - 0.5 - drag.r0, s.c - 0.5 - drag.c0);
+      S.image.roiCircle = [round2(drag.r0), round2(drag.c0), round2(Math.max(0.5, radius))];
+      S.image.roi = null;
       requestRender();
     } else moveDetector(drag, s);
   });
   window.addEventListener('mouseup', () => {
-    if (drag && drag.mode === 'roi') { roiMode = false; $('roi-draw').classList.remove('active'); }
+    if (drag && drag.mode.startsWith('roi')) {
+      roiMode = false;
+      $('roi-draw').classList.remove('active');
+      $('roi-circle').classList.remove('active');
+    }
     drag = null;
   });
   el.addEventListener('mouseleave', () => { $(panel + '-readout').textContent = ''; });
@@ -534,8 +551,16 @@ function bindControls() {
   $('rotation').onchange = (e) => { const v = parseFloat(e.target.value); if (Number.isFinite(v)) { S.image.rotation = v; requestRender(); } };
   $('flip').onchange = (e) => { S.image.flip = e.target.checked; requestRender(); };
   $('pattern-source').onchange = (e) => { S.pattern.source = e.target.value; requestRender(); };
-  $('roi-draw').onclick = () => { roiMode = !roiMode; $('roi-draw').classList.toggle('active', roiMode); };
-  $('roi-clear').onclick = () => { S.image.roi = null; requestRender(); };
+  const roiButton = (mode, id, other) => {
+    $(id).onclick = () => {
+      roiMode = roiMode === mode ? false : mode;
+      $(id).classList.toggle('active', roiMode === mode);
+      $(other).classList.remove('active');
+    };
+  };
+  roiButton('rect', 'roi-draw', 'roi-circle');
+  roiButton('circle', 'roi-circle', 'roi-draw');
+  $('roi-clear').onclick = () => { S.image.roi = null; S.image.roiCircle = null; requestRender(); };
   $('cancel').onclick = async () => {
     $('progress').hidden = true;
     await restartWorker();

@@ -1,4 +1,5 @@
-// Sum and maximum pattern over the scan positions of a half-open scan ROI. The positions are
+// Sum and maximum pattern over the scan positions of a scan ROI (per scan row, the columns
+// [c0, c1) inside it: a rectangle or a drawn disk, decided on the host). The positions are
 // cut into chunks; an invocation takes one resident word (1–4 detector pixels) over one
 // chunk of positions and adds its exact partial into the output with 32-bit atomics (carry
 // propagated into the high word), so the whole GPU works however small the detector is.
@@ -11,22 +12,21 @@ struct PatternParams {
     det_len: u32,
     first_frame: u32,
     scan_cols: u32,
-    roi_r0: u32,
-    roi_r1: u32,
-    roi_c0: u32,
-    roi_c1: u32,
     chunk_len: u32,
     groups_x: u32,
     word_groups: u32,
     _pad0: u32,
     _pad1: u32,
     _pad2: u32,
+    _pad3: u32,
 }
 
 @group(0) @binding(0) var<uniform> params: PatternParams;
 @group(0) @binding(1) var<storage, read> resident: array<u32>;
 // Per detector pixel: sum lo, sum hi, max, 1 once a position was seen.
 @group(0) @binding(2) var<storage, read_write> sum_max: array<atomic<u32>>;
+// Per scan row: the columns [c0, c1) inside the ROI.
+@group(0) @binding(3) var<storage, read> roi_rows: array<vec2<u32>>;
 
 fn add_exact(k: u32, v: vec2<u32>) {
     let old = atomicAdd(&sum_max[4u * k], v.x);
@@ -59,7 +59,8 @@ fn pattern_reduce(
         let pos = params.first_frame + f;
         let r = pos / params.scan_cols;
         let c = pos % params.scan_cols;
-        if (r < params.roi_r0 || r >= params.roi_r1 || c < params.roi_c0 || c >= params.roi_c1) {
+        let span = roi_rows[r];
+        if (c < span.x || c >= span.y) {
             continue;
         }
         seen = true;

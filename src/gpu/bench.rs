@@ -151,7 +151,13 @@ pub fn products(
     });
     let roi = Region::full(shape.scan);
     let s = time(engine, reps, &|e| {
-        encode_pattern_reduce(engine, e, res, roi, &pattern_out)
+        encode_pattern_reduce(
+            engine,
+            e,
+            res,
+            &crate::contract::ScanRoi::Rect(roi),
+            &pattern_out,
+        )
     })?;
     lines.push(Timing {
         name: "mean DP (sum + max)".into(),

@@ -179,10 +179,6 @@ pub struct PatternParams {
     pub det_len: u32,
     pub first_frame: u32,
     pub scan_cols: u32,
-    pub roi_r0: u32,
-    pub roi_r1: u32,
-    pub roi_c0: u32,
-    pub roi_c1: u32,
     /// Positions per invocation ([`PATTERN_CHUNK`]).
     pub chunk_len: u32,
     pub groups_x: u32,
@@ -191,6 +187,7 @@ pub struct PatternParams {
     pub _pad0: u32,
     pub _pad1: u32,
     pub _pad2: u32,
+    pub _pad3: u32,
 }
 
 /// Scan positions one pattern-reduce invocation walks.
@@ -351,16 +348,13 @@ pub fn uniform_layouts() -> Vec<(&'static str, usize, Vec<&'static str>)> {
                 "det_len",
                 "first_frame",
                 "scan_cols",
-                "roi_r0",
-                "roi_r1",
-                "roi_c0",
-                "roi_c1",
                 "chunk_len",
                 "groups_x",
                 "word_groups",
                 "_pad0",
                 "_pad1",
                 "_pad2",
+                "_pad3",
             ],
         ),
         (

@@ -2,7 +2,7 @@
 //! result leaves the GPU, and only when asked. Integer products equal the CPU reference
 //! byte for byte; CoM/DPC/iDPC are returned as float32 per the contract.
 
-use crate::contract::{Region, SparseMask};
+use crate::contract::{Region, ScanRoi, SparseMask};
 use crate::cpu::{dpc_from_com, fit_bf, Dd};
 use crate::error::{Error, Result};
 use crate::formats::Acquisition;
@@ -231,11 +231,13 @@ pub fn encode_pattern_reduce(
     engine: &Engine,
     encoder: &mut wgpu::CommandEncoder,
     res: &Resident,
-    roi: Region,
+    roi: &ScanRoi,
     out: &wgpu::Buffer,
 ) -> Result<()> {
     let shape = res.plan.shape;
     let det_len = shape.det_len();
+    let rows: Vec<u32> = roi.row_intervals(shape.scan).concat();
+    let roi_rows = engine.input(&rows);
     encoder.clear_buffer(out, 0, Some(det_len as u64 * 16));
     let word_groups = res.plan.frame_words.div_ceil(64);
     for (seg, buf) in res.plan.segments.iter().zip(&res.buffers) {
@@ -248,10 +250,6 @@ pub fn encode_pattern_reduce(
             det_len: det_len as u32,
             first_frame: seg.first_frame as u32,
             scan_cols: shape.scan[1] as u32,
-            roi_r0: roi.r0 as u32,
-            roi_r1: roi.r1 as u32,
-            roi_c0: roi.c0 as u32,
-            roi_c1: roi.c1 as u32,
             chunk_len: kernels::PATTERN_CHUNK,
             groups_x: groups.0,
             word_groups,
@@ -260,7 +258,7 @@ pub fn encode_pattern_reduce(
         engine.dispatch(
             encoder,
             &kernels::PATTERN_REDUCE,
-            &[&params, buf, out],
+            &[&params, buf, out, &roi_rows],
             groups,
         )?;
     }
@@ -277,7 +275,7 @@ pub async fn pattern_reduce(
     let det_len = shape.det_len();
     let out = engine.storage("pattern", det_len as u64 * 16);
     let mut encoder = engine.device.create_command_encoder(&Default::default());
-    encode_pattern_reduce(engine, &mut encoder, res, roi, &out)?;
+    encode_pattern_reduce(engine, &mut encoder, res, &ScanRoi::Rect(roi), &out)?;
     engine.queue.submit([encoder.finish()]);
     let bytes = engine.read_back(&out, det_len as u64 * 16).await?;
     let words: Vec<u32> = bytemuck::pod_collect_to_vec(&bytes);
