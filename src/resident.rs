@@ -88,7 +88,9 @@ impl ResidentPlan {
             frame_words: frame_words as u32,
             segments,
             payload_bytes,
-            peak_bytes: payload_bytes + staging + products,
+            // The CPU path stages one window; the GPU decoder holds a compressed window and
+            // its decoded scratch at once: the larger of the two.
+            peak_bytes: payload_bytes + staging.max(DECODE_WINDOW + DECODE_SCRATCH) + products,
         })
     }
 
@@ -108,6 +110,11 @@ impl ResidentPlan {
 
 /// Bytes uploaded per `write_buffer` call: bounds the staging memory of the upload.
 pub const UPLOAD_WINDOW: u64 = 64 << 20;
+/// Compressed bytes per GPU-decode window.
+pub const DECODE_WINDOW: u64 = 64 << 20;
+/// Decoded bytes per GPU-decode window (capped by the binding limit): more blocks per
+/// dispatch keep more of the GPU busy.
+pub const DECODE_SCRATCH: u64 = 256 << 20;
 
 #[cfg(test)]
 mod tests {

@@ -10,15 +10,11 @@ use crate::error::{Error, Result};
 use crate::formats::{Acquisition, Part, PartKind};
 use crate::frames::Correction;
 use crate::hdf5_index::{ChunkRef, DatasetIndex};
-use crate::resident::ResidentPlan;
+use crate::resident::{ResidentPlan, DECODE_SCRATCH, DECODE_WINDOW};
 
 use super::kernels::{self, grid, DecodeParams};
 use super::{Engine, Resident};
 
-/// Compressed bytes per upload window.
-const WINDOW_BYTES: u64 = 32 << 20;
-/// Decoded bytes per window (the scratch the blocks inflate into).
-const SCRATCH_BYTES: u64 = 96 << 20;
 
 /// Frames per chunk when the chunks hold whole frames in frame order.
 fn chunk_frames(ix: &DatasetIndex, det: [usize; 2]) -> Option<u64> {
@@ -299,6 +295,8 @@ fn build_window(
 ) -> Result<Window> {
     let det_len = acq.shape.det_len();
     let elem = acq.dtype.size();
+    let limit = engine.adapter.limits.max_storage_binding;
+    let (window_bytes, scratch_bytes) = (DECODE_WINDOW.min(limit), DECODE_SCRATCH.min(limit));
     let (mut src, mut blocks, mut chunks, mut frame_map) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::<u32>::new());
     let mut dst_bytes = 0u64;
@@ -308,8 +306,8 @@ fn build_window(
         let slot = mine[*i];
         let cn = chunk_frames(slot.ix, acq.shape.det).unwrap_or(1) as usize;
         let logical = cn * det_len * elem;
-        let fits = src.len() as u64 + slot.chunk.size <= WINDOW_BYTES
-            && dst_bytes + logical as u64 <= SCRATCH_BYTES;
+        let fits = src.len() as u64 + slot.chunk.size <= window_bytes
+            && dst_bytes + logical as u64 <= scratch_bytes;
         if !chunks.is_empty() && !fits {
             break;
         }
