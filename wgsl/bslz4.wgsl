@@ -1,9 +1,10 @@
-// Bitshuffle+LZ4 (HDF5 filter 32008) decoded on the GPU from the compressed bytes the host
-// uploaded: `lz4_blocks` inflates every LZ4 block (one invocation per block, each writing
-// only its own word-aligned output range; raw tails are copied), then `unshuffle_pack`
-// gathers each element's bits from its block's bit planes, zeroes bad pixels, and packs the
-// samples into the resident buffer. Every read and write is bounds-checked against the
-// block's own ranges: a corrupt block records its index in `status` and stops.
+// Bitshuffle+LZ4 (HDF5 filter 32008) and plain LZ4 (32004) decoded on the GPU from the
+// compressed bytes the host uploaded: `lz4_blocks` inflates every LZ4 block (one invocation
+// per block, each writing only its own word-aligned output range; raw blocks and tails are
+// copied), then `unshuffle_pack` gathers each element (from its block's bit planes, or plain
+// bytes), zeroes bad pixels, bins (count-preserving, u32 sums, overflow reported), and packs
+// the samples into the resident buffer. Every read and write is bounds-checked against the
+// block's own ranges: a corrupt block records its index in `status[0]` and stops.
 
 struct DecodeParams {
     blocks: u32,
@@ -16,24 +17,24 @@ struct DecodeParams {
     bits: u32,
     det_len: u32,
     elem: u32,
-    _pad2: u32,
-    _pad3: u32,
+    bin: u32,
+    det_cols: u32,
     mask_bad: u32,
     src_bytes: u32,
     dst_bytes: u32,
-    _pad0: u32,
-    _pad1: u32,
+    out_cols: u32,
+    det_rows: u32,
 }
 
 @group(0) @binding(0) var<uniform> dp: DecodeParams;
 // lz4_blocks: the compressed window; unshuffle_pack: per frame (chunk entry, frame in chunk).
 @group(0) @binding(1) var<storage, read> src: array<u32>;
 // lz4_blocks: per block (source byte, source length, output byte, output length | raw << 31);
-// unshuffle_pack: per chunk (scratch byte, block elements, elements, 0).
+// unshuffle_pack: per chunk (scratch byte, block elements, elements, 1 when not bitshuffled).
 @group(0) @binding(2) var<storage, read> table: array<vec4<u32>>;
 // Decoded bit planes: written by lz4_blocks, read by unshuffle_pack.
 @group(0) @binding(3) var<storage, read_write> scratch: array<u32>;
-// [0]: lowest failing block (0xffffffff when none).
+// [0]: lowest failing block (0xffffffff when none); [1]: 1 when a binned sum passed u32.
 @group(0) @binding(4) var<storage, read_write> status: array<atomic<u32>>;
 // unshuffle_pack: bad-pixel bits, one per detector pixel.
 @group(0) @binding(5) var<storage, read> bad: array<u32>;
@@ -163,11 +164,12 @@ fn lz4_blocks(@builtin(global_invocation_id) gid: vec3<u32>) {
     }
 }
 
-// Element `e` of a chunk (scratch byte `base`, `be` elements per full block, `n` elements).
-fn element(base: u32, be: u32, n: u32, e: u32) -> u32 {
+// Element `e` of a chunk (scratch byte `base`, `be` elements per full block, `n` elements;
+// `plain`: stored as bytes, not bit planes).
+fn element(base: u32, be: u32, n: u32, plain: u32, e: u32) -> u32 {
     let elem = dp.elem;
     let comp = n - n % 8u;
-    if (e >= comp) {
+    if (plain != 0u || e >= comp) {
         var v = 0u;
         for (var y = 0u; y < elem; y += 1u) {
             v |= dst_byte(base + e * elem + y) << (8u * y);
@@ -187,6 +189,15 @@ fn element(base: u32, be: u32, n: u32, e: u32) -> u32 {
     return v;
 }
 
+// Sample `k` of frame `fi` of chunk `c`, zeroed when bad and masking is on.
+fn sample(c: vec4<u32>, fi: u32, k: u32, sentinel: u32) -> u32 {
+    let v = element(c.x, c.y, c.z, c.w, fi * dp.det_len + k);
+    if (dp.mask_bad != 0u && (v == sentinel || ((bad[k >> 5u] >> (k & 31u)) & 1u) != 0u)) {
+        return 0u;
+    }
+    return v;
+}
+
 @compute @workgroup_size(64)
 fn unshuffle_pack(@builtin(global_invocation_id) gid: vec3<u32>) {
     let id = gid.x + gid.y * dp.groups_x * 64u;
@@ -198,19 +209,35 @@ fn unshuffle_pack(@builtin(global_invocation_id) gid: vec3<u32>) {
     let gf = dp.first_frame + f;
     let c = table[src[2u * f]];
     let fi = src[2u * f + 1u];
-    let per_word = 32u / dp.bits;
-    let sentinel = select((1u << dp.bits) - 1u, 0xffffffffu, dp.bits == 32u);
+    let sentinel = select((1u << (8u * dp.elem)) - 1u, 0xffffffffu, dp.elem == 4u);
     var word = 0u;
-    for (var s = 0u; s < per_word; s += 1u) {
-        let k = w * per_word + s;
-        if (k >= dp.det_len) {
-            break;
+    if (dp.bin > 1u) {
+        // One binned pixel per word: the count-preserving sum of its b×b block (partial at
+        // the edges), bad pixels zeroed first.
+        let out_rows = (dp.det_rows + dp.bin - 1u) / dp.bin;
+        if (w < out_rows * dp.out_cols) {
+            let i0 = (w / dp.out_cols) * dp.bin;
+            let j0 = (w % dp.out_cols) * dp.bin;
+            var acc = vec2<u32>(0u, 0u);
+            for (var i = i0; i < min(i0 + dp.bin, dp.det_rows); i += 1u) {
+                for (var j = j0; j < min(j0 + dp.bin, dp.det_cols); j += 1u) {
+                    acc = add64(acc, vec2<u32>(sample(c, fi, i * dp.det_cols + j, sentinel), 0u));
+                }
+            }
+            if (acc.y != 0u) {
+                atomicMax(&status[1], 1u);
+            }
+            word = acc.x;
         }
-        var v = element(c.x, c.y, c.z, fi * dp.det_len + k);
-        if (dp.mask_bad != 0u && (v == sentinel || ((bad[k >> 5u] >> (k & 31u)) & 1u) != 0u)) {
-            v = 0u;
+    } else {
+        let per_word = 32u / dp.bits;
+        for (var s = 0u; s < per_word; s += 1u) {
+            let k = w * per_word + s;
+            if (k >= dp.det_len) {
+                break;
+            }
+            word |= sample(c, fi, k, sentinel) << (s * dp.bits);
         }
-        word |= v << (s * dp.bits);
     }
     resident[(gf - dp.seg_first_frame) * dp.frame_words + w] = word;
 }

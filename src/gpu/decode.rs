@@ -1,8 +1,9 @@
-//! Decode on the GPU: bitshuffle+LZ4 chunks are uploaded compressed, in windows of whole
-//! chunks; the host only walks the chunk and block headers (a few bytes per 8 KiB block) to
-//! build the block table, `wgsl/bslz4.wgsl` inflates the blocks and packs the frames (bad
-//! pixels zeroed) straight into the resident buffers. Acquisitions it does not cover (other
-//! filters, chunks that split frames, binning) take the CPU path.
+//! Decode on the GPU: bitshuffle+LZ4 (32008) and LZ4 (32004) chunks are uploaded compressed,
+//! in windows of whole chunks; the host only walks the chunk and block headers to build the
+//! block table, `wgsl/bslz4.wgsl` inflates the blocks and packs the frames (bad pixels zeroed,
+//! detector binned) straight into the resident buffers: the unbinned volume never exists.
+//! Acquisitions it does not cover (deflate/shuffle, chunks that split frames, LZ4 blocks that
+//! are not whole words) take the CPU path.
 
 use crate::contract::Dtype;
 use crate::decode::pipeline::FilterKind;
@@ -15,7 +16,6 @@ use crate::resident::{ResidentPlan, DECODE_SCRATCH, DECODE_WINDOW};
 use super::kernels::{self, grid, DecodeParams};
 use super::{Engine, Resident};
 
-
 /// Frames per chunk when the chunks hold whole frames in frame order.
 fn chunk_frames(ix: &DatasetIndex, det: [usize; 2]) -> Option<u64> {
     let det = [det[0] as u64, det[1] as u64];
@@ -26,15 +26,22 @@ fn chunk_frames(ix: &DatasetIndex, det: [usize; 2]) -> Option<u64> {
     }
 }
 
+/// The single filter the GPU decoder handles for this data set, if it is one of them.
+fn gpu_filter(ix: &DatasetIndex) -> Option<FilterKind> {
+    match ix.filters.as_slice() {
+        [f] if matches!(f.kind, FilterKind::BitshuffleLz4 | FilterKind::Lz4) => Some(f.kind),
+        _ => None,
+    }
+}
+
 /// Whether the GPU decoder covers `acq` under `corr`.
 pub fn supported(acq: &Acquisition, corr: Correction) -> bool {
-    corr.bin == 1
+    corr.bin >= 1
         && matches!(acq.dtype, Dtype::U8 | Dtype::U16 | Dtype::U32)
         && !acq.parts.is_empty()
         && acq.parts.iter().all(|p| match &p.kind {
             PartKind::Hdf5(ix) => {
-                ix.filters.len() == 1
-                    && ix.filters[0].kind == FilterKind::BitshuffleLz4
+                gpu_filter(ix).is_some()
                     && ix.chunks.iter().all(|c| c.filter_mask == 0)
                     && chunk_frames(ix, acq.shape.det).is_some()
             }
@@ -105,8 +112,63 @@ fn decode_error(slot: &ChunkSlot, message: String) -> Error {
     }
 }
 
-/// Block table entries of one chunk (bytes `chunk` at `src_base` of the window, output at
-/// `dst_base`), after the header checks of the CPU decoder.
+/// Block table entries of one LZ4 (32004) chunk, after the CPU decoder's header checks;
+/// `None` when its blocks are not whole words (they would share output words on the GPU).
+fn lz4_chunk_blocks(
+    slot: &ChunkSlot,
+    chunk: &[u8],
+    logical: usize,
+    src_base: u32,
+    dst_base: u32,
+    out: &mut Vec<[u32; 4]>,
+) -> Result<Option<()>> {
+    let bad = |m: String| decode_error(slot, m);
+    let be = |at: usize| {
+        chunk
+            .get(at..at + 4)
+            .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]) as usize)
+            .ok_or_else(|| bad(format!("truncated: LZ4 header expected at byte {at}")))
+    };
+    let total = (be(0)? as u64) << 32 | be(4)? as u64;
+    if total != logical as u64 {
+        return Err(bad(format!(
+            "LZ4 header claims a decoded size of {total} bytes but the chunk's logical size is {logical} bytes"
+        )));
+    }
+    let block = be(8)?;
+    if block == 0 && logical > 0 {
+        return Err(bad("LZ4 block size is 0".into()));
+    }
+    if block % 4 != 0 && logical > block {
+        return Ok(None);
+    }
+    let (mut pos, mut done) = (12usize, 0usize);
+    while done < logical {
+        let raw_len = (logical - done).min(block);
+        let clen = be(pos)?;
+        pos += 4;
+        if pos + clen > chunk.len() {
+            return Err(bad(format!(
+                "truncated: LZ4 block at byte {} claims {clen} bytes, {} remain",
+                pos - 4,
+                chunk.len() - pos
+            )));
+        }
+        let raw_flag = if clen == raw_len { 1u32 << 31 } else { 0 };
+        out.push([
+            src_base + pos as u32,
+            clen as u32,
+            dst_base + done as u32,
+            raw_len as u32 | raw_flag,
+        ]);
+        pos += clen;
+        done += raw_len;
+    }
+    Ok(Some(()))
+}
+
+/// Block table entries of one bitshuffle chunk (bytes `chunk` at `src_base` of the window,
+/// output at `dst_base`), after the header checks of the CPU decoder.
 fn chunk_blocks(
     slot: &ChunkSlot,
     chunk: &[u8],
@@ -192,6 +254,8 @@ pub struct Window {
 pub struct Decoder {
     bad: wgpu::Buffer,
     status: wgpu::Buffer,
+    /// The stored (unbinned) detector.
+    det: [usize; 2],
 }
 
 impl Decoder {
@@ -208,6 +272,7 @@ impl Decoder {
         Decoder {
             bad: engine.input(&bad_bits),
             status: engine.storage("decode status", 16),
+            det: acq.shape.det,
         }
     }
 
@@ -252,8 +317,12 @@ impl Decoder {
             seg_first_frame: seg_first as u32,
             frame_words: plan.frame_words,
             bits: plan.bits,
-            det_len: plan.shape.det_len() as u32,
+            det_len: (self.det[0] * self.det[1]) as u32,
             elem: elem as u32,
+            bin: corr.bin as u32,
+            det_rows: self.det[0] as u32,
+            det_cols: self.det[1] as u32,
+            out_cols: plan.shape.det[1] as u32,
             mask_bad: corr.mask_bad_pixels as u32,
             ..Default::default()
         });
@@ -265,6 +334,7 @@ impl Decoder {
                 (1, &w.frame_map),
                 (2, &w.chunks),
                 (3, &w.scratch),
+                (4, &self.status),
                 (5, &self.bad),
                 (6, resident),
             ],
@@ -272,14 +342,20 @@ impl Decoder {
         )
     }
 
-    /// The lowest failing block of the last decode, if any (reset for the next window).
-    async fn take_failure(&self, engine: &Engine) -> Result<Option<u32>> {
-        let st = engine.read_back(&self.status, 4).await?;
+    /// The lowest failing block of the last decode, if any, and whether a binned sum passed
+    /// u32 (reset for the next window).
+    async fn take_failure(&self, engine: &Engine) -> Result<(Option<u32>, bool)> {
+        let st = engine.read_back(&self.status, 8).await?;
+        self.reset(engine);
+        let failed = u32::from_le_bytes([st[0], st[1], st[2], st[3]]);
+        let overflow = u32::from_le_bytes([st[4], st[5], st[6], st[7]]) != 0;
+        Ok(((failed != u32::MAX).then_some(failed), overflow))
+    }
+
+    fn reset(&self, engine: &Engine) {
         engine
             .queue
-            .write_buffer(&self.status, 0, bytemuck::cast_slice(&[u32::MAX; 4]));
-        let failed = u32::from_le_bytes([st[0], st[1], st[2], st[3]]);
-        Ok((failed != u32::MAX).then_some(failed))
+            .write_buffer(&self.status, 0, bytemuck::cast_slice(&[u32::MAX, 0, 0, 0]));
     }
 }
 
@@ -292,7 +368,7 @@ fn build_window(
     i: &mut usize,
     s0: usize,
     s1: usize,
-) -> Result<Window> {
+) -> Result<Option<Window>> {
     let det_len = acq.shape.det_len();
     let elem = acq.dtype.size();
     let limit = engine.adapter.limits.max_storage_binding;
@@ -316,10 +392,21 @@ fn build_window(
             .source
             .read_vec(slot.chunk.offset, slot.chunk.size)?;
         let (src_base, dst_base) = (src.len() as u32, dst_bytes as u32);
-        let be = chunk_blocks(slot, &bytes, elem, logical, src_base, dst_base, &mut blocks)?;
+        let (be, plain) = match gpu_filter(slot.ix) {
+            Some(FilterKind::Lz4) => {
+                match lz4_chunk_blocks(slot, &bytes, logical, src_base, dst_base, &mut blocks)? {
+                    Some(()) => (0, 1),
+                    None => return Ok(None),
+                }
+            }
+            _ => (
+                chunk_blocks(slot, &bytes, elem, logical, src_base, dst_base, &mut blocks)?,
+                0,
+            ),
+        };
         src.extend_from_slice(&bytes);
         let entry = (chunks.len() / 4) as u32;
-        chunks.extend_from_slice(&[dst_base, be as u32, (cn * det_len) as u32, 0]);
+        chunks.extend_from_slice(&[dst_base, be as u32, (cn * det_len) as u32, plain]);
         for g in slot.first.max(s0)..(slot.first + slot.frames).min(s1) {
             frame_map.extend_from_slice(&[entry, (g - slot.first) as u32]);
             last_frame = g + 1;
@@ -328,7 +415,7 @@ fn build_window(
         *i += 1;
     }
     let frames = last_frame - first_frame;
-    Ok(Window {
+    Ok(Some(Window {
         src: engine.input(&words(&src)),
         blocks: engine.input(&blocks.concat()),
         chunks: engine.input(&chunks),
@@ -341,7 +428,7 @@ fn build_window(
         first_frame,
         frames,
         decoded_bytes: (frames * det_len * elem) as u64,
-    })
+    }))
 }
 
 /// The first window of `acq` (benchmarks time decoding it repeatedly).
@@ -351,23 +438,23 @@ pub fn first_window(engine: &Engine, acq: &Acquisition) -> Result<Window> {
     if mine.is_empty() {
         return Err(Error::param("no chunks to decode"));
     }
-    build_window(engine, acq, &mine, &mut 0, 0, acq.shape.frames())
+    build_window(engine, acq, &mine, &mut 0, 0, acq.shape.frames())?
+        .ok_or_else(|| Error::param("these LZ4 blocks are not whole words: CPU decode"))
 }
 
-/// Decode and upload along `plan`, window by window, calling `progress(frames_done, total)`.
+/// Decode and upload along `plan`, window by window, calling `progress(frames_done, total)`;
+/// `None` when a chunk turns out to need the CPU path (LZ4 blocks that are not whole words).
 pub async fn upload(
     engine: &Engine,
     acq: &Acquisition,
     corr: Correction,
-    plan: ResidentPlan,
+    plan: &ResidentPlan,
     progress: &mut dyn FnMut(usize, usize),
-) -> Result<Resident> {
+) -> Result<Option<Resident>> {
     let total = plan.shape.frames();
     let all = slots(acq);
     let decoder = Decoder::new(engine, acq);
-    engine
-        .queue
-        .write_buffer(&decoder.status, 0, bytemuck::cast_slice(&[u32::MAX; 4]));
+    decoder.reset(engine);
     let scope = engine
         .device
         .push_error_scope(wgpu::ErrorFilter::OutOfMemory);
@@ -383,7 +470,9 @@ pub async fn upload(
         let mut i = 0;
         while i < mine.len() {
             let window_start = i;
-            let w = build_window(engine, acq, &mine, &mut i, s0, s1)?;
+            let Some(w) = build_window(engine, acq, &mine, &mut i, s0, s1)? else {
+                return Ok(None);
+            };
             if w.frames == 0 {
                 continue;
             }
@@ -392,14 +481,22 @@ pub async fn upload(
                 engine,
                 &mut enc,
                 &w,
-                &plan,
+                plan,
                 corr,
                 s0,
                 &buffer,
                 acq.dtype.size(),
             )?;
             engine.queue.submit([enc.finish()]);
-            if let Some(block) = decoder.take_failure(engine).await? {
+            let (failed, overflow) = decoder.take_failure(engine).await?;
+            if overflow {
+                let b = corr.bin;
+                return Err(Error::format(
+                    &acq.primary,
+                    format!("a {b}x{b} binned sum exceeds uint32: use a smaller bin"),
+                ));
+            }
+            if let Some(block) = failed {
                 // Name the chunk the failing block's bytes belong to.
                 let at = w.block_src.get(block as usize).copied().unwrap_or(0) as u64;
                 let mut start = 0u64;
@@ -422,5 +519,8 @@ pub async fn upload(
         buffers.push(buffer);
     }
     engine.queue.submit([]);
-    engine.finish_resident(scope, plan, buffers, corr).await
+    engine
+        .finish_resident(scope, plan.clone(), buffers, corr)
+        .await
+        .map(Some)
 }

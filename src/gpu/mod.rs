@@ -192,7 +192,9 @@ impl Engine {
             return self.generate_synthetic(corr, plan, progress).await;
         }
         if decode::supported(acq, corr) {
-            return decode::upload(self, acq, corr, plan, progress).await;
+            if let Some(res) = decode::upload(self, acq, corr, &plan, progress).await? {
+                return Ok(res);
+            }
         }
         let reader = FrameReader::new(acq);
         let frame_bytes = plan.frame_words as usize * 4;
