@@ -341,3 +341,44 @@ fn rendered_pixels_carry_the_mirror_colours_and_the_overlay() {
     assert!(is_overlay(1, 1) && is_overlay(3, 3) && is_overlay(1, 2) && is_overlay(0, 0));
     assert!(!is_overlay(2, 2), "the interior stays an image pixel");
 }
+
+/// Limits over many workgroups (range and histogram folded with atomics) equal the mirror:
+/// exact range, finite count and histogram, with NaN, infinities and negative values mixed in.
+#[test]
+fn limits_of_a_large_plane_fold_exactly_across_workgroups() {
+    let Some(engine) = engine() else { return };
+    let (w, h) = (517u32, 263u32);
+    let values: Vec<f32> = (0..w * h)
+        .map(|i| match i % 997 {
+            0 => f32::NAN,
+            1 => f32::INFINITY,
+            2 => f32::NEG_INFINITY,
+            _ => ((i as f32 * 0.618_034).fract() - 0.3) * 1.0e4 + (i % 7) as f32,
+        })
+        .collect();
+    let buf = engine.input(bytemuck::cast_slice(&values));
+    let plane = Plane::new(&engine, w, h);
+    for (limits, log) in LIMITS {
+        prep_and_stats(
+            &engine,
+            &plane,
+            PlaneSource::F32 {
+                buf: &buf,
+                stride: 1,
+            },
+            limits,
+            log,
+        );
+        let got = pollster::block_on(plane.read_stats(&engine)).unwrap();
+        let cpu = display::stats(&values, limits, log);
+        assert_limits_match(
+            &got,
+            &cpu,
+            !log,
+            &format!("large plane {limits:?} log={log}"),
+        );
+        if !log {
+            assert_eq!(got.hist, cpu.hist, "histogram {limits:?}");
+        }
+    }
+}
