@@ -174,26 +174,20 @@ impl Plane {
             | Limits::Absolute { lo, hi }
             | Limits::Symmetric { lo, hi } => (lo, hi),
         };
-        let groups = grid(self.len().div_ceil(4096));
         let params = engine.uniform(&StatsParams {
             n: self.len(),
             mode: limits.gpu_mode(),
             log_scale: log as u32,
-            groups_x: groups.0,
             p_lo: lo,
             p_hi: hi,
             abs_lo: lo,
             abs_hi: hi,
+            ..Default::default()
         });
-        encoder.clear_buffer(&self.stats, 0, None);
-        let bind = [&params, &self.values, &self.stats];
-        engine.dispatch(encoder, &kernels::DISPLAY_STATS, &bind, groups)?;
-        engine.dispatch(encoder, &kernels::DISPLAY_HIST, &bind, groups)?;
-        // The limits pass reads the histogram, not the plane.
-        engine.dispatch_at(
+        engine.dispatch(
             encoder,
-            &kernels::DISPLAY_LIMITS,
-            &[(0, &params), (2, &self.stats)],
+            &kernels::DISPLAY_STATS,
+            &[&params, &self.values, &self.stats],
             (1, 1),
         )
     }

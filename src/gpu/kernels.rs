@@ -48,11 +48,12 @@ kernel!(
     "display_prep",
     include_str!("../../wgsl/display_prep.wgsl")
 );
-/// Display limits: range and histogram over the whole GPU, then the limits rule.
-const STATS_BODY: &str = include_str!("../../wgsl/display_stats.wgsl");
-kernel!(DISPLAY_STATS, "display_stats", "stats_range", STATS_BODY);
-kernel!(DISPLAY_HIST, "display_hist", "stats_hist", STATS_BODY);
-kernel!(DISPLAY_LIMITS, "display_limits", "stats_limits", STATS_BODY);
+kernel!(
+    DISPLAY_STATS,
+    "display_stats",
+    "display_stats",
+    include_str!("../../wgsl/display_stats.wgsl")
+);
 kernel!(
     SYNTHETIC,
     "synthetic",
@@ -75,7 +76,7 @@ kernel!(FFT_TRANSPOSE, "fft_transpose", "fft_transpose", FFT_BODY);
 kernel!(IDPC_PACK, "idpc_pack", "idpc_pack", FFT_BODY);
 kernel!(IDPC_FILTER, "idpc_filter", "idpc_filter", FFT_BODY);
 
-pub const ALL: [Kernel; 17] = [
+pub const ALL: [Kernel; 15] = [
     LZ4_BLOCKS,
     UNSHUFFLE_PACK,
     MASKED_SUM,
@@ -83,8 +84,6 @@ pub const ALL: [Kernel; 17] = [
     PATTERN_REDUCE,
     DISPLAY_PREP,
     DISPLAY_STATS,
-    DISPLAY_HIST,
-    DISPLAY_LIMITS,
     SYNTHETIC,
     FFT_PASS,
     FFT_CHIRP_IN,
@@ -272,7 +271,7 @@ pub struct StatsParams {
     pub n: u32,
     pub mode: u32,
     pub log_scale: u32,
-    pub groups_x: u32,
+    pub _pad0: u32,
     pub p_lo: f32,
     pub p_hi: f32,
     pub abs_lo: f32,
@@ -417,7 +416,7 @@ pub fn uniform_layouts() -> Vec<(&'static str, usize, Vec<&'static str>)> {
                 "n",
                 "mode",
                 "log_scale",
-                "groups_x",
+                "_pad0",
                 "p_lo",
                 "p_hi",
                 "abs_lo",
