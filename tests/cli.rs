@@ -106,14 +106,7 @@ fn info_json_describes_the_arina_fixture() {
 }
 
 fn bf_reference() -> (Value, PathBuf) {
-    let m = manifest();
-    let fx = m["fixtures"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|f| f["name"] == "arina_u16")
-        .expect("arina_u16 in manifest")
-        .clone();
+    let fx = fixture_named("arina_u16");
     let p = fx["products"]
         .as_array()
         .unwrap()

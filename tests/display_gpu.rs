@@ -11,18 +11,8 @@ use stem4d::gpu::display::{Plane, PlaneSource, Renderer};
 use stem4d::gpu::kernels::View;
 use stem4d::gpu::{products, Engine, Resident};
 
-fn fixture(name: &str) -> serde_json::Value {
-    manifest()["fixtures"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|f| f["name"] == name)
-        .unwrap_or_else(|| panic!("fixture {name}"))
-        .clone()
-}
-
 fn upload(engine: &Engine, name: &str) -> (stem4d::formats::Acquisition, Resident) {
-    let acq = open_fixture(&fixture(name));
+    let acq = open_fixture(&fixture_named(name));
     let res = pollster::block_on(engine.upload(&acq, Default::default())).unwrap();
     (acq, res)
 }

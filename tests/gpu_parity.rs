@@ -93,14 +93,8 @@ fn kernels_match_the_cpu_reference_on_every_integer_fixture() {
 #[test]
 fn residents_split_across_buffers_give_the_same_sums() {
     let Some(engine) = engine() else { return };
-    let m = manifest();
-    let fx = m["fixtures"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|f| f["name"] == "arina_u16")
-        .unwrap();
-    let acq = open_fixture(fx);
+    let fx = fixture_named("arina_u16");
+    let acq = open_fixture(&fx);
     let corr = stem4d::frames::Correction::default();
     let whole = pollster::block_on(engine.upload(&acq, corr)).unwrap();
     // Force a tiny binding limit: 4 frames per buffer.
@@ -126,15 +120,9 @@ fn residents_split_across_buffers_give_the_same_sums() {
 #[test]
 fn weighted_masks_sum_exactly_per_distinct_weight() {
     let Some(engine) = engine() else { return };
-    let m = manifest();
     for name in ["arina_u16", "arina_u32"] {
-        let fx = m["fixtures"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|f| f["name"] == name)
-            .unwrap();
-        let acq = open_fixture(fx);
+        let fx = fixture_named(name);
+        let acq = open_fixture(&fx);
         let det = acq.shape.det;
         // Asymmetric weights with few distinct values (incl. negative and tiny ones).
         let levels = [0.5, 1.0, -2.25, 1e-3, 3.0e5];
@@ -198,18 +186,9 @@ fn synthetic_residents_made_on_the_gpu_equal_the_cpu_samples() {
 #[test]
 fn folding_the_u32_partials_at_any_interval_is_exact() {
     let Some(engine) = engine() else { return };
-    let m = manifest();
     let mut acqs: Vec<(String, stem4d::formats::Acquisition)> = ["arina_u16", "arina_u8"]
         .iter()
-        .map(|name| {
-            let fx = m["fixtures"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .find(|f| f["name"] == *name)
-                .unwrap();
-            (name.to_string(), open_fixture(fx))
-        })
+        .map(|name| (name.to_string(), open_fixture(&fixture_named(name))))
         .collect();
     // A 64×64 detector: enough words per invocation for the four-loads-in-flight path.
     acqs.push((
@@ -481,14 +460,8 @@ fn compressed_synthetic_decodes_on_the_gpu_to_the_generated_samples() {
 fn lz4_chunks_take_the_gpu_decoder() {
     use stem4d::frames::{Correction, FrameReader, Samples};
     let Some(engine) = engine() else { return };
-    let m = manifest();
-    let fx = m["fixtures"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|f| f["name"] == "lz4_stack_u16")
-        .unwrap();
-    let acq = open_fixture(fx);
+    let fx = fixture_named("lz4_stack_u16");
+    let acq = open_fixture(&fx);
     let corr = Correction {
         mask_bad_pixels: true,
         bin: 2,

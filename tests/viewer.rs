@@ -13,14 +13,7 @@ use stem4d::products::{ProductKind, ProductParams};
 use stem4d::viewer::{OpenRequest, Panel, Session, ViewState};
 
 fn fixture_acq(name: &str) -> Acquisition {
-    let m = manifest();
-    let fx = m["fixtures"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|f| f["name"] == name)
-        .unwrap_or_else(|| panic!("fixture {name}"));
-    open_fixture(fx)
+    open_fixture(&fixture_named(name))
 }
 
 fn open(engine: &Engine, name: &str, req: OpenRequest) -> Session {

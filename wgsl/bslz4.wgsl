@@ -57,6 +57,29 @@ fn put_byte(i: u32, v: u32) {
     scratch[w] = (scratch[w] & ~(0xffu << sh)) | (v << sh);
 }
 
+const BAD: u32 = 0xffffffffu;
+
+// An LZ4 length: the token's 4-bit field, extended by 255-bytes while it reads 15. Returns
+// (length, next source byte), or next = BAD when the bytes run out.
+fn extended(field: u32, start: u32, s_end: u32) -> vec2<u32> {
+    var len = field;
+    var s = start;
+    if (field == 15u) {
+        loop {
+            if (s >= s_end) {
+                return vec2<u32>(0u, BAD);
+            }
+            let x = src_byte(s);
+            s += 1u;
+            len += x;
+            if (x != 255u) {
+                break;
+            }
+        }
+    }
+    return vec2<u32>(len, s);
+}
+
 fn fail(block: u32) {
     atomicMin(&status[0], block);
 }
@@ -96,21 +119,13 @@ fn lz4_blocks(@builtin(global_invocation_id) gid: vec3<u32>) {
         }
         let token = src_byte(s);
         s += 1u;
-        var lit = token >> 4u;
-        if (lit == 15u) {
-            loop {
-                if (s >= s_end) {
-                    fail(b);
-                    return;
-                }
-                let x = src_byte(s);
-                s += 1u;
-                lit += x;
-                if (x != 255u) {
-                    break;
-                }
-            }
+        let le = extended(token >> 4u, s, s_end);
+        if (le.y == BAD) {
+            fail(b);
+            return;
         }
+        let lit = le.x;
+        s = le.y;
         if (lit > s_end - s || lit > d_end - d) {
             fail(b);
             return;
@@ -137,21 +152,13 @@ fn lz4_blocks(@builtin(global_invocation_id) gid: vec3<u32>) {
             fail(b);
             return;
         }
-        var ml = (token & 15u) + 4u;
-        if ((token & 15u) == 15u) {
-            loop {
-                if (s >= s_end) {
-                    fail(b);
-                    return;
-                }
-                let x = src_byte(s);
-                s += 1u;
-                ml += x;
-                if (x != 255u) {
-                    break;
-                }
-            }
+        let me = extended(token & 15u, s, s_end);
+        if (me.y == BAD) {
+            fail(b);
+            return;
         }
+        let ml = me.x + 4u;
+        s = me.y;
         if (ml > d_end - d) {
             fail(b);
             return;

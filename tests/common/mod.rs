@@ -24,6 +24,17 @@ pub fn manifest() -> Value {
     serde_json::from_str(&text).expect("manifest parses")
 }
 
+/// The manifest entry of the fixture called `name`.
+pub fn fixture_named(name: &str) -> Value {
+    manifest()["fixtures"]
+        .as_array()
+        .expect("fixtures")
+        .iter()
+        .find(|f| f["name"] == name)
+        .unwrap_or_else(|| panic!("no fixture {name} in the manifest"))
+        .clone()
+}
+
 pub fn fixture_paths(fx: &Value) -> Vec<PathBuf> {
     let base = match fx["root"].as_str() {
         Some("shared") => root().join("../shared/data"),
