@@ -13,6 +13,14 @@ if grep -q '^name = "wasm-bindgen"$' Cargo.lock 2>/dev/null; then
 fi
 bash scripts/toolchain.sh
 
+# A plain `trunk build --release` (README) must find wasm-opt 132 beside trunk and
+# wasm-bindgen in cargo's bin folder, which rustup puts on PATH.
+CARGO_BIN="${CARGO_INSTALL_ROOT:-${CARGO_HOME:-$HOME/.cargo}}/bin"
+WEBTOOLS_BIN="${WEBTOOLS_DIR:-${XDG_DATA_HOME:-$HOME/.local/share}/webtools}/bin"
+if [ -x "$WEBTOOLS_BIN/wasm-opt" ] && [ -d "$CARGO_BIN" ]; then
+  ln -sfn "$WEBTOOLS_BIN/wasm-opt" "$CARGO_BIN/wasm-opt"
+fi
+
 for c in rustfmt clippy; do
   rustup component list --installed 2>/dev/null | grep -q "^$c" || rustup component add "$c"
 done
