@@ -4,7 +4,7 @@
 //! 4-byte BE compressed length and an LZ4 block that decodes to the block's bit planes. The
 //! last partial block holds a multiple of 8 elements; the final `n % 8` elements are raw.
 
-use super::{be_u32, be_u64, bitshuffle, lz4_block_exact, DecodeError};
+use super::{be_u32, be_u64, bitshuffle, lz4_block_exact, stored, BlockRef, DecodeError};
 
 pub const DEFAULT_BLOCK_BYTES: usize = 8192;
 
@@ -39,54 +39,77 @@ pub fn header(chunk: &[u8], elem: usize) -> Result<Header, DecodeError> {
     })
 }
 
-/// Decode one chunk into `out`, whose length is the chunk's logical size.
-pub fn decode_into(chunk: &[u8], elem: usize, out: &mut [u8]) -> Result<(), DecodeError> {
+/// The blocks of a chunk whose logical size is `logical` bytes, after every header check:
+/// LZ4 blocks of bit planes, then the raw tail of the last `n % 8` elements.
+pub fn layout(
+    chunk: &[u8],
+    elem: usize,
+    logical: usize,
+) -> Result<(Header, Vec<BlockRef>), DecodeError> {
     let h = header(chunk, elem)?;
-    if h.total_bytes != out.len() as u64 {
+    if h.total_bytes != logical as u64 {
         return Err(DecodeError::new(format!(
-            "bitshuffle header claims a decoded size of {} bytes but the chunk's logical size is {} bytes",
+            "bitshuffle header claims a decoded size of {} bytes but the chunk's logical size is {logical} bytes",
             h.total_bytes,
-            out.len()
         )));
     }
-    if !out.len().is_multiple_of(elem) {
+    if !logical.is_multiple_of(elem) {
         return Err(DecodeError::new(format!(
-            "chunk of {} bytes is not a whole number of {elem}-byte elements",
-            out.len()
+            "chunk of {logical} bytes is not a whole number of {elem}-byte elements"
         )));
     }
-    let n = out.len() / elem;
-    let mut pos = 12usize;
+    let n = logical / elem;
     let compressed_elems = n - n % 8;
-    // The header's block size is not trusted: no block is larger than the chunk.
-    let mut scratch = vec![0u8; h.block_elems.min(compressed_elems) * elem];
-    let mut done = 0usize;
+    // Grown as blocks are read (each consumes stored bytes), never sized by the header.
+    let mut blocks = Vec::new();
+    let (mut pos, mut done) = (12usize, 0usize);
     while done < compressed_elems {
         let elems = (compressed_elems - done).min(h.block_elems);
-        let bytes = elems * elem;
         let clen = be_u32(chunk, pos)? as usize;
         pos += 4;
-        let src = chunk.get(pos..pos + clen).ok_or_else(|| {
-            DecodeError::new(format!(
-                "truncated: block at byte {} claims {clen} compressed bytes, {} remain",
-                pos - 4,
-                chunk.len().saturating_sub(pos)
-            ))
+        let src = stored(chunk, pos, clen, |remain| {
+            format!(
+                "truncated: block at byte {} claims {clen} compressed bytes, {remain} remain",
+                pos - 4
+            )
         })?;
-        pos += clen;
-        let planes = &mut scratch[..bytes];
-        lz4_block_exact(src, planes)?;
-        bitshuffle::unshuffle_block(planes, &mut out[done * elem..done * elem + bytes], elem);
+        pos = src.end;
+        blocks.push(BlockRef {
+            src,
+            dst: done * elem..(done + elems) * elem,
+            raw: false,
+        });
         done += elems;
     }
     let tail = (n - done) * elem;
-    let raw = chunk.get(pos..pos + tail).ok_or_else(|| {
-        DecodeError::new(format!(
-            "truncated: {tail} raw tail bytes expected at byte {pos}, {} remain",
-            chunk.len().saturating_sub(pos)
-        ))
-    })?;
-    out[done * elem..].copy_from_slice(raw);
+    if tail > 0 {
+        let src = stored(chunk, pos, tail, |remain| {
+            format!("truncated: {tail} raw tail bytes expected at byte {pos}, {remain} remain")
+        })?;
+        blocks.push(BlockRef {
+            src,
+            dst: done * elem..logical,
+            raw: true,
+        });
+    }
+    Ok((h, blocks))
+}
+
+/// Decode one chunk into `out`, whose length is the chunk's logical size.
+pub fn decode_into(chunk: &[u8], elem: usize, out: &mut [u8]) -> Result<(), DecodeError> {
+    let (h, blocks) = layout(chunk, elem, out.len())?;
+    // The header's block size is not trusted: no block is larger than the chunk.
+    let compressed_elems = out.len() / elem / 8 * 8;
+    let mut scratch = vec![0u8; h.block_elems.min(compressed_elems) * elem];
+    for b in blocks {
+        if b.raw {
+            out[b.dst].copy_from_slice(&chunk[b.src]);
+        } else {
+            let planes = &mut scratch[..b.dst.len()];
+            lz4_block_exact(&chunk[b.src], planes)?;
+            bitshuffle::unshuffle_block(planes, &mut out[b.dst], elem);
+        }
+    }
     Ok(())
 }
 

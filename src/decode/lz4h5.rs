@@ -2,41 +2,52 @@
 //! 4-byte BE compressed length and the block; a length equal to the block's raw size means
 //! the block is stored raw.
 
-use super::{be_u32, be_u64, lz4_block_exact, DecodeError};
+use super::{be_u32, be_u64, lz4_block_exact, stored, BlockRef, DecodeError};
 
-pub fn decode_into(chunk: &[u8], out: &mut [u8]) -> Result<(), DecodeError> {
+/// The block size and blocks of a chunk whose logical size is `logical` bytes, after every
+/// header check; a block whose stored length equals its size is raw.
+pub fn layout(chunk: &[u8], logical: usize) -> Result<(usize, Vec<BlockRef>), DecodeError> {
     let total = be_u64(chunk, 0)?;
-    if total != out.len() as u64 {
+    if total != logical as u64 {
         return Err(DecodeError::new(format!(
-            "LZ4 header claims a decoded size of {total} bytes but the chunk's logical size is {} bytes",
-            out.len()
+            "LZ4 header claims a decoded size of {total} bytes but the chunk's logical size is {logical} bytes"
         )));
     }
     let block = be_u32(chunk, 8)? as usize;
-    if block == 0 && !out.is_empty() {
+    if block == 0 && logical > 0 {
         return Err(DecodeError::new("LZ4 block size is 0"));
     }
-    let mut pos = 12usize;
-    let mut done = 0usize;
-    while done < out.len() {
-        let raw_len = (out.len() - done).min(block);
+    let mut blocks = Vec::new();
+    let (mut pos, mut done) = (12usize, 0usize);
+    while done < logical {
+        let raw_len = (logical - done).min(block);
         let clen = be_u32(chunk, pos)? as usize;
         pos += 4;
-        let src = chunk.get(pos..pos + clen).ok_or_else(|| {
-            DecodeError::new(format!(
-                "truncated: LZ4 block at byte {} claims {clen} bytes, {} remain",
-                pos - 4,
-                chunk.len().saturating_sub(pos)
-            ))
+        let src = stored(chunk, pos, clen, |remain| {
+            format!(
+                "truncated: LZ4 block at byte {} claims {clen} bytes, {remain} remain",
+                pos - 4
+            )
         })?;
-        let dst = &mut out[done..done + raw_len];
-        if clen == raw_len {
-            dst.copy_from_slice(src);
-        } else {
-            lz4_block_exact(src, dst)?;
-        }
-        pos += clen;
+        pos = src.end;
+        blocks.push(BlockRef {
+            src,
+            dst: done..done + raw_len,
+            raw: clen == raw_len,
+        });
         done += raw_len;
+    }
+    Ok((block, blocks))
+}
+
+pub fn decode_into(chunk: &[u8], out: &mut [u8]) -> Result<(), DecodeError> {
+    let (_, blocks) = layout(chunk, out.len())?;
+    for b in blocks {
+        if b.raw {
+            out[b.dst].copy_from_slice(&chunk[b.src]);
+        } else {
+            lz4_block_exact(&chunk[b.src], &mut out[b.dst])?;
+        }
     }
     Ok(())
 }

@@ -23,6 +23,30 @@ impl DecodeError {
     }
 }
 
+/// One block of a chunk as stored: its bytes and the output range they decode to. The CPU
+/// decoders walk these, and the GPU decoder uploads them as its block table, so both read
+/// the same headers with the same checks.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BlockRef {
+    pub src: std::ops::Range<usize>,
+    pub dst: std::ops::Range<usize>,
+    /// Stored as is (copied), not LZ4-compressed.
+    pub raw: bool,
+}
+
+/// The `len` bytes at `pos` of `chunk`, or the truncation error `what` describes.
+pub(crate) fn stored(
+    chunk: &[u8],
+    pos: usize,
+    len: usize,
+    what: impl FnOnce(usize) -> String,
+) -> Result<std::ops::Range<usize>, DecodeError> {
+    match pos.checked_add(len) {
+        Some(end) if end <= chunk.len() => Ok(pos..end),
+        _ => Err(DecodeError::new(what(chunk.len().saturating_sub(pos)))),
+    }
+}
+
 pub(crate) fn be_u32(buf: &[u8], at: usize) -> Result<u32, DecodeError> {
     buf.get(at..at + 4)
         .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]))

@@ -7,6 +7,7 @@
 
 use crate::contract::Dtype;
 use crate::decode::pipeline::FilterKind;
+use crate::decode::{bslz4, lz4h5, BlockRef};
 use crate::error::{Error, Result};
 use crate::formats::{Acquisition, Part, PartKind};
 use crate::frames::Correction;
@@ -112,124 +113,17 @@ fn decode_error(slot: &ChunkSlot, message: String) -> Error {
     }
 }
 
-/// Block table entries of one LZ4 (32004) chunk, after the CPU decoder's header checks;
-/// `None` when its blocks are not whole words (they would share output words on the GPU).
-fn lz4_chunk_blocks(
-    slot: &ChunkSlot,
-    chunk: &[u8],
-    logical: usize,
-    src_base: u32,
-    dst_base: u32,
-    out: &mut Vec<[u32; 4]>,
-) -> Result<Option<()>> {
-    let bad = |m: String| decode_error(slot, m);
-    let be = |at: usize| {
-        chunk
-            .get(at..at + 4)
-            .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]) as usize)
-            .ok_or_else(|| bad(format!("truncated: LZ4 header expected at byte {at}")))
-    };
-    let total = (be(0)? as u64) << 32 | be(4)? as u64;
-    if total != logical as u64 {
-        return Err(bad(format!(
-            "LZ4 header claims a decoded size of {total} bytes but the chunk's logical size is {logical} bytes"
-        )));
-    }
-    let block = be(8)?;
-    if block == 0 && logical > 0 {
-        return Err(bad("LZ4 block size is 0".into()));
-    }
-    if block % 4 != 0 && logical > block {
-        return Ok(None);
-    }
-    let (mut pos, mut done) = (12usize, 0usize);
-    while done < logical {
-        let raw_len = (logical - done).min(block);
-        let clen = be(pos)?;
-        pos += 4;
-        if pos + clen > chunk.len() {
-            return Err(bad(format!(
-                "truncated: LZ4 block at byte {} claims {clen} bytes, {} remain",
-                pos - 4,
-                chunk.len() - pos
-            )));
-        }
-        let raw_flag = if clen == raw_len { 1u32 << 31 } else { 0 };
-        out.push([
-            src_base + pos as u32,
-            clen as u32,
-            dst_base + done as u32,
-            raw_len as u32 | raw_flag,
-        ]);
-        pos += clen;
-        done += raw_len;
-    }
-    Ok(Some(()))
-}
-
-/// Block table entries of one bitshuffle chunk (bytes `chunk` at `src_base` of the window,
-/// output at `dst_base`), after the header checks of the CPU decoder.
-fn chunk_blocks(
-    slot: &ChunkSlot,
-    chunk: &[u8],
-    elem: usize,
-    logical: usize,
-    src_base: u32,
-    dst_base: u32,
-    out: &mut Vec<[u32; 4]>,
-) -> Result<usize> {
-    let bad = |m: String| decode_error(slot, m);
-    let h = crate::decode::bslz4::header(chunk, elem).map_err(|e| bad(e.0))?;
-    if h.total_bytes != logical as u64 {
-        return Err(bad(format!(
-            "bitshuffle header claims a decoded size of {} bytes but the chunk's logical size is {logical} bytes",
-            h.total_bytes
-        )));
-    }
-    let n = logical / elem;
-    let compressed = n - n % 8;
-    let mut pos = 12usize;
-    let mut done = 0usize;
-    while done < compressed {
-        let elems = (compressed - done).min(h.block_elems);
-        let len = chunk
-            .get(pos..pos + 4)
-            .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
-            .ok_or_else(|| bad(format!("truncated: block header expected at byte {pos}")))?
-            as usize;
-        pos += 4;
-        if pos + len > chunk.len() {
-            return Err(bad(format!(
-                "truncated: block at byte {} claims {len} compressed bytes, {} remain",
-                pos - 4,
-                chunk.len() - pos
-            )));
-        }
-        out.push([
-            src_base + pos as u32,
-            len as u32,
-            dst_base + (done * elem) as u32,
-            (elems * elem) as u32,
-        ]);
-        pos += len;
-        done += elems;
-    }
-    let tail = (n - done) * elem;
-    if tail > 0 {
-        if pos + tail > chunk.len() {
-            return Err(bad(format!(
-                "truncated: {tail} raw tail bytes expected at byte {pos}, {} remain",
-                chunk.len() - pos
-            )));
-        }
-        out.push([
-            src_base + pos as u32,
-            tail as u32,
-            dst_base + (done * elem) as u32,
-            tail as u32 | 1 << 31,
-        ]);
-    }
-    Ok(h.block_elems)
+/// The GPU block table entries of `blocks` (source bytes at `src_base` of the window,
+/// output at `dst_base` of the scratch): (source byte, length, output byte, length | raw).
+fn table_entries(blocks: &[BlockRef], src_base: u32, dst_base: u32, out: &mut Vec<[u32; 4]>) {
+    out.extend(blocks.iter().map(|b| {
+        [
+            src_base + b.src.start as u32,
+            b.src.len() as u32,
+            dst_base + b.dst.start as u32,
+            b.dst.len() as u32 | (b.raw as u32) << 31,
+        ]
+    }));
 }
 
 /// One upload window: whole chunks' compressed bytes and tables on the GPU, ready to decode
@@ -240,7 +134,8 @@ pub struct Window {
     chunks: wgpu::Buffer,
     frame_map: wgpu::Buffer,
     scratch: wgpu::Buffer,
-    block_src: Vec<u32>,
+    /// Per block, the index of its chunk in the slots the window was built from.
+    block_chunk: Vec<usize>,
     n_blocks: u32,
     src_bytes: u32,
     dst_bytes: u32,
@@ -375,6 +270,8 @@ fn build_window(
     let (window_bytes, scratch_bytes) = (DECODE_WINDOW.min(limit), DECODE_SCRATCH.min(limit));
     let (mut src, mut blocks, mut chunks, mut frame_map) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::<u32>::new());
+    // For each block, the index in `mine` of the chunk it belongs to (to name a failure).
+    let mut block_chunk = Vec::new();
     let mut dst_bytes = 0u64;
     let first_frame = mine[*i].first.max(s0);
     let mut last_frame = first_frame;
@@ -392,18 +289,24 @@ fn build_window(
             .source
             .read_vec(slot.chunk.offset, slot.chunk.size)?;
         let (src_base, dst_base) = (src.len() as u32, dst_bytes as u32);
-        let (be, plain) = match gpu_filter(slot.ix) {
+        // The CPU decoders' header walks, with their checks: one reading of the format.
+        let bad = |e: crate::decode::DecodeError| decode_error(slot, e.0);
+        let (be, plain, layout) = match gpu_filter(slot.ix) {
             Some(FilterKind::Lz4) => {
-                match lz4_chunk_blocks(slot, &bytes, logical, src_base, dst_base, &mut blocks)? {
-                    Some(()) => (0, 1),
-                    None => return Ok(None),
+                let (block, layout) = lz4h5::layout(&bytes, logical).map_err(bad)?;
+                if block % 4 != 0 && logical > block {
+                    // Blocks that are not whole words would share output words on the GPU.
+                    return Ok(None);
                 }
+                (0, 1, layout)
             }
-            _ => (
-                chunk_blocks(slot, &bytes, elem, logical, src_base, dst_base, &mut blocks)?,
-                0,
-            ),
+            _ => {
+                let (h, layout) = bslz4::layout(&bytes, elem, logical).map_err(bad)?;
+                (h.block_elems, 0, layout)
+            }
         };
+        table_entries(&layout, src_base, dst_base, &mut blocks);
+        block_chunk.resize(blocks.len(), *i);
         src.extend_from_slice(&bytes);
         let entry = (chunks.len() / 4) as u32;
         chunks.extend_from_slice(&[dst_base, be as u32, (cn * det_len) as u32, plain]);
@@ -421,7 +324,7 @@ fn build_window(
         chunks: engine.input(&chunks),
         frame_map: engine.input(&frame_map),
         scratch: engine.storage("decode scratch", dst_bytes.max(16)),
-        block_src: blocks.iter().map(|b| b[0]).collect(),
+        block_chunk,
         n_blocks: blocks.len() as u32,
         src_bytes: src.len() as u32,
         dst_bytes: dst_bytes as u32,
@@ -497,17 +400,10 @@ pub async fn upload(
                 ));
             }
             if let Some(block) = failed {
-                // Name the chunk the failing block's bytes belong to.
-                let at = w.block_src.get(block as usize).copied().unwrap_or(0) as u64;
-                let mut start = 0u64;
-                let mut culprit = mine[window_start];
-                for s in &mine[window_start..i] {
-                    if start + s.chunk.size > at {
-                        culprit = s;
-                        break;
-                    }
-                    start += s.chunk.size;
-                }
+                let culprit = w
+                    .block_chunk
+                    .get(block as usize)
+                    .map_or(mine[window_start], |&c| mine[c]);
                 return Err(decode_error(
                     culprit,
                     "corrupt bitshuffle/LZ4 block (found by the GPU decoder)".into(),
