@@ -338,7 +338,6 @@ impl Session {
         opened_ms: f64,
         progress: &mut dyn FnMut(&str, u64, u64),
     ) -> Result<Session> {
-        let t0 = now_ms();
         let mut stages = vec![Stage {
             name: "index",
             ms: opened_ms,
@@ -440,7 +439,6 @@ impl Session {
         });
         session.profile.total_ms = stages.iter().map(|s| s.ms).sum::<f64>();
         session.profile.stages = stages;
-        let _ = t0;
         Ok(session)
     }
 
@@ -470,20 +468,12 @@ impl Session {
             p.kind,
             ProductKind::Com | ProductKind::Dpc | ProductKind::Idpc
         );
-        let many_weights = p
-            .mask
-            .as_ref()
-            .and_then(|m| m.sparse(self.det()).weights)
-            .is_some_and(|w| {
-                let mut bits: Vec<u64> = w
-                    .iter()
-                    .filter(|v| **v != 0.0)
-                    .map(|v| v.to_bits())
-                    .collect();
-                bits.sort_unstable();
-                bits.dedup();
-                bits.len() > gp::MAX_WEIGHT_GROUPS
-            });
+        let many_weights = p.mask.as_ref().is_some_and(|m| {
+            let sparse = m.sparse(self.det());
+            sparse.weights.is_some_and(|w| {
+                gp::weight_groups(&sparse.indices, &w).len() > gp::MAX_WEIGHT_GROUPS
+            })
+        });
         if (moments && gp::moments_fit_64(res).is_err()) || many_weights {
             // Beyond what the GPU path does exactly (moments past 2^64, masks with very many
             // distinct weights): the exact CPU reference instead.

@@ -117,6 +117,20 @@ pub async fn masked_sums(engine: &Engine, res: &Resident, indices: &[u32]) -> Re
 /// Most distinct weights a weighted mask may have on the GPU (one exact pass each).
 pub const MAX_WEIGHT_GROUPS: usize = 64;
 
+/// The detector pixels of each distinct non-zero weight (keyed by the weight's bits).
+pub fn weight_groups(
+    indices: &[u32],
+    weights: &[f64],
+) -> std::collections::BTreeMap<u64, Vec<u32>> {
+    let mut groups: std::collections::BTreeMap<u64, Vec<u32>> = Default::default();
+    for (&k, &w) in indices.iter().zip(weights) {
+        if w != 0.0 {
+            groups.entry(w.to_bits()).or_default().push(k);
+        }
+    }
+    groups
+}
+
 /// Weighted masks: an exact integer sum per distinct weight on the GPU, combined on the host
 /// in double-double with exact (FMA) products, so the result meets the CPU reference's bound.
 pub async fn weighted_sums(
@@ -125,12 +139,7 @@ pub async fn weighted_sums(
     indices: &[u32],
     weights: &[f64],
 ) -> Result<Vec<f64>> {
-    let mut groups: std::collections::BTreeMap<u64, Vec<u32>> = Default::default();
-    for (&k, &w) in indices.iter().zip(weights) {
-        if w != 0.0 {
-            groups.entry(w.to_bits()).or_default().push(k);
-        }
-    }
+    let groups = weight_groups(indices, weights);
     if groups.len() > MAX_WEIGHT_GROUPS {
         return Err(Error::Gpu(format!(
             "this weighted mask has {} distinct weights (the GPU path takes at most {MAX_WEIGHT_GROUPS}); use --backend cpu",
