@@ -81,19 +81,7 @@ fn info_json_describes_the_arina_fixture() {
     let o = stem4d(&args);
     assert!(o.status.success(), "info failed: {}", stderr(&o));
     let v: Value = serde_json::from_slice(&o.stdout).expect("info --json prints JSON");
-    for key in [
-        "shape",
-        "dtype",
-        "format",
-        "files",
-        "filters",
-        "chunk_shape",
-        "compressed_bytes",
-        "logical_bytes",
-        "scan_shape_source",
-        "calibration",
-        "source_sha256",
-    ] {
+    for key in INFO_KEYS {
         assert!(v.get(key).is_some(), "info --json lacks '{key}': {v}");
     }
     let shape: Vec<u64> = v["shape"]

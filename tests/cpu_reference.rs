@@ -94,19 +94,7 @@ fn info_reports_what_the_files_hold() {
         let acq = open_fixture(fx);
         let info = stem4d::info::Info::of(&acq, false);
         let json = serde_json::to_value(&info).unwrap();
-        for key in [
-            "shape",
-            "dtype",
-            "format",
-            "files",
-            "filters",
-            "chunk_shape",
-            "compressed_bytes",
-            "logical_bytes",
-            "scan_shape_source",
-            "calibration",
-            "source_sha256",
-        ] {
+        for key in INFO_KEYS {
             assert!(json.get(key).is_some(), "{name}: info lacks {key}");
         }
         let filters: Vec<&str> = json["filters"]

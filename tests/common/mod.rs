@@ -24,6 +24,21 @@ pub fn manifest() -> Value {
     serde_json::from_str(&text).expect("manifest parses")
 }
 
+/// The keys `stem4d info --json` must always report (the CLI contract).
+pub const INFO_KEYS: [&str; 11] = [
+    "shape",
+    "dtype",
+    "format",
+    "files",
+    "filters",
+    "chunk_shape",
+    "compressed_bytes",
+    "logical_bytes",
+    "scan_shape_source",
+    "calibration",
+    "source_sha256",
+];
+
 /// The manifest entry of the fixture called `name`.
 pub fn fixture_named(name: &str) -> Value {
     manifest()["fixtures"]
