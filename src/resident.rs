@@ -50,7 +50,9 @@ impl ResidentPlan {
         };
         let det = shape.det_len() as u64;
         let per_word = (32 / bits) as u64;
-        let frame_words = det.div_ceil(per_word);
+        // Frames start 16 bytes apart so kernels load whole vec4s (zero padding, at most 12
+        // bytes a frame).
+        let frame_words = det.div_ceil(per_word).next_multiple_of(4);
         let frame_bytes = frame_words * 4;
         let limit = limits.max_storage_binding.min(limits.max_buffer_size) & !3;
         let frames_per_segment = (limit / frame_bytes) as usize;
@@ -153,6 +155,6 @@ mod tests {
         let plan = ResidentPlan::new(shape, Dtype::U8, false, limits).unwrap();
         let mut words = Vec::new();
         plan.pack_frames(&[1, 2, 3, 4, 5, 6, 7, 8, 9, 10], &mut words);
-        assert_eq!(words, vec![0x04030201, 5, 0x09080706, 10]);
+        assert_eq!(words, vec![0x04030201, 5, 0, 0, 0x09080706, 10, 0, 0]);
     }
 }

@@ -663,7 +663,7 @@ impl Session {
             _ => {
                 let mask = detector.ok_or_else(|| Error::param("this image needs a detector"))?;
                 let SparseMask { indices, .. } = mask.sparse(self.det());
-                let list = gp::DetectorList::new(engine, res, &indices);
+                let list = gp::DetectorList::new(engine, res, &indices)?;
                 gp::encode_masked_sums(engine, enc, res, &list, &self.image_sums)?;
                 let src = if st.image.kind == ImageKind::Df {
                     PlaneSource::U64Diff {
@@ -950,7 +950,7 @@ async fn derive(engine: &Engine, res: &Resident) -> Result<Derived> {
     let n = shape.frames() as u64;
     let totals = engine.storage("totals", n * 8);
     let all = SparseMask::all(shape.det).indices;
-    let list = gp::DetectorList::new(engine, res, &all);
+    let list = gp::DetectorList::new(engine, res, &all)?;
     let mut enc = engine.device.create_command_encoder(&Default::default());
     gp::encode_masked_sums(engine, &mut enc, res, &list, &totals)?;
     engine.queue.submit([enc.finish()]);

@@ -20,7 +20,7 @@ fn upload(engine: &Engine, name: &str) -> (stem4d::formats::Acquisition, Residen
 /// Masked sums kept on the GPU, as the viewer keeps them.
 fn sums_on_gpu(engine: &Engine, res: &Resident, indices: &[u32]) -> wgpu::Buffer {
     let out = engine_storage(engine, res.plan.shape.frames() as u64 * 8);
-    let list = products::DetectorList::new(engine, res, indices);
+    let list = products::DetectorList::new(engine, res, indices).unwrap();
     let mut enc = engine.device.create_command_encoder(&Default::default());
     products::encode_masked_sums(engine, &mut enc, res, &list, &out).unwrap();
     engine.queue.submit([enc.finish()]);

@@ -1,9 +1,12 @@
 // Virtual image: per scan position, the exact 64-bit sum of the resident samples of a
 // detector mask (BF disk, annulus, rectangle, point, boolean mask, or every pixel for the
-// cached total). The mask arrives as word entries `word | selection << 28`: each resident
-// word is loaded once, whatever number of its samples is selected. The workgroup stages the
-// entries in workgroup memory (shared by its 4 positions, 64 invocations each, each with four
-// loads in flight); invocations sum in u32 and fold into 64 bits every `flush` entries (host-proven not to wrap).
+// cached total). Frames are 16 bytes aligned, so the mask arrives as 16-byte entries
+// `vec4_index << 16 | selection` (bit s = sample s of those 16 bytes) and every load is a
+// whole vec4: bandwidth, not load count, bounds the kernel. Eight neighbouring invocations
+// take eight neighbouring entries of one position (a 128-byte run of a detector row in one
+// request); the workgroup's 32 positions share the entries, staged in workgroup memory.
+// Invocations sum in u32 and fold into 64 bits every `flush` entries (host-proven not to
+// wrap); 32-bit samples add in 64 bits directly.
 
 struct MaskedSumParams {
     frames: u32,
@@ -17,26 +20,50 @@ struct MaskedSumParams {
 }
 
 @group(0) @binding(0) var<uniform> params: MaskedSumParams;
-@group(0) @binding(1) var<storage, read> resident: array<u32>;
+@group(0) @binding(1) var<storage, read> resident: array<vec4<u32>>;
 @group(0) @binding(2) var<storage, read> entries: array<u32>;
 @group(0) @binding(3) var<storage, read_write> sums: array<vec2<u32>>;
 
 const WG: u32 = 256u;
-const TPP: u32 = 64u;
-const PPW: u32 = 4u;
+const TPP: u32 = 8u;
+const PPW: u32 = 32u;
 const STAGE: u32 = 2048u;
 var<workgroup> partial: array<vec2<u32>, 256>;
 var<workgroup> staged: array<u32, 2048>;
 
-// The selected samples of one word, summed.
-fn picked(word: u32, sel: u32, bits: u32, per_word: u32, low: u32) -> u32 {
-    var sum = 0u;
-    for (var s = 0u; s < per_word; s += 1u) {
-        if (((sel >> s) & 1u) != 0u) {
-            sum += (word >> (s * bits)) & low;
-        }
+// Bit mask of the selected samples of word `k` (0..3) of a vec4: the selection bits of the
+// word spread to one bit per sample (carry-free multiplications), widened to the sample.
+fn word_mask(sel: u32, k: u32, bits: u32) -> u32 {
+    if (bits == 16u) {
+        return ((((sel >> (2u * k)) & 3u) * 0x8001u) & 0x00010001u) * 0xffffu;
     }
-    return sum;
+    if (bits == 8u) {
+        return ((((sel >> (4u * k)) & 15u) * 0x00204081u) & 0x01010101u) * 0xffu;
+    }
+    return 0u - ((sel >> k) & 1u);
+}
+
+fn selected(v: vec4<u32>, sel: u32, bits: u32, full: u32) -> vec4<u32> {
+    if (sel == full) {
+        return v;
+    }
+    return v & vec4<u32>(word_mask(sel, 0u, bits), word_mask(sel, 1u, bits), word_mask(sel, 2u, bits), word_mask(sel, 3u, bits));
+}
+
+// Sum of the 8- or 16-bit samples of a vec4 (at most 16·255 or 8·65535).
+fn lanes_sum(x: vec4<u32>, bits: u32) -> u32 {
+    if (bits == 16u) {
+        let s = (x & vec4<u32>(0xffffu)) + (x >> vec4<u32>(16u));
+        return s.x + s.y + s.z + s.w;
+    }
+    // Byte pairs first: each 16-bit half stays below 4·510, so no carry crosses halves.
+    let y = (x & vec4<u32>(0x00ff00ffu)) + ((x >> vec4<u32>(8u)) & vec4<u32>(0x00ff00ffu));
+    let z = y.x + y.y + y.z + y.w;
+    return (z & 0xffffu) + (z >> 16u);
+}
+
+fn entry_sum(e: u32, base: u32, bits: u32, full: u32) -> u32 {
+    return lanes_sum(selected(resident[base + (e >> 16u)], e & 0xffffu, bits, full), bits);
 }
 
 @compute @workgroup_size(256)
@@ -48,10 +75,9 @@ fn masked_sum(
     let t = lid % TPP;
     let f = (wg.x + wg.y * params.groups_x) * PPW + slot;
     let live = f < params.frames;
-    let base = f * params.frame_words;
+    let base = f * (params.frame_words / 4u);
     let bits = params.bits;
-    let per_word = 32u / bits;
-    let low = select((1u << bits) - 1u, 0xffffffffu, bits == 32u);
+    let full = (1u << (128u / bits)) - 1u;
     var acc = vec2<u32>(0u, 0u);
     var run = 0u;
     var left = params.flush;
@@ -63,54 +89,51 @@ fn masked_sum(
             staged[i] = entries[c0 + i];
         }
         workgroupBarrier();
-        if (live) {
+        if (live && bits == 32u) {
+            for (var i = t; i < cn; i += TPP) {
+                let e = staged[i];
+                let x = selected(resident[base + (e >> 16u)], e & 0xffffu, bits, full);
+                acc = add64(add64(acc, vec2<u32>(x.x, 0u)), vec2<u32>(x.y, 0u));
+                acc = add64(add64(acc, vec2<u32>(x.z, 0u)), vec2<u32>(x.w, 0u));
+            }
+        } else if (live) {
             var i = t;
-            // Four independent loads in flight per invocation (the kernel is latency-bound
-            // otherwise), in named values: indexed arrays would spill to slow memory. Only
-            // when four entries cannot wrap the u32 partial.
+            // Four independent loads in flight per invocation, in named values (indexed
+            // arrays would spill), when four entries cannot wrap the u32 partial.
             if (params.flush >= 4u) {
                 for (; i + 3u * TPP < cn; i += 4u * TPP) {
-                    let e0 = staged[i];
-                    let e1 = staged[i + TPP];
-                    let e2 = staged[i + 2u * TPP];
-                    let e3 = staged[i + 3u * TPP];
-                    let w0 = resident[base + (e0 & 0x0fffffffu)];
-                    let w1 = resident[base + (e1 & 0x0fffffffu)];
-                    let w2 = resident[base + (e2 & 0x0fffffffu)];
-                    let w3 = resident[base + (e3 & 0x0fffffffu)];
+                    let s0 = entry_sum(staged[i], base, bits, full);
+                    let s1 = entry_sum(staged[i + TPP], base, bits, full);
+                    let s2 = entry_sum(staged[i + 2u * TPP], base, bits, full);
+                    let s3 = entry_sum(staged[i + 3u * TPP], base, bits, full);
                     // `run` holds flush − left entries: fold before it could pass flush.
                     if (left < 4u) {
                         acc = add64(acc, vec2<u32>(run, 0u));
                         run = 0u;
                         left = params.flush;
                     }
-                    run += picked(w0, e0 >> 28u, bits, per_word, low) + picked(w1, e1 >> 28u, bits, per_word, low)
-                        + picked(w2, e2 >> 28u, bits, per_word, low) + picked(w3, e3 >> 28u, bits, per_word, low);
+                    run += s0 + s1 + s2 + s3;
                     left -= 4u;
                 }
             }
             for (; i < cn; i += TPP) {
-                let e = staged[i];
                 if (left == 0u) {
                     acc = add64(acc, vec2<u32>(run, 0u));
                     run = 0u;
                     left = params.flush;
                 }
-                run += picked(resident[base + (e & 0x0fffffffu)], e >> 28u, bits, per_word, low);
+                run += entry_sum(staged[i], base, bits, full);
                 left -= 1u;
             }
         }
     }
-    acc = add64(acc, vec2<u32>(run, 0u));
-    partial[lid] = acc;
+    partial[lid] = add64(acc, vec2<u32>(run, 0u));
     workgroupBarrier();
-    for (var s = TPP / 2u; s > 0u; s >>= 1u) {
-        if (t < s) {
-            partial[lid] = add64(partial[lid], partial[lid + s]);
-        }
-        workgroupBarrier();
-    }
     if (t == 0u && live) {
-        sums[params.first_frame + f] = partial[lid];
+        var s = partial[lid];
+        for (var k = 1u; k < TPP; k += 1u) {
+            s = add64(s, partial[lid + k]);
+        }
+        sums[params.first_frame + f] = s;
     }
 }

@@ -66,7 +66,11 @@ fn synthetic(@builtin(global_invocation_id) gid: vec3<u32>) {
     let k0 = (w % sp.frame_words) * 2u;
     let n = sp.det_rows * sp.det_cols;
     let frame = sp.first_frame + f;
-    var word = synth_sample(frame, k0);
+    // Words past the detector pad the frame to 16 bytes: zero.
+    var word = 0u;
+    if (k0 < n) {
+        word = synth_sample(frame, k0);
+    }
     if (k0 + 1u < n) {
         word |= synth_sample(frame, k0 + 1u) << 16u;
     }

@@ -126,13 +126,14 @@ pub struct MaskedSumParams {
     pub n_idx: u32,
     pub first_frame: u32,
     pub groups_x: u32,
-    /// Word entries summed in u32 before folding into 64 bits ([`sum_flush`] / samples per word).
+    /// 16-byte entries summed in u32 before folding into 64 bits ([`sum_flush`] / samples
+    /// per entry).
     pub flush: u32,
     pub _pad0: u32,
 }
 
 /// Scan positions per masked-sum workgroup (`PPW` in `masked_sum.wgsl`).
-pub const MASKED_SUM_POSITIONS: u32 = 4;
+pub const MASKED_SUM_POSITIONS: u32 = 32;
 
 /// Largest sample count whose u32 sum cannot wrap for `bits`-bit samples.
 pub fn sum_flush(bits: u32) -> u32 {
@@ -144,17 +145,20 @@ pub fn sum_flush(bits: u32) -> u32 {
     (u32::MAX / vmax).max(1)
 }
 
-/// Words per u32 fold of the CoM moments (`0`: take the 64-bit path per sample), so that
-/// `flush · samples_per_word · vmax · max(rows, cols)` stays below 2^32.
+/// 16-byte units per u32 fold of the CoM moments (`0`: take the 64-bit path per sample), so
+/// that `flush · samples_per_vec4 · vmax · max(rows, cols)` stays below 2^32.
 pub fn moment_flush(bits: u32, det: [usize; 2]) -> u32 {
     if bits >= 32 {
         return 0;
     }
-    let per_word = (32 / bits) as u64;
+    let per_vec4 = (128 / bits) as u64;
     let vmax = (1u64 << bits) - 1;
     let span = det[0].max(det[1]).max(1) as u64;
-    (u32::MAX as u64 / (per_word * vmax * span)).min(u32::MAX as u64) as u32
+    (u32::MAX as u64 / (per_vec4 * vmax * span)).min(u32::MAX as u64) as u32
 }
+
+/// Scan positions per CoM-moment workgroup (64 invocations each).
+pub const COM_POSITIONS: u32 = 4;
 
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
@@ -166,7 +170,7 @@ pub struct ComParams {
     pub det_cols: u32,
     pub first_frame: u32,
     pub groups_x: u32,
-    /// Words folded per u32 partial ([`moment_flush`]).
+    /// 16-byte units folded per u32 partial ([`moment_flush`]).
     pub flush: u32,
 }
 
@@ -182,7 +186,7 @@ pub struct PatternParams {
     /// Positions per invocation ([`PATTERN_CHUNK`]).
     pub chunk_len: u32,
     pub groups_x: u32,
-    /// Workgroups (64 words each) covering one frame.
+    /// Workgroups (64 vec4s each) covering one frame.
     pub word_groups: u32,
     pub _pad0: u32,
     pub _pad1: u32,

@@ -19,38 +19,49 @@ fn words_to_u64(bytes: &[u8]) -> Vec<u64> {
         .collect()
 }
 
-/// A detector mask as the masked-sum kernel reads it: one entry per resident word holding
-/// selected pixels, `word | selection << 28` (bit `s` of the selection = sample `s` of the
-/// word), so each word is loaded once however many of its samples are selected.
+/// A detector mask as the masked-sum kernel reads it: one entry per 16 resident bytes
+/// holding selected pixels, `vec4_index << 16 | selection` (bit `s` of the selection =
+/// sample `s` of those bytes), so each vec4 is loaded once however many of its samples are
+/// selected.
 pub struct DetectorList {
     pub buffer: wgpu::Buffer,
     pub entries: u32,
 }
 
-/// The word entries of `indices` (detector pixels, ascending or not) for `bits`-bit samples.
-pub fn word_entries(indices: &[u32], bits: u32) -> Vec<u32> {
-    let per_word = 32 / bits;
+/// Most 16-byte units a frame may have for the 16-bit entry index (1 MiB frames).
+pub const MAX_FRAME_VEC4: u32 = 1 << 16;
+
+/// The 16-byte entries of `indices` (detector pixels, ascending or not) for `bits`-bit
+/// samples.
+pub fn vec4_entries(indices: &[u32], bits: u32) -> Vec<u32> {
+    let per_vec4 = 128 / bits;
     let mut sorted = indices.to_vec();
     sorted.sort_unstable();
     sorted.dedup();
     let mut out: Vec<u32> = Vec::with_capacity(sorted.len());
     for k in sorted {
-        let (word, sel) = (k / per_word, 1u32 << (k % per_word));
+        let (unit, sel) = (k / per_vec4, 1u32 << (k % per_vec4));
         match out.last_mut() {
-            Some(e) if *e & 0x0fff_ffff == word => *e |= sel << 28,
-            _ => out.push(word | sel << 28),
+            Some(e) if *e >> 16 == unit => *e |= sel,
+            _ => out.push(unit << 16 | sel),
         }
     }
     out
 }
 
 impl DetectorList {
-    pub fn new(engine: &Engine, res: &Resident, indices: &[u32]) -> DetectorList {
-        let entries = word_entries(indices, res.plan.bits);
-        DetectorList {
+    pub fn new(engine: &Engine, res: &Resident, indices: &[u32]) -> Result<DetectorList> {
+        if res.plan.frame_words / 4 > MAX_FRAME_VEC4 {
+            return Err(Error::Gpu(format!(
+                "detector frames of {} bytes exceed the masked-sum kernel's 1 MiB: bin the detector",
+                res.plan.frame_words as u64 * 4
+            )));
+        }
+        let entries = vec4_entries(indices, res.plan.bits);
+        Ok(DetectorList {
             buffer: engine.input(&entries),
             entries: entries.len() as u32,
-        }
+        })
     }
 }
 
@@ -76,9 +87,9 @@ pub fn encode_masked_sums_folding(
     out: &wgpu::Buffer,
     flush: u32,
 ) -> Result<()> {
-    let per_word = 32 / res.plan.bits;
-    // The kernel folds per entry (up to `per_word` samples each).
-    let flush_entries = (flush.clamp(1, kernels::sum_flush(res.plan.bits)) / per_word).max(1);
+    let per_vec4 = 128 / res.plan.bits;
+    // The kernel folds per entry (up to `per_vec4` samples each).
+    let flush_entries = (flush.clamp(1, kernels::sum_flush(res.plan.bits)) / per_vec4).max(1);
     for (seg, buf) in res.plan.segments.iter().zip(&res.buffers) {
         let groups = grid((seg.frames as u32).div_ceil(kernels::MASKED_SUM_POSITIONS));
         let params = engine.uniform(&MaskedSumParams {
@@ -105,7 +116,7 @@ pub fn encode_masked_sums_folding(
 pub async fn masked_sums(engine: &Engine, res: &Resident, indices: &[u32]) -> Result<Vec<u64>> {
     let frames = res.plan.shape.frames();
     let out = engine.storage("masked sums", frames as u64 * 8);
-    let list = DetectorList::new(engine, res, indices);
+    let list = DetectorList::new(engine, res, indices)?;
     let mut encoder = engine.device.create_command_encoder(&Default::default());
     encode_masked_sums(engine, &mut encoder, res, &list, &out)?;
     engine.queue.submit([encoder.finish()]);
@@ -207,7 +218,7 @@ pub fn encode_com_moments(
     encode_com_moments_folding(engine, encoder, res, out, flush)
 }
 
-/// [`encode_com_moments`] folding every `flush` words (0 = the 64-bit path per sample;
+/// [`encode_com_moments`] folding every `flush` vec4s (0 = the 64-bit path per sample;
 /// tests force small values; any value up to [`kernels::moment_flush`] is exact).
 pub fn encode_com_moments_folding(
     engine: &Engine,
@@ -218,7 +229,7 @@ pub fn encode_com_moments_folding(
 ) -> Result<()> {
     let shape = res.plan.shape;
     for (seg, buf) in res.plan.segments.iter().zip(&res.buffers) {
-        let groups = grid(seg.frames as u32);
+        let groups = grid((seg.frames as u32).div_ceil(kernels::COM_POSITIONS));
         let params = engine.uniform(&ComParams {
             frames: seg.frames as u32,
             frame_words: res.plan.frame_words,
@@ -248,7 +259,7 @@ pub fn encode_pattern_reduce(
     let rows: Vec<u32> = roi.row_intervals(shape.scan).concat();
     let roi_rows = engine.input(&rows);
     encoder.clear_buffer(out, 0, Some(det_len as u64 * 16));
-    let word_groups = res.plan.frame_words.div_ceil(64);
+    let word_groups = (res.plan.frame_words / 4).div_ceil(64);
     for (seg, buf) in res.plan.segments.iter().zip(&res.buffers) {
         let chunks = (seg.frames as u32).div_ceil(kernels::PATTERN_CHUNK);
         let groups = grid(word_groups * chunks);

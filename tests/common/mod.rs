@@ -209,3 +209,57 @@ pub fn engine() -> Option<stem4d::gpu::Engine> {
         }
     }
 }
+
+/// An in-memory raw acquisition of `dims` = [R, C, Kr, Kc] holding `samples` (little-endian
+/// values of `dtype`, frame after frame): shapes and values no fixture file has.
+pub fn raw_acquisition(
+    dtype: stem4d::contract::Dtype,
+    dims: [usize; 4],
+    samples: Vec<u8>,
+) -> Acquisition {
+    use stem4d::contract::Shape4;
+    use stem4d::formats::{Calibration, Format, Part, PartKind};
+    use stem4d::source::MemSource;
+    let shape = Shape4 {
+        scan: [dims[0], dims[1]],
+        det: [dims[2], dims[3]],
+    };
+    let frame_bytes = shape.det_len() * dtype.size();
+    assert_eq!(samples.len(), shape.frames() * frame_bytes, "samples fill the shape");
+    let name = format!("raw_{dims:?}");
+    let src: Arc<dyn ByteSource> = Arc::new(MemSource::new(name.clone(), samples));
+    Acquisition {
+        format: Format::Hdf5Stack4d,
+        files: FileSet::new(vec![src.clone()]).expect("one file"),
+        primary: name,
+        dataset_path: String::new(),
+        shape,
+        dtype,
+        scan_shape_source: "test".into(),
+        parts: vec![Part {
+            source: src,
+            first_frame: 0,
+            frames: shape.frames(),
+            kind: PartKind::Raw {
+                offset: 0,
+                stride: frame_bytes as u64,
+                stored_rows: dims[2],
+            },
+        }],
+        pixel_mask: None,
+        calibration: Calibration::default(),
+    }
+}
+
+/// Deterministic pseudo-random bytes (xorshift), for raw acquisitions.
+pub fn noise_bytes(n: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed | 1;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 24) as u8
+        })
+        .collect()
+}
