@@ -41,9 +41,11 @@ impl ResidentPlan {
         let bits: u32 = match (dtype, binned) {
             (Dtype::U8, false) => 8,
             (Dtype::U16, false) => 16,
-            (Dtype::F32, _) => {
+            (Dtype::F32, false) => 32,
+            (Dtype::F32, true) => {
                 return Err(Error::Gpu(
-                    "float32 acquisitions are computed on the CPU backend in this version (use --backend cpu)".into(),
+                    "binned float32 acquisitions are computed on the CPU backend (use --backend cpu)"
+                        .into(),
                 ))
             }
             _ => 32,
@@ -96,6 +98,15 @@ impl ResidentPlan {
         })
     }
 
+    /// Pack float32 samples (one frame after another) into resident words (their bits).
+    pub fn pack_float_frames(&self, samples: &[f32], words: &mut Vec<u32>) {
+        let det = self.shape.det_len();
+        for frame in samples.chunks_exact(det) {
+            words.extend(frame.iter().map(|x| x.to_bits()));
+            words.resize(words.len() + self.frame_words as usize - det, 0);
+        }
+    }
+
     /// Pack corrected u32 samples (one frame after another) into resident words.
     pub fn pack_frames(&self, samples: &[u32], words: &mut Vec<u32>) {
         let det = self.shape.det_len();
@@ -107,6 +118,73 @@ impl ResidentPlan {
                 words[start + k / per_word] |= v << ((k % per_word) as u32 * self.bits);
             }
         }
+    }
+}
+
+/// What the upload saw of float32 samples: the binary orders that decide whether the GPU can
+/// sum them exactly as 128-bit integers in units of `2^lsb`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct FloatRange {
+    /// Every sample is an integer multiple of `2^lsb` (the smallest ulp exponent seen).
+    pub lsb: i32,
+    /// Every |sample| is below `2^top`.
+    pub top: i32,
+    /// A NaN or an infinity was seen.
+    pub non_finite: bool,
+}
+
+impl Default for FloatRange {
+    fn default() -> Self {
+        // Empty (no non-zero sample yet): every bound holds.
+        FloatRange {
+            lsb: i32::MAX,
+            top: i32::MIN,
+            non_finite: false,
+        }
+    }
+}
+
+impl FloatRange {
+    pub fn take(&mut self, samples: &[f32]) {
+        for x in samples {
+            let b = x.to_bits();
+            let e = ((b >> 23) & 0xff) as i32;
+            if e == 0xff {
+                self.non_finite = true;
+                continue;
+            }
+            let m = b & 0x7f_ffff | if e != 0 { 0x80_0000 } else { 0 };
+            if m == 0 {
+                continue;
+            }
+            // x = ±m · 2^(max(e, 1) − 150), m < 2^24.
+            let ulp = e.max(1) - 150;
+            let top = ulp + (32 - m.leading_zeros()) as i32;
+            self.lsb = self.lsb.min(ulp);
+            self.top = self.top.max(top);
+        }
+    }
+
+    /// Check that `terms` samples, each times an integer factor up to `max_factor`, sum
+    /// exactly in a signed 128-bit integer of units `2^lsb`.
+    pub fn check_exact(&self, terms: u64, max_factor: u64, file: &str) -> Result<()> {
+        if self.non_finite {
+            return Err(Error::Gpu(format!(
+                "{file}: float32 data holds NaN or infinity; the GPU sums only finite values exactly (use --backend cpu)"
+            )));
+        }
+        let log2 = |v: u64| 64 - v.max(1).saturating_sub(1).leading_zeros() as i32;
+        if self.top < self.lsb {
+            return Ok(());
+        }
+        let need = (self.top - self.lsb) + log2(terms) + log2(max_factor.max(1) + 1);
+        if need > 127 {
+            return Err(Error::Gpu(format!(
+                "{file}: float32 values span 2^{}..2^{}, too wide for the GPU's exact 128-bit sums (needs {need} bits); use --backend cpu",
+                self.lsb, self.top
+            )));
+        }
+        Ok(())
     }
 }
 
@@ -140,6 +218,23 @@ mod tests {
             .all(|s| s.bytes <= limits.max_storage_binding));
         assert_eq!(plan.segments.len(), 4);
         assert_eq!(plan.segments.iter().map(|s| s.frames).sum::<usize>(), 100);
+    }
+
+    #[test]
+    fn float_range_bounds_exact_sums() {
+        let mut r = FloatRange::default();
+        r.take(&[0.0, 1.5, -3.0, 0.25]);
+        // 0.25 = 2^23 · 2^-25; 1.5 = 3·2^22 · 2^-23; |−3| < 2^2.
+        assert_eq!((r.lsb, r.top, r.non_finite), (-25, 2, false));
+        assert!(r.check_exact(1 << 16, 255, "f").is_ok());
+        r.take(&[1e-30]);
+        let e = r.check_exact(1 << 16, 255, "f.h5").unwrap_err().to_string();
+        assert!(e.contains("f.h5") && e.contains("128-bit"), "{e}");
+        r.take(&[f32::NAN]);
+        assert!(r.check_exact(1, 1, "f").unwrap_err().to_string().contains("NaN"));
+        let mut sub = FloatRange::default();
+        sub.take(&[f32::from_bits(1)]);
+        assert_eq!((sub.lsb, sub.top), (-149, -148));
     }
 
     #[test]

@@ -650,7 +650,7 @@ impl Session {
                     rotation: st.image.rotation,
                     flip: st.image.flip,
                 };
-                idpc.encode(engine, enc, moments, dpc)?;
+                idpc.encode(engine, enc, crate::gpu::fft::CentreSource::Moments(moments), dpc)?;
                 self.image.encode_prep(
                     engine,
                     enc,

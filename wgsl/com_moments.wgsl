@@ -15,12 +15,19 @@ struct ComParams {
     first_frame: u32,
     groups_x: u32,
     flush: u32,
+    // Float32 residents: the power of two all samples are integer multiples of.
+    lsb: i32,
+    _pad0: u32,
+    _pad1: u32,
+    _pad2: u32,
 }
 
 @group(0) @binding(0) var<uniform> params: ComParams;
 @group(0) @binding(1) var<storage, read> resident: array<vec4<u32>>;
 // Per position: total, row moment, column moment, each a (lo, hi) pair.
 @group(0) @binding(2) var<storage, read_write> moments: array<vec2<u32>>;
+// Float32 residents: the same three sums, each a 128-bit integer in units of 2^lsb.
+@group(0) @binding(3) var<storage, read_write> wide_moments: array<vec4<u32>>;
 
 const WG: u32 = 256u;
 const TPF: u32 = 64u;
@@ -198,5 +205,61 @@ fn com_moments(
         moments[o] = st;
         moments[o + 1u] = sr;
         moments[o + 2u] = sc;
+    }
+}
+
+var<workgroup> wide_t: array<vec4<u32>, 256>;
+var<workgroup> wide_r: array<vec4<u32>, 256>;
+var<workgroup> wide_c: array<vec4<u32>, 256>;
+
+// The same moments over float32 residents (one sample per word), exact in 128-bit integers.
+@compute @workgroup_size(256)
+fn com_moments_f32(
+    @builtin(workgroup_id) wg: vec3<u32>,
+    @builtin(local_invocation_index) lid: u32,
+) {
+    let slot = lid / TPF;
+    let lane = lid % TPF;
+    let f = (wg.x + wg.y * params.groups_x) * FPW + slot;
+    let live = f < params.frames;
+    let base = f * params.frame_words;
+    var t = vec4<u32>(0u);
+    var mr = vec4<u32>(0u);
+    var mc = vec4<u32>(0u);
+    if (live) {
+        let cols = params.det_cols;
+        for (var k = lane; k < params.det_rows * cols; k += TPF) {
+            let q = resident[(base + k) / 4u];
+            let x = q[(base + k) % 4u];
+            t = add128(t, fixed128(x, 1u, params.lsb));
+            mr = add128(mr, fixed128(x, k / cols, params.lsb));
+            mc = add128(mc, fixed128(x, k % cols, params.lsb));
+        }
+    }
+    wide_t[lid] = t;
+    wide_r[lid] = mr;
+    wide_c[lid] = mc;
+    workgroupBarrier();
+    if (lane < 8u) {
+        for (var k = lid + 8u; k < lid + TPF; k += 8u) {
+            wide_t[lid] = add128(wide_t[lid], wide_t[k]);
+            wide_r[lid] = add128(wide_r[lid], wide_r[k]);
+            wide_c[lid] = add128(wide_c[lid], wide_c[k]);
+        }
+    }
+    workgroupBarrier();
+    if (lane == 0u && live) {
+        var st = wide_t[lid];
+        var sr = wide_r[lid];
+        var sc = wide_c[lid];
+        for (var k = lid + 1u; k < lid + 8u; k += 1u) {
+            st = add128(st, wide_t[k]);
+            sr = add128(sr, wide_r[k]);
+            sc = add128(sc, wide_c[k]);
+        }
+        let o = 3u * (params.first_frame + f);
+        wide_moments[o] = st;
+        wide_moments[o + 1u] = sr;
+        wide_moments[o + 2u] = sc;
     }
 }

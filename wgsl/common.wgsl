@@ -64,3 +64,54 @@ fn dpc_from_com(com: vec2<f32>, mean: vec2<f32>, cos_t: f32, sin_t: f32, flip: u
     }
     return vec2<f32>(cos_t * d.x - sin_t * d.y, sin_t * d.x + cos_t * d.y);
 }
+
+// Float32 data summed exactly: every sample is an integer multiple of 2^lsb (the host audits
+// the resident values and proves the sums fit), so sums are 128-bit two's-complement
+// integers (four u32 limbs, least significant first) and the order of addition cannot
+// change a bit.
+fn add128(a: vec4<u32>, b: vec4<u32>) -> vec4<u32> {
+    let s = a + b;
+    let c0 = select(0u, 1u, s.x < a.x);
+    let y = s.y + c0;
+    let c1 = select(0u, 1u, s.y < a.y || y < c0);
+    let z = s.z + c1;
+    let c2 = select(0u, 1u, s.z < a.z || z < c1);
+    return vec4<u32>(s.x, y, z, s.w + c2);
+}
+
+// `factor · x` (x: float32 bits, finite) as a 128-bit integer in units of 2^lsb.
+fn fixed128(x: u32, factor: u32, lsb: i32) -> vec4<u32> {
+    let e = (x >> 23u) & 0xffu;
+    var m = x & 0x7fffffu;
+    if (e != 0u) {
+        m |= 0x800000u;
+    }
+    if (m == 0u || factor == 0u) {
+        return vec4<u32>(0u);
+    }
+    let p = mul64(m, factor);
+    let s = u32(i32(max(e, 1u)) - 150 - lsb);
+    let w = s / 32u;
+    let b = s % 32u;
+    // p << b as three limbs; a shift by 32 would be taken mod 32, hence the select.
+    let x0 = p.x << b;
+    let x1 = (p.y << b) | select(p.x >> (32u - b), 0u, b == 0u);
+    let x2 = select(p.y >> (32u - b), 0u, b == 0u);
+    var v = vec4<u32>(0u);
+    v[w] = x0;
+    if (w + 1u < 4u) {
+        v[w + 1u] = x1;
+    }
+    if (w + 2u < 4u) {
+        v[w + 2u] = x2;
+    }
+    if ((x >> 31u) != 0u) {
+        return add128(~v, vec4<u32>(1u, 0u, 0u, 0u));
+    }
+    return v;
+}
+
+// Order-preserving key of float32 bits for atomicMax (negative values reverse).
+fn float_key(x: u32) -> u32 {
+    return select(x | 0x80000000u, ~x, (x >> 31u) != 0u);
+}

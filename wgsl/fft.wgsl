@@ -137,6 +137,18 @@ fn idpc_pack(@builtin(global_invocation_id) gid: vec3<u32>) {
     dst[id] = dpc_from_com(com, vec2<f32>(fp.mean_r, fp.mean_c), fp.cos_t, fp.sin_t, fp.flip);
 }
 
+// The same from a centre-of-mass plane given as float32 (row, col) pairs (float data, whose
+// exact moments the host divides).
+@compute @workgroup_size(256)
+fn idpc_pack_com(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let id = flat_id(gid);
+    if (id >= fp.width * fp.height) {
+        return;
+    }
+    let com = vec2<f32>(bitcast<f32>(moments[2u * id]), bitcast<f32>(moments[2u * id + 1u]));
+    dst[id] = dpc_from_com(com, vec2<f32>(fp.mean_r, fp.mean_c), fp.cos_t, fp.sin_t, fp.flip);
+}
+
 fn freq(k: u32, n: u32) -> f32 {
     return select(f32(k), f32(k) - f32(n), k >= (n + 1u) / 2u);
 }

@@ -16,13 +16,16 @@ struct MaskedSumParams {
     first_frame: u32,
     groups_x: u32,
     flush: u32,
-    _pad0: u32,
+    // Float32 residents: the power of two all samples are integer multiples of.
+    lsb: i32,
 }
 
 @group(0) @binding(0) var<uniform> params: MaskedSumParams;
 @group(0) @binding(1) var<storage, read> resident: array<vec4<u32>>;
 @group(0) @binding(2) var<storage, read> entries: array<u32>;
 @group(0) @binding(3) var<storage, read_write> sums: array<vec2<u32>>;
+// Float32 residents: per position the exact sum, a 128-bit integer in units of 2^lsb.
+@group(0) @binding(4) var<storage, read_write> wide_sums: array<vec4<u32>>;
 
 const WG: u32 = 256u;
 const TPP: u32 = 8u;
@@ -30,6 +33,16 @@ const PPW: u32 = 32u;
 const STAGE: u32 = 2048u;
 var<workgroup> partial: array<vec2<u32>, 256>;
 var<workgroup> staged: array<u32, 2048>;
+var<workgroup> partial_wide: array<vec4<u32>, 256>;
+
+// Entries [c0, c0 + n) into workgroup memory; called by every invocation (uniform control).
+fn stage(c0: u32, n: u32, lid: u32) {
+    workgroupBarrier();
+    for (var i = lid; i < n; i += WG) {
+        staged[i] = entries[c0 + i];
+    }
+    workgroupBarrier();
+}
 
 // Bit mask of the selected samples of word `k` (0..3) of a vec4: the selection bits of the
 // word spread to one bit per sample (carry-free multiplications), widened to the sample.
@@ -84,11 +97,7 @@ fn masked_sum(
     // Every invocation walks the same chunks: the barriers stay in uniform control flow.
     for (var c0 = 0u; c0 < params.n_idx; c0 += STAGE) {
         let cn = min(STAGE, params.n_idx - c0);
-        workgroupBarrier();
-        for (var i = lid; i < cn; i += WG) {
-            staged[i] = entries[c0 + i];
-        }
-        workgroupBarrier();
+        stage(c0, cn, lid);
         if (live && bits == 32u) {
             for (var i = t; i < cn; i += TPP) {
                 let e = staged[i];
@@ -135,5 +144,43 @@ fn masked_sum(
             s = add64(s, partial[lid + k]);
         }
         sums[params.first_frame + f] = s;
+    }
+}
+
+// The same sum over float32 residents (one sample per word), exact in 128-bit integers.
+@compute @workgroup_size(256)
+fn masked_sum_f32(
+    @builtin(workgroup_id) wg: vec3<u32>,
+    @builtin(local_invocation_index) lid: u32,
+) {
+    let slot = lid / TPP;
+    let t = lid % TPP;
+    let f = (wg.x + wg.y * params.groups_x) * PPW + slot;
+    let live = f < params.frames;
+    let base = f * (params.frame_words / 4u);
+    var acc = vec4<u32>(0u);
+    for (var c0 = 0u; c0 < params.n_idx; c0 += STAGE) {
+        let cn = min(STAGE, params.n_idx - c0);
+        stage(c0, cn, lid);
+        if (live) {
+            for (var i = t; i < cn; i += TPP) {
+                let e = staged[i];
+                let v = resident[base + (e >> 16u)];
+                for (var w = 0u; w < 4u; w += 1u) {
+                    if (((e >> w) & 1u) != 0u) {
+                        acc = add128(acc, fixed128(v[w], 1u, params.lsb));
+                    }
+                }
+            }
+        }
+    }
+    partial_wide[lid] = acc;
+    workgroupBarrier();
+    if (t == 0u && live) {
+        var s = partial_wide[lid];
+        for (var k = 1u; k < TPP; k += 1u) {
+            s = add128(s, partial_wide[lid + k]);
+        }
+        wide_sums[params.first_frame + f] = s;
     }
 }

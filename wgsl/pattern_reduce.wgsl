@@ -17,7 +17,8 @@ struct PatternParams {
     chunk_len: u32,
     groups_x: u32,
     word_groups: u32,
-    _pad0: u32,
+    // Float32 residents: the power of two all samples are integer multiples of.
+    lsb: i32,
     _pad1: u32,
     _pad2: u32,
     _pad3: u32,
@@ -29,6 +30,9 @@ struct PatternParams {
 @group(0) @binding(2) var<storage, read_write> sum_max: array<atomic<u32>>;
 // Per scan row: the columns [c0, c1) inside the ROI.
 @group(0) @binding(3) var<storage, read> roi_rows: array<vec2<u32>>;
+// Float32 residents, per detector pixel: the exact sum as four limbs (a 128-bit integer in
+// units of 2^lsb), the order key of the maximum (`float_key`), 1 once seen, a pad word.
+@group(0) @binding(4) var<storage, read_write> wide_sum_max: array<atomic<u32>>;
 
 fn add_exact(k: u32, v: vec2<u32>) {
     let old = atomicAdd(&sum_max[4u * k], v.x);
@@ -152,5 +156,72 @@ fn pattern_reduce(
             atomicMax(&sum_max[4u * k + 2u], m);
             atomicStore(&sum_max[4u * k + 3u], 1u);
         }
+    }
+}
+
+// Add a 128-bit partial into pixel k's limbs: each limb atomically, carries passed upward,
+// so concurrent additions still total exactly (mod 2^128, as two's complement wants).
+fn add_wide(k: u32, v: vec4<u32>) {
+    var carry = 0u;
+    for (var l = 0u; l < 4u; l += 1u) {
+        let x = v[l] + carry;
+        let wrapped = select(0u, 1u, x < carry);
+        let old = atomicAdd(&wide_sum_max[8u * k + l], x);
+        carry = wrapped + select(0u, 1u, old + x < old);
+    }
+}
+
+// The same reduction over float32 residents: exact 128-bit sums, maximum by order key.
+@compute @workgroup_size(64)
+fn pattern_reduce_f32(
+    @builtin(workgroup_id) wg: vec3<u32>,
+    @builtin(local_invocation_index) lid: u32,
+) {
+    let flat = wg.x + wg.y * params.groups_x;
+    let chunk = flat / params.word_groups;
+    let q = (flat % params.word_groups) * 64u + lid;
+    let nq = params.frame_words / 4u;
+    let f0 = chunk * params.chunk_len;
+    if (q >= nq || f0 >= params.frames) {
+        return;
+    }
+    let f1 = min(f0 + params.chunk_len, params.frames);
+    var s0 = vec4<u32>(0u);
+    var s1 = vec4<u32>(0u);
+    var s2 = vec4<u32>(0u);
+    var s3 = vec4<u32>(0u);
+    var keys = vec4<u32>(0u);
+    var seen = false;
+    for (var f = f0; f < f1; f += 1u) {
+        if (!inside(f)) {
+            continue;
+        }
+        seen = true;
+        let v = resident[f * nq + q];
+        s0 = add128(s0, fixed128(v.x, 1u, params.lsb));
+        s1 = add128(s1, fixed128(v.y, 1u, params.lsb));
+        s2 = add128(s2, fixed128(v.z, 1u, params.lsb));
+        s3 = add128(s3, fixed128(v.w, 1u, params.lsb));
+        keys = max(keys, vec4<u32>(float_key(v.x), float_key(v.y), float_key(v.z), float_key(v.w)));
+    }
+    if (!seen) {
+        return;
+    }
+    for (var w = 0u; w < 4u; w += 1u) {
+        let k = 4u * q + w;
+        if (k >= params.det_len) {
+            return;
+        }
+        var s = s0;
+        if (w == 1u) {
+            s = s1;
+        } else if (w == 2u) {
+            s = s2;
+        } else if (w == 3u) {
+            s = s3;
+        }
+        add_wide(k, s);
+        atomicMax(&wide_sum_max[8u * k + 4u], keys[w]);
+        atomicStore(&wide_sum_max[8u * k + 5u], 1u);
     }
 }

@@ -25,6 +25,21 @@ impl Dd {
         Dd { hi, lo }
     }
 
+    /// `v · 2^exp` (an exact integer sum in units of 2^exp, as the GPU's float kernels give
+    /// it), rounded once into a double-double.
+    pub fn from_i128_scaled(v: i128, exp: i32) -> Dd {
+        if v == 0 {
+            return Dd::ZERO;
+        }
+        let hi = v as f64;
+        let lo = v.wrapping_sub(hi as i128) as f64;
+        let scale = 2f64.powi(exp);
+        Dd {
+            hi: hi * scale,
+            lo: lo * scale,
+        }
+    }
+
     #[inline]
     pub fn add(&mut self, x: f64) {
         let (s, e) = two_sum(self.hi, x);
@@ -44,6 +59,11 @@ impl Dd {
     pub fn sub_dd(&mut self, o: &Dd) {
         self.add(-o.hi);
         self.add(-o.lo);
+    }
+
+    /// (hi, lo): the value is their exact sum.
+    pub fn parts(&self) -> (f64, f64) {
+        (self.hi, self.lo)
     }
 
     pub fn value(&self) -> f64 {

@@ -210,8 +210,10 @@ fn pattern_reductions(
                         if max.is_empty() {
                             max.extend_from_slice(frame);
                         } else {
+                            // IEEE total order: +0 above −0 and a NaN above every
+                            // number, so the maximum does not depend on the order of frames.
                             for (m, &x) in max.iter_mut().zip(frame) {
-                                if x > *m {
+                                if x.total_cmp(m).is_gt() {
                                     *m = x;
                                 }
                             }

@@ -139,7 +139,7 @@ pub fn products(
         rotation: 12.0,
         flip: false,
     };
-    let s = time(engine, reps, &|e| idpc.encode(engine, e, &out, dpc))?;
+    let s = time(engine, reps, &|e| idpc.encode(engine, e, super::fft::CentreSource::Moments(&out), dpc))?;
     lines.push(Timing {
         name: format!(
             "iDPC {}x{} (2-D FFTs + filter)",

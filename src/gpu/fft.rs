@@ -238,6 +238,15 @@ fn transpose(
     )
 }
 
+/// Where iDPC takes the centre of mass from.
+#[derive(Clone, Copy, Debug)]
+pub enum CentreSource<'a> {
+    /// Exact integer moments: three u64 per position (total, Σ i·I, Σ j·I).
+    Moments(&'a wgpu::Buffer),
+    /// The CoM as float32 (row, col) per position.
+    Com(&'a wgpu::Buffer),
+}
+
 /// DPC settings of an iDPC image: scan mean of the CoM, rotation (degrees) and flip.
 #[derive(Clone, Copy, Debug)]
 pub struct DpcSettings {
@@ -275,13 +284,13 @@ impl Idpc {
         }
     }
 
-    /// Record iDPC of the DPC from `moments` (3 u64 per position); the phase ends in
-    /// `self.phase` as (φ, ≈0) pairs, row-major.
+    /// Record iDPC of the DPC from `centre` (exact moments or a CoM plane); the phase ends
+    /// in `self.phase` as (φ, ≈0) pairs, row-major.
     pub fn encode(
         &self,
         engine: &Engine,
         enc: &mut wgpu::CommandEncoder,
-        moments: &wgpu::Buffer,
+        centre: CentreSource,
         dpc: DpcSettings,
     ) -> Result<()> {
         let (r, c) = (self.rows, self.cols);
@@ -301,12 +310,11 @@ impl Idpc {
             r * c,
         );
         let (a, b) = (&self.w0, &self.phase);
-        engine.dispatch_at(
-            enc,
-            &kernels::IDPC_PACK,
-            &[(0, &u), (3, a), (4, moments)],
-            g,
-        )?;
+        let (pack, src) = match centre {
+            CentreSource::Moments(b) => (&kernels::IDPC_PACK, b),
+            CentreSource::Com(b) => (&kernels::IDPC_PACK_COM, b),
+        };
+        engine.dispatch_at(enc, pack, &[(0, &u), (3, a), (4, src)], g)?;
         rows_fft(engine, enc, &self.row_axis, r, false, a, b)?;
         transpose(engine, enc, c, r, a, b)?;
         rows_fft(engine, enc, &self.col_axis, c, false, b, a)?;

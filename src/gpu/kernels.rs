@@ -75,8 +75,30 @@ kernel!(FFT_CHIRP_OUT, "fft_chirp_out", "fft_chirp_out", FFT_BODY);
 kernel!(FFT_TRANSPOSE, "fft_transpose", "fft_transpose", FFT_BODY);
 kernel!(IDPC_PACK, "idpc_pack", "idpc_pack", FFT_BODY);
 kernel!(IDPC_FILTER, "idpc_filter", "idpc_filter", FFT_BODY);
+kernel!(IDPC_PACK_COM, "idpc_pack_com", "idpc_pack_com", FFT_BODY);
 
-pub const ALL: [Kernel; 15] = [
+// The float32 variants of the product kernels (exact 128-bit sums), beside their integer
+// entry points.
+kernel!(
+    MASKED_SUM_F32,
+    "masked_sum_f32",
+    "masked_sum_f32",
+    MASKED_SUM.body
+);
+kernel!(
+    COM_MOMENTS_F32,
+    "com_moments_f32",
+    "com_moments_f32",
+    COM_MOMENTS.body
+);
+kernel!(
+    PATTERN_REDUCE_F32,
+    "pattern_reduce_f32",
+    "pattern_reduce_f32",
+    PATTERN_REDUCE.body
+);
+
+pub const ALL: [Kernel; 19] = [
     LZ4_BLOCKS,
     UNSHUFFLE_PACK,
     MASKED_SUM,
@@ -92,6 +114,10 @@ pub const ALL: [Kernel; 15] = [
     FFT_TRANSPOSE,
     IDPC_PACK,
     IDPC_FILTER,
+    IDPC_PACK_COM,
+    MASKED_SUM_F32,
+    COM_MOMENTS_F32,
+    PATTERN_REDUCE_F32,
 ];
 
 /// The display's render module (vertex `vs_main`, fragment `fs_main`); not a compute kernel.
@@ -129,7 +155,8 @@ pub struct MaskedSumParams {
     /// 16-byte entries summed in u32 before folding into 64 bits ([`sum_flush`] / samples
     /// per entry).
     pub flush: u32,
-    pub _pad0: u32,
+    /// Float32 residents: the power of two all samples are integer multiples of.
+    pub lsb: i32,
 }
 
 /// Scan positions per masked-sum workgroup (`PPW` in `masked_sum.wgsl`).
@@ -172,6 +199,11 @@ pub struct ComParams {
     pub groups_x: u32,
     /// 16-byte units folded per u32 partial ([`moment_flush`]).
     pub flush: u32,
+    /// Float32 residents: the power of two all samples are integer multiples of.
+    pub lsb: i32,
+    pub _pad0: u32,
+    pub _pad1: u32,
+    pub _pad2: u32,
 }
 
 #[repr(C)]
@@ -188,7 +220,8 @@ pub struct PatternParams {
     pub groups_x: u32,
     /// Workgroups (64 vec4s each) covering one frame.
     pub word_groups: u32,
-    pub _pad0: u32,
+    /// Float32 residents: the power of two all samples are integer multiples of.
+    pub lsb: i32,
     pub _pad1: u32,
     pub _pad2: u32,
     pub _pad3: u32,
@@ -325,7 +358,7 @@ pub fn uniform_layouts() -> Vec<(&'static str, usize, Vec<&'static str>)> {
                 "first_frame",
                 "groups_x",
                 "flush",
-                "_pad0",
+                "lsb",
             ],
         ),
         (
@@ -340,6 +373,10 @@ pub fn uniform_layouts() -> Vec<(&'static str, usize, Vec<&'static str>)> {
                 "first_frame",
                 "groups_x",
                 "flush",
+                "lsb",
+                "_pad0",
+                "_pad1",
+                "_pad2",
             ],
         ),
         (
@@ -355,7 +392,7 @@ pub fn uniform_layouts() -> Vec<(&'static str, usize, Vec<&'static str>)> {
                 "chunk_len",
                 "groups_x",
                 "word_groups",
-                "_pad0",
+                "lsb",
                 "_pad1",
                 "_pad2",
                 "_pad3",

@@ -7,6 +7,7 @@ pub mod bench;
 pub mod decode;
 pub mod display;
 pub mod fft;
+pub mod float_products;
 pub mod kernels;
 pub mod products;
 
@@ -18,7 +19,7 @@ use wgpu::util::DeviceExt;
 use crate::error::{Error, Result};
 use crate::formats::Acquisition;
 use crate::frames::{Correction, FrameReader, Samples};
-use crate::resident::{DeviceLimits, ResidentPlan, UPLOAD_WINDOW};
+use crate::resident::{DeviceLimits, FloatRange, ResidentPlan, UPLOAD_WINDOW};
 use kernels::Kernel;
 
 /// What the user and the profile are told about the adapter.
@@ -58,6 +59,8 @@ pub struct Resident {
     pub plan: ResidentPlan,
     pub buffers: Vec<wgpu::Buffer>,
     pub correction: Correction,
+    /// Float32 residents: the binary orders seen at upload (exact-sum bounds).
+    pub float: Option<FloatRange>,
 }
 
 impl Engine {
@@ -200,6 +203,7 @@ impl Engine {
         let frame_bytes = plan.frame_words as usize * 4;
         let window_frames = ((UPLOAD_WINDOW as usize) / frame_bytes).max(1);
         let mut buffers = Vec::with_capacity(plan.segments.len());
+        let mut float = acq.dtype.is_float().then(FloatRange::default);
         let scope = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
         for seg in &plan.segments {
             let buffer = self.device.create_buffer(&wgpu::BufferDescriptor {
@@ -216,13 +220,14 @@ impl Engine {
             while f < end {
                 let f1 = (f + window_frames).min(end);
                 let block = reader.block(f, f1, corr)?;
-                let Samples::Int(samples) = block.samples else {
-                    return Err(Error::Gpu(
-                        "float32 acquisitions stay on the CPU backend".into(),
-                    ));
-                };
                 words.clear();
-                plan.pack_frames(&samples, &mut words);
+                match &block.samples {
+                    Samples::Int(samples) => plan.pack_frames(samples, &mut words),
+                    Samples::Float(samples) => {
+                        float.get_or_insert_with(FloatRange::default).take(samples);
+                        plan.pack_float_frames(samples, &mut words);
+                    }
+                }
                 let offset = ((f - seg.first_frame) * frame_bytes) as u64;
                 self.queue
                     .write_buffer(&buffer, offset, bytemuck::cast_slice(&words));
@@ -232,7 +237,9 @@ impl Engine {
             buffers.push(buffer);
         }
         self.queue.submit([]);
-        self.finish_resident(scope, plan, buffers, corr).await
+        let mut res = self.finish_resident(scope, plan, buffers, corr).await?;
+        res.float = float;
+        Ok(res)
     }
 
     /// Turn an out-of-memory error during upload into the plan's message, else the resident.
@@ -254,6 +261,7 @@ impl Engine {
             plan,
             buffers,
             correction,
+            float: None,
         })
     }
 

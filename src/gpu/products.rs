@@ -239,6 +239,7 @@ pub fn encode_com_moments_folding(
             first_frame: seg.first_frame as u32,
             groups_x: groups.0,
             flush: flush.min(kernels::moment_flush(res.plan.bits, shape.det)),
+            ..Default::default()
         });
         engine.dispatch(encoder, &kernels::COM_MOMENTS, &[&params, buf, out], groups)?;
     }
@@ -387,6 +388,9 @@ pub async fn compute_resident(
             "resident acquisition has another bin / bad-pixel setting",
         ));
     }
+    if res.float.is_some() {
+        return super::float_products::compute(engine, acq, res, p).await;
+    }
     let shape = res.plan.shape;
     let det = shape.det;
     let scan = shape.scan.to_vec();
@@ -438,7 +442,7 @@ pub async fn compute_resident(
                 rotation: p.rotation,
                 flip: p.flip,
             };
-            idpc.encode(engine, &mut enc, &moments, dpc)?;
+            idpc.encode(engine, &mut enc, super::fft::CentreSource::Moments(&moments), dpc)?;
             engine.queue.submit([enc.finish()]);
             ProductArray {
                 shape: scan,

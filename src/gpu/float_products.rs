@@ -1,0 +1,324 @@
+//! Products of float32 residents. The upload audits the samples (`FloatRange`): each is an
+//! integer multiple of `2^lsb`, so the kernels sum them as exact 128-bit integers, in any
+//! order, and the host rounds each sum once into a double-double. Virtual images, CoM and
+//! the mean pattern so equal the CPU reference's double-double results bit for bit; data
+//! whose sums could pass 127 bits (or hold NaN/∞) are refused by name, never approximated.
+
+use crate::contract::{Region, ScanRoi, SparseMask};
+use crate::cpu::{dpc_from_com, fit_bf, scan_means, Dd};
+use crate::error::{Error, Result};
+use crate::formats::Acquisition;
+use crate::products::{ArrayData, ProductArray, ProductKind, ProductParams};
+use crate::resident::FloatRange;
+
+use super::fft::{CentreSource, DpcSettings, Idpc};
+use super::kernels::{self, grid, ComParams, MaskedSumParams, PatternParams};
+use super::products::{frames, weight_groups, DetectorList, MAX_WEIGHT_GROUPS};
+use super::{Engine, Resident};
+
+fn wide_values(bytes: &[u8]) -> Vec<i128> {
+    bytes
+        .chunks_exact(16)
+        .map(|b| i128::from_le_bytes(b.try_into().unwrap_or([0; 16])))
+        .collect()
+}
+
+fn range(res: &Resident) -> Result<FloatRange> {
+    res.float
+        .ok_or_else(|| Error::Gpu("not a float32 resident acquisition".into()))
+}
+
+/// Per-position exact sums of the detector pixels in `indices`, in units of `2^lsb`.
+async fn masked_sums(
+    engine: &Engine,
+    file: &str,
+    res: &Resident,
+    indices: &[u32],
+) -> Result<Vec<i128>> {
+    let r = range(res)?;
+    r.check_exact(indices.len() as u64, 1, file)?;
+    let n = res.plan.shape.frames() as u64;
+    let out = engine.storage("float sums", n * 16);
+    let list = DetectorList::new(engine, res, indices)?;
+    let mut enc = engine.device.create_command_encoder(&Default::default());
+    for (seg, buf) in res.plan.segments.iter().zip(&res.buffers) {
+        let groups = grid((seg.frames as u32).div_ceil(kernels::MASKED_SUM_POSITIONS));
+        let params = engine.uniform(&MaskedSumParams {
+            frames: seg.frames as u32,
+            frame_words: res.plan.frame_words,
+            bits: 32,
+            n_idx: list.entries,
+            first_frame: seg.first_frame as u32,
+            groups_x: groups.0,
+            flush: 0,
+            lsb: r.lsb,
+        });
+        engine.dispatch_at(
+            &mut enc,
+            &kernels::MASKED_SUM_F32,
+            &[(0, &params), (1, buf), (2, &list.buffer), (4, &out)],
+            groups,
+        )?;
+    }
+    engine.queue.submit([enc.finish()]);
+    Ok(wide_values(&engine.read_back(&out, n * 16).await?))
+}
+
+/// Per-position exact (total, Σ i·x, Σ j·x), in units of `2^lsb`.
+async fn moments(engine: &Engine, file: &str, res: &Resident) -> Result<Vec<[i128; 3]>> {
+    let r = range(res)?;
+    let det = res.plan.shape.det;
+    r.check_exact(
+        res.plan.shape.det_len() as u64,
+        det[0].max(det[1]) as u64,
+        file,
+    )?;
+    let n = res.plan.shape.frames() as u64;
+    let out = engine.storage("float moments", n * 48);
+    let mut enc = engine.device.create_command_encoder(&Default::default());
+    for (seg, buf) in res.plan.segments.iter().zip(&res.buffers) {
+        let groups = grid((seg.frames as u32).div_ceil(kernels::COM_POSITIONS));
+        let params = engine.uniform(&ComParams {
+            frames: seg.frames as u32,
+            frame_words: res.plan.frame_words,
+            bits: 32,
+            det_rows: det[0] as u32,
+            det_cols: det[1] as u32,
+            first_frame: seg.first_frame as u32,
+            groups_x: groups.0,
+            lsb: r.lsb,
+            ..Default::default()
+        });
+        engine.dispatch_at(
+            &mut enc,
+            &kernels::COM_MOMENTS_F32,
+            &[(0, &params), (1, buf), (3, &out)],
+            groups,
+        )?;
+    }
+    engine.queue.submit([enc.finish()]);
+    let v = wide_values(&engine.read_back(&out, n * 48).await?);
+    Ok(v.chunks_exact(3).map(|m| [m[0], m[1], m[2]]).collect())
+}
+
+/// Per-pixel exact sums (units of `2^lsb`) and maxima over the positions of `roi`.
+async fn pattern_reduce(
+    engine: &Engine,
+    file: &str,
+    res: &Resident,
+    roi: Region,
+) -> Result<(Vec<i128>, Vec<f32>)> {
+    let r = range(res)?;
+    r.check_exact(roi.len() as u64, 1, file)?;
+    let shape = res.plan.shape;
+    let det_len = shape.det_len();
+    let bytes = det_len as u64 * 32;
+    let out = engine.storage("float pattern", bytes);
+    let rows: Vec<u32> = ScanRoi::Rect(roi).row_intervals(shape.scan).concat();
+    let roi_rows = engine.input(&rows);
+    let mut enc = engine.device.create_command_encoder(&Default::default());
+    enc.clear_buffer(&out, 0, Some(bytes));
+    let word_groups = (res.plan.frame_words / 4).div_ceil(64);
+    for (seg, buf) in res.plan.segments.iter().zip(&res.buffers) {
+        let chunks = (seg.frames as u32).div_ceil(kernels::PATTERN_CHUNK);
+        let groups = grid(word_groups * chunks);
+        let params = engine.uniform(&PatternParams {
+            frames: seg.frames as u32,
+            frame_words: res.plan.frame_words,
+            bits: 32,
+            det_len: det_len as u32,
+            first_frame: seg.first_frame as u32,
+            scan_cols: shape.scan[1] as u32,
+            chunk_len: kernels::PATTERN_CHUNK,
+            groups_x: groups.0,
+            word_groups,
+            lsb: r.lsb,
+            ..Default::default()
+        });
+        engine.dispatch_at(
+            &mut enc,
+            &kernels::PATTERN_REDUCE_F32,
+            &[(0, &params), (1, buf), (3, &roi_rows), (4, &out)],
+            groups,
+        )?;
+    }
+    engine.queue.submit([enc.finish()]);
+    let words: Vec<u32> = bytemuck::pod_collect_to_vec(&engine.read_back(&out, bytes).await?);
+    let mut sums = Vec::with_capacity(det_len);
+    let mut max = Vec::with_capacity(det_len);
+    for w in words.chunks_exact(8) {
+        let v = w[..4]
+            .iter()
+            .rev()
+            .fold(0u128, |acc, &l| acc << 32 | l as u128);
+        sums.push(v as i128);
+        // Undo `float_key`: keys at or above 2^31 were non-negative floats.
+        let key = w[4];
+        max.push(f32::from_bits(if key >> 31 != 0 {
+            key & 0x7fff_ffff
+        } else {
+            !key
+        }));
+    }
+    Ok((sums, max))
+}
+
+/// Exact CoM planes [row, col] from the moments, divided as the CPU reference divides.
+fn com_from_moments(m: &[[i128; 3]], lsb: i32) -> Vec<f64> {
+    let n = m.len();
+    let mut com = vec![0f64; 2 * n];
+    for (k, [t, r, c]) in m.iter().enumerate() {
+        let t = Dd::from_i128_scaled(*t, lsb);
+        if t.value() != 0.0 {
+            com[k] = Dd::from_i128_scaled(*r, lsb).div_dd(&t);
+            com[n + k] = Dd::from_i128_scaled(*c, lsb).div_dd(&t);
+        }
+    }
+    com
+}
+
+/// One product of a float32 resident (see the module note).
+pub async fn compute(
+    engine: &Engine,
+    acq: &Acquisition,
+    res: &Resident,
+    p: &ProductParams,
+) -> Result<ProductArray> {
+    let lsb = range(res)?.lsb;
+    let file = acq.primary.as_str();
+    let shape = res.plan.shape;
+    let det = shape.det;
+    let scan = shape.scan.to_vec();
+    let values = |v: Vec<i128>| -> Vec<f64> {
+        v.into_iter()
+            .map(|s| Dd::from_i128_scaled(s, lsb).value())
+            .collect()
+    };
+    let f32s = |v: Vec<f64>| ArrayData::F32(v.into_iter().map(|x| x as f32).collect());
+    Ok(match p.kind {
+        ProductKind::Total => ProductArray {
+            shape: scan,
+            data: ArrayData::F64(values(
+                masked_sums(engine, file, res, &SparseMask::all(det).indices).await?,
+            )),
+        },
+        ProductKind::Bf
+        | ProductKind::Adf
+        | ProductKind::Rect
+        | ProductKind::Mask
+        | ProductKind::Df => {
+            let SparseMask { indices, weights } = p.detector_mask(det)?.sparse(det);
+            if let Some(w) = weights {
+                let groups = weight_groups(&indices, &w);
+                if groups.len() > MAX_WEIGHT_GROUPS {
+                    return Err(Error::Gpu(format!(
+                        "this weighted mask has {} distinct weights (the GPU path takes at most {MAX_WEIGHT_GROUPS}); use --backend cpu",
+                        groups.len()
+                    )));
+                }
+                let mut acc = vec![Dd::ZERO; shape.frames()];
+                for (bits, idx) in groups {
+                    let w = f64::from_bits(bits);
+                    for (a, s) in acc.iter_mut().zip(masked_sums(engine, file, res, &idx).await?) {
+                        let (hi, lo) = Dd::from_i128_scaled(s, lsb).parts();
+                        a.add_product(w, hi);
+                        a.add_product(w, lo);
+                    }
+                }
+                return Ok(ProductArray {
+                    shape: scan,
+                    data: ArrayData::F64(acc.iter().map(Dd::value).collect()),
+                });
+            }
+            let mut sums = masked_sums(engine, file, res, &indices).await?;
+            if p.kind == ProductKind::Df {
+                let total = masked_sums(engine, file, res, &SparseMask::all(det).indices).await?;
+                for (s, t) in sums.iter_mut().zip(total) {
+                    *s = t - *s;
+                }
+            }
+            ProductArray {
+                shape: scan,
+                data: ArrayData::F64(values(sums)),
+            }
+        }
+        ProductKind::Com | ProductKind::Dpc | ProductKind::Idpc => {
+            let com = com_from_moments(&moments(engine, file, res).await?, lsb);
+            let planes = vec![2, shape.scan[0], shape.scan[1]];
+            match p.kind {
+                ProductKind::Com => ProductArray {
+                    shape: planes,
+                    data: f32s(com),
+                },
+                ProductKind::Dpc => ProductArray {
+                    shape: planes,
+                    data: f32s(dpc_from_com(&com, p.rotation, p.flip)),
+                },
+                _ => {
+                    let n = shape.frames();
+                    let pairs: Vec<u32> = (0..n)
+                        .flat_map(|k| [(com[k] as f32).to_bits(), (com[n + k] as f32).to_bits()])
+                        .collect();
+                    let centre = engine.input(&pairs);
+                    let idpc = Idpc::new(engine, shape.scan);
+                    let mut enc = engine.device.create_command_encoder(&Default::default());
+                    let dpc = DpcSettings {
+                        mean: scan_means(&com),
+                        rotation: p.rotation,
+                        flip: p.flip,
+                    };
+                    idpc.encode(engine, &mut enc, CentreSource::Com(&centre), dpc)?;
+                    engine.queue.submit([enc.finish()]);
+                    ProductArray {
+                        shape: scan,
+                        data: f32s(idpc.read(engine).await?),
+                    }
+                }
+            }
+        }
+        ProductKind::SumDp | ProductKind::MeanDp | ProductKind::MaxDp | ProductKind::FitBf => {
+            let roi = match p.kind {
+                ProductKind::FitBf => Region::full(shape.scan),
+                _ => p.scan_roi.unwrap_or(Region::full(shape.scan)),
+            };
+            let (sum, max) = pattern_reduce(engine, file, res, roi).await?;
+            let count = roi.len() as u64;
+            let mean = || -> Vec<f64> {
+                sum.iter()
+                    .map(|&s| Dd::from_i128_scaled(s, lsb).div_u64(count))
+                    .collect()
+            };
+            let (shape_out, data) = match p.kind {
+                ProductKind::SumDp => (det.to_vec(), ArrayData::F64(values(sum.clone()))),
+                ProductKind::MeanDp => (det.to_vec(), ArrayData::F64(mean())),
+                ProductKind::MaxDp => (det.to_vec(), ArrayData::F32(max)),
+                _ => (vec![3], ArrayData::F64(fit_bf(&mean(), det).to_vec())),
+            };
+            ProductArray {
+                shape: shape_out,
+                data,
+            }
+        }
+        ProductKind::Pattern => {
+            let [r, c] =
+                p.at.ok_or_else(|| Error::param("product 'pattern' needs --at R,C"))?;
+            let f = r * shape.scan[1] + c;
+            ProductArray {
+                shape: det.to_vec(),
+                data: ArrayData::F32(
+                    frames(engine, res, f, f + 1)
+                        .await?
+                        .into_iter()
+                        .map(f32::from_bits)
+                        .collect(),
+                ),
+            }
+        }
+        ProductKind::Binned => {
+            return Err(Error::Gpu(
+                "binned float32 acquisitions are computed on the CPU backend (use --backend cpu)"
+                    .into(),
+            ))
+        }
+    })
+}
