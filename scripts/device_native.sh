@@ -17,6 +17,8 @@ run() { echo "\$ $*"; timeout 240 "$@"; echo "exit $?"; }
   run $S parity $D/arina_u32_master.h5 $D/arina_u32_data_000001.h5 $D/arina_u32.h5
   run $S parity $D/gzip_stack_u16.h5
   run $S parity $D/lz4_stack_u16.h5 --scan-shape 6,4
+  run $S parity $D/contiguous_f32_4d.h5
+  run $S parity $D/emd_f32.h5
   run $S parity --synthetic 96,80,192,192
 } > "$OUT/parity.txt" 2>&1
 run $S bench gpu --synthetic 512,512,192,192 --reps 20 > "$OUT/bench_gpu.txt" 2>&1
