@@ -43,6 +43,10 @@ struct OpenArgs {
     /// HDF5 path of the 3D/4D data set (default: detected).
     #[arg(long, value_name = "PATH")]
     dataset: Option<String>,
+    /// Keep only scan rows R0..R1 and columns C0..C1 (half-open): what fits when the whole
+    /// acquisition does not.
+    #[arg(long, value_name = "R0,R1,C0,C1")]
+    crop: Option<String>,
 }
 
 #[derive(Subcommand)]
@@ -192,6 +196,17 @@ pub fn open_files(paths: &[PathBuf]) -> Result<FileSet> {
 }
 
 fn open_acquisition(a: &OpenArgs) -> Result<Acquisition> {
+    let acq = open_uncropped(a)?;
+    match &a.crop {
+        Some(s) => {
+            let [r0, r1, c0, c1] = parse_list::<usize, 4>(s, "--crop")?;
+            acq.crop_scan(Region { r0, r1, c0, c1 })
+        }
+        None => Ok(acq),
+    }
+}
+
+fn open_uncropped(a: &OpenArgs) -> Result<Acquisition> {
     if let Some(s) = &a.synthetic {
         let dims = parse_list::<usize, 4>(s, "--synthetic")?;
         return if a.compressed {

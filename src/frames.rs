@@ -72,11 +72,11 @@ impl<'a> FrameReader<'a> {
         self.acq
     }
 
-    /// Raw little-endian samples of frames `[f0, f1)`: `(f1 − f0)·Kr·Kc` values.
+    /// Raw little-endian samples of frames `[f0, f1)`: `(f1 − f0)·Kr·Kc` values (frames of
+    /// the cropped scan when the acquisition is cropped).
     pub fn read_raw(&self, f0: usize, f1: usize) -> Result<Vec<u8>> {
         let shape = self.acq.shape;
-        let esize = self.acq.dtype.size();
-        let frame_bytes = shape.det_len() * esize;
+        let frame_bytes = shape.det_len() * self.acq.dtype.size();
         if f0 > f1 || f1 > shape.frames() {
             return Err(Error::param(format!(
                 "frames [{f0}, {f1}) outside the {} frames",
@@ -84,6 +84,28 @@ impl<'a> FrameReader<'a> {
             )));
         }
         let mut out = vec![0u8; (f1 - f0) * frame_bytes];
+        let Some(crop) = &self.acq.crop else {
+            self.read_stored(f0, f1, &mut out)?;
+            return Ok(out);
+        };
+        // Each row of the crop is one run of consecutive stored frames.
+        let width = shape.scan[1];
+        let mut f = f0;
+        while f < f1 {
+            let (r, c) = (f / width, f % width);
+            let n = (width - c).min(f1 - f);
+            let s0 = (crop.region.r0 + r) * crop.stored_scan[1] + crop.region.c0 + c;
+            let dst = &mut out[(f - f0) * frame_bytes..(f - f0 + n) * frame_bytes];
+            self.read_stored(s0, s0 + n, dst)?;
+            f += n;
+        }
+        Ok(out)
+    }
+
+    /// Stored frames `[f0, f1)` (indices of the scan as stored) into `out`.
+    fn read_stored(&self, f0: usize, f1: usize, out: &mut [u8]) -> Result<()> {
+        let stored = self.acq.stored_shape();
+        let frame_bytes = stored.det_len() * self.acq.dtype.size();
         for (pi, part) in self.acq.parts.iter().enumerate() {
             let p0 = part.first_frame.max(f0);
             let p1 = (part.first_frame + part.frames).min(f1);
@@ -105,10 +127,10 @@ impl<'a> FrameReader<'a> {
                     }
                 }
                 PartKind::Hdf5(ix) => self.read_hdf5(pi, part, ix, l0, l1, dst)?,
-                PartKind::Synthetic => crate::formats::synthetic::frames_bytes(shape, p0, p1, dst),
+                PartKind::Synthetic => crate::formats::synthetic::frames_bytes(stored, p0, p1, dst),
             }
         }
-        Ok(out)
+        Ok(())
     }
 
     fn read_hdf5(

@@ -42,12 +42,10 @@ impl ResidentPlan {
             (Dtype::U8, false) => 8,
             (Dtype::U16, false) => 16,
             (Dtype::F32, false) => 32,
-            (Dtype::F32, true) => {
-                return Err(Error::Gpu(
-                    "binned float32 acquisitions are computed on the CPU backend (use --backend cpu)"
-                        .into(),
-                ))
-            }
+            (Dtype::F32, true) => return Err(Error::Gpu(
+                "binned float32 acquisitions are computed on the CPU backend (use --backend cpu)"
+                    .into(),
+            )),
             _ => 32,
         };
         let det = shape.det_len() as u64;
@@ -96,6 +94,25 @@ impl ResidentPlan {
             // its decoded scratch at once: the larger of the two.
             peak_bytes: payload_bytes + staging.max(DECODE_WINDOW + DECODE_SCRATCH) + products,
         })
+    }
+
+    /// The exact alternatives to offer when this plan does not fit: resident bytes with a
+    /// further detector bin of 2 and 4 (sums widen to 32 bits), and with the first half of
+    /// the scan rows.
+    pub fn alternatives(&self) -> String {
+        let frames = self.shape.frames() as u64;
+        let gb = |b: u64| format!("{:.2} GB", b as f64 / 1e9);
+        let binned = |b: usize| {
+            frames * (self.shape.det[0].div_ceil(b) * self.shape.det[1].div_ceil(b)) as u64 * 4
+        };
+        let rows = self.shape.scan[0];
+        let half = rows.div_ceil(2);
+        format!(
+            "open it again with a detector bin (bin 2: {}, bin 4: {} resident) or a scan crop (rows 0..{half} of {rows}: {})",
+            gb(binned(2)),
+            gb(binned(4)),
+            gb(self.payload_bytes * half as u64 / rows.max(1) as u64)
+        )
     }
 
     /// Pack float32 samples (one frame after another) into resident words (their bits).
@@ -231,7 +248,11 @@ mod tests {
         let e = r.check_exact(1 << 16, 255, "f.h5").unwrap_err().to_string();
         assert!(e.contains("f.h5") && e.contains("128-bit"), "{e}");
         r.take(&[f32::NAN]);
-        assert!(r.check_exact(1, 1, "f").unwrap_err().to_string().contains("NaN"));
+        assert!(r
+            .check_exact(1, 1, "f")
+            .unwrap_err()
+            .to_string()
+            .contains("NaN"));
         let mut sub = FloatRange::default();
         sub.take(&[f32::from_bits(1)]);
         assert_eq!((sub.lsb, sub.top), (-149, -148));

@@ -53,6 +53,9 @@ pub struct OpenRequest {
     pub bin: usize,
     #[serde(default)]
     pub mask_bad_pixels: bool,
+    /// Keep only scan rows r0..r1 and columns c0..c1 (`[r0, r1, c0, c1]`, half-open).
+    #[serde(default)]
+    pub crop: Option<[usize; 4]>,
 }
 
 fn one() -> usize {
@@ -77,6 +80,8 @@ pub struct Profile {
     pub logical_bytes: u64,
     pub bin: usize,
     pub mask_bad_pixels: bool,
+    /// The scan crop `[r0, r1, c0, c1]` of the scan as stored, if any.
+    pub scan_crop: Option<[usize; 4]>,
     /// Resident payload and predicted peak, bytes; absent when products run on the CPU.
     pub resident_payload_bytes: Option<u64>,
     pub resident_peak_bytes: Option<u64>,
@@ -338,6 +343,10 @@ impl Session {
         opened_ms: f64,
         progress: &mut dyn FnMut(&str, u64, u64),
     ) -> Result<Session> {
+        let acq = match req.crop {
+            Some([r0, r1, c0, c1]) => acq.crop_scan(crate::contract::Region { r0, r1, c0, c1 })?,
+            None => acq,
+        };
         let mut stages = vec![Stage {
             name: "index",
             ms: opened_ms,
@@ -408,6 +417,9 @@ impl Session {
                 logical_bytes: acq.logical_bytes(),
                 bin: req.bin,
                 mask_bad_pixels: req.mask_bad_pixels,
+                scan_crop: acq
+                    .crop
+                    .map(|c| [c.region.r0, c.region.r1, c.region.c0, c.region.c1]),
                 resident_payload_bytes: plan.as_ref().map(|p| p.payload_bytes),
                 resident_peak_bytes: plan.as_ref().map(|p| p.peak_bytes),
                 resident_buffers: plan.as_ref().map(|p| p.segments.len()),
@@ -650,7 +662,12 @@ impl Session {
                     rotation: st.image.rotation,
                     flip: st.image.flip,
                 };
-                idpc.encode(engine, enc, crate::gpu::fft::CentreSource::Moments(moments), dpc)?;
+                idpc.encode(
+                    engine,
+                    enc,
+                    crate::gpu::fft::CentreSource::Moments(moments),
+                    dpc,
+                )?;
                 self.image.encode_prep(
                     engine,
                     enc,

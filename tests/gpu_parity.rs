@@ -78,7 +78,11 @@ fn kernels_match_the_cpu_reference_on_every_fixture() {
             let verdict = match (kind, &gpu.data, &cpu.data) {
                 // The contract's float mean: the float64 mean rounded to float32, bit for bit.
                 ("mean-dp-f32", ArrayData::F64(g), ArrayData::F64(c)) => {
-                    match g.iter().zip(c).position(|(a, b)| (*a as f32).to_bits() != (*b as f32).to_bits()) {
+                    match g
+                        .iter()
+                        .zip(c)
+                        .position(|(a, b)| (*a as f32).to_bits() != (*b as f32).to_bits())
+                    {
                         None => Ok(()),
                         Some(i) => Err(format!("{what}: [{i}] {} != {}", g[i] as f32, c[i] as f32)),
                     }
@@ -97,7 +101,10 @@ fn kernels_match_the_cpu_reference_on_every_fixture() {
         }
     }
     assert!(checked > 200, "only {checked} products checked");
-    assert!(float_checked > 50, "only {float_checked} float32 products checked");
+    assert!(
+        float_checked > 50,
+        "only {float_checked} float32 products checked"
+    );
     eprintln!("{checked} products checked, {float_checked} of them on float32 residents");
     assert!(
         failures.is_empty(),
@@ -158,7 +165,12 @@ fn vec4_paths_match_the_cpu_on_aligned_and_ragged_rows_at_sample_limits() {
                 p.radius = Some(kr.min(kc) as f64 * 0.35 + 0.3);
                 p.inner = Some(1.1);
                 p.outer = Some(kr.max(kc) as f64 * 0.45);
-                p.rect = Some(stem4d::contract::Region { r0: 1, r1: kr, c0: kc / 3, c1: kc });
+                p.rect = Some(stem4d::contract::Region {
+                    r0: 1,
+                    r1: kr,
+                    c0: kc / 3,
+                    c1: kc,
+                });
                 p.at = Some([dims[0] - 1, dims[1] / 2]);
                 let what = format!("{dtype:?} {dims:?} {kind:?} mask={mask_bad}");
                 let gpu = pollster::block_on(products::compute(&engine, &acq, &p))
@@ -402,7 +414,13 @@ fn idpc_on_the_gpu_meets_the_contract_bound_for_any_scan_size() {
             };
             let idpc = Idpc::new(&engine, acq.shape.scan);
             let mut enc = engine.device.create_command_encoder(&Default::default());
-            idpc.encode(&engine, &mut enc, stem4d::gpu::fft::CentreSource::Moments(&moments), settings).unwrap();
+            idpc.encode(
+                &engine,
+                &mut enc,
+                stem4d::gpu::fft::CentreSource::Moments(&moments),
+                settings,
+            )
+            .unwrap();
             engine.queue.submit([enc.finish()]);
             let got = pollster::block_on(idpc.read(&engine)).unwrap();
             let want = cpu::idpc(&cpu::dpc_from_com(&com, rotation, flip), acq.shape.scan);
@@ -590,7 +608,9 @@ fn float32_residents_sum_exactly_or_refuse_by_name() {
         .enumerate()
         .map(|(i, b)| {
             let m = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
-            let x = (m >> 8) as f32 * 2f32.powi((m % 40) as i32 - 20) * if m & 1 == 0 { -1.0 } else { 1.0 };
+            let x = (m >> 8) as f32
+                * 2f32.powi((m % 40) as i32 - 20)
+                * if m & 1 == 0 { -1.0 } else { 1.0 };
             match i % 17 {
                 0 => -0.0,
                 1 => 16_777_215.0,
@@ -611,7 +631,12 @@ fn float32_residents_sum_exactly_or_refuse_by_name() {
         p.radius = Some(3.2);
         p.inner = Some(2.0);
         p.outer = Some(5.5);
-        p.rect = Some(stem4d::contract::Region { r0: 1, r1: 8, c0: 2, c1: 11 });
+        p.rect = Some(stem4d::contract::Region {
+            r0: 1,
+            r1: 8,
+            c0: 2,
+            c1: 11,
+        });
         p.at = Some([3, 5]);
         if kind == ProductKind::Mask {
             p.mask = Some(stem4d::contract::DetectorMask::Bool(
@@ -636,17 +661,95 @@ fn float32_residents_sum_exactly_or_refuse_by_name() {
     let mut nan = values.clone();
     nan[50] = f32::NAN;
     let acq = raw_acquisition(Dtype::F32, dims, bytes(&nan));
-    let e = pollster::block_on(products::compute(&engine, &acq, &ProductParams::new(ProductKind::Total)))
-        .unwrap_err()
-        .to_string();
+    let e = pollster::block_on(products::compute(
+        &engine,
+        &acq,
+        &ProductParams::new(ProductKind::Total),
+    ))
+    .unwrap_err()
+    .to_string();
     assert!(e.contains(&acq.primary) && e.contains("NaN"), "{e}");
 
     let mut wide = values;
     wide[7] = 1e-38;
     wide[8] = 1e30;
     let acq = raw_acquisition(Dtype::F32, dims, bytes(&wide));
-    let e = pollster::block_on(products::compute(&engine, &acq, &ProductParams::new(ProductKind::MeanDp)))
-        .unwrap_err()
-        .to_string();
+    let e = pollster::block_on(products::compute(
+        &engine,
+        &acq,
+        &ProductParams::new(ProductKind::MeanDp),
+    ))
+    .unwrap_err()
+    .to_string();
     assert!(e.contains(&acq.primary) && e.contains("128-bit"), "{e}");
+}
+
+/// A scan crop is the sub-scan: per-position products equal the uncropped ones over the crop,
+/// the sum pattern equals the uncropped one over that scan ROI, on the CPU and on the GPU
+/// (which reads the crop's row runs through the CPU path, also for GPU-decodable chunks).
+#[test]
+fn a_scan_crop_is_the_sub_scan_on_every_backend() {
+    use stem4d::contract::Region;
+    use stem4d::products::{ArrayData, ProductKind, ProductParams};
+    let Some(engine) = engine() else { return };
+    for name in ["arina_u16", "gzip_stack_u16", "contiguous_f32_4d"] {
+        let acq = open_fixture(&fixture_named(name));
+        let [rows, cols] = acq.shape.scan;
+        let region = Region {
+            r0: 1,
+            r1: rows,
+            c0: 1,
+            c1: cols - 1,
+        };
+        let cropped = acq.clone().crop_scan(region).unwrap();
+        assert_eq!(cropped.shape.scan, [rows - 1, cols - 2]);
+        assert!(cropped.scan_shape_source.contains("cropped"));
+        for kind in [
+            ProductKind::Total,
+            ProductKind::Bf,
+            ProductKind::Com,
+            ProductKind::SumDp,
+        ] {
+            let mut p = ProductParams::new(kind);
+            p.center = Some([acq.shape.det[0] as f64 / 2.0, acq.shape.det[1] as f64 / 2.5]);
+            p.radius = Some(3.5);
+            let whole = cpu::compute(&acq, &p).unwrap();
+            let cut = cpu::compute(&cropped, &p).unwrap();
+            let gpu = pollster::block_on(products::compute(&engine, &cropped, &p)).unwrap();
+            let what = format!("{name} cropped {kind:?}");
+            check(kind.name(), &what, &gpu, &cut).unwrap();
+            let expected = if kind == ProductKind::SumDp {
+                let mut roi = p.clone();
+                roi.scan_roi = Some(region);
+                cpu::compute(&acq, &roi).unwrap().data
+            } else {
+                // The crop's positions, picked from the whole scan (per plane for CoM).
+                let v = whole.data.to_f64();
+                let planes = v.len() / (rows * cols);
+                let picked: Vec<f64> = (0..planes)
+                    .flat_map(|k| {
+                        let v = &v;
+                        (region.r0..region.r1).flat_map(move |r| {
+                            (region.c0..region.c1).map(move |c| v[k * rows * cols + r * cols + c])
+                        })
+                    })
+                    .collect();
+                ArrayData::F64(picked)
+            };
+            assert_eq!(cut.data.to_f64(), expected.to_f64(), "{what}");
+        }
+    }
+    let acq = open_fixture(&fixture_named("arina_u16"));
+    let e = acq
+        .clone()
+        .crop_scan(Region {
+            r0: 0,
+            r1: 99,
+            c0: 0,
+            c1: 1,
+        })
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("scan crop"), "{e}");
 }

@@ -304,3 +304,27 @@ fn a_circular_scan_roi_sums_exactly_the_positions_inside_it() {
         .to_string()
         .contains("no position"));
 }
+
+#[test]
+fn a_scan_crop_opens_the_sub_scan_and_says_so() {
+    let Some(engine) = engine() else { return };
+    let acq = fixture_acq("arina_u16");
+    let [rows, cols] = acq.shape.scan;
+    let mut s = open(
+        &engine,
+        "arina_u16",
+        OpenRequest {
+            bin: 1,
+            crop: Some([1, rows, 2, cols]),
+            ..Default::default()
+        },
+    );
+    assert_eq!(s.profile.scan_crop, Some([1, rows, 2, cols]));
+    assert_eq!(s.profile.shape[..2], [rows - 1, cols - 2]);
+    pollster::block_on(s.update(&engine, &bf_state([6.0, 5.0], 3.0, [0, 0]))).unwrap();
+    let mut p = ProductParams::new(ProductKind::Bf);
+    (p.center, p.radius) = (Some([6.0, 5.0]), Some(3.0));
+    // Position (0, 0) of the crop is (1, 2) of the stored scan.
+    let got = pollster::block_on(s.value_at(&engine, Panel::Image, 0, 0)).unwrap();
+    assert_eq!(got, cpu_at(&acq, &p, cols + 2));
+}

@@ -104,6 +104,7 @@ function showError(text, recoverable = false) {
   $('recover').hidden = !(retry && lastFiles);
   $('recover').textContent = /lost/i.test(text) ? 'Recover' : 'Open again';
   if (/scan-shape|scan shape/i.test(text)) $('scan-rows').focus();
+  if (/scan crop/i.test(text)) $('crop').focus();
 }
 function clearError() { $('error').hidden = true; }
 
@@ -128,8 +129,21 @@ function readOptions() {
   if (r > 0 && c > 0) o.scanShape = [r, c];
   const bin = parseInt($('bin').value, 10);
   if (bin > 1) o.bin = bin;
+  const crop = $('crop').value.trim();
+  if (crop) {
+    const m = crop.match(/^(\d+)\s*:\s*(\d+)\s*,\s*(\d+)\s*:\s*(\d+)$/);
+    if (!m) throw new Error(`scan crop "${crop}": write rows and columns as r0:r1,c0:c1 (half-open)`);
+    o.crop = m.slice(1).map(Number);
+  }
   if ($('bad-pixels').checked) o.maskBadPixels = true;
   return o;
+}
+
+// Open from the page's controls: a malformed option is shown on the page, not thrown.
+function openFromUi(files, base = {}) {
+  let opts;
+  try { opts = { ...base, ...readOptions() }; } catch (e) { showError(e.message); return; }
+  openFiles(files, opts).catch(() => {});
 }
 
 async function openFiles(files, options = {}) {
@@ -542,7 +556,7 @@ const baseName = () => (current && current.info.files.length ? current.info.file
 
 function bindControls() {
   const pick = (input) => input.addEventListener('change', () => {
-    if (input.files.length) openFiles(input.files, readOptions()).catch(() => {});
+    if (input.files.length) openFromUi(input.files);
     input.value = '';
   });
   pick($('file-input'));
@@ -571,8 +585,7 @@ function bindControls() {
   $('recover').onclick = async () => {
     clearError();
     if (/lost/i.test($('error-text').textContent)) await restartWorker();
-    const opts = { ...lastOptions, ...readOptions() };
-    openFiles(lastFiles, opts).catch(() => {});
+    openFromUi(lastFiles, lastOptions);
   };
   $('export-image-png').onclick = async () => download(baseName() + '-image.png', await call('png', { panel: 'image' }), 'image/png');
   $('export-pattern-png').onclick = async () => download(baseName() + '-pattern.png', await call('png', { panel: 'pattern' }), 'image/png');
@@ -607,7 +620,7 @@ function bindControls() {
     e.preventDefault();
     document.body.classList.remove('dragging');
     const files = await droppedFiles(e.dataTransfer);
-    if (files.length) openFiles(files, readOptions()).catch(() => {});
+    if (files.length) openFromUi(files);
   });
   new ResizeObserver(() => requestRender()).observe($('image-canvas').parentElement);
 }

@@ -77,6 +77,7 @@ pub(super) fn open(files: FileSet, name: &str, opts: &OpenOptions) -> Result<Acq
         }],
         pixel_mask: None,
         calibration: Calibration::default(),
+        crop: None,
     })
 }
 

@@ -99,6 +99,7 @@ pub(super) fn open(
         }],
         pixel_mask: None,
         calibration,
+        crop: None,
     })
 }
 

@@ -103,6 +103,15 @@ pub struct Acquisition {
     /// Detector pixels flagged bad by the file (Dectris `pixel_mask` non-zero).
     pub pixel_mask: Option<Vec<bool>>,
     pub calibration: Calibration,
+    /// A scan crop: `shape` is the cropped one, the parts still hold the stored frames.
+    pub crop: Option<ScanCrop>,
+}
+
+/// The scan positions kept by a crop, and the scan they were cut from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct ScanCrop {
+    pub region: crate::contract::Region,
+    pub stored_scan: [usize; 2],
 }
 
 impl Acquisition {
@@ -119,6 +128,40 @@ impl Acquisition {
             return arina::open(&h5, &primary, opts);
         }
         generic::open(&h5, &primary, &file, opts)
+    }
+
+    /// Keep only the scan positions of `region` (rows r0..r1, cols c0..c1 of the scan as
+    /// opened): what fits when the whole acquisition does not. Nothing stored is changed;
+    /// frames are read through the crop.
+    pub fn crop_scan(mut self, region: crate::contract::Region) -> Result<Acquisition> {
+        if self.crop.is_some() {
+            return Err(Error::param(format!(
+                "{}: the scan is already cropped",
+                self.primary
+            )));
+        }
+        let region = region.checked(self.shape.scan, "scan crop")?;
+        self.crop = Some(ScanCrop {
+            region,
+            stored_scan: self.shape.scan,
+        });
+        self.shape.scan = [region.r1 - region.r0, region.c1 - region.c0];
+        self.scan_shape_source = format!(
+            "{} cropped to rows {}..{}, cols {}..{}",
+            self.scan_shape_source, region.r0, region.r1, region.c0, region.c1
+        );
+        Ok(self)
+    }
+
+    /// The shape of the frames as stored (before any scan crop).
+    pub fn stored_shape(&self) -> Shape4 {
+        match &self.crop {
+            Some(c) => Shape4 {
+                scan: c.stored_scan,
+                det: self.shape.det,
+            },
+            None => self.shape,
+        }
     }
 
     pub fn logical_bytes(&self) -> u64 {

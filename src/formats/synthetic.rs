@@ -100,6 +100,7 @@ pub fn open(dims: [usize; 4]) -> Result<Acquisition> {
         }],
         pixel_mask: None,
         calibration: Calibration::default(),
+        crop: None,
     })
 }
 

@@ -139,7 +139,9 @@ pub fn products(
         rotation: 12.0,
         flip: false,
     };
-    let s = time(engine, reps, &|e| idpc.encode(engine, e, super::fft::CentreSource::Moments(&out), dpc))?;
+    let s = time(engine, reps, &|e| {
+        idpc.encode(engine, e, super::fft::CentreSource::Moments(&out), dpc)
+    })?;
     lines.push(Timing {
         name: format!(
             "iDPC {}x{} (2-D FFTs + filter)",

@@ -37,7 +37,9 @@ fn gpu_filter(ix: &DatasetIndex) -> Option<FilterKind> {
 
 /// Whether the GPU decoder covers `acq` under `corr`.
 pub fn supported(acq: &Acquisition, corr: Correction) -> bool {
+    // A scan crop reads stored frames through its row runs: the CPU path.
     corr.bin >= 1
+        && acq.crop.is_none()
         && matches!(acq.dtype, Dtype::U8 | Dtype::U16 | Dtype::U32)
         && !acq.parts.is_empty()
         && acq.parts.iter().all(|p| match &p.kind {

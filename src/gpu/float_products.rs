@@ -219,7 +219,10 @@ pub async fn compute(
                 let mut acc = vec![Dd::ZERO; shape.frames()];
                 for (bits, idx) in groups {
                     let w = f64::from_bits(bits);
-                    for (a, s) in acc.iter_mut().zip(masked_sums(engine, file, res, &idx).await?) {
+                    for (a, s) in acc
+                        .iter_mut()
+                        .zip(masked_sums(engine, file, res, &idx).await?)
+                    {
                         let (hi, lo) = Dd::from_i128_scaled(s, lsb).parts();
                         a.add_product(w, hi);
                         a.add_product(w, lo);

@@ -191,7 +191,7 @@ impl Engine {
                 ..
             }]
         );
-        if generated && corr.bin == 1 && plan.bits == 16 {
+        if generated && acq.crop.is_none() && corr.bin == 1 && plan.bits == 16 {
             return self.generate_synthetic(corr, plan, progress).await;
         }
         if decode::supported(acq, corr) {
@@ -252,8 +252,10 @@ impl Engine {
     ) -> Result<Resident> {
         if let Some(e) = scope.pop().await {
             return Err(Error::Gpu(format!(
-                "out of GPU memory for {} bytes resident (peak {}): bin the detector or crop the scan ({e})",
-                plan.payload_bytes, plan.peak_bytes
+                "out of GPU memory for {} bytes resident (peak {}): {} ({e})",
+                plan.payload_bytes,
+                plan.peak_bytes,
+                plan.alternatives()
             )));
         }
         self.check_alive()?;

@@ -442,7 +442,12 @@ pub async fn compute_resident(
                 rotation: p.rotation,
                 flip: p.flip,
             };
-            idpc.encode(engine, &mut enc, super::fft::CentreSource::Moments(&moments), dpc)?;
+            idpc.encode(
+                engine,
+                &mut enc,
+                super::fft::CentreSource::Moments(&moments),
+                dpc,
+            )?;
             engine.queue.submit([enc.finish()]);
             ProductArray {
                 shape: scan,

@@ -225,7 +225,11 @@ pub fn raw_acquisition(
         det: [dims[2], dims[3]],
     };
     let frame_bytes = shape.det_len() * dtype.size();
-    assert_eq!(samples.len(), shape.frames() * frame_bytes, "samples fill the shape");
+    assert_eq!(
+        samples.len(),
+        shape.frames() * frame_bytes,
+        "samples fill the shape"
+    );
     let name = format!("raw_{dims:?}");
     let src: Arc<dyn ByteSource> = Arc::new(MemSource::new(name.clone(), samples));
     Acquisition {
@@ -248,6 +252,7 @@ pub fn raw_acquisition(
         }],
         pixel_mask: None,
         calibration: Calibration::default(),
+        crop: None,
     }
 }
 
