@@ -321,6 +321,9 @@ pub struct Session {
     correction: Correction,
     resident: Option<Resident>,
     derived: Option<Derived>,
+    /// Float32 data on the GPU: products are exact 128-bit sums there, read back for their
+    /// one rounding (`gpu::float_products`); absent when binned (CPU reference).
+    float_resident: Option<Resident>,
     image_sums: wgpu::Buffer,
     pattern_sums: wgpu::Buffer,
     image: Plane,
@@ -369,11 +372,32 @@ impl Session {
                 engine.adapter.name
             ));
         }
+        let mut float_resident = None;
         let (resident, derived, plan) = if acq.dtype == Dtype::F32 {
-            warnings.push(
-                "float32 acquisition: products are computed on the CPU in this version".into(),
-            );
-            (None, None, None)
+            if req.bin > 1 {
+                warnings.push(
+                    "binned float32 acquisition: products are computed on the CPU reference".into(),
+                );
+                (None, None, None)
+            } else {
+                let plan = ResidentPlan::new(shape, acq.dtype, false, engine.adapter.limits)?;
+                let t = now_ms();
+                let res = engine
+                    .upload_plan(&acq, correction, plan.clone(), &mut |f, n| {
+                        progress("read, decode, upload", f as u64, n as u64)
+                    })
+                    .await?;
+                stages.push(Stage {
+                    name: "read + decode + upload",
+                    ms: now_ms() - t,
+                });
+                warnings.push(
+                    "float32 acquisition: exact sums on the GPU, each image read back for its one rounding"
+                        .into(),
+                );
+                float_resident = Some(res);
+                (None, None, Some(plan))
+            }
         } else {
             let plan = ResidentPlan::new(shape, acq.dtype, req.bin > 1, engine.adapter.limits)?;
             let frames = shape.frames() as u64;
@@ -423,7 +447,11 @@ impl Session {
                 resident_payload_bytes: plan.as_ref().map(|p| p.payload_bytes),
                 resident_peak_bytes: plan.as_ref().map(|p| p.peak_bytes),
                 resident_buffers: plan.as_ref().map(|p| p.segments.len()),
-                products_on: if resident.is_some() { "gpu" } else { "cpu" },
+                products_on: if resident.is_some() || float_resident.is_some() {
+                    "gpu"
+                } else {
+                    "cpu"
+                },
                 adapter: engine.adapter.clone(),
                 warnings,
             },
@@ -436,6 +464,7 @@ impl Session {
             acq,
             resident,
             derived,
+            float_resident,
             state: None,
             image_key: String::new(),
             pattern_key: String::new(),
@@ -463,7 +492,7 @@ impl Session {
     pub async fn product(&mut self, engine: &Engine, p: &ProductParams) -> Result<ProductArray> {
         p.validate(self.acq.shape)?;
         if self.resident.is_none() {
-            return crate::cpu::compute(&self.acq, p);
+            return self.exact_product(engine, p).await;
         }
         let want = Correction {
             mask_bad_pixels: p.mask_bad_pixels,
@@ -492,6 +521,23 @@ impl Session {
             return crate::cpu::compute(&self.acq, p);
         }
         gp::compute_resident(engine, &self.acq, res, p).await
+    }
+
+    /// A product without an integer resident: exact float32 sums on the GPU when the float
+    /// resident has this correction and can sum it exactly, else the CPU reference.
+    async fn exact_product(&self, engine: &Engine, p: &ProductParams) -> Result<ProductArray> {
+        if let Some(res) = &self.float_resident {
+            let same =
+                p.bin == res.correction.bin && p.mask_bad_pixels == res.correction.mask_bad_pixels;
+            if same && p.kind != ProductKind::Binned {
+                // A span too wide for 128-bit sums (or NaN) is refused there: the CPU
+                // reference computes it instead, exactly.
+                if let Ok(a) = gp::compute_resident(engine, &self.acq, res, p).await {
+                    return Ok(a);
+                }
+            }
+        }
+        crate::cpu::compute(&self.acq, p)
     }
 
     async fn reload(&mut self, engine: &Engine, corr: Correction) -> Result<()> {
@@ -597,7 +643,11 @@ impl Session {
     ) -> Result<()> {
         let (Some(res), Some(d)) = (&self.resident, &self.derived) else {
             let p = st.image.params(self.correction);
-            let plane = cpu_plane(&self.acq, &p, st.image.axis)?;
+            let plane = plane_of(
+                &self.exact_product(engine, &p).await?,
+                p.kind,
+                st.image.axis,
+            );
             let buf = engine.input(bytemuck::cast_slice(&plane));
             return self.image.encode_prep(
                 engine,
@@ -730,7 +780,7 @@ impl Session {
             };
             p.bin = self.correction.bin;
             p.mask_bad_pixels = self.correction.mask_bad_pixels;
-            let plane = cpu_plane(&self.acq, &p, 0)?;
+            let plane = plane_of(&self.exact_product(engine, &p).await?, p.kind, 0);
             let buf = engine.input(bytemuck::cast_slice(&plane));
             return self.pattern.encode_prep(
                 engine,
@@ -991,17 +1041,11 @@ async fn derive(engine: &Engine, res: &Resident) -> Result<Derived> {
     })
 }
 
-/// A product computed on the CPU as a display plane (float32 acquisitions).
-fn cpu_plane(acq: &Acquisition, p: &ProductParams, axis: u32) -> Result<Vec<f32>> {
-    let a = crate::cpu::compute(acq, p)?.data.to_f64();
-    let n = match p.kind {
-        ProductKind::Com | ProductKind::Dpc => a.len() / 2,
-        _ => a.len(),
-    };
-    let start = if matches!(p.kind, ProductKind::Com | ProductKind::Dpc) {
-        axis.min(1) as usize * n
-    } else {
-        0
-    };
-    Ok(a[start..start + n].iter().map(|&v| v as f32).collect())
+/// One plane of a product read back to the host (float32 acquisitions), for display.
+fn plane_of(a: &ProductArray, kind: ProductKind, axis: u32) -> Vec<f32> {
+    let a = a.data.to_f64();
+    let two = matches!(kind, ProductKind::Com | ProductKind::Dpc);
+    let n = if two { a.len() / 2 } else { a.len() };
+    let start = if two { axis.min(1) as usize * n } else { 0 };
+    a[start..start + n].iter().map(|&v| v as f32).collect()
 }

@@ -164,7 +164,7 @@ fn a_product_with_another_bin_reuploads_and_stays_exact() {
 }
 
 #[test]
-fn float32_acquisitions_are_viewed_through_the_cpu_reference() {
+fn float32_acquisitions_are_viewed_through_exact_gpu_sums() {
     let Some(engine) = engine() else { return };
     let mut s = open(
         &engine,
@@ -174,7 +174,8 @@ fn float32_acquisitions_are_viewed_through_the_cpu_reference() {
             ..Default::default()
         },
     );
-    assert_eq!(s.profile.products_on, "cpu");
+    assert_eq!(s.profile.products_on, "gpu");
+    assert!(s.profile.resident_payload_bytes.is_some());
     let acq = fixture_acq("emd_f32");
     pollster::block_on(s.update(&engine, &bf_state([5.0, 6.0], 3.0, [1, 2]))).unwrap();
     let mut p = ProductParams::new(ProductKind::Bf);
@@ -182,6 +183,13 @@ fn float32_acquisitions_are_viewed_through_the_cpu_reference() {
     let cols = acq.shape.scan[1];
     let got = pollster::block_on(s.value_at(&engine, Panel::Image, 1, 1)).unwrap();
     assert_eq!(got, cpu_at(&acq, &p, cols + 1) as f32 as f64);
+    // `stem4d.product` on the float resident: the CPU reference's values, bit for bit.
+    for kind in [ProductKind::MeanDp, ProductKind::Total, ProductKind::MaxDp] {
+        let p = ProductParams::new(kind);
+        let gpu = pollster::block_on(s.product(&engine, &p)).unwrap();
+        let cpu = stem4d::cpu::compute(&acq, &p).unwrap();
+        assert_eq!(gpu.data, cpu.data, "{kind:?}");
+    }
 }
 
 #[test]
