@@ -497,7 +497,7 @@ fn bench_gpu(open: &OpenArgs, reps: usize, bf_radius: f64) -> Result<()> {
     }
     let mut lines = crate::gpu::bench::products(&engine, &res, bf_radius, reps)?;
     if crate::gpu::decode::supported(&acq, crate::frames::Correction::default()) {
-        lines.push(crate::gpu::bench::decode_window(&engine, &acq, &res, reps)?);
+        lines.extend(crate::gpu::bench::decode_window(&engine, &acq, &res, reps)?);
     }
     for line in lines {
         println!(

@@ -90,9 +90,11 @@ impl ResidentPlan {
             frame_words: frame_words as u32,
             segments,
             payload_bytes,
-            // The CPU path stages one window; the GPU decoder holds a compressed window and
-            // its decoded scratch at once: the larger of the two.
-            peak_bytes: payload_bytes + staging.max(DECODE_WINDOW + DECODE_SCRATCH) + products,
+            // The CPU path stages one window; the GPU decoder holds two compressed windows
+            // and their decoded scratch (one decoding while the next is built): the larger.
+            peak_bytes: payload_bytes
+                + staging.max(2 * (DECODE_WINDOW + DECODE_SCRATCH))
+                + products,
         })
     }
 

@@ -536,19 +536,22 @@ fn gpu_decode_refuses_corrupt_chunks_by_name() {
 fn compressed_synthetic_decodes_on_the_gpu_to_the_generated_samples() {
     use stem4d::formats::synthetic;
     let Some(engine) = engine() else { return };
-    let acq = synthetic::open_compressed([5, 7, 33, 29]).unwrap();
-    assert!(stem4d::gpu::decode::supported(&acq, Default::default()));
-    let res = pollster::block_on(engine.upload(&acq, Default::default())).unwrap();
-    let n = acq.shape.frames();
-    let got = pollster::block_on(products::frames(&engine, &res, 0, n)).unwrap();
-    let det = acq.shape.det_len();
-    for (i, v) in got.iter().enumerate() {
-        assert_eq!(
-            *v,
-            synthetic::sample(acq.shape, i / det, i % det) as u32,
-            "sample {i}"
-        );
+    // Blocks inflated in workgroup memory (≤ 8 KiB) and in place (16 KiB, and a 9.4 KiB
+    // partial block), with a raw tail of n % 8 elements.
+    for (dims, block) in [([2, 3, 130, 101], 4096), ([2, 3, 130, 101], 8192)] {
+        let acq = synthetic::open_compressed_blocks(dims, block).unwrap();
+        assert!(stem4d::gpu::decode::supported(&acq, Default::default()));
+        let res = pollster::block_on(engine.upload(&acq, Default::default())).unwrap();
+        let n = acq.shape.frames();
+        let got = pollster::block_on(products::frames(&engine, &res, 0, n)).unwrap();
+        let det = acq.shape.det_len();
+        for (i, v) in got.iter().enumerate() {
+            let want = synthetic::sample(acq.shape, i / det, i % det) as u32;
+            assert_eq!(*v, want, "{dims:?} blocks of {block}: sample {i}");
+        }
     }
+    let acq = synthetic::open_compressed([5, 7, 33, 29]).unwrap();
+    let res = pollster::block_on(engine.upload(&acq, Default::default())).unwrap();
     let mut p = stem4d::products::ProductParams::new(stem4d::products::ProductKind::Adf);
     (p.center, p.inner, p.outer) = (Some([16.0, 14.5]), Some(3.0), Some(11.0));
     let gpu = pollster::block_on(products::compute_resident(&engine, &acq, &res, &p)).unwrap();

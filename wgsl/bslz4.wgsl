@@ -1,5 +1,5 @@
 // Bitshuffle+LZ4 (HDF5 filter 32008) and plain LZ4 (32004) decoded on the GPU from the
-// compressed bytes the host uploaded: `lz4_blocks` inflates every LZ4 block (one invocation
+// compressed bytes the host uploaded: `lz4_blocks` inflates every LZ4 block (a workgroup
 // per block, each writing only its own word-aligned output range; raw blocks and tails are
 // copied), then `unshuffle_pack` gathers each element (from its block's bit planes, or plain
 // bytes), zeroes bad pixels, bins (count-preserving, u32 sums, overflow reported), and packs
@@ -24,6 +24,11 @@ struct DecodeParams {
     dst_bytes: u32,
     out_cols: u32,
     det_rows: u32,
+    // The window's first block among all blocks of the upload.
+    block_base: u32,
+    _pad0: u32,
+    _pad1: u32,
+    _pad2: u32,
 }
 
 @group(0) @binding(0) var<uniform> dp: DecodeParams;
@@ -34,7 +39,8 @@ struct DecodeParams {
 @group(0) @binding(2) var<storage, read> table: array<vec4<u32>>;
 // Decoded bit planes: written by lz4_blocks, read by unshuffle_pack.
 @group(0) @binding(3) var<storage, read_write> scratch: array<u32>;
-// [0]: lowest failing block (0xffffffff when none); [1]: 1 when a binned sum passed u32.
+// [0]: lowest failing block of the upload (0xffffffff when none); [1]: 1 when a binned sum
+// passed u32. Read once the upload is done.
 @group(0) @binding(4) var<storage, read_write> status: array<atomic<u32>>;
 // unshuffle_pack: bad-pixel bits, one per detector pixel.
 @group(0) @binding(5) var<storage, read> bad: array<u32>;
@@ -49,8 +55,32 @@ fn dst_byte(i: u32) -> u32 {
     return (scratch[i >> 2u] >> ((i & 3u) * 8u)) & 0xffu;
 }
 
-// Only this invocation writes the words of its block's output range (ranges are 8-byte
-// aligned by the host), so a plain read-modify-write is safe.
+// Blocks of up to LOCAL_BYTES (all Dectris blocks: 8 KiB) are inflated by a workgroup in
+// workgroup memory: one invocation parses a batch of sequences, then every invocation copies
+// bytes (each output byte is written once, by `atomicOr` into zeroed words). Larger blocks
+// are inflated in place in `scratch` by one invocation.
+const LOCAL_BYTES: u32 = 8192u;
+const LANES: u32 = 32u;
+const BATCH: u32 = 128u;
+var<workgroup> local_out: array<atomic<u32>, 2048>;
+// Per sequence of the batch: (literal source byte, output byte, match offset, lit | ml << 16).
+var<workgroup> seqs: array<vec4<u32>, 128>;
+// Matches that may run between two barriers: group g is sequences [group_end[g-1],
+// group_end[g]); none reads bytes another match of its group writes.
+var<workgroup> group_end: array<u32, 128>;
+// (sequences in the batch, 0: more follow / 1: block done / 2: block corrupt, groups).
+var<workgroup> batch: vec3<u32>;
+
+fn local_byte(i: u32) -> u32 {
+    return (atomicLoad(&local_out[i >> 2u]) >> ((i & 3u) * 8u)) & 0xffu;
+}
+
+fn local_put(i: u32, v: u32) {
+    atomicOr(&local_out[i >> 2u], v << ((i & 3u) * 8u));
+}
+
+// Only this invocation writes its block's output range (ranges are 8-byte aligned by the
+// host), so a plain read-modify-write is safe.
 fn put_byte(i: u32, v: u32) {
     let w = i >> 2u;
     let sh = (i & 3u) * 8u;
@@ -81,93 +111,212 @@ fn extended(field: u32, start: u32, s_end: u32) -> vec2<u32> {
 }
 
 fn fail(block: u32) {
-    atomicMin(&status[0], block);
+    atomicMin(&status[0], dp.block_base + block);
 }
 
-@compute @workgroup_size(64)
-fn lz4_blocks(@builtin(global_invocation_id) gid: vec3<u32>) {
-    let b = gid.x + gid.y * dp.groups_x * 64u;
+// One LZ4 sequence at source byte `start`, producing output from byte `d` of the block
+// [d0, d_end): literals [lit_src, lit_src + lit), then `ml` bytes copied from `off` back
+// (ml = 0 only for the last sequence, which must end the block). `next`: the source byte
+// after it. `ok` is false when the sequence is corrupt or leaves its ranges.
+struct Seq {
+    lit_src: u32,
+    lit: u32,
+    off: u32,
+    ml: u32,
+    next: u32,
+    ok: bool,
+}
+
+fn next_seq(start: u32, s_end: u32, d: u32, d0: u32, d_end: u32) -> Seq {
+    var q = Seq(0u, 0u, 0u, 0u, 0u, false);
+    var s = start;
+    if (s >= s_end) {
+        return q;
+    }
+    let token = src_byte(s);
+    s += 1u;
+    let le = extended(token >> 4u, s, s_end);
+    if (le.y == BAD) {
+        return q;
+    }
+    let lit = le.x;
+    s = le.y;
+    if (lit > s_end - s || lit > d_end - d) {
+        return q;
+    }
+    q.lit_src = s;
+    q.lit = lit;
+    s += lit;
+    if (s == s_end) {
+        q.next = s;
+        q.ok = d + lit == d_end;
+        return q;
+    }
+    if (s_end - s < 2u) {
+        return q;
+    }
+    let off = src_byte(s) | (src_byte(s + 1u) << 8u);
+    s += 2u;
+    if (off == 0u || off > d + lit - d0) {
+        return q;
+    }
+    let me = extended(token & 15u, s, s_end);
+    if (me.y == BAD) {
+        return q;
+    }
+    let ml = me.x + 4u;
+    if (ml > d_end - d - lit) {
+        return q;
+    }
+    q.off = off;
+    q.ml = ml;
+    q.next = me.y;
+    q.ok = true;
+    return q;
+}
+
+// Inflate a large block in place in `scratch`, byte by byte (a match may overlap the bytes
+// it produces); false when it is corrupt.
+fn inflate_in_place(start: u32, s_end: u32, d0: u32, d_end: u32) -> bool {
+    var s = start;
+    var d = d0;
+    loop {
+        let q = next_seq(s, s_end, d, d0, d_end);
+        if (!q.ok) {
+            return false;
+        }
+        for (var k = 0u; k < q.lit; k += 1u) {
+            put_byte(d + k, src_byte(q.lit_src + k));
+        }
+        d += q.lit;
+        if (q.ml == 0u) {
+            return true;
+        }
+        for (var k = 0u; k < q.ml; k += 1u) {
+            put_byte(d + k, dst_byte(d + k - q.off));
+        }
+        d += q.ml;
+        s = q.next;
+    }
+    return false;
+}
+
+// One workgroup per block. Raw blocks are copied word by word by every invocation; LZ4
+// blocks as described above. Every output range owns the words it touches.
+@compute @workgroup_size(32)
+fn lz4_blocks(
+    @builtin(workgroup_id) wg: vec3<u32>,
+    @builtin(local_invocation_index) lid: u32,
+) {
+    let b = wg.x + wg.y * dp.groups_x;
     if (b >= dp.blocks) {
         return;
     }
     let e = table[b];
-    var s = e.x;
+    let s0 = e.x;
     let s_end = e.x + e.y;
     let d0 = e.z;
-    var d = e.z;
     let raw = (e.w >> 31u) != 0u;
-    let d_end = e.z + (e.w & 0x7fffffffu);
-    if (s_end > dp.src_bytes || s_end < s || d_end > dp.dst_bytes || d_end < d) {
-        fail(b);
+    let len = e.w & 0x7fffffffu;
+    let d_end = d0 + len;
+    if (s_end > dp.src_bytes || s_end < s0 || d_end > dp.dst_bytes || d_end < d0 || (raw && e.y != len)) {
+        if (lid == 0u) {
+            fail(b);
+        }
         return;
     }
+    let words = (len + 3u) / 4u;
     if (raw) {
-        if (e.y != d_end - d) {
-            fail(b);
-            return;
-        }
-        for (; d < d_end; d += 1u) {
-            put_byte(d, src_byte(s));
-            s += 1u;
+        for (var w = lid; w < words; w += LANES) {
+            var v = 0u;
+            for (var k = 0u; k < 4u && 4u * w + k < len; k += 1u) {
+                v |= src_byte(s0 + 4u * w + k) << (8u * k);
+            }
+            scratch[d0 / 4u + w] = v;
         }
         return;
     }
+    if (len > LOCAL_BYTES) {
+        if (lid == 0u && !inflate_in_place(s0, s_end, d0, d_end)) {
+            fail(b);
+        }
+        return;
+    }
+    // The parser's position (used by invocation 0 only).
+    var s = s0;
+    var d = 0u;
     loop {
-        if (s >= s_end) {
-            fail(b);
-            return;
-        }
-        let token = src_byte(s);
-        s += 1u;
-        let le = extended(token >> 4u, s, s_end);
-        if (le.y == BAD) {
-            fail(b);
-            return;
-        }
-        let lit = le.x;
-        s = le.y;
-        if (lit > s_end - s || lit > d_end - d) {
-            fail(b);
-            return;
-        }
-        for (var k = 0u; k < lit; k += 1u) {
-            put_byte(d + k, src_byte(s + k));
-        }
-        s += lit;
-        d += lit;
-        if (s == s_end) {
-            // The last sequence has literals only, and must fill the block exactly.
-            if (d != d_end) {
-                fail(b);
+        if (lid == 0u) {
+            var n = 0u;
+            var state = 0u;
+            var groups = 0u;
+            // First output byte of the open group's matches (none yet: past the block).
+            var group_start = LOCAL_BYTES;
+            loop {
+                if (n == BATCH) {
+                    break;
+                }
+                let q = next_seq(s, s_end, d, 0u, len);
+                if (!q.ok) {
+                    state = 2u;
+                    break;
+                }
+                seqs[n] = vec4<u32>(q.lit_src, d, q.off, q.lit | (q.ml << 16u));
+                let m0 = d + q.lit;
+                // A match reading into the open group's output starts a new group.
+                if (m0 - q.off + min(q.ml, q.off) > group_start) {
+                    group_end[groups] = n;
+                    groups += 1u;
+                    group_start = LOCAL_BYTES;
+                }
+                if (q.ml > 0u) {
+                    group_start = min(group_start, m0);
+                }
+                n += 1u;
+                d = m0 + q.ml;
+                s = q.next;
+                if (q.ml == 0u) {
+                    state = 1u;
+                    break;
+                }
             }
-            return;
+            group_end[groups] = n;
+            batch = vec3<u32>(n, state, groups + 1u);
         }
-        if (s_end - s < 2u) {
-            fail(b);
-            return;
+        let info = workgroupUniformLoad(&batch);
+        // Literals come from the source: all of the batch's at once.
+        for (var i = 0u; i < info.x; i += 1u) {
+            let q = seqs[i];
+            for (var k = lid; k < (q.w & 0xffffu); k += LANES) {
+                local_put(q.y + k, src_byte(q.x + k));
+            }
         }
-        let off = src_byte(s) | (src_byte(s + 1u) << 8u);
-        s += 2u;
-        if (off == 0u || off > d - d0) {
-            fail(b);
-            return;
+        workgroupBarrier();
+        // Matches group by group: each reads only bytes before its start (period `off`),
+        // written by the literals or by earlier groups.
+        for (var g = 0u; g < info.z; g += 1u) {
+            let first = select(0u, group_end[max(g, 1u) - 1u], g > 0u);
+            for (var i = first; i < group_end[g]; i += 1u) {
+                let q = seqs[i];
+                let m0 = q.y + (q.w & 0xffffu);
+                for (var k = lid; k < (q.w >> 16u); k += LANES) {
+                    local_put(m0 + k, local_byte(m0 - q.z + k % q.z));
+                }
+            }
+            workgroupBarrier();
         }
-        let me = extended(token & 15u, s, s_end);
-        if (me.y == BAD) {
-            fail(b);
-            return;
+        if (info.y != 0u) {
+            if (info.y == 2u) {
+                if (lid == 0u) {
+                    fail(b);
+                }
+                return;
+            }
+            break;
         }
-        let ml = me.x + 4u;
-        s = me.y;
-        if (ml > d_end - d) {
-            fail(b);
-            return;
-        }
-        // Byte by byte: a match may overlap the bytes it produces.
-        for (var k = 0u; k < ml; k += 1u) {
-            put_byte(d + k, dst_byte(d + k - off));
-        }
-        d += ml;
+    }
+    for (var w = lid; w < words; w += LANES) {
+        scratch[d0 / 4u + w] = atomicLoad(&local_out[w]);
     }
 }
 

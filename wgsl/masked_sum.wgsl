@@ -2,9 +2,9 @@
 // detector mask (BF disk, annulus, rectangle, point, boolean mask, or every pixel for the
 // cached total). Frames are 16 bytes aligned, so the mask arrives as 16-byte entries
 // `vec4_index << 16 | selection` (bit s = sample s of those 16 bytes) and every load is a
-// whole vec4: bandwidth, not load count, bounds the kernel. Eight neighbouring invocations
-// take eight neighbouring entries of one position (a 128-byte run of a detector row in one
-// request); the workgroup's 32 positions share the entries, staged in workgroup memory.
+// whole vec4: bandwidth, not load count, bounds the kernel. A warp's 32 invocations take 32
+// neighbouring entries of one position (contiguous runs of detector rows in one request);
+// the workgroup's 8 positions share the entries, staged in workgroup memory.
 // Invocations sum in u32 and fold into 64 bits every `flush` entries (host-proven not to
 // wrap); 32-bit samples add in 64 bits directly.
 
@@ -28,8 +28,8 @@ struct MaskedSumParams {
 @group(0) @binding(4) var<storage, read_write> wide_sums: array<vec4<u32>>;
 
 const WG: u32 = 256u;
-const TPP: u32 = 8u;
-const PPW: u32 = 32u;
+const TPP: u32 = 32u;
+const PPW: u32 = 8u;
 const STAGE: u32 = 2048u;
 var<workgroup> partial: array<vec2<u32>, 256>;
 var<workgroup> staged: array<u32, 2048>;
@@ -138,9 +138,16 @@ fn masked_sum(
     }
     partial[lid] = add64(acc, vec2<u32>(run, 0u));
     workgroupBarrier();
+    // TPP → 8 → 1 per position.
+    if (t < 8u) {
+        for (var k = lid + 8u; k < lid - t + TPP; k += 8u) {
+            partial[lid] = add64(partial[lid], partial[k]);
+        }
+    }
+    workgroupBarrier();
     if (t == 0u && live) {
         var s = partial[lid];
-        for (var k = 1u; k < TPP; k += 1u) {
+        for (var k = 1u; k < 8u; k += 1u) {
             s = add64(s, partial[lid + k]);
         }
         sums[params.first_frame + f] = s;

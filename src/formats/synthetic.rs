@@ -107,6 +107,12 @@ pub fn open(dims: [usize; 4]) -> Result<Acquisition> {
 /// The synthetic acquisition stored as bitshuffle+LZ4 chunks of one frame each (8 KiB
 /// blocks, as Dectris writes them) in memory: the decoders' benchmark without files.
 pub fn open_compressed(dims: [usize; 4]) -> Result<Acquisition> {
+    open_compressed_blocks(dims, 4096)
+}
+
+/// [`open_compressed`] with bitshuffle blocks of `block_elems` elements (tests take blocks
+/// larger than the GPU decoder's workgroup-memory path).
+pub fn open_compressed_blocks(dims: [usize; 4], block_elems: usize) -> Result<Acquisition> {
     use crate::decode::pipeline::{Filter, FilterKind};
     use crate::hdf5_index::{ChunkRef, DatasetIndex, Layout};
     let plain = open(dims)?;
@@ -115,7 +121,7 @@ pub fn open_compressed(dims: [usize; 4]) -> Result<Acquisition> {
     let encode = |f: usize| {
         let mut raw = vec![0u8; frame_bytes];
         frames_bytes(shape, f, f + 1, &mut raw);
-        crate::decode::bslz4::encode(&raw, 2, 4096)
+        crate::decode::bslz4::encode(&raw, 2, block_elems)
     };
     #[cfg(not(target_arch = "wasm32"))]
     let chunks: Vec<Vec<u8>> = {

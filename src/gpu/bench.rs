@@ -170,13 +170,14 @@ pub fn products(
 }
 
 /// GPU bitshuffle+LZ4 decode of one upload window (compressed bytes already on the GPU),
-/// into a scratch copy of the first resident segment: decoded bytes ÷ kernel time.
+/// into a scratch copy of the first resident segment: decoded bytes ÷ kernel time, for the
+/// whole decode and for its two kernels.
 pub fn decode_window(
     engine: &Engine,
     acq: &crate::formats::Acquisition,
     res: &super::Resident,
     reps: usize,
-) -> Result<Timing> {
+) -> Result<Vec<Timing>> {
     let window = super::decode::first_window(engine, acq)?;
     let decoder = super::decode::Decoder::new(engine, acq);
     let seg = &res.plan.segments[0];
@@ -188,12 +189,30 @@ pub fn decode_window(
     let target = engine.storage("bench decode target", seg.bytes.max(4));
     let corr = crate::frames::Correction::default();
     let elem = acq.dtype.size();
-    let s = time(engine, reps, &|e| {
-        decoder.encode(engine, e, &window, &res.plan, corr, 0, &target, elem)
-    })?;
-    Ok(Timing {
-        name: format!("GPU bslz4 decode ({} frames)", window.frames),
-        seconds: s,
-        bytes: window.decoded_bytes as f64,
-    })
+    let bytes = window.decoded_bytes as f64;
+    let line = |name: String, seconds: f64| Timing {
+        name,
+        seconds,
+        bytes,
+    };
+    Ok(vec![
+        line(
+            format!("GPU bslz4 decode ({} frames)", window.frames),
+            time(engine, reps, &|e| {
+                decoder.encode(engine, e, &window, &res.plan, corr, 0, &target, elem)
+            })?,
+        ),
+        line(
+            "  of which LZ4 inflate".into(),
+            time(engine, reps, &|e| {
+                decoder.encode_inflate(engine, e, &window)
+            })?,
+        ),
+        line(
+            "  of which unshuffle + pack".into(),
+            time(engine, reps, &|e| {
+                decoder.encode_pack(engine, e, &window, &res.plan, corr, 0, &target, elem)
+            })?,
+        ),
+    ])
 }

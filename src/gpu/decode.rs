@@ -96,17 +96,6 @@ fn slots(acq: &Acquisition) -> Vec<ChunkSlot<'_>> {
     out
 }
 
-fn words(bytes: &[u8]) -> Vec<u32> {
-    bytes
-        .chunks(4)
-        .map(|c| {
-            let mut b = [0u8; 4];
-            b[..c.len()].copy_from_slice(c);
-            u32::from_le_bytes(b)
-        })
-        .collect()
-}
-
 fn decode_error(slot: &ChunkSlot, message: String) -> Error {
     Error::Decode {
         file: slot.ix.file.clone(),
@@ -136,8 +125,11 @@ pub struct Window {
     chunks: wgpu::Buffer,
     frame_map: wgpu::Buffer,
     scratch: wgpu::Buffer,
-    /// Per block, the index of its chunk in the slots the window was built from.
-    block_chunk: Vec<usize>,
+    /// Per chunk: its first block in the window and its index in the slots the window was
+    /// built from (to name the chunk of a failing block).
+    chunk_blocks: Vec<(u32, usize)>,
+    /// The window's first block among all blocks of the upload.
+    block_base: u32,
     n_blocks: u32,
     src_bytes: u32,
     dst_bytes: u32,
@@ -186,10 +178,22 @@ impl Decoder {
         resident: &wgpu::Buffer,
         elem: usize,
     ) -> Result<()> {
-        let groups = grid(w.n_blocks.div_ceil(64));
+        self.encode_inflate(engine, enc, w)?;
+        self.encode_pack(engine, enc, w, plan, corr, seg_first, resident, elem)
+    }
+
+    /// Record inflating the window's LZ4 blocks into its scratch buffer.
+    pub fn encode_inflate(
+        &self,
+        engine: &Engine,
+        enc: &mut wgpu::CommandEncoder,
+        w: &Window,
+    ) -> Result<()> {
+        let groups = grid(w.n_blocks);
         let params = engine.uniform(&DecodeParams {
             blocks: w.n_blocks,
             groups_x: groups.0,
+            block_base: w.block_base,
             src_bytes: w.src_bytes,
             dst_bytes: w.dst_bytes,
             ..Default::default()
@@ -205,7 +209,22 @@ impl Decoder {
                 (4, &self.status),
             ],
             groups,
-        )?;
+        )
+    }
+
+    /// Record unshuffling, correcting and packing the window's frames into `resident`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn encode_pack(
+        &self,
+        engine: &Engine,
+        enc: &mut wgpu::CommandEncoder,
+        w: &Window,
+        plan: &ResidentPlan,
+        corr: Correction,
+        seg_first: usize,
+        resident: &wgpu::Buffer,
+        elem: usize,
+    ) -> Result<()> {
         let groups = grid((w.frames as u32 * plan.frame_words).div_ceil(64));
         let params = engine.uniform(&DecodeParams {
             groups_x: groups.0,
@@ -272,8 +291,8 @@ fn build_window(
     let (window_bytes, scratch_bytes) = (DECODE_WINDOW.min(limit), DECODE_SCRATCH.min(limit));
     let (mut src, mut blocks, mut chunks, mut frame_map) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::<u32>::new());
-    // For each block, the index in `mine` of the chunk it belongs to (to name a failure).
-    let mut block_chunk = Vec::new();
+    // For each chunk, its first block and its index in `mine` (to name a failure).
+    let mut chunk_blocks = Vec::new();
     let mut dst_bytes = 0u64;
     let first_frame = mine[*i].first.max(s0);
     let mut last_frame = first_frame;
@@ -286,16 +305,19 @@ fn build_window(
         if !chunks.is_empty() && !fits {
             break;
         }
-        let bytes = slot
-            .part
+        // Read straight into the window: no per-chunk copy.
+        let src_base = src.len();
+        src.resize(src_base + slot.chunk.size as usize, 0);
+        slot.part
             .source
-            .read_vec(slot.chunk.offset, slot.chunk.size)?;
-        let (src_base, dst_base) = (src.len() as u32, dst_bytes as u32);
+            .read_at(slot.chunk.offset, &mut src[src_base..])?;
+        let bytes = &src[src_base..];
+        let (src_base, dst_base) = (src_base as u32, dst_bytes as u32);
         // The CPU decoders' header walks, with their checks: one reading of the format.
         let bad = |e: crate::decode::DecodeError| decode_error(slot, e.0);
         let (be, plain, layout) = match gpu_filter(slot.ix) {
             Some(FilterKind::Lz4) => {
-                let (block, layout) = lz4h5::layout(&bytes, logical).map_err(bad)?;
+                let (block, layout) = lz4h5::layout(bytes, logical).map_err(bad)?;
                 if block % 4 != 0 && logical > block {
                     // Blocks that are not whole words would share output words on the GPU.
                     return Ok(None);
@@ -303,13 +325,12 @@ fn build_window(
                 (0, 1, layout)
             }
             _ => {
-                let (h, layout) = bslz4::layout(&bytes, elem, logical).map_err(bad)?;
+                let (h, layout) = bslz4::layout(bytes, elem, logical).map_err(bad)?;
                 (h.block_elems, 0, layout)
             }
         };
+        chunk_blocks.push((blocks.len() as u32, *i));
         table_entries(&layout, src_base, dst_base, &mut blocks);
-        block_chunk.resize(blocks.len(), *i);
-        src.extend_from_slice(&bytes);
         let entry = (chunks.len() / 4) as u32;
         chunks.extend_from_slice(&[dst_base, be as u32, (cn * det_len) as u32, plain]);
         for g in slot.first.max(s0)..(slot.first + slot.frames).min(s1) {
@@ -320,15 +341,18 @@ fn build_window(
         *i += 1;
     }
     let frames = last_frame - first_frame;
+    let src_bytes = src.len() as u32;
+    src.resize(src.len().next_multiple_of(4).max(4), 0);
     Ok(Some(Window {
-        src: engine.input(&words(&src)),
+        src: engine.input_bytes(&src),
         blocks: engine.input(&blocks.concat()),
         chunks: engine.input(&chunks),
         frame_map: engine.input(&frame_map),
         scratch: engine.storage("decode scratch", dst_bytes.max(16)),
-        block_chunk,
+        chunk_blocks,
+        block_base: 0,
         n_blocks: blocks.len() as u32,
-        src_bytes: src.len() as u32,
+        src_bytes,
         dst_bytes: dst_bytes as u32,
         first_frame,
         frames,
@@ -365,6 +389,12 @@ pub async fn upload(
         .push_error_scope(wgpu::ErrorFilter::OutOfMemory);
     let mut buffers = Vec::with_capacity(plan.segments.len());
     let mut done_frames = 0usize;
+    // Every chunk's first block in the whole upload (sorted), to name a failing block.
+    let mut chunk_at: Vec<(u32, &ChunkSlot)> = Vec::new();
+    let mut block_base = 0u32;
+    // The host builds the next window while the GPU decodes the last one; at most two
+    // windows are alive (the plan's peak counts two), and the status is read once.
+    let mut in_flight = None;
     for seg in &plan.segments {
         let buffer = engine.storage("resident", seg.bytes.max(4));
         let (s0, s1) = (seg.first_frame, seg.first_frame + seg.frames);
@@ -374,13 +404,27 @@ pub async fn upload(
             .collect();
         let mut i = 0;
         while i < mine.len() {
-            let window_start = i;
-            let Some(w) = build_window(engine, acq, &mine, &mut i, s0, s1)? else {
+            let Some(mut w) = build_window(engine, acq, &mine, &mut i, s0, s1)? else {
+                if let Some(prev) = in_flight.take() {
+                    engine.finished(prev).await?;
+                }
                 return Ok(None);
             };
             if w.frames == 0 {
                 continue;
             }
+            w.block_base = block_base;
+            chunk_at.extend(
+                w.chunk_blocks
+                    .iter()
+                    .map(|&(b, c)| (block_base + b, mine[c])),
+            );
+            block_base = block_base.checked_add(w.n_blocks).ok_or_else(|| {
+                Error::format(
+                    &acq.primary,
+                    "more than 2^32 compressed blocks in one upload",
+                )
+            })?;
             let mut enc = engine.device.create_command_encoder(&Default::default());
             decoder.encode(
                 engine,
@@ -392,29 +436,36 @@ pub async fn upload(
                 &buffer,
                 acq.dtype.size(),
             )?;
-            engine.queue.submit([enc.finish()]);
-            let (failed, overflow) = decoder.take_failure(engine).await?;
-            if overflow {
-                let b = corr.bin;
-                return Err(Error::format(
-                    &acq.primary,
-                    format!("a {b}x{b} binned sum exceeds uint32: use a smaller bin"),
-                ));
-            }
-            if let Some(block) = failed {
-                let culprit = w
-                    .block_chunk
-                    .get(block as usize)
-                    .map_or(mine[window_start], |&c| mine[c]);
-                return Err(decode_error(
-                    culprit,
-                    "corrupt bitshuffle/LZ4 block (found by the GPU decoder)".into(),
-                ));
+            let done = engine.submit_tracked(enc.finish());
+            if let Some(prev) = in_flight.replace(done) {
+                engine.finished(prev).await?;
             }
             done_frames += w.frames;
             progress(done_frames, total);
         }
         buffers.push(buffer);
+    }
+    if let Some(prev) = in_flight.take() {
+        engine.finished(prev).await?;
+    }
+    let (failed, overflow) = decoder.take_failure(engine).await?;
+    if overflow {
+        let b = corr.bin;
+        return Err(Error::format(
+            &acq.primary,
+            format!("a {b}x{b} binned sum exceeds uint32: use a smaller bin"),
+        ));
+    }
+    if let Some(block) = failed {
+        let k = chunk_at.partition_point(|&(first, _)| first <= block);
+        let culprit = chunk_at.get(k.saturating_sub(1)).map(|&(_, c)| c);
+        return Err(match culprit {
+            Some(slot) => decode_error(
+                slot,
+                "corrupt bitshuffle/LZ4 block (found by the GPU decoder)".into(),
+            ),
+            None => Error::format(&acq.primary, "corrupt bitshuffle/LZ4 block"),
+        });
     }
     engine.queue.submit([]);
     engine

@@ -160,7 +160,7 @@ pub struct MaskedSumParams {
 }
 
 /// Scan positions per masked-sum workgroup (`PPW` in `masked_sum.wgsl`).
-pub const MASKED_SUM_POSITIONS: u32 = 32;
+pub const MASKED_SUM_POSITIONS: u32 = 8;
 
 /// Largest sample count whose u32 sum cannot wrap for `bits`-bit samples.
 pub fn sum_flush(bits: u32) -> u32 {
@@ -249,6 +249,11 @@ pub struct DecodeParams {
     pub dst_bytes: u32,
     pub out_cols: u32,
     pub det_rows: u32,
+    /// Index of the window's first block among all blocks of the upload (failures name it).
+    pub block_base: u32,
+    pub _pad0: u32,
+    pub _pad1: u32,
+    pub _pad2: u32,
 }
 
 #[repr(C)]
@@ -418,6 +423,10 @@ pub fn uniform_layouts() -> Vec<(&'static str, usize, Vec<&'static str>)> {
                 "dst_bytes",
                 "out_cols",
                 "det_rows",
+                "block_base",
+                "_pad0",
+                "_pad1",
+                "_pad2",
             ],
         ),
         (

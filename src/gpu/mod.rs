@@ -55,6 +55,12 @@ pub struct Engine {
 }
 
 /// An acquisition resident on the GPU.
+/// A submission [`Engine::finished`] can wait for.
+pub(crate) struct Submitted {
+    index: wgpu::SubmissionIndex,
+    rx: futures_channel::oneshot::Receiver<()>,
+}
+
 pub struct Resident {
     pub plan: ResidentPlan,
     pub buffers: Vec<wgpu::Buffer>,
@@ -330,6 +336,42 @@ impl Engine {
                 contents: bytemuck::cast_slice(data),
                 usage: wgpu::BufferUsages::STORAGE,
             })
+    }
+
+    /// Upload `bytes` (a multiple of 4, at least 4) as a read-only storage buffer.
+    pub(crate) fn input_bytes(&self, bytes: &[u8]) -> wgpu::Buffer {
+        self.device
+            .create_buffer_init(&wgpu::util::BufferInitDescriptor {
+                label: Some("input"),
+                contents: bytes,
+                usage: wgpu::BufferUsages::STORAGE,
+            })
+    }
+
+    /// Submit `commands`, keeping a handle that [`Engine::finished`] waits on.
+    pub(crate) fn submit_tracked(&self, commands: wgpu::CommandBuffer) -> Submitted {
+        let index = self.queue.submit([commands]);
+        let (tx, rx) = futures_channel::oneshot::channel();
+        self.queue.on_submitted_work_done(move || {
+            let _ = tx.send(());
+        });
+        Submitted { index, rx }
+    }
+
+    /// Wait (asynchronously on the web) until a tracked submission has finished on the GPU.
+    pub(crate) async fn finished(&self, s: Submitted) -> Result<()> {
+        #[cfg(not(target_arch = "wasm32"))]
+        self.device
+            .poll(wgpu::PollType::Wait {
+                submission_index: Some(s.index),
+                timeout: None,
+            })
+            .map_err(|e| Error::Gpu(format!("waiting for the GPU failed: {e}")))?;
+        #[cfg(target_arch = "wasm32")]
+        let _ = s.index;
+        s.rx.await
+            .map_err(|_| Error::Gpu("GPU work was dropped (device lost?)".into()))?;
+        self.check_alive()
     }
 
     /// Record one dispatch of `k` over a 2-D grid of `groups` workgroups, buffer `i` bound
