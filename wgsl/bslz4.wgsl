@@ -65,11 +65,8 @@ const BATCH: u32 = 128u;
 var<workgroup> local_out: array<atomic<u32>, 2048>;
 // Per sequence of the batch: (literal source byte, output byte, match offset, lit | ml << 16).
 var<workgroup> seqs: array<vec4<u32>, 128>;
-// Matches that may run between two barriers: group g is sequences [group_end[g-1],
-// group_end[g]); none reads bytes another match of its group writes.
-var<workgroup> group_end: array<u32, 128>;
-// (sequences in the batch, 0: more follow / 1: block done / 2: block corrupt, groups).
-var<workgroup> batch: vec3<u32>;
+// (sequences in the batch, 0: more follow / 1: block done / 2: block corrupt).
+var<workgroup> batch: vec2<u32>;
 
 fn local_byte(i: u32) -> u32 {
     return (atomicLoad(&local_out[i >> 2u]) >> ((i & 3u) * 8u)) & 0xffu;
@@ -249,9 +246,6 @@ fn lz4_blocks(
         if (lid == 0u) {
             var n = 0u;
             var state = 0u;
-            var groups = 0u;
-            // First output byte of the open group's matches (none yet: past the block).
-            var group_start = LOCAL_BYTES;
             loop {
                 if (n == BATCH) {
                     break;
@@ -262,26 +256,15 @@ fn lz4_blocks(
                     break;
                 }
                 seqs[n] = vec4<u32>(q.lit_src, d, q.off, q.lit | (q.ml << 16u));
-                let m0 = d + q.lit;
-                // A match reading into the open group's output starts a new group.
-                if (m0 - q.off + min(q.ml, q.off) > group_start) {
-                    group_end[groups] = n;
-                    groups += 1u;
-                    group_start = LOCAL_BYTES;
-                }
-                if (q.ml > 0u) {
-                    group_start = min(group_start, m0);
-                }
                 n += 1u;
-                d = m0 + q.ml;
+                d += q.lit + q.ml;
                 s = q.next;
                 if (q.ml == 0u) {
                     state = 1u;
                     break;
                 }
             }
-            group_end[groups] = n;
-            batch = vec3<u32>(n, state, groups + 1u);
+            batch = vec2<u32>(n, state);
         }
         let info = workgroupUniformLoad(&batch);
         // Literals come from the source: all of the batch's at once.
@@ -292,16 +275,12 @@ fn lz4_blocks(
             }
         }
         workgroupBarrier();
-        // Matches group by group: each reads only bytes before its start (period `off`),
-        // written by the literals or by earlier groups.
-        for (var g = 0u; g < info.z; g += 1u) {
-            let first = select(0u, group_end[max(g, 1u) - 1u], g > 0u);
-            for (var i = first; i < group_end[g]; i += 1u) {
-                let q = seqs[i];
-                let m0 = q.y + (q.w & 0xffffu);
-                for (var k = lid; k < (q.w >> 16u); k += LANES) {
-                    local_put(m0 + k, local_byte(m0 - q.z + k % q.z));
-                }
+        // Matches in order: each reads only bytes before its start (period `off`).
+        for (var i = 0u; i < info.x; i += 1u) {
+            let q = seqs[i];
+            let m0 = q.y + (q.w & 0xffffu);
+            for (var k = lid; k < (q.w >> 16u); k += LANES) {
+                local_put(m0 + k, local_byte(m0 - q.z + k % q.z));
             }
             workgroupBarrier();
         }
