@@ -6,7 +6,9 @@ H200 machine, where Chromium's WebGPU runs on the real GPU (../shared/setup/chro
     bash .device/chrome/web/launch.sh python3 e2e/h200.py OUT.json [R,C,KR,KC]
 
 Serves dist/, tests/fixtures (as /fixtures/) and e2e/ on 127.0.0.1, launches "$CHROMIUM" with
-$CHROMIUM_FLAGS, waits for the page's stem4d-ready, runs runSuite() and writes its result."""
+$CHROMIUM_FLAGS, waits for the page's stem4d-ready, runs runSuite() and writes its result.
+With LOCAL_FILE=PATH it then opens that file as a user would (a file input, read by the
+page's Worker) and times open → first image drawn (issue #4's load target)."""
 import functools
 import http.server
 import json
@@ -90,6 +92,27 @@ class Pipe:
         return result.get("result", {}).get("value")
 
 
+def open_local_file(chrome, session, path):
+    """Give `path` to a file input (DevTools DOM.setFileInputFiles, as a user's pick) and time
+    stem4d.open on it up to the first image drawn."""
+    chrome.evaluate(session, "(() => { const i = document.createElement('input'); i.type = 'file';"
+                             " i.id = 'bench-file'; i.hidden = true; document.body.appendChild(i); })()")
+    root = chrome.send("DOM.getDocument", {}, session=session)["result"]["root"]["nodeId"]
+    node = chrome.send("DOM.querySelector", {"nodeId": root, "selector": "#bench-file"},
+                       session=session)["result"]["nodeId"]
+    chrome.send("DOM.setFileInputFiles", {"files": [path], "nodeId": node}, session=session)
+    return chrome.evaluate(session, """(async () => {
+        const files = Array.from(document.getElementById('bench-file').files);
+        const t0 = performance.now();
+        const info = await window.stem4d.open(files);
+        const t1 = performance.now();
+        await window.stem4d.rendered();
+        const t2 = performance.now();
+        return {file: files[0].name, bytes: files[0].size, shape: info.shape, open_ms: t1 - t0,
+                first_image_ms: t2 - t0, profile: await window.stem4d.profile()};
+    })()""", timeout=600.0)
+
+
 def main():
     out_path = sys.argv[1]
     bench = [int(x) for x in (sys.argv[2] if len(sys.argv) > 2 else "512,512,192,192").split(",")]
@@ -111,6 +134,9 @@ def main():
         expr = ("import('/e2e/suite.js').then(m => m.runSuite({parts: %s, benchShape: %s, reps: 30}))"
                 % (json.dumps(os.environ.get("PARTS", "parity,bad,bench").split(",")), json.dumps(bench)))
         result["suite"] = chrome.evaluate(session, expr, timeout=float(os.environ.get("SUITE_TIMEOUT", "480")))
+        if os.environ.get("LOCAL_FILE"):
+            result["local_file"] = open_local_file(chrome, session, os.environ["LOCAL_FILE"])
+            print("local file:", json.dumps(result["local_file"]), flush=True)
     except Exception as e:  # the result file says what failed
         result["error"] = repr(e)
     finally:

@@ -145,11 +145,18 @@ export async function bench(dims, reps) {
   const med = (a) => a.slice().sort((x, y) => x - y)[a.length >> 1];
   const [kr, kc] = [dims[2], dims[3]];
   const r = 0.16 * Math.min(kr, kc);
+  // Each interaction twice: drawn (view change → canvases presented, GPU done) and computed
+  // only (→ image, pattern and limits on the GPU), which tells the engine from presentation.
   const series = async (name, preset, step) => {
-    await window.stem4d.setView({ preset, pattern: { source: 'cursor' }, image: { roi: null } });
+    const start = { preset, pattern: { source: 'cursor' }, image: { roi: null } };
+    await window.stem4d.setView(start);
     const t = [];
     for (let k = 0; k < reps; k++) { await window.stem4d.setView(step(k)); t.push(window.stem4d.lastRenderMs()); }
     out[name] = med(t);
+    await window.stem4d.setView(start);
+    const c = [];
+    for (let k = 0; k < reps; k++) c.push(await window.stem4d.computeView(step(reps + k)));
+    out[name.replace(/_ms$/, '_compute_ms')] = med(c);
   };
   const disk = (k) => ({ image: { center: [kr / 2 + (k % 5) * 0.25, kc / 2 - (k % 3) * 0.25], radius: r } });
   await series('bf_drag_ms', 'bf', disk);

@@ -22,7 +22,9 @@ run() { echo "\$ $*"; timeout 240 "$@"; echo "exit $?"; }
   run $S parity --synthetic 96,80,192,192
 } > "$OUT/parity.txt" 2>&1
 run $S bench gpu --synthetic 512,512,192,192 --reps 20 > "$OUT/bench_gpu.txt" 2>&1
+# The viewer's interactions (the page's session code) natively, for the in-page figures.
+run $S bench viewer --synthetic 512,512,192,192 --reps 30 > "$OUT/bench_viewer.txt" 2>&1
 # The same acquisition held as bslz4 chunks (encoded on the host's cores): GPU decode figures.
 run $S bench gpu --synthetic 512,512,192,192 --compressed --reps 5 > "$OUT/bench_gpu_compressed.txt" 2>&1
-tail -40 "$OUT/bench_gpu.txt" "$OUT/bench_gpu_compressed.txt"
+cat "$OUT/bench_gpu.txt" "$OUT/bench_viewer.txt" "$OUT/bench_gpu_compressed.txt"
 grep -E "PASS|FAIL|exit" "$OUT/parity.txt" | sort | uniq -c | sort -rn | head -20

@@ -99,6 +99,24 @@ enum BenchCmd {
         #[arg(long, default_value_t = 30.0)]
         bf_radius: f64,
     },
+    /// Write the stored (still compressed) chunks of a one-data-set acquisition as
+    /// PREFIX.chunks (bytes, in frame order) and PREFIX.sizes (u64 LE per chunk):
+    /// `scripts/synthetic_h5.py` wraps them into an HDF5 file for load benchmarks.
+    ExportChunks {
+        #[command(flatten)]
+        open: OpenArgs,
+        #[arg(long, value_name = "PREFIX")]
+        out: PathBuf,
+    },
+    /// The viewer's interactions (the page's own session code) timed natively: view change
+    /// to GPU done, median per interaction.
+    Viewer {
+        #[command(flatten)]
+        open: OpenArgs,
+        /// Updates per interaction.
+        #[arg(long, default_value_t = 30)]
+        reps: usize,
+    },
 }
 
 #[derive(Args)]
@@ -180,6 +198,12 @@ fn run(cli: Cli) -> Result<()> {
                     bf_radius,
                 },
         } => bench_gpu(&open, reps.max(2), bf_radius),
+        Cmd::Bench {
+            what: BenchCmd::ExportChunks { open, out },
+        } => export_chunks(&open_acquisition(&open)?, &out),
+        Cmd::Bench {
+            what: BenchCmd::Viewer { open, reps },
+        } => crate::viewer_bench::run(open_acquisition(&open)?, reps.max(1)),
         Cmd::Parity {
             open,
             mask_bad_pixels,
@@ -430,6 +454,44 @@ fn bench_decode(open: &OpenArgs, repeat: usize) -> Result<()> {
         report("decode chunks", median(decodes), logical, "decoded");
     }
     report("read+decode+widen", median(streams), logical, "decoded");
+    Ok(())
+}
+
+fn export_chunks(acq: &Acquisition, prefix: &Path) -> Result<()> {
+    use std::io::Write;
+    let [part] = acq.parts.as_slice() else {
+        return Err(Error::param(
+            "export-chunks takes an acquisition of one data set",
+        ));
+    };
+    let PartKind::Hdf5(ix) = &part.kind else {
+        return Err(Error::param("export-chunks takes a chunked HDF5 data set"));
+    };
+    let mut chunks: Vec<_> = ix.chunks.iter().collect();
+    chunks.sort_by(|a, b| a.coords.cmp(&b.coords));
+    let with_ext = |ext: &str| {
+        let mut p = prefix.as_os_str().to_owned();
+        p.push(ext);
+        PathBuf::from(p)
+    };
+    let create = |p: &Path| {
+        std::fs::File::create(p)
+            .map(std::io::BufWriter::new)
+            .map_err(|e| Error::param(format!("{}: {e}", p.display())))
+    };
+    let (cp, sp) = (with_ext(".chunks"), with_ext(".sizes"));
+    let (mut data, mut sizes) = (create(&cp)?, create(&sp)?);
+    let io = |p: &Path, e: std::io::Error| Error::param(format!("{}: {e}", p.display()));
+    for c in chunks {
+        let bytes = part.source.read_vec(c.offset, c.size)?;
+        data.write_all(&bytes).map_err(|e| io(&cp, e))?;
+        sizes
+            .write_all(&c.size.to_le_bytes())
+            .map_err(|e| io(&sp, e))?;
+    }
+    data.flush().map_err(|e| io(&cp, e))?;
+    sizes.flush().map_err(|e| io(&sp, e))?;
+    println!("wrote {} and {}", cp.display(), sp.display());
     Ok(())
 }
 

@@ -1,6 +1,7 @@
 //! stem4d: 4D-STEM acquisitions `I[scan_row, scan_col, det_row, det_col]` read from local
 //! files, decoded and reduced exactly. Stages: [`source`] → [`hdf5_index`] → [`formats`] →
-//! [`frames`] (decode, bad pixels, bin) → products ([`cpu`] reference; GPU engine later).
+//! [`frames`] (decode, bad pixels, bin) → [`resident`] → products ([`cpu`] reference,
+//! [`gpu`] engine) → [`display`] and the [`viewer`] session the browser page runs.
 
 pub mod contract;
 pub mod cpu;
@@ -19,6 +20,8 @@ pub mod products;
 pub mod resident;
 pub mod source;
 pub mod viewer;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod viewer_bench;
 #[cfg(target_arch = "wasm32")]
 pub mod web;
 

@@ -210,3 +210,81 @@ fn out_onto_an_input_is_refused() {
         );
     }
 }
+
+/// `stem4d bench viewer` times every interaction of the page's session natively (lavapipe in
+/// CI: the figures are labelled as a software adapter's). `--crop` reaches every command.
+#[test]
+fn bench_viewer_times_every_interaction() {
+    if std::env::var_os("STEM4D_REQUIRE_GPU").is_none() {
+        eprintln!("skipped: no STEM4D_REQUIRE_GPU");
+        return;
+    }
+    let o = stem4d(&[
+        "bench",
+        "viewer",
+        "--synthetic",
+        "6,5,16,16",
+        "--crop",
+        "1,6,0,4",
+        "--reps",
+        "2",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("[5, 4, 16, 16]"), "{out}");
+    for line in [
+        "load",
+        "drag BF disk",
+        "drag ADF annulus",
+        "drag DF disk",
+        "DPC rotation",
+        "iDPC rotation",
+        "pattern at cursor",
+        "mean pattern over a scan ROI",
+    ] {
+        assert!(out.contains(line), "{line} missing:\n{out}");
+    }
+    assert!(
+        out.contains("software adapter") || !out.contains("llvmpipe"),
+        "{out}"
+    );
+}
+
+/// `stem4d bench export-chunks` writes the stored chunks as they are, in frame order, with
+/// their sizes: each one decodes to its synthetic frame.
+#[test]
+fn export_chunks_writes_each_stored_chunk_in_frame_order() {
+    use stem4d::contract::Shape4;
+    use stem4d::formats::synthetic;
+    let dir = TempDir::new("export");
+    let prefix = dir.path("syn");
+    let o = stem4d(&[
+        "bench",
+        "export-chunks",
+        "--synthetic",
+        "3,4,20,17",
+        "--compressed",
+        "--out",
+        prefix.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let sizes = std::fs::read(dir.path("syn.sizes")).unwrap();
+    let data = std::fs::read(dir.path("syn.chunks")).unwrap();
+    assert_eq!(sizes.len(), 12 * 8);
+    let shape = Shape4 {
+        scan: [3, 4],
+        det: [20, 17],
+    };
+    let mut at = 0;
+    for (f, s) in sizes.chunks_exact(8).enumerate() {
+        let n = u64::from_le_bytes(s.try_into().unwrap()) as usize;
+        let mut frame = vec![0u8; 20 * 17 * 2];
+        stem4d::decode::bslz4::decode_into(&data[at..at + n], 2, &mut frame).unwrap();
+        let want: Vec<u8> = (0..20 * 17)
+            .flat_map(|k| synthetic::sample(shape, f, k).to_le_bytes())
+            .collect();
+        assert_eq!(frame, want, "frame {f}");
+        at += n;
+    }
+    assert_eq!(at, data.len());
+}

@@ -240,6 +240,18 @@ function clampRect() {
 }
 
 // ---------------------------------------------------------------- rendering
+// Deep-merge a view patch (`stem4d.setView`) into the UI state.
+function applyPatch(patch) {
+  if (patch.preset) setPreset(patch.preset);
+  for (const k of ['image', 'pattern']) {
+    if (!patch[k]) continue;
+    const { display, ...rest } = patch[k];
+    Object.assign(S[k], rest);
+    if (display) Object.assign(S[k].display, display);
+  }
+  syncDisplayControls();
+}
+
 function viewState() {
   const im = S.image;
   const keep = { kind: im.kind, axis: im.axis, rotation: im.rotation, flip: im.flip, cursor: im.cursor, roi: im.roi, roiCircle: im.roiCircle, display: im.display };
@@ -680,15 +692,14 @@ window.stem4d = {
   // UI state for tests and scripts: read, patch (deep-merged) and wait for the redraw.
   view: () => JSON.parse(JSON.stringify({ preset, ...S })),
   async setView(patch) {
-    if (patch.preset) setPreset(patch.preset);
-    for (const k of ['image', 'pattern']) {
-      if (!patch[k]) continue;
-      const { display, ...rest } = patch[k];
-      Object.assign(S[k], rest);
-      if (display) Object.assign(S[k].display, display);
-    }
-    syncDisplayControls();
+    applyPatch(patch);
     return renderNow();
+  },
+  // Benchmarks: apply a patch without drawing; resolves to the ms until the GPU is done.
+  async computeView(patch) {
+    applyPatch(patch);
+    if (renderState.inflight) await renderNow();
+    return (await call('compute', { state: viewState() })).ms;
   },
   rendered: () => renderNow(),
   lastRenderMs: () => renderState.lastMs,

@@ -53,6 +53,9 @@ async function handle(m) {
       case 'render':
         result = JSON.parse(await viewer.render(JSON.stringify(m.state), JSON.stringify(m.sizes)));
         break;
+      case 'compute':
+        result = JSON.parse(await viewer.compute(JSON.stringify(m.state)));
+        break;
       case 'stats':
         result = JSON.parse(await viewer.stats(m.panel));
         break;

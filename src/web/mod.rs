@@ -277,6 +277,24 @@ impl Viewer {
         })
     }
 
+    /// Apply a view without drawing: the image, pattern and limits it implies, timed to the
+    /// GPU finishing them (benchmarks tell the engine's cost from the canvas presentation).
+    pub fn compute(&self, state: String) -> js_sys::Promise {
+        let inner = self.inner.clone();
+        future_to_promise(async move {
+            let t0 = now_ms();
+            let st: ViewState =
+                serde_json::from_str(&state).map_err(|e| js_err(format!("view state: {e}")))?;
+            let mut s = inner.take()?;
+            let r = s.update(&inner.engine, &st).await;
+            inner.put(s);
+            r.map_err(js_err)?;
+            work_done(&inner.engine).await;
+            inner.engine.check_alive().map_err(js_err)?;
+            Ok(json!({"ms": now_ms() - t0}).to_string().into())
+        })
+    }
+
     /// Limits, range and a 256-bar histogram of a panel, as JSON.
     pub fn stats(&self, panel: String) -> js_sys::Promise {
         let inner = self.inner.clone();

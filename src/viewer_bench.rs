@@ -1,0 +1,133 @@
+//! `stem4d bench viewer`: the browser viewer's interactions (`viewer::Session`, the same
+//! code the page runs in its Worker) timed natively, from the view-state change to the GPU
+//! finishing the image, limits and pattern it implies (no canvas draw). Set beside the
+//! in-page figures of `e2e/h200.py`, it separates the engine's cost from the browser's.
+
+#![cfg(not(target_arch = "wasm32"))]
+
+use std::time::Instant;
+
+use serde_json::{json, Value};
+
+use crate::error::{Error, Result};
+use crate::formats::Acquisition;
+use crate::gpu::Engine;
+use crate::viewer::{OpenRequest, Session, ViewState};
+
+fn state(v: Value) -> Result<ViewState> {
+    serde_json::from_value(v).map_err(|e| Error::param(format!("bench view state: {e}")))
+}
+
+fn wait(engine: &Engine) -> Result<()> {
+    engine
+        .device
+        .poll(wgpu::PollType::wait_indefinitely())
+        .map(|_| ())
+        .map_err(|e| Error::Gpu(format!("waiting for the GPU failed: {e}")))
+}
+
+/// Median milliseconds of `reps` updates, the k-th to `view(k)` (each differs from the last).
+fn median_update(
+    engine: &Engine,
+    s: &mut Session,
+    reps: usize,
+    view: &dyn Fn(usize) -> Value,
+) -> Result<f64> {
+    pollster::block_on(s.update(engine, &state(view(reps + 1))?))?;
+    wait(engine)?;
+    let mut ms = Vec::with_capacity(reps);
+    for k in 0..reps {
+        let st = state(view(k))?;
+        let t = Instant::now();
+        pollster::block_on(s.update(engine, &st))?;
+        wait(engine)?;
+        ms.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    ms.sort_by(f64::total_cmp);
+    Ok(ms[ms.len() / 2])
+}
+
+/// Print the load time and the median time of each interaction.
+pub fn run(acq: Acquisition, reps: usize) -> Result<()> {
+    let engine = pollster::block_on(Engine::new())?;
+    let shape = acq.shape;
+    println!(
+        "bench viewer: {:?} {:?} {} on {}{}",
+        acq.format,
+        shape.as_array(),
+        acq.dtype.name(),
+        engine.adapter.name,
+        if engine.adapter.software {
+            " (software adapter: correctness only, not a speed figure)"
+        } else {
+            ""
+        }
+    );
+    let t = Instant::now();
+    let req = OpenRequest {
+        bin: 1,
+        ..Default::default()
+    };
+    let mut s = pollster::block_on(Session::open(&engine, acq, &req, 0.0, &mut |_, _, _| {}))?;
+    println!(
+        "  load (upload + totals + CoM + BF fit)   {:9.2} ms",
+        t.elapsed().as_secs_f64() * 1e3
+    );
+    let [kr, kc] = shape.det;
+    let [rows, cols] = shape.scan;
+    let (cr, cc) = (kr as f64 / 2.0, kc as f64 / 2.0);
+    let r = kr.min(kc) as f64 * 0.16;
+    let cursor = [rows / 2, cols / 2];
+    let pattern = json!({"source": "cursor"});
+    let wiggle = |k: usize| (k % 7) as f64 * 0.5;
+    let lines: Vec<(&str, Box<dyn Fn(usize) -> Value>)> = vec![
+        (
+            "drag BF disk -> new image",
+            Box::new(
+                |k| json!({"image": {"kind": "bf", "center": [cr + wiggle(k), cc], "radius": r, "cursor": cursor}, "pattern": pattern}),
+            ),
+        ),
+        (
+            "drag ADF annulus -> new image",
+            Box::new(
+                |k| json!({"image": {"kind": "adf", "center": [cr + wiggle(k), cc], "inner": 2.0 * r, "outer": 3.0 * r, "cursor": cursor}, "pattern": pattern}),
+            ),
+        ),
+        (
+            "drag DF disk -> new image",
+            Box::new(
+                |k| json!({"image": {"kind": "df", "center": [cr + wiggle(k), cc], "radius": r, "cursor": cursor}, "pattern": pattern}),
+            ),
+        ),
+        (
+            "DPC rotation -> new image",
+            Box::new(
+                |k| json!({"image": {"kind": "dpc", "rotation": k as f64, "cursor": cursor}, "pattern": pattern}),
+            ),
+        ),
+        (
+            "iDPC rotation -> new image",
+            Box::new(
+                |k| json!({"image": {"kind": "idpc", "rotation": k as f64, "cursor": cursor}, "pattern": pattern}),
+            ),
+        ),
+        (
+            "pattern at cursor",
+            Box::new(
+                |k| json!({"image": {"kind": "dpc", "cursor": [k % rows, (k * 7) % cols]}, "pattern": pattern}),
+            ),
+        ),
+        (
+            "mean pattern over a scan ROI",
+            Box::new(|k| {
+                let r1 = (rows / 2 + k % 7).min(rows);
+                json!({"image": {"kind": "dpc", "cursor": cursor, "roi": [0, r1, 0, cols / 2]}, "pattern": {"source": "mean"}})
+            }),
+        ),
+    ];
+    for (name, view) in &lines {
+        let ms = median_update(&engine, &mut s, reps, view.as_ref())?;
+        println!("  {name:<38} {ms:9.2} ms  (median of {reps})");
+    }
+    Ok(())
+}
