@@ -14,6 +14,9 @@ use crate::formats::Acquisition;
 use crate::gpu::Engine;
 use crate::viewer::{OpenRequest, Session, ViewState};
 
+/// The view state of the k-th update of one interaction.
+type ViewAt<'a> = Box<dyn Fn(usize) -> Value + 'a>;
+
 fn state(v: Value) -> Result<ViewState> {
     serde_json::from_value(v).map_err(|e| Error::param(format!("bench view state: {e}")))
 }
@@ -80,7 +83,7 @@ pub fn run(acq: Acquisition, reps: usize) -> Result<()> {
     let cursor = [rows / 2, cols / 2];
     let pattern = json!({"source": "cursor"});
     let wiggle = |k: usize| (k % 7) as f64 * 0.5;
-    let lines: Vec<(&str, Box<dyn Fn(usize) -> Value>)> = vec![
+    let lines: Vec<(&str, ViewAt<'_>)> = vec![
         (
             "drag BF disk -> new image",
             Box::new(

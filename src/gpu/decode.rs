@@ -340,7 +340,7 @@ fn build_window(
     let (mut src_len, mut dst_len) = (0u64, 0u64);
     while *i < mine.len() {
         let slot = mine[*i];
-        let cn = chunk_frames(slot.ix, acq.shape.det).unwrap_or(1) as u64;
+        let cn = chunk_frames(slot.ix, acq.shape.det).unwrap_or(1);
         let logical = cn * (det_len * elem) as u64;
         let fits = src_len + slot.chunk.size <= window_bytes && dst_len + logical <= scratch_bytes;
         if *i > start && !fits {

@@ -13,7 +13,7 @@ use crate::resident::FloatRange;
 
 use super::fft::{CentreSource, DpcSettings, Idpc};
 use super::kernels::{self, grid, ComParams, MaskedSumParams, PatternParams};
-use super::products::{frames, weight_groups, DetectorList, MAX_WEIGHT_GROUPS};
+use super::products::{frames, gpu_weight_groups, DetectorList};
 use super::{Engine, Resident};
 
 fn wide_values(bytes: &[u8]) -> Vec<i128> {
@@ -209,13 +209,7 @@ pub async fn compute(
         | ProductKind::Df => {
             let SparseMask { indices, weights } = p.detector_mask(det)?.sparse(det);
             if let Some(w) = weights {
-                let groups = weight_groups(&indices, &w);
-                if groups.len() > MAX_WEIGHT_GROUPS {
-                    return Err(Error::Gpu(format!(
-                        "this weighted mask has {} distinct weights (the GPU path takes at most {MAX_WEIGHT_GROUPS}); use --backend cpu",
-                        groups.len()
-                    )));
-                }
+                let groups = gpu_weight_groups(&indices, &w)?;
                 let mut acc = vec![Dd::ZERO; shape.frames()];
                 for (bits, idx) in groups {
                     let w = f64::from_bits(bits);

@@ -142,6 +142,21 @@ pub fn weight_groups(
     groups
 }
 
+/// [`weight_groups`], refused when there are more than the GPU path takes.
+pub fn gpu_weight_groups(
+    indices: &[u32],
+    weights: &[f64],
+) -> Result<std::collections::BTreeMap<u64, Vec<u32>>> {
+    let groups = weight_groups(indices, weights);
+    if groups.len() > MAX_WEIGHT_GROUPS {
+        return Err(Error::Gpu(format!(
+            "this weighted mask has {} distinct weights (the GPU path takes at most {MAX_WEIGHT_GROUPS}); use --backend cpu",
+            groups.len()
+        )));
+    }
+    Ok(groups)
+}
+
 /// Weighted masks: an exact integer sum per distinct weight on the GPU, combined on the host
 /// in double-double with exact (FMA) products, so the result meets the CPU reference's bound.
 pub async fn weighted_sums(
@@ -150,13 +165,7 @@ pub async fn weighted_sums(
     indices: &[u32],
     weights: &[f64],
 ) -> Result<Vec<f64>> {
-    let groups = weight_groups(indices, weights);
-    if groups.len() > MAX_WEIGHT_GROUPS {
-        return Err(Error::Gpu(format!(
-            "this weighted mask has {} distinct weights (the GPU path takes at most {MAX_WEIGHT_GROUPS}); use --backend cpu",
-            groups.len()
-        )));
-    }
+    let groups = gpu_weight_groups(indices, weights)?;
     let mut acc = vec![Dd::ZERO; res.plan.shape.frames()];
     for (bits, idx) in groups {
         let w = f64::from_bits(bits);
