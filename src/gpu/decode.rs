@@ -295,16 +295,19 @@ fn read_chunks(slots: &[&ChunkSlot]) -> Result<Vec<u8>> {
         let lo = slots[k].chunk.offset;
         let mut hi = lo + slots[k].chunk.size;
         let mut e = k + 1;
+        let mut gapless = true;
         while let Some(s) = slots.get(e) {
             let (o, n) = (s.chunk.offset, s.chunk.size);
             if !Arc::ptr_eq(&s.part.source, source) || o < hi || o - hi > GAP || o + n - lo > SPAN {
                 break;
             }
+            gapless &= o == hi;
             hi = o + n;
             e += 1;
         }
-        if e == k + 1 {
-            let n = slots[k].chunk.size as usize;
+        if gapless {
+            // Back to back in the file as in the window: straight in, no copy.
+            let n = (hi - lo) as usize;
             source.read_at(lo, &mut out[at..at + n])?;
             at += n;
         } else {
