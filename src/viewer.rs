@@ -529,7 +529,7 @@ impl Session {
         if let Some(res) = &self.float_resident {
             let same =
                 p.bin == res.correction.bin && p.mask_bad_pixels == res.correction.mask_bad_pixels;
-            if same && p.kind != ProductKind::Binned {
+            if same {
                 // A span too wide for 128-bit sums (or NaN) is refused there: the CPU
                 // reference computes it instead, exactly.
                 if let Ok(a) = gp::compute_resident(engine, &self.acq, res, p).await {

@@ -311,11 +311,16 @@ pub async fn compute(
                 ),
             }
         }
-        ProductKind::Binned => {
-            return Err(Error::Gpu(
-                "binned float32 acquisitions are computed on the CPU backend (use --backend cpu)"
-                    .into(),
-            ))
-        }
+        // A float resident is never binned (ResidentPlan refuses it): the frames as stored.
+        ProductKind::Binned => ProductArray {
+            shape: vec![shape.scan[0], shape.scan[1], det[0], det[1]],
+            data: ArrayData::F32(
+                frames(engine, res, 0, shape.frames())
+                    .await?
+                    .into_iter()
+                    .map(f32::from_bits)
+                    .collect(),
+            ),
+        },
     })
 }
