@@ -2,8 +2,9 @@
 # On the H200 machine (see ../shared/setup/device-vulkan.md), from the project root, with the
 # stripped release binary in .device/stem4d and the Vulkan libraries in .device/lib:
 #   bash scripts/device_native.sh OUTDIR
-# Runs `stem4d parity` on integer fixtures and a GPU-generated synthetic acquisition, then
-# `stem4d bench gpu` on a 512×512×192×192 uint16 synthetic acquisition made on the GPU.
+# Runs `stem4d parity` on integer and float fixtures and a GPU-generated synthetic acquisition,
+# then `stem4d bench gpu` / `bench viewer` on a 512×512×192×192 uint16 synthetic acquisition
+# (made on the GPU, then as bslz4 chunks, then as an HDF5 file on disk).
 set -uo pipefail
 OUT=${1:?usage: device_native.sh OUTDIR}
 export LD_LIBRARY_PATH=$PWD/.device/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
@@ -26,5 +27,14 @@ run $S bench gpu --synthetic 512,512,192,192 --reps 20 > "$OUT/bench_gpu.txt" 2>
 run $S bench viewer --synthetic 512,512,192,192 --reps 30 > "$OUT/bench_viewer.txt" 2>&1
 # The same acquisition held as bslz4 chunks (encoded on the host's cores): GPU decode figures.
 run $S bench gpu --synthetic 512,512,192,192 --compressed --reps 5 > "$OUT/bench_gpu_compressed.txt" 2>&1
+# The same acquisition as a real bslz4 HDF5 file (the project's encoder + h5py, when present):
+# load from a local file, natively. e2e/h200.py LOCAL_FILE=/tmp/syn.h5 times it in Chromium.
+if python3 -c "import h5py" 2>/dev/null; then
+  { run $S bench export-chunks --synthetic 512,512,192,192 --compressed --out /tmp/syn &&
+    run python3 scripts/synthetic_h5.py /tmp/syn /tmp/syn.h5 512 512 192 192 &&
+    rm -f /tmp/syn.chunks &&
+    run $S bench gpu /tmp/syn.h5 --reps 5; } > "$OUT/bench_file.txt" 2>&1
+fi
 cat "$OUT/bench_gpu.txt" "$OUT/bench_viewer.txt" "$OUT/bench_gpu_compressed.txt"
+[ -f "$OUT/bench_file.txt" ] && head -12 "$OUT/bench_file.txt"
 grep -E "PASS|FAIL|exit" "$OUT/parity.txt" | sort | uniq -c | sort -rn | head -20
