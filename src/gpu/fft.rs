@@ -8,7 +8,7 @@ use rustfft::num_complex::Complex;
 use crate::error::Result;
 
 use super::kernels::{self, grid, FftParams};
-use super::Engine;
+use super::{Engine, Recorder};
 
 /// How one axis of length `n` is transformed.
 enum Axis {
@@ -108,8 +108,7 @@ fn params(engine: &Engine, p: FftParams, threads: u32) -> (wgpu::Buffer, (u32, u
 /// Inverse transforms are scaled by `scale` on their last pass.
 #[allow(clippy::too_many_arguments)]
 fn pow2(
-    engine: &Engine,
-    enc: &mut wgpu::CommandEncoder,
+    rec: &mut Recorder,
     twiddles: &wgpu::Buffer,
     n: u32,
     rows: u32,
@@ -125,7 +124,7 @@ fn pow2(
     let mut p = 1;
     while p < n {
         let (u, groups) = params(
-            engine,
+            rec.engine,
             FftParams {
                 n,
                 p,
@@ -136,8 +135,7 @@ fn pow2(
             },
             rows * n / 2,
         );
-        engine.dispatch_at(
-            enc,
+        rec.dispatch(
             &kernels::FFT_PASS,
             &[(0, &u), (1, src), (2, twiddles), (3, dst)],
             groups,
@@ -146,7 +144,7 @@ fn pow2(
         p *= 2;
     }
     if !std::ptr::eq(src, a) {
-        enc.copy_buffer_to_buffer(src, 0, a, 0, rows as u64 * n as u64 * 8);
+        rec.copy(src, a, rows as u64 * n as u64 * 8);
     }
     Ok(())
 }
@@ -154,8 +152,7 @@ fn pow2(
 /// Transforms of `rows` rows of the axis in `a` (scratch `b`); result in `a`, unscaled forward,
 /// scaled by 1/n inverse.
 fn rows_fft(
-    engine: &Engine,
-    enc: &mut wgpu::CommandEncoder,
+    rec: &mut Recorder,
     axis: &Axis,
     rows: u32,
     inverse: bool,
@@ -165,7 +162,7 @@ fn rows_fft(
     match axis {
         Axis::Pow2 { n, twiddles } => {
             let scale = if inverse { 1.0 / *n as f32 } else { 1.0 };
-            pow2(engine, enc, twiddles, *n, rows, inverse, scale, a, b)
+            pow2(rec, twiddles, *n, rows, inverse, scale, a, b)
         }
         Axis::Bluestein {
             n,
@@ -183,46 +180,42 @@ fn rows_fft(
                 scale: 1.0,
                 ..Default::default()
             };
-            let (u, g) = params(engine, base, rows * m);
-            engine.dispatch_at(
-                enc,
+            let (u, g) = params(rec.engine, base, rows * m);
+            rec.dispatch(
                 &kernels::FFT_CHIRP_IN,
                 &[(0, &u), (1, a), (2, chirp), (3, b)],
                 g,
             )?;
-            pow2(engine, enc, twiddles, *m, rows, false, 1.0, b, a)?;
+            pow2(rec, twiddles, *m, rows, false, 1.0, b, a)?;
             let kernel = if inverse { kernel_inv } else { kernel_fwd };
-            engine.dispatch_at(
-                enc,
+            rec.dispatch(
                 &kernels::FFT_MUL,
                 &[(0, &u), (1, b), (2, kernel), (3, a)],
                 g,
             )?;
-            pow2(engine, enc, twiddles, *m, rows, true, 1.0 / *m as f32, a, b)?;
+            pow2(rec, twiddles, *m, rows, true, 1.0 / *m as f32, a, b)?;
             let scale = if inverse { 1.0 / *n as f32 } else { 1.0 };
-            let (u, g) = params(engine, FftParams { scale, ..base }, rows * n);
-            engine.dispatch_at(
-                enc,
+            let (u, g) = params(rec.engine, FftParams { scale, ..base }, rows * n);
+            rec.dispatch(
                 &kernels::FFT_CHIRP_OUT,
                 &[(0, &u), (1, a), (2, chirp), (3, b)],
                 g,
             )?;
-            enc.copy_buffer_to_buffer(b, 0, a, 0, rows as u64 * *n as u64 * 8);
+            rec.copy(b, a, rows as u64 * *n as u64 * 8);
             Ok(())
         }
     }
 }
 
 fn transpose(
-    engine: &Engine,
-    enc: &mut wgpu::CommandEncoder,
+    rec: &mut Recorder,
     width: u32,
     height: u32,
     src: &wgpu::Buffer,
     dst: &wgpu::Buffer,
 ) -> Result<()> {
     let (u, g) = params(
-        engine,
+        rec.engine,
         FftParams {
             width,
             height,
@@ -230,12 +223,7 @@ fn transpose(
         },
         width * height,
     );
-    engine.dispatch_at(
-        enc,
-        &kernels::FFT_TRANSPOSE,
-        &[(0, &u), (1, src), (3, dst)],
-        g,
-    )
+    rec.dispatch(&kernels::FFT_TRANSPOSE, &[(0, &u), (1, src), (3, dst)], g)
 }
 
 /// Where iDPC takes the centre of mass from.
@@ -314,10 +302,11 @@ impl Idpc {
             CentreSource::Moments(b) => (&kernels::IDPC_PACK, b),
             CentreSource::Com(b) => (&kernels::IDPC_PACK_COM, b),
         };
-        engine.dispatch_at(enc, pack, &[(0, &u), (3, a), (4, src)], g)?;
-        rows_fft(engine, enc, &self.row_axis, r, false, a, b)?;
-        transpose(engine, enc, c, r, a, b)?;
-        rows_fft(engine, enc, &self.col_axis, c, false, b, a)?;
+        let mut rec = Recorder::new(engine, enc);
+        rec.dispatch(pack, &[(0, &u), (3, a), (4, src)], g)?;
+        rows_fft(&mut rec, &self.row_axis, r, false, a, b)?;
+        transpose(&mut rec, c, r, a, b)?;
+        rows_fft(&mut rec, &self.col_axis, c, false, b, a)?;
         let (u, g) = params(
             engine,
             FftParams {
@@ -327,10 +316,12 @@ impl Idpc {
             },
             r * c,
         );
-        engine.dispatch_at(enc, &kernels::IDPC_FILTER, &[(0, &u), (1, b), (3, a)], g)?;
-        rows_fft(engine, enc, &self.col_axis, c, true, a, b)?;
-        transpose(engine, enc, r, c, a, b)?;
-        rows_fft(engine, enc, &self.row_axis, r, true, b, a)
+        rec.dispatch(&kernels::IDPC_FILTER, &[(0, &u), (1, b), (3, a)], g)?;
+        rows_fft(&mut rec, &self.col_axis, c, true, a, b)?;
+        transpose(&mut rec, r, c, a, b)?;
+        rows_fft(&mut rec, &self.row_axis, r, true, b, a)?;
+        rec.finish();
+        Ok(())
     }
 
     /// The phase read back as f64 (real parts).

@@ -14,7 +14,7 @@ use crate::resident::FloatRange;
 use super::fft::{CentreSource, DpcSettings, Idpc};
 use super::kernels::{self, grid, ComParams, MaskedSumParams, PatternParams};
 use super::products::{frames, gpu_weight_groups, DetectorList};
-use super::{Engine, Resident};
+use super::{Batch, Engine, Resident};
 
 fn wide_values(bytes: &[u8]) -> Vec<i128> {
     bytes
@@ -41,6 +41,7 @@ async fn masked_sums(
     let out = engine.storage("float sums", n * 16);
     let list = DetectorList::new(engine, res, indices)?;
     let mut enc = engine.device.create_command_encoder(&Default::default());
+    let mut batch = Batch::default();
     for (seg, buf) in res.plan.segments.iter().zip(&res.buffers) {
         let groups = grid((seg.frames as u32).div_ceil(kernels::MASKED_SUM_POSITIONS));
         let params = engine.uniform(&MaskedSumParams {
@@ -53,13 +54,14 @@ async fn masked_sums(
             flush: 0,
             lsb: r.lsb,
         });
-        engine.dispatch_at(
-            &mut enc,
+        batch.add(
+            engine,
             &kernels::MASKED_SUM_F32,
             &[(0, &params), (1, buf), (2, &list.buffer), (4, &out)],
             groups,
         )?;
     }
+    batch.flush(&mut enc);
     engine.queue.submit([enc.finish()]);
     Ok(wide_values(&engine.read_back(&out, n * 16).await?))
 }
@@ -76,6 +78,7 @@ async fn moments(engine: &Engine, file: &str, res: &Resident) -> Result<Vec<[i12
     let n = res.plan.shape.frames() as u64;
     let out = engine.storage("float moments", n * 48);
     let mut enc = engine.device.create_command_encoder(&Default::default());
+    let mut batch = Batch::default();
     for (seg, buf) in res.plan.segments.iter().zip(&res.buffers) {
         let groups = grid((seg.frames as u32).div_ceil(kernels::COM_POSITIONS));
         let params = engine.uniform(&ComParams {
@@ -89,13 +92,14 @@ async fn moments(engine: &Engine, file: &str, res: &Resident) -> Result<Vec<[i12
             lsb: r.lsb,
             ..Default::default()
         });
-        engine.dispatch_at(
-            &mut enc,
+        batch.add(
+            engine,
             &kernels::COM_MOMENTS_F32,
             &[(0, &params), (1, buf), (3, &out)],
             groups,
         )?;
     }
+    batch.flush(&mut enc);
     engine.queue.submit([enc.finish()]);
     let v = wide_values(&engine.read_back(&out, n * 48).await?);
     Ok(v.chunks_exact(3).map(|m| [m[0], m[1], m[2]]).collect())
@@ -119,6 +123,7 @@ async fn pattern_reduce(
     let mut enc = engine.device.create_command_encoder(&Default::default());
     enc.clear_buffer(&out, 0, Some(bytes));
     let word_groups = (res.plan.frame_words / 4).div_ceil(64);
+    let mut batch = Batch::default();
     for (seg, buf) in res.plan.segments.iter().zip(&res.buffers) {
         let chunks = (seg.frames as u32).div_ceil(kernels::PATTERN_CHUNK);
         let groups = grid(word_groups * chunks);
@@ -135,13 +140,14 @@ async fn pattern_reduce(
             lsb: r.lsb,
             ..Default::default()
         });
-        engine.dispatch_at(
-            &mut enc,
+        batch.add(
+            engine,
             &kernels::PATTERN_REDUCE_F32,
             &[(0, &params), (1, buf), (3, &roi_rows), (4, &out)],
             groups,
         )?;
     }
+    batch.flush(&mut enc);
     engine.queue.submit([enc.finish()]);
     let words: Vec<u32> = bytemuck::pod_collect_to_vec(&engine.read_back(&out, bytes).await?);
     let mut sums = Vec::with_capacity(det_len);

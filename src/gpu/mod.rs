@@ -55,6 +55,95 @@ pub struct Engine {
 }
 
 /// An acquisition resident on the GPU.
+/// Dispatches recorded into one compute pass. A pass costs Chromium ~0.25 ms, more than
+/// many of these kernels take (an iDPC is ~40 dispatches), and nothing is gained by a pass
+/// per dispatch: WebGPU orders the dispatches of a pass and makes each see the writes of
+/// the ones before. `flush` before any copy or clear, and at the end.
+#[derive(Default)]
+pub(crate) struct Batch {
+    steps: Vec<(wgpu::ComputePipeline, wgpu::BindGroup, (u32, u32))>,
+}
+
+impl Batch {
+    /// Bind `k`'s buffers (binding numbers explicit) and queue one dispatch of `groups`.
+    pub(crate) fn add(
+        &mut self,
+        engine: &Engine,
+        k: &Kernel,
+        bindings: &[(u32, &wgpu::Buffer)],
+        groups: (u32, u32),
+    ) -> Result<()> {
+        let pipeline = engine.pipeline(k)?;
+        let layout = pipeline.get_bind_group_layout(0);
+        let entries: Vec<wgpu::BindGroupEntry> = bindings
+            .iter()
+            .map(|(i, b)| wgpu::BindGroupEntry {
+                binding: *i,
+                resource: b.as_entire_binding(),
+            })
+            .collect();
+        let bind = engine.device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: Some(k.name),
+            layout: &layout,
+            entries: &entries,
+        });
+        self.steps.push((pipeline.clone(), bind, groups));
+        Ok(())
+    }
+
+    /// Record the queued dispatches as one compute pass.
+    pub(crate) fn flush(&mut self, encoder: &mut wgpu::CommandEncoder) {
+        if self.steps.is_empty() {
+            return;
+        }
+        let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+            label: Some("stem4d"),
+            timestamp_writes: None,
+        });
+        for (pipeline, bind, groups) in self.steps.drain(..) {
+            pass.set_pipeline(&pipeline);
+            pass.set_bind_group(0, &bind, &[]);
+            pass.dispatch_workgroups(groups.0, groups.1, 1);
+        }
+    }
+}
+
+/// An encoder whose dispatches go into shared compute passes ([`Batch`]): a copy ends the
+/// current pass, [`Recorder::finish`] the last.
+pub(crate) struct Recorder<'a> {
+    pub(crate) engine: &'a Engine,
+    encoder: &'a mut wgpu::CommandEncoder,
+    batch: Batch,
+}
+
+impl<'a> Recorder<'a> {
+    pub(crate) fn new(engine: &'a Engine, encoder: &'a mut wgpu::CommandEncoder) -> Self {
+        Recorder {
+            engine,
+            encoder,
+            batch: Batch::default(),
+        }
+    }
+
+    pub(crate) fn dispatch(
+        &mut self,
+        k: &Kernel,
+        bindings: &[(u32, &wgpu::Buffer)],
+        groups: (u32, u32),
+    ) -> Result<()> {
+        self.batch.add(self.engine, k, bindings, groups)
+    }
+
+    pub(crate) fn copy(&mut self, src: &wgpu::Buffer, dst: &wgpu::Buffer, bytes: u64) {
+        self.batch.flush(self.encoder);
+        self.encoder.copy_buffer_to_buffer(src, 0, dst, 0, bytes);
+    }
+
+    pub(crate) fn finish(mut self) {
+        self.batch.flush(self.encoder);
+    }
+}
+
 /// A submission [`Engine::finished`] can wait for.
 pub(crate) struct Submitted {
     index: wgpu::SubmissionIndex,
@@ -400,27 +489,9 @@ impl Engine {
         bindings: &[(u32, &wgpu::Buffer)],
         groups: (u32, u32),
     ) -> Result<()> {
-        let pipeline = self.pipeline(k)?;
-        let layout = pipeline.get_bind_group_layout(0);
-        let entries: Vec<wgpu::BindGroupEntry> = bindings
-            .iter()
-            .map(|(i, b)| wgpu::BindGroupEntry {
-                binding: *i,
-                resource: b.as_entire_binding(),
-            })
-            .collect();
-        let bind = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
-            label: Some(k.name),
-            layout: &layout,
-            entries: &entries,
-        });
-        let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-            label: Some(k.name),
-            timestamp_writes: None,
-        });
-        pass.set_pipeline(pipeline);
-        pass.set_bind_group(0, &bind, &[]);
-        pass.dispatch_workgroups(groups.0, groups.1, 1);
+        let mut batch = Batch::default();
+        batch.add(self, k, bindings, groups)?;
+        batch.flush(encoder);
         Ok(())
     }
 

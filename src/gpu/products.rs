@@ -10,7 +10,7 @@ use crate::frames::Correction;
 use crate::products::{ArrayData, ProductArray, ProductKind, ProductParams};
 
 use super::kernels::{self, grid, ComParams, MaskedSumParams, PatternParams};
-use super::{Engine, Resident};
+use super::{Batch, Engine, Resident};
 
 fn words_to_u64(bytes: &[u8]) -> Vec<u64> {
     bytes
@@ -90,6 +90,7 @@ pub fn encode_masked_sums_folding(
     let per_vec4 = 128 / res.plan.bits;
     // The kernel folds per entry (up to `per_vec4` samples each).
     let flush_entries = (flush.clamp(1, kernels::sum_flush(res.plan.bits)) / per_vec4).max(1);
+    let mut batch = Batch::default();
     for (seg, buf) in res.plan.segments.iter().zip(&res.buffers) {
         let groups = grid((seg.frames as u32).div_ceil(kernels::MASKED_SUM_POSITIONS));
         let params = engine.uniform(&MaskedSumParams {
@@ -102,13 +103,14 @@ pub fn encode_masked_sums_folding(
             flush: flush_entries,
             ..Default::default()
         });
-        engine.dispatch(
-            encoder,
+        batch.add(
+            engine,
             &kernels::MASKED_SUM,
-            &[&params, buf, &list.buffer, out],
+            &[(0, &params), (1, buf), (2, &list.buffer), (3, out)],
             groups,
         )?;
     }
+    batch.flush(encoder);
     Ok(())
 }
 
@@ -237,6 +239,7 @@ pub fn encode_com_moments_folding(
     flush: u32,
 ) -> Result<()> {
     let shape = res.plan.shape;
+    let mut batch = Batch::default();
     for (seg, buf) in res.plan.segments.iter().zip(&res.buffers) {
         let groups = grid((seg.frames as u32).div_ceil(kernels::COM_POSITIONS));
         let params = engine.uniform(&ComParams {
@@ -250,8 +253,14 @@ pub fn encode_com_moments_folding(
             flush: flush.min(kernels::moment_flush(res.plan.bits, shape.det)),
             ..Default::default()
         });
-        engine.dispatch(encoder, &kernels::COM_MOMENTS, &[&params, buf, out], groups)?;
+        batch.add(
+            engine,
+            &kernels::COM_MOMENTS,
+            &[(0, &params), (1, buf), (2, out)],
+            groups,
+        )?;
     }
+    batch.flush(encoder);
     Ok(())
 }
 
@@ -270,6 +279,7 @@ pub fn encode_pattern_reduce(
     let roi_rows = engine.input(&rows);
     encoder.clear_buffer(out, 0, Some(det_len as u64 * 16));
     let word_groups = (res.plan.frame_words / 4).div_ceil(64);
+    let mut batch = Batch::default();
     for (seg, buf) in res.plan.segments.iter().zip(&res.buffers) {
         let chunks = (seg.frames as u32).div_ceil(kernels::PATTERN_CHUNK);
         let groups = grid(word_groups * chunks);
@@ -285,13 +295,14 @@ pub fn encode_pattern_reduce(
             word_groups,
             ..Default::default()
         });
-        engine.dispatch(
-            encoder,
+        batch.add(
+            engine,
             &kernels::PATTERN_REDUCE,
-            &[&params, buf, out, &roi_rows],
+            &[(0, &params), (1, buf), (2, out), (3, &roi_rows)],
             groups,
         )?;
     }
+    batch.flush(encoder);
     Ok(())
 }
 
