@@ -142,11 +142,12 @@ async function main() {
     // 3. Through the UI: drop the Arina fixture, panels render like the goldens, drag a detector.
     const arina = manifest.fixtures.find((f) => f.name === 'arina_u16');
     const fixtureUrls = (fx) => fx.files.map((f) => '/fixtures/data/' + f);
-    await page.evaluate(async (urls) => {
+    const dropFiles = (urls) => page.evaluate(async (urls) => {
       const dt = new DataTransfer();
       for (const u of urls) dt.items.add(new File([await (await fetch(u)).blob()], u.split('/').pop()));
       document.dispatchEvent(new DragEvent('drop', { dataTransfer: dt, bubbles: true, cancelable: true }));
-    }, fixtureUrls(arina));
+    }, urls);
+    await dropFiles(fixtureUrls(arina));
     await page.waitForFunction(() => document.getElementById('drop-hint').textContent.includes('arina_u16'), null, { timeout: 30000 });
     await page.evaluate(() => window.stem4d.rendered());
     await page.waitForTimeout(300);
@@ -218,6 +219,20 @@ async function main() {
     check(png[1] === 0x50 && png[2] === 0x4e && png[3] === 0x47, 'PNG export of the image panel');
     const profile = await page.evaluate(() => window.stem4d.profile());
     check(profile.stages.length >= 3 && profile.adapter.name === adapter.name, 'load profile has stages and the adapter');
+    // The scan-crop field: a malformed crop is said on the page; a valid one opens the sub-scan.
+    await page.fill('#crop', '1-4,2');
+    await dropFiles(fixtureUrls(arina));
+    await page.waitForFunction(() => !document.getElementById('error').hidden, null, { timeout: 10000 });
+    const cropError = await page.textContent('#error-text');
+    check(/scan crop/.test(cropError), `a malformed crop is refused on the page: ${cropError}`);
+    await page.fill('#crop', '1:4,2:6');
+    await dropFiles(fixtureUrls(arina));
+    await page.waitForFunction(async () => {
+      try { return JSON.stringify((await window.stem4d.profile()).scan_crop) === '[1,4,2,6]'; } catch (e) { return false; }
+    }, null, { timeout: 30000 });
+    const cropped = await page.evaluate(() => window.stem4d.profile());
+    check(cropped.shape[0] === 3 && cropped.shape[1] === 4, `the cropped scan is 3×4: ${cropped.shape}`);
+    await page.fill('#crop', '');
 
     // 4. Interaction latency on a synthetic acquisition generated on the GPU (software
     //    adapters: correctness only, the figures are labelled). STEM4D_E2E_BENCH=R,C,KR,KC.
