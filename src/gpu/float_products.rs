@@ -12,9 +12,10 @@ use crate::products::{ArrayData, ProductArray, ProductKind, ProductParams};
 use crate::resident::FloatRange;
 
 use super::fft::{CentreSource, DpcSettings, Idpc};
-use super::kernels::{self, grid, ComParams, MaskedSumParams, PatternParams};
-use super::products::{frames, gpu_weight_groups, DetectorList};
-use super::{Batch, Engine, Resident};
+use super::products::{
+    encode_com_moments, encode_masked_sums, encode_pattern_reduce, gpu_weight_groups, DetectorList,
+};
+use super::{Engine, Resident};
 
 fn wide_values(bytes: &[u8]) -> Vec<i128> {
     bytes
@@ -41,27 +42,7 @@ async fn masked_sums(
     let out = engine.storage("float sums", n * 16);
     let list = DetectorList::new(engine, res, indices)?;
     let mut enc = engine.device.create_command_encoder(&Default::default());
-    let mut batch = Batch::default();
-    for (seg, buf) in res.plan.segments.iter().zip(&res.buffers) {
-        let groups = grid((seg.frames as u32).div_ceil(kernels::MASKED_SUM_POSITIONS));
-        let params = engine.uniform(&MaskedSumParams {
-            frames: seg.frames as u32,
-            frame_words: res.plan.frame_words,
-            bits: 32,
-            n_idx: list.entries,
-            first_frame: seg.first_frame as u32,
-            groups_x: groups.0,
-            flush: 0,
-            lsb: r.lsb,
-        });
-        batch.add(
-            engine,
-            &kernels::MASKED_SUM_F32,
-            &[(0, &params), (1, buf), (2, &list.buffer), (4, &out)],
-            groups,
-        )?;
-    }
-    batch.flush(&mut enc);
+    encode_masked_sums(engine, &mut enc, res, &list, &out)?;
     engine.queue.submit([enc.finish()]);
     Ok(wide_values(&engine.read_back(&out, n * 16).await?))
 }
@@ -78,28 +59,7 @@ async fn moments(engine: &Engine, file: &str, res: &Resident) -> Result<Vec<[i12
     let n = res.plan.shape.frames() as u64;
     let out = engine.storage("float moments", n * 48);
     let mut enc = engine.device.create_command_encoder(&Default::default());
-    let mut batch = Batch::default();
-    for (seg, buf) in res.plan.segments.iter().zip(&res.buffers) {
-        let groups = grid((seg.frames as u32).div_ceil(kernels::COM_POSITIONS));
-        let params = engine.uniform(&ComParams {
-            frames: seg.frames as u32,
-            frame_words: res.plan.frame_words,
-            bits: 32,
-            det_rows: det[0] as u32,
-            det_cols: det[1] as u32,
-            first_frame: seg.first_frame as u32,
-            groups_x: groups.0,
-            lsb: r.lsb,
-            ..Default::default()
-        });
-        batch.add(
-            engine,
-            &kernels::COM_MOMENTS_F32,
-            &[(0, &params), (1, buf), (3, &out)],
-            groups,
-        )?;
-    }
-    batch.flush(&mut enc);
+    encode_com_moments(engine, &mut enc, res, &out)?;
     engine.queue.submit([enc.finish()]);
     let v = wide_values(&engine.read_back(&out, n * 48).await?);
     Ok(v.chunks_exact(3).map(|m| [m[0], m[1], m[2]]).collect())
@@ -118,36 +78,8 @@ async fn pattern_reduce(
     let det_len = shape.det_len();
     let bytes = det_len as u64 * 32;
     let out = engine.storage("float pattern", bytes);
-    let rows: Vec<u32> = ScanRoi::Rect(roi).row_intervals(shape.scan).concat();
-    let roi_rows = engine.input(&rows);
     let mut enc = engine.device.create_command_encoder(&Default::default());
-    enc.clear_buffer(&out, 0, Some(bytes));
-    let word_groups = (res.plan.frame_words / 4).div_ceil(64);
-    let mut batch = Batch::default();
-    for (seg, buf) in res.plan.segments.iter().zip(&res.buffers) {
-        let chunks = (seg.frames as u32).div_ceil(kernels::PATTERN_CHUNK);
-        let groups = grid(word_groups * chunks);
-        let params = engine.uniform(&PatternParams {
-            frames: seg.frames as u32,
-            frame_words: res.plan.frame_words,
-            bits: 32,
-            det_len: det_len as u32,
-            first_frame: seg.first_frame as u32,
-            scan_cols: shape.scan[1] as u32,
-            chunk_len: kernels::PATTERN_CHUNK,
-            groups_x: groups.0,
-            word_groups,
-            lsb: r.lsb,
-            ..Default::default()
-        });
-        batch.add(
-            engine,
-            &kernels::PATTERN_REDUCE_F32,
-            &[(0, &params), (1, buf), (3, &roi_rows), (4, &out)],
-            groups,
-        )?;
-    }
-    batch.flush(&mut enc);
+    encode_pattern_reduce(engine, &mut enc, res, &ScanRoi::Rect(roi), &out)?;
     engine.queue.submit([enc.finish()]);
     let words: Vec<u32> = bytemuck::pod_collect_to_vec(&engine.read_back(&out, bytes).await?);
     let mut sums = Vec::with_capacity(det_len);
@@ -302,31 +234,8 @@ pub async fn compute(
                 data,
             }
         }
-        ProductKind::Pattern => {
-            let [r, c] =
-                p.at.ok_or_else(|| Error::param("product 'pattern' needs --at R,C"))?;
-            let f = r * shape.scan[1] + c;
-            ProductArray {
-                shape: det.to_vec(),
-                data: ArrayData::F32(
-                    frames(engine, res, f, f + 1)
-                        .await?
-                        .into_iter()
-                        .map(f32::from_bits)
-                        .collect(),
-                ),
-            }
+        ProductKind::Pattern | ProductKind::Binned => {
+            super::products::stored_frames(engine, acq, res, p).await?
         }
-        // A float resident is never binned (ResidentPlan refuses it): the frames as stored.
-        ProductKind::Binned => ProductArray {
-            shape: vec![shape.scan[0], shape.scan[1], det[0], det[1]],
-            data: ArrayData::F32(
-                frames(engine, res, 0, shape.frames())
-                    .await?
-                    .into_iter()
-                    .map(f32::from_bits)
-                    .collect(),
-            ),
-        },
     })
 }

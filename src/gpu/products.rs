@@ -65,7 +65,8 @@ impl DetectorList {
     }
 }
 
-/// Record the masked-sum kernel over every segment into `out` (8 bytes per position).
+/// Record the masked-sum kernel over every segment into `out` (8 bytes per position; 16,
+/// a 128-bit sum in units of `2^lsb`, for float32 residents).
 pub fn encode_masked_sums(
     engine: &Engine,
     encoder: &mut wgpu::CommandEncoder,
@@ -90,6 +91,11 @@ pub fn encode_masked_sums_folding(
     let per_vec4 = 128 / res.plan.bits;
     // The kernel folds per entry (up to `per_vec4` samples each).
     let flush_entries = (flush.clamp(1, kernels::sum_flush(res.plan.bits)) / per_vec4).max(1);
+    // Float32 residents: 128-bit sums (16 bytes a position) at binding 4.
+    let (kernel, binding, lsb) = match res.float {
+        Some(r) => (&kernels::MASKED_SUM_F32, 4, r.lsb),
+        None => (&kernels::MASKED_SUM, 3, 0),
+    };
     let mut batch = Batch::default();
     for (seg, buf) in res.plan.segments.iter().zip(&res.buffers) {
         let groups = grid((seg.frames as u32).div_ceil(kernels::MASKED_SUM_POSITIONS));
@@ -101,12 +107,12 @@ pub fn encode_masked_sums_folding(
             first_frame: seg.first_frame as u32,
             groups_x: groups.0,
             flush: flush_entries,
-            ..Default::default()
+            lsb,
         });
         batch.add(
             engine,
-            &kernels::MASKED_SUM,
-            &[(0, &params), (1, buf), (2, &list.buffer), (3, out)],
+            kernel,
+            &[(0, &params), (1, buf), (2, &list.buffer), (binding, out)],
             groups,
         )?;
     }
@@ -218,7 +224,8 @@ pub async fn com_moments(engine: &Engine, res: &Resident) -> Result<Vec<[u64; 3]
     ))
 }
 
-/// Record the fused CoM-moment kernel into `out` (24 bytes per position).
+/// Record the fused CoM-moment kernel into `out` (24 bytes per position; 48 for float32
+/// residents).
 pub fn encode_com_moments(
     engine: &Engine,
     encoder: &mut wgpu::CommandEncoder,
@@ -239,6 +246,11 @@ pub fn encode_com_moments_folding(
     flush: u32,
 ) -> Result<()> {
     let shape = res.plan.shape;
+    // Float32 residents: three 128-bit sums (48 bytes a position) at binding 3.
+    let (kernel, binding, lsb) = match res.float {
+        Some(r) => (&kernels::COM_MOMENTS_F32, 3, r.lsb),
+        None => (&kernels::COM_MOMENTS, 2, 0),
+    };
     let mut batch = Batch::default();
     for (seg, buf) in res.plan.segments.iter().zip(&res.buffers) {
         let groups = grid((seg.frames as u32).div_ceil(kernels::COM_POSITIONS));
@@ -251,12 +263,13 @@ pub fn encode_com_moments_folding(
             first_frame: seg.first_frame as u32,
             groups_x: groups.0,
             flush: flush.min(kernels::moment_flush(res.plan.bits, shape.det)),
+            lsb,
             ..Default::default()
         });
         batch.add(
             engine,
-            &kernels::COM_MOMENTS,
-            &[(0, &params), (1, buf), (2, out)],
+            kernel,
+            &[(0, &params), (1, buf), (binding, out)],
             groups,
         )?;
     }
@@ -265,7 +278,8 @@ pub fn encode_com_moments_folding(
 }
 
 /// Record the pattern reduction over the positions in `roi` into `out` (16 bytes per pixel:
-/// sum lo, sum hi, max, seen). `out` is cleared first; segments add into it.
+/// sum lo, sum hi, max, seen; 32 for float32 residents: four sum limbs, max key, seen, pad).
+/// `out` is cleared first; segments add into it.
 pub fn encode_pattern_reduce(
     engine: &Engine,
     encoder: &mut wgpu::CommandEncoder,
@@ -277,7 +291,12 @@ pub fn encode_pattern_reduce(
     let det_len = shape.det_len();
     let rows: Vec<u32> = roi.row_intervals(shape.scan).concat();
     let roi_rows = engine.input(&rows);
-    encoder.clear_buffer(out, 0, Some(det_len as u64 * 16));
+    // Float32 residents: 128-bit sums, max key, seen, pad (32 bytes a pixel) at binding 4.
+    let (kernel, binding, lsb, bytes) = match res.float {
+        Some(r) => (&kernels::PATTERN_REDUCE_F32, 4, r.lsb, 32),
+        None => (&kernels::PATTERN_REDUCE, 2, 0, 16),
+    };
+    encoder.clear_buffer(out, 0, Some(det_len as u64 * bytes));
     let word_groups = (res.plan.frame_words / 4).div_ceil(64);
     let mut batch = Batch::default();
     for (seg, buf) in res.plan.segments.iter().zip(&res.buffers) {
@@ -293,12 +312,13 @@ pub fn encode_pattern_reduce(
             chunk_len: kernels::PATTERN_CHUNK,
             groups_x: groups.0,
             word_groups,
+            lsb,
             ..Default::default()
         });
         batch.add(
             engine,
-            &kernels::PATTERN_REDUCE,
-            &[(0, &params), (1, buf), (2, out), (3, &roi_rows)],
+            kernel,
+            &[(0, &params), (1, buf), (binding, out), (3, &roi_rows)],
             groups,
         )?;
     }
@@ -514,22 +534,43 @@ pub async fn compute_resident(
                 data,
             }
         }
+        ProductKind::Pattern | ProductKind::Binned => stored_frames(engine, acq, res, p).await?,
+    })
+}
+
+/// The pattern at `p.at`, or every frame (`binned`), as stored on the GPU: the source dtype
+/// (u32 when binned) for a pattern, u32 for `binned`; float32 for float32 residents.
+pub(crate) async fn stored_frames(
+    engine: &Engine,
+    acq: &Acquisition,
+    res: &Resident,
+    p: &ProductParams,
+) -> Result<ProductArray> {
+    let shape = res.plan.shape;
+    let det = shape.det;
+    let (f0, f1, out_shape) = match p.kind {
         ProductKind::Pattern => {
             let [r, c] =
                 p.at.ok_or_else(|| Error::param("product 'pattern' needs --at R,C"))?;
             let f = r * shape.scan[1] + c;
-            ProductArray {
-                shape: det.to_vec(),
-                data: ArrayData::from_samples_u32(
-                    frames(engine, res, f, f + 1).await?,
-                    acq.dtype,
-                    binned,
-                ),
-            }
+            (f, f + 1, det.to_vec())
         }
-        ProductKind::Binned => ProductArray {
-            shape: vec![shape.scan[0], shape.scan[1], det[0], det[1]],
-            data: ArrayData::U32(frames(engine, res, 0, shape.frames()).await?),
-        },
+        _ => (
+            0,
+            shape.frames(),
+            vec![shape.scan[0], shape.scan[1], det[0], det[1]],
+        ),
+    };
+    let words = frames(engine, res, f0, f1).await?;
+    let data = match (res.float, p.kind) {
+        (Some(_), _) => ArrayData::F32(words.into_iter().map(f32::from_bits).collect()),
+        (None, ProductKind::Pattern) => {
+            ArrayData::from_samples_u32(words, acq.dtype, res.correction.bin > 1)
+        }
+        (None, _) => ArrayData::U32(words),
+    };
+    Ok(ProductArray {
+        shape: out_shape,
+        data,
     })
 }
