@@ -520,10 +520,7 @@ fn bench_gpu(open: &OpenArgs, reps: usize, bf_radius: f64) -> Result<()> {
     );
     let t = Instant::now();
     let res = pollster::block_on(engine.upload(&acq, crate::frames::Correction::default()))?;
-    engine
-        .device
-        .poll(wgpu::PollType::wait_indefinitely())
-        .map_err(|e| Error::Gpu(format!("upload wait failed: {e}")))?;
+    crate::gpu::bench::wait(&engine)?;
     let t_upload = t.elapsed().as_secs_f64();
     let t = Instant::now();
     let first = pollster::block_on(crate::gpu::products::masked_sums(

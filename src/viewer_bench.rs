@@ -11,6 +11,7 @@ use serde_json::{json, Value};
 
 use crate::error::{Error, Result};
 use crate::formats::Acquisition;
+use crate::gpu::bench::wait;
 use crate::gpu::Engine;
 use crate::viewer::{OpenRequest, Session, ViewState};
 
@@ -19,14 +20,6 @@ type ViewAt<'a> = Box<dyn Fn(usize) -> Value + 'a>;
 
 fn state(v: Value) -> Result<ViewState> {
     serde_json::from_value(v).map_err(|e| Error::param(format!("bench view state: {e}")))
-}
-
-fn wait(engine: &Engine) -> Result<()> {
-    engine
-        .device
-        .poll(wgpu::PollType::wait_indefinitely())
-        .map(|_| ())
-        .map_err(|e| Error::Gpu(format!("waiting for the GPU failed: {e}")))
 }
 
 /// Median milliseconds of `reps` updates, the k-th to `view(k)` (each differs from the last).

@@ -21,7 +21,8 @@ pub struct Timing {
     pub bytes: f64,
 }
 
-fn wait(engine: &Engine) -> Result<()> {
+/// Block until every submitted GPU command has finished (native benchmarks).
+pub(crate) fn wait(engine: &Engine) -> Result<()> {
     engine
         .device
         .poll(wgpu::PollType::wait_indefinitely())

@@ -440,11 +440,20 @@ impl Engine {
     /// Submit `commands`, keeping a handle that [`Engine::finished`] waits on.
     pub(crate) fn submit_tracked(&self, commands: wgpu::CommandBuffer) -> Submitted {
         let index = self.queue.submit([commands]);
+        Submitted {
+            index,
+            rx: self.work_done(),
+        }
+    }
+
+    /// Resolves once everything submitted so far has finished on the GPU (on native, only
+    /// while the device is polled).
+    pub(crate) fn work_done(&self) -> futures_channel::oneshot::Receiver<()> {
         let (tx, rx) = futures_channel::oneshot::channel();
         self.queue.on_submitted_work_done(move || {
             let _ = tx.send(());
         });
-        Submitted { index, rx }
+        rx
     }
 
     /// Wait (asynchronously on the web) until a tracked submission has finished on the GPU.

@@ -117,11 +117,7 @@ fn set(obj: &js_sys::Object, key: &str, v: &JsValue) -> Result<(), JsValue> {
 }
 
 async fn work_done(engine: &Engine) {
-    let (tx, rx) = futures_channel::oneshot::channel();
-    engine.queue.on_submitted_work_done(move || {
-        let _ = tx.send(());
-    });
-    let _ = rx.await;
+    let _ = engine.work_done().await;
 }
 
 #[wasm_bindgen]
