@@ -102,6 +102,11 @@ export async function runSuite(opts = {}) {
         check(false, `${fx.name}: open: ${e.message}`); continue;
       }
       check(JSON.stringify(info.shape) === JSON.stringify(fx.shape) && info.dtype === fx.dtype, `${fx.name}: info ${info.shape} ${info.dtype}`);
+      if (fx.filters.includes('deflate')) {
+        const prof = await window.stem4d.profile();
+        check(prof.worker_decoded_chunks > 0 && prof.decode_workers >= 1,
+          `${fx.name}: deflate chunks inflated in ${prof.decode_workers} decode Workers (${prof.worker_decoded_chunks} chunks)`);
+      }
       for (const p of fx.products) {
         const what = `${fx.name} ${p.ref}`;
         try {

@@ -3,9 +3,12 @@
 //! product consumes. The GPU engine does the same in WGSL; this is its reference.
 
 use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
 
 use crate::contract::{Dtype, Shape4};
-use crate::decode::decode_chunk;
+use crate::decode::{decode_chunk, Filter};
 use crate::error::{Error, Result};
 use crate::formats::{Acquisition, Part, PartKind};
 use crate::hdf5_index::{ChunkRef, DatasetIndex, Layout};
@@ -43,11 +46,37 @@ pub struct FrameBlock {
     pub samples: Samples,
 }
 
+/// One stored chunk handed to a [`ChunkDecoder`]: its bytes and how to decode them.
+pub struct ChunkJob {
+    pub filters: Arc<[Filter]>,
+    pub filter_mask: u32,
+    pub raw: Vec<u8>,
+    /// The chunk's logical size in bytes.
+    pub expected: usize,
+    /// Bytes per sample (the shuffle and bitshuffle element size).
+    pub elem: usize,
+}
+
+/// Decodes chunks away from the thread that reads them (the browser's decode Workers;
+/// natively the reader's own rayon pool does it). Result `i` answers job `i`.
+pub trait ChunkDecoder {
+    fn decode<'a>(&'a self, jobs: Vec<ChunkJob>) -> LocalFuture<'a, Vec<Result<Vec<u8>, String>>>;
+    /// How many decodes can run at once.
+    fn workers(&self) -> usize;
+}
+
+pub type LocalFuture<'a, T> = Pin<Box<dyn Future<Output = T> + 'a>>;
+
+/// (part, chunk-table index): one stored chunk of an acquisition.
+type ChunkKey = (usize, usize);
+
 /// Frames of one acquisition, decoded on demand.
 pub struct FrameReader<'a> {
     acq: &'a Acquisition,
     /// Per part: chunk grid coordinates → index in the chunk table.
     chunk_maps: Vec<HashMap<Vec<u64>, usize>>,
+    /// Chunks a [`ChunkDecoder`] decoded ahead of the window that reads them.
+    predecoded: Mutex<HashMap<ChunkKey, Arc<Vec<u8>>>>,
 }
 
 impl<'a> FrameReader<'a> {
@@ -65,7 +94,11 @@ impl<'a> FrameReader<'a> {
                 PartKind::Raw { .. } | PartKind::Synthetic => HashMap::new(),
             })
             .collect();
-        FrameReader { acq, chunk_maps }
+        FrameReader {
+            acq,
+            chunk_maps,
+            predecoded: Mutex::new(HashMap::new()),
+        }
     }
 
     pub fn acquisition(&self) -> &Acquisition {
@@ -84,36 +117,57 @@ impl<'a> FrameReader<'a> {
             )));
         }
         let mut out = vec![0u8; (f1 - f0) * frame_bytes];
+        for (s0, s1, at) in self.stored_runs(f0, f1) {
+            let dst = &mut out[(at - f0) * frame_bytes..(at - f0 + s1 - s0) * frame_bytes];
+            self.read_stored(s0, s1, dst)?;
+        }
+        Ok(out)
+    }
+
+    /// Frames `[f0, f1)` of the (cropped) scan as runs `(s0, s1, f)` of consecutive stored
+    /// frames, `f` being the run's first frame: each row of a crop is one run.
+    fn stored_runs(&self, f0: usize, f1: usize) -> Vec<(usize, usize, usize)> {
         let Some(crop) = &self.acq.crop else {
-            self.read_stored(f0, f1, &mut out)?;
-            return Ok(out);
+            return vec![(f0, f1, f0)];
         };
-        // Each row of the crop is one run of consecutive stored frames.
-        let width = shape.scan[1];
+        let width = self.acq.shape.scan[1];
+        let mut runs = Vec::new();
         let mut f = f0;
         while f < f1 {
             let (r, c) = (f / width, f % width);
             let n = (width - c).min(f1 - f);
             let s0 = (crop.region.r0 + r) * crop.stored_scan[1] + crop.region.c0 + c;
-            let dst = &mut out[(f - f0) * frame_bytes..(f - f0 + n) * frame_bytes];
-            self.read_stored(s0, s0 + n, dst)?;
+            runs.push((s0, s0 + n, f));
             f += n;
         }
-        Ok(out)
+        runs
+    }
+
+    /// The parts holding stored frames `[f0, f1)`: `(part index, part, local l0, local l1,
+    /// stored frame of l0)`.
+    fn part_spans(
+        &self,
+        f0: usize,
+        f1: usize,
+    ) -> impl Iterator<Item = (usize, &'a Part, usize, usize, usize)> {
+        self.acq
+            .parts
+            .iter()
+            .enumerate()
+            .filter_map(move |(pi, part)| {
+                let p0 = part.first_frame.max(f0);
+                let p1 = (part.first_frame + part.frames).min(f1);
+                (p0 < p1).then(|| (pi, part, p0 - part.first_frame, p1 - part.first_frame, p0))
+            })
     }
 
     /// Stored frames `[f0, f1)` (indices of the scan as stored) into `out`.
     fn read_stored(&self, f0: usize, f1: usize, out: &mut [u8]) -> Result<()> {
         let stored = self.acq.stored_shape();
         let frame_bytes = stored.det_len() * self.acq.dtype.size();
-        for (pi, part) in self.acq.parts.iter().enumerate() {
-            let p0 = part.first_frame.max(f0);
-            let p1 = (part.first_frame + part.frames).min(f1);
-            if p0 >= p1 {
-                continue;
-            }
+        for (pi, part, l0, l1, p0) in self.part_spans(f0, f1) {
+            let p1 = p0 + (l1 - l0);
             let dst = &mut out[(p0 - f0) * frame_bytes..(p1 - f0) * frame_bytes];
-            let (l0, l1) = (p0 - part.first_frame, p1 - part.first_frame);
             match &part.kind {
                 PartKind::Raw {
                     offset,
@@ -160,7 +214,7 @@ impl<'a> FrameReader<'a> {
             }
             Layout::Chunked { chunk_shape } => {
                 let needed = self.chunks_for(pi, ix, chunk_shape, l0, l1)?;
-                let decoded = decode_chunks(part, ix, chunk_shape, esize, &needed)?;
+                let decoded = self.decode_chunks(pi, part, ix, chunk_shape, esize, &needed)?;
                 for (ci, bytes) in needed.iter().zip(decoded) {
                     scatter(
                         &ix.chunks[*ci],
@@ -242,6 +296,134 @@ impl<'a> FrameReader<'a> {
         Ok(out)
     }
 
+    /// Read and decode the listed chunks of part `pi` (in parallel on native); chunks a
+    /// [`ChunkDecoder`] decoded ahead are taken as they are.
+    fn decode_chunks(
+        &self,
+        pi: usize,
+        part: &Part,
+        ix: &DatasetIndex,
+        cs: &[u64],
+        esize: usize,
+        needed: &[usize],
+    ) -> Result<Vec<Arc<Vec<u8>>>> {
+        let logical = cs.iter().product::<u64>() as usize * esize;
+        let ready = self
+            .predecoded
+            .lock()
+            .map(|m| m.clone())
+            .unwrap_or_default();
+        let one = |ci: &usize| -> Result<Arc<Vec<u8>>> {
+            if let Some(bytes) = ready.get(&(pi, *ci)) {
+                return Ok(bytes.clone());
+            }
+            let c = &ix.chunks[*ci];
+            let raw = part.source.read_vec(c.offset, c.size)?;
+            decode_chunk(&ix.filters, c.filter_mask, &raw, logical, esize)
+                .map(Arc::new)
+                .map_err(|e| chunk_error(ix, c, e.0))
+        };
+        #[cfg(not(target_arch = "wasm32"))]
+        {
+            use rayon::prelude::*;
+            needed.par_iter().map(one).collect()
+        }
+        #[cfg(target_arch = "wasm32")]
+        {
+            needed.iter().map(one).collect()
+        }
+    }
+
+    /// Decode the filtered chunks behind frames `[f0, f1)` with `decoder`, ahead of the
+    /// [`Self::block`] call that then only scatters them; chunks no longer needed are
+    /// dropped. Returns how many chunks `decoder` decoded.
+    pub async fn predecode(
+        &self,
+        f0: usize,
+        f1: usize,
+        decoder: &dyn ChunkDecoder,
+    ) -> Result<usize> {
+        let mut wanted: Vec<(ChunkKey, &'a Part, &'a DatasetIndex, usize)> = Vec::new();
+        for (s0, s1, _) in self.stored_runs(f0, f1) {
+            for (pi, part, l0, l1, _) in self.part_spans(s0, s1) {
+                let PartKind::Hdf5(ix) = &part.kind else {
+                    continue;
+                };
+                let Layout::Chunked { chunk_shape } = &ix.layout else {
+                    continue;
+                };
+                if ix.filters.is_empty() {
+                    continue;
+                }
+                let logical = chunk_shape.iter().product::<u64>() as usize;
+                for ci in self.chunks_for(pi, ix, chunk_shape, l0, l1)? {
+                    wanted.push(((pi, ci), part, ix, logical));
+                }
+            }
+        }
+        wanted.sort_by_key(|w| w.0);
+        wanted.dedup_by_key(|w| w.0);
+        let missing: Vec<_> = {
+            let mut ready = self.predecoded.lock().map_err(|_| {
+                Error::param("the decoded-chunk cache was poisoned by a failed read")
+            })?;
+            ready.retain(|k, _| wanted.binary_search_by_key(k, |w| w.0).is_ok());
+            wanted
+                .into_iter()
+                .filter(|w| !ready.contains_key(&w.0))
+                .collect()
+        };
+        if missing.is_empty() {
+            return Ok(0);
+        }
+        let ranges: Vec<_> = missing
+            .iter()
+            .map(|&((_, ci), part, ix, _)| (&part.source, ix.chunks[ci].offset, ix.chunks[ci].size))
+            .collect();
+        let stored = crate::source::read_coalesced(&ranges)?;
+        let esize = self.acq.dtype.size();
+        let mut filters: HashMap<usize, Arc<[Filter]>> = HashMap::new();
+        let mut at = 0usize;
+        let jobs = missing
+            .iter()
+            .map(|&((pi, ci), _, ix, logical)| {
+                let n = ix.chunks[ci].size as usize;
+                at += n;
+                ChunkJob {
+                    filters: filters
+                        .entry(pi)
+                        .or_insert_with(|| Arc::from(ix.filters.as_slice()))
+                        .clone(),
+                    filter_mask: ix.chunks[ci].filter_mask,
+                    raw: stored[at - n..at].to_vec(),
+                    expected: logical * esize,
+                    elem: esize,
+                }
+            })
+            .collect();
+        drop(stored);
+        let results = decoder.decode(jobs).await;
+        if results.len() != missing.len() {
+            return Err(Error::Io {
+                file: self.acq.primary.clone(),
+                message: format!(
+                    "the chunk decoders answered {} of {} chunks",
+                    results.len(),
+                    missing.len()
+                ),
+            });
+        }
+        let mut ready = self
+            .predecoded
+            .lock()
+            .map_err(|_| Error::param("the decoded-chunk cache was poisoned by a failed read"))?;
+        for (&((pi, ci), _, ix, _), r) in missing.iter().zip(results) {
+            let bytes = r.map_err(|e| chunk_error(ix, &ix.chunks[ci], e))?;
+            ready.insert((pi, ci), Arc::new(bytes));
+        }
+        Ok(missing.len())
+    }
+
     /// Decode frames `[f0, f1)` and apply the correction.
     pub fn block(&self, f0: usize, f1: usize, corr: Correction) -> Result<FrameBlock> {
         let raw = self.read_raw(f0, f1)?;
@@ -268,32 +450,12 @@ impl<'a> FrameReader<'a> {
     }
 }
 
-/// Read and decode the listed chunks (in parallel on native).
-fn decode_chunks(
-    part: &Part,
-    ix: &DatasetIndex,
-    cs: &[u64],
-    esize: usize,
-    needed: &[usize],
-) -> Result<Vec<Vec<u8>>> {
-    let logical = cs.iter().product::<u64>() as usize * esize;
-    let one = |ci: &usize| -> Result<Vec<u8>> {
-        let c = &ix.chunks[*ci];
-        let raw = part.source.read_vec(c.offset, c.size)?;
-        decode_chunk(&ix.filters, c.filter_mask, &raw, logical, esize).map_err(|e| Error::Decode {
-            file: ix.file.clone(),
-            chunk: format!("{:?} at offset {}", c.coords, c.offset),
-            message: e.0,
-        })
-    };
-    #[cfg(not(target_arch = "wasm32"))]
-    {
-        use rayon::prelude::*;
-        needed.par_iter().map(one).collect()
-    }
-    #[cfg(target_arch = "wasm32")]
-    {
-        needed.iter().map(one).collect()
+/// A decode failure named by file and chunk (grid coordinates and file offset).
+fn chunk_error(ix: &DatasetIndex, c: &ChunkRef, message: String) -> Error {
+    Error::Decode {
+        file: ix.file.clone(),
+        chunk: format!("{:?} at offset {}", c.coords, c.offset),
+        message,
     }
 }
 

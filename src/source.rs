@@ -25,6 +25,51 @@ pub trait ByteSource: Send + Sync {
     }
 }
 
+/// The byte ranges `(source, offset, len)`, back to back, read in as few calls as possible:
+/// ranges lying close together in one file come in one read. A browser's File API read
+/// costs about half a millisecond whatever its size, so 262,144 chunk-sized reads took
+/// 155 s where 88 window-sized ones take a fraction of a second.
+pub fn read_coalesced(ranges: &[(&Arc<dyn ByteSource>, u64, u64)]) -> Result<Vec<u8>> {
+    // Merge ranges at most this far apart (the bytes between are read and dropped) …
+    const GAP: u64 = 1 << 20;
+    // … into reads of at most this many bytes.
+    const SPAN: u64 = 256 << 20;
+    let total: usize = ranges.iter().map(|r| r.2 as usize).sum();
+    let mut out = vec![0u8; total];
+    let mut span = Vec::new();
+    let (mut k, mut at) = (0, 0usize);
+    while k < ranges.len() {
+        let (source, lo, n) = ranges[k];
+        let mut hi = lo + n;
+        let mut e = k + 1;
+        let mut gapless = true;
+        while let Some(&(s, o, n)) = ranges.get(e) {
+            if !Arc::ptr_eq(s, source) || o < hi || o - hi > GAP || o + n - lo > SPAN {
+                break;
+            }
+            gapless &= o == hi;
+            hi = o + n;
+            e += 1;
+        }
+        if gapless {
+            // Back to back in the file as in `out`: straight in, no copy.
+            let n = (hi - lo) as usize;
+            source.read_at(lo, &mut out[at..at + n])?;
+            at += n;
+        } else {
+            span.resize((hi - lo) as usize, 0);
+            source.read_at(lo, &mut span)?;
+            for &(_, o, n) in &ranges[k..e] {
+                let (o, n) = ((o - lo) as usize, n as usize);
+                out[at..at + n].copy_from_slice(&span[o..o + n]);
+                at += n;
+            }
+        }
+        k = e;
+    }
+    Ok(out)
+}
+
 pub(crate) fn check_range(name: &str, file_len: u64, offset: u64, len: u64) -> Result<()> {
     match offset.checked_add(len) {
         Some(end) if end <= file_len => Ok(()),

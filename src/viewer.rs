@@ -87,6 +87,10 @@ pub struct Profile {
     pub resident_peak_bytes: Option<u64>,
     pub resident_buffers: Option<usize>,
     pub products_on: &'static str,
+    /// Chunks the WGSL decoder does not take (deflate, shuffle), decoded in parallel by the
+    /// engine's chunk decoder (the page's decode Workers), and how many of those run.
+    pub worker_decoded_chunks: usize,
+    pub decode_workers: usize,
     pub adapter: AdapterSummary,
     pub warnings: Vec<String>,
 }
@@ -452,6 +456,12 @@ impl Session {
                 } else {
                     "cpu"
                 },
+                worker_decoded_chunks: resident
+                    .iter()
+                    .chain(&float_resident)
+                    .map(|r| r.offloaded_chunks)
+                    .sum(),
+                decode_workers: engine.chunk_decode_workers(),
                 adapter: engine.adapter.clone(),
                 warnings,
             },

@@ -847,3 +847,123 @@ fn indexing_reads_metadata_in_pages() {
     // The whole fixture is a few pages: without the cache every header and node is a read.
     assert!(reads <= 4, "{reads} reads to index {chunks} chunks");
 }
+
+/// A [`ChunkDecoder`] standing in for the browser's decode Workers: it decodes with the
+/// crate's pipeline, last job first (answers must still come back in job order), counts the
+/// chunks, and fails every job from `fail_from` on.
+struct TestDecoder {
+    jobs: std::sync::atomic::AtomicUsize,
+    fail_from: usize,
+}
+
+impl stem4d::frames::ChunkDecoder for TestDecoder {
+    fn decode<'a>(
+        &'a self,
+        jobs: Vec<stem4d::frames::ChunkJob>,
+    ) -> stem4d::frames::LocalFuture<'a, Vec<Result<Vec<u8>, String>>> {
+        use std::sync::atomic::Ordering;
+        let mut out: Vec<_> = jobs
+            .iter()
+            .rev()
+            .map(|j| {
+                let seen = self.jobs.fetch_add(1, Ordering::Relaxed);
+                if seen >= self.fail_from {
+                    return Err("worker refused the chunk".to_string());
+                }
+                stem4d::decode::decode_chunk(&j.filters, j.filter_mask, &j.raw, j.expected, j.elem)
+                    .map_err(|e| e.0)
+            })
+            .collect();
+        out.reverse();
+        Box::pin(std::future::ready(out))
+    }
+
+    fn workers(&self) -> usize {
+        3
+    }
+}
+
+/// Chunks the WGSL decoder does not take (deflate, shuffle) go to the engine's chunk decoder
+/// (the browser's Worker pool) once each, ahead of the window that packs them; the resident
+/// is the same bytes as when the reader decodes them itself, for whole, cropped and binned
+/// uploads; a chunk the decoder refuses is named by file and chunk.
+#[test]
+fn chunks_decoded_by_a_chunk_decoder_make_the_same_resident() {
+    use std::sync::atomic::AtomicUsize;
+    use stem4d::contract::Region;
+    use stem4d::frames::Correction;
+    use stem4d::gpu::Engine;
+    use stem4d::resident::DeviceLimits;
+    let (Some(plain), Some(mut offloading)) = (engine(), engine()) else {
+        return;
+    };
+    offloading.set_chunk_decoder(Box::new(TestDecoder {
+        jobs: AtomicUsize::new(0),
+        fail_from: usize::MAX / 2,
+    }));
+    assert_eq!(offloading.chunk_decode_workers(), 3);
+    for name in ["gzip_stack_u16", "gzip_noshuffle_u32_3d"] {
+        let acq = open_fixture(&fixture_named(name));
+        let chunks = match &acq.parts[0].kind {
+            stem4d::formats::PartKind::Hdf5(ix) => ix.chunks.len(),
+            _ => unreachable!(),
+        };
+        let [rows, cols] = acq.shape.scan;
+        let crop = Region {
+            r0: 1,
+            r1: rows,
+            c0: 0,
+            c1: cols - 1,
+        };
+        for (what, acq, bin) in [
+            ("whole", acq.clone(), 1),
+            ("binned", acq.clone(), 2),
+            ("cropped", acq.clone().crop_scan(crop).unwrap(), 1),
+        ] {
+            let corr = Correction {
+                mask_bad_pixels: true,
+                bin,
+            };
+            let limits = DeviceLimits {
+                // Several windows and buffers even for a fixture: chunks span windows.
+                max_buffer_size: 4096,
+                max_storage_binding: 4096,
+            };
+            let resident = |e: &Engine| {
+                let res = pollster::block_on(e.upload_with_limits(&acq, corr, limits)).unwrap();
+                let mut bytes = Vec::new();
+                for (b, seg) in res.buffers.iter().zip(&res.plan.segments) {
+                    bytes.extend(pollster::block_on(e.read_back(b, seg.bytes)).unwrap());
+                }
+                (bytes, res.offloaded_chunks)
+            };
+            let (want, none) = resident(&plain);
+            let (got, offloaded) = resident(&offloading);
+            assert_eq!(none, 0);
+            assert!(want == got, "{name} {what}: resident differs");
+            // Each chunk once, though windows split chunks (a crop skips none here: its
+            // rows still cross every chunk of the stack).
+            assert!(
+                offloaded > 0 && offloaded <= chunks,
+                "{name} {what}: {offloaded} of {chunks} chunks offloaded"
+            );
+            if what == "whole" {
+                assert_eq!(offloaded, chunks, "{name}: every chunk decoded once");
+            }
+        }
+    }
+    let mut failing = engine().unwrap();
+    failing.set_chunk_decoder(Box::new(TestDecoder {
+        jobs: AtomicUsize::new(0),
+        fail_from: 2,
+    }));
+    let acq = open_fixture(&fixture_named("gzip_stack_u16"));
+    let e = pollster::block_on(failing.upload(&acq, Correction::default()))
+        .err()
+        .expect("a refused chunk fails the upload")
+        .to_string();
+    assert!(
+        e.contains(&acq.primary) && e.contains("chunk [") && e.contains("worker refused"),
+        "{e}"
+    );
+}

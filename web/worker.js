@@ -3,6 +3,44 @@
 import init, { createViewer } from './stem4d.js';
 
 let viewer = null;
+
+// Chunks the WGSL decoder does not take (deflate, shuffle) are decoded by a pool of decode
+// Workers, one a spare core, started when the first such chunk arrives. Each job is
+// `{filters, mask, raw, expected, elem}`; its answer is the decoded bytes or an error string.
+const DECODE_WORKERS = Math.max(1, Math.min(8, (self.navigator.hardwareConcurrency || 2) - 1));
+let pool = null;
+let jobSeq = 0;
+
+function startPool() {
+  return Array.from({ length: DECODE_WORKERS }, () => {
+    const w = new Worker('./decode_worker.js', { type: 'module' });
+    w.pending = new Map();
+    w.onmessage = ({ data }) => {
+      const done = w.pending.get(data.id);
+      w.pending.delete(data.id);
+      if (done) done(data.error === undefined ? data.out : data.error);
+    };
+    w.onerror = (e) => {
+      // A Worker that cannot start or dies answers every job it holds, and every later
+      // one, with the reason: the load fails with it instead of waiting forever.
+      w.dead = 'decode Worker failed: ' + (e.message || 'it could not start');
+      for (const done of w.pending.values()) done(w.dead);
+      w.pending.clear();
+    };
+    return w;
+  });
+}
+
+function decodeChunks(jobs) {
+  if (!pool) pool = startPool();
+  return Promise.all(jobs.map((job) => new Promise((done) => {
+    const w = pool.reduce((a, b) => (b.pending.size < a.pending.size ? b : a));
+    if (w.dead) return done(w.dead);
+    const id = jobSeq++;
+    w.pending.set(id, done);
+    w.postMessage({ id, ...job }, [job.raw.buffer]);
+  })));
+}
 const ready = (async () => {
   try {
     if (!self.navigator.gpu) throw new Error('navigator.gpu is missing');
@@ -14,7 +52,7 @@ const ready = (async () => {
       name: i.description || [i.vendor, i.architecture].filter(Boolean).join(' ') || 'WebGPU adapter',
       software: !!i.isFallbackAdapter || /swiftshader/i.test((i.architecture || '') + (i.description || '')),
     };
-    viewer = await createViewer(JSON.stringify(hint));
+    viewer = await createViewer(JSON.stringify(hint), decodeChunks, DECODE_WORKERS);
     const adapter = { ...JSON.parse(viewer.adapter()), vendor: i.vendor, architecture: i.architecture, description: i.description };
     self.postMessage({
       type: 'ready',

@@ -1,7 +1,7 @@
 //! The filter pipeline of one dataset: filters run in reverse write order; bit `i` of a
 //! chunk's filter mask means filter `i` was skipped when that chunk was written.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::{bslz4, deflate, lz4h5, shuffle, DecodeError};
 
@@ -11,7 +11,7 @@ pub const FILTER_FLETCHER32: u16 = 3;
 pub const FILTER_LZ4: u16 = 32004;
 pub const FILTER_BSLZ4: u16 = 32008;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum FilterKind {
     Deflate,
@@ -20,7 +20,7 @@ pub enum FilterKind {
     BitshuffleLz4,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Filter {
     pub kind: FilterKind,
     pub id: u16,

@@ -5,8 +5,6 @@
 //! Acquisitions it does not cover (deflate/shuffle, chunks that split frames, LZ4 blocks that
 //! are not whole words) take the CPU path.
 
-use std::sync::Arc;
-
 use crate::contract::Dtype;
 use crate::decode::pipeline::FilterKind;
 use crate::decode::{bslz4, lz4h5, BlockRef};
@@ -277,51 +275,13 @@ impl Decoder {
     }
 }
 
-/// The compressed bytes of `slots`, back to back, read in as few calls as possible: chunks
-/// lying close together in one file come in one read. A browser's File API read costs about
-/// half a millisecond whatever its size, so 262,144 chunk-sized reads took 155 s where 88
-/// window-sized ones take a fraction of a second.
+/// The compressed bytes of `slots`, back to back, in as few reads as possible.
 fn read_chunks(slots: &[&ChunkSlot]) -> Result<Vec<u8>> {
-    // Merge chunks at most this far apart (the bytes between are read and dropped) …
-    const GAP: u64 = 1 << 20;
-    // … into reads of at most this many bytes.
-    const SPAN: u64 = 256 << 20;
-    let total: usize = slots.iter().map(|s| s.chunk.size as usize).sum();
-    let mut out = vec![0u8; total];
-    let mut span = Vec::new();
-    let (mut k, mut at) = (0, 0usize);
-    while k < slots.len() {
-        let source = &slots[k].part.source;
-        let lo = slots[k].chunk.offset;
-        let mut hi = lo + slots[k].chunk.size;
-        let mut e = k + 1;
-        let mut gapless = true;
-        while let Some(s) = slots.get(e) {
-            let (o, n) = (s.chunk.offset, s.chunk.size);
-            if !Arc::ptr_eq(&s.part.source, source) || o < hi || o - hi > GAP || o + n - lo > SPAN {
-                break;
-            }
-            gapless &= o == hi;
-            hi = o + n;
-            e += 1;
-        }
-        if gapless {
-            // Back to back in the file as in the window: straight in, no copy.
-            let n = (hi - lo) as usize;
-            source.read_at(lo, &mut out[at..at + n])?;
-            at += n;
-        } else {
-            span.resize((hi - lo) as usize, 0);
-            source.read_at(lo, &mut span)?;
-            for s in &slots[k..e] {
-                let (o, n) = ((s.chunk.offset - lo) as usize, s.chunk.size as usize);
-                out[at..at + n].copy_from_slice(&span[o..o + n]);
-                at += n;
-            }
-        }
-        k = e;
-    }
-    Ok(out)
+    let ranges: Vec<_> = slots
+        .iter()
+        .map(|s| (&s.part.source, s.chunk.offset, s.chunk.size))
+        .collect();
+    crate::source::read_coalesced(&ranges)
 }
 
 /// Build the window that starts at `mine[*i]` (advancing `*i` past its chunks) for the

@@ -18,7 +18,7 @@ use wgpu::util::DeviceExt;
 
 use crate::error::{Error, Result};
 use crate::formats::Acquisition;
-use crate::frames::{Correction, FrameReader, Samples};
+use crate::frames::{ChunkDecoder, Correction, FrameReader, Samples};
 use crate::resident::{DeviceLimits, FloatRange, ResidentPlan, UPLOAD_WINDOW};
 use kernels::Kernel;
 
@@ -52,6 +52,10 @@ pub struct Engine {
     pub adapter: AdapterSummary,
     lost: Arc<Mutex<Option<String>>>,
     pipelines: Vec<(&'static str, wgpu::ComputePipeline)>,
+    /// Decodes the chunks the WGSL decoder does not cover (deflate, shuffle) away from the
+    /// uploading thread: the browser's decode Workers. Without one, the reader decodes them
+    /// itself (natively on its rayon threads).
+    chunk_decoder: Option<Box<dyn ChunkDecoder + Send + Sync>>,
 }
 
 /// An acquisition resident on the GPU.
@@ -156,6 +160,8 @@ pub struct Resident {
     pub correction: Correction,
     /// Float32 residents: the binary orders seen at upload (exact-sum bounds).
     pub float: Option<FloatRange>,
+    /// Chunks the engine's [`ChunkDecoder`] decoded during the upload.
+    pub offloaded_chunks: usize,
 }
 
 impl Engine {
@@ -230,7 +236,18 @@ impl Engine {
             adapter: adapter_summary,
             lost,
             pipelines,
+            chunk_decoder: None,
         })
+    }
+
+    /// Decode CPU-side chunks with `decoder` from now on (see [`Engine::upload_plan`]).
+    pub fn set_chunk_decoder(&mut self, decoder: Box<dyn ChunkDecoder + Send + Sync>) {
+        self.chunk_decoder = Some(decoder);
+    }
+
+    /// How many decodes the engine's chunk decoder runs at once (0: none set).
+    pub fn chunk_decode_workers(&self) -> usize {
+        self.chunk_decoder.as_ref().map_or(0, |d| d.workers())
     }
 
     fn pipeline(&self, k: &Kernel) -> Result<&wgpu::ComputePipeline> {
@@ -299,6 +316,7 @@ impl Engine {
         let window_frames = ((UPLOAD_WINDOW as usize) / frame_bytes).max(1);
         let mut buffers = Vec::with_capacity(plan.segments.len());
         let mut float = acq.dtype.is_float().then(FloatRange::default);
+        let mut offloaded = 0;
         let scope = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
         for seg in &plan.segments {
             let buffer = self.device.create_buffer(&wgpu::BufferDescriptor {
@@ -314,6 +332,9 @@ impl Engine {
             let mut words = Vec::new();
             while f < end {
                 let f1 = (f + window_frames).min(end);
+                if let Some(decoder) = &self.chunk_decoder {
+                    offloaded += reader.predecode(f, f1, decoder.as_ref()).await?;
+                }
                 let block = reader.block(f, f1, corr)?;
                 words.clear();
                 match &block.samples {
@@ -334,6 +355,7 @@ impl Engine {
         self.queue.submit([]);
         let mut res = self.finish_resident(scope, plan, buffers, corr).await?;
         res.float = float;
+        res.offloaded_chunks = offloaded;
         Ok(res)
     }
 
@@ -359,6 +381,7 @@ impl Engine {
             buffers,
             correction,
             float: None,
+            offloaded_chunks: 0,
         })
     }
 

@@ -3,6 +3,7 @@
 //! Every call returns a Promise and never blocks on the GPU (`map_async` + await).
 
 mod blob_source;
+mod chunk_workers;
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -76,9 +77,14 @@ struct AdapterHint {
 }
 
 /// Open the GPU. Chromium can return no adapter right after launch: retry once.
-/// `hint` (JSON `{name, software}`) names the adapter in the profile.
+/// `hint` (JSON `{name, software}`) names the adapter in the profile. `decode_chunks(jobs)`
+/// decodes deflate/shuffle chunks on `workers` decode Workers (see `chunk_workers`).
 #[wasm_bindgen(js_name = createViewer)]
-pub async fn create_viewer(hint: String) -> Result<Viewer, JsValue> {
+pub async fn create_viewer(
+    hint: String,
+    decode_chunks: Option<js_sys::Function>,
+    workers: u32,
+) -> Result<Viewer, JsValue> {
     let mut engine = match Engine::new().await {
         Ok(e) => e,
         Err(_) => {
@@ -91,6 +97,12 @@ pub async fn create_viewer(hint: String) -> Result<Viewer, JsValue> {
             engine.adapter.name = h.name;
         }
         engine.adapter.software |= h.software;
+    }
+    if let Some(f) = decode_chunks {
+        engine.set_chunk_decoder(Box::new(chunk_workers::WorkerPool::new(
+            f,
+            workers as usize,
+        )));
     }
     Ok(Viewer {
         inner: Rc::new(Inner {

@@ -1,0 +1,96 @@
+//! The page's decode Workers, seen from the engine: chunks the WGSL decoder does not take
+//! (deflate, shuffle) go to a pool of Workers that run this same wasm module's
+//! [`decode_chunk`], so they inflate in parallel on the CPU's cores instead of one by one in
+//! the engine's Worker. `web/worker.js` owns the pool; this side only posts and awaits.
+
+use wasm_bindgen::prelude::*;
+use wasm_bindgen::JsCast;
+
+use crate::frames::{ChunkDecoder, ChunkJob, LocalFuture};
+
+pub struct WorkerPool {
+    /// `decodeChunks(jobs)` → Promise of one `Uint8Array` (decoded) or string (error) a job.
+    decode: js_sys::Function,
+    workers: usize,
+}
+
+// SAFETY: this crate is built for wasm32 without the `atomics` target feature, so there is
+// exactly one thread and the JS handle can never be shared across threads.
+#[cfg(not(target_feature = "atomics"))]
+unsafe impl Send for WorkerPool {}
+#[cfg(not(target_feature = "atomics"))]
+unsafe impl Sync for WorkerPool {}
+
+impl WorkerPool {
+    pub fn new(decode: js_sys::Function, workers: usize) -> WorkerPool {
+        WorkerPool {
+            decode,
+            workers: workers.max(1),
+        }
+    }
+
+    async fn post(&self, jobs: Vec<ChunkJob>) -> Result<js_sys::Array, String> {
+        let list = js_sys::Array::new();
+        for j in jobs {
+            let filters = serde_json::to_string(&*j.filters).map_err(|e| e.to_string())?;
+            let job = js_sys::Object::new();
+            let set = |k: &str, v: JsValue| js_sys::Reflect::set(&job, &k.into(), &v);
+            let raw = js_sys::Uint8Array::from(j.raw.as_slice());
+            let ok = set("filters", filters.into())
+                .and(set("mask", j.filter_mask.into()))
+                .and(set("raw", raw.into()))
+                .and(set("expected", (j.expected as f64).into()))
+                .and(set("elem", (j.elem as u32).into()));
+            ok.map_err(|_| "a decode job could not be built".to_string())?;
+            list.push(&job);
+        }
+        let promise = self
+            .decode
+            .call1(&JsValue::NULL, &list)
+            .map_err(|e| format!("the decode Workers refused the jobs: {e:?}"))?;
+        let answers = wasm_bindgen_futures::JsFuture::from(js_sys::Promise::resolve(&promise))
+            .await
+            .map_err(|e| format!("the decode Workers failed: {e:?}"))?;
+        Ok(js_sys::Array::from(&answers))
+    }
+}
+
+impl ChunkDecoder for WorkerPool {
+    fn decode<'a>(&'a self, jobs: Vec<ChunkJob>) -> LocalFuture<'a, Vec<Result<Vec<u8>, String>>> {
+        let n = jobs.len();
+        Box::pin(async move {
+            match self.post(jobs).await {
+                Ok(answers) => answers
+                    .iter()
+                    .map(|a| match a.dyn_ref::<js_sys::Uint8Array>() {
+                        Some(bytes) => Ok(bytes.to_vec()),
+                        None => Err(a
+                            .as_string()
+                            .unwrap_or_else(|| "the decode Worker gave no answer".into())),
+                    })
+                    .collect(),
+                Err(why) => vec![Err(why); n],
+            }
+        })
+    }
+
+    fn workers(&self) -> usize {
+        self.workers
+    }
+}
+
+/// What a decode Worker runs: one stored chunk through the filter pipeline (`filters` as
+/// the JSON of [`crate::decode::Filter`]s), to its `expected` logical bytes.
+#[wasm_bindgen(js_name = decodeChunk)]
+pub fn decode_chunk(
+    filters: &str,
+    mask: u32,
+    raw: &[u8],
+    expected: usize,
+    elem: usize,
+) -> Result<Vec<u8>, JsValue> {
+    let filters: Vec<crate::decode::Filter> = serde_json::from_str(filters)
+        .map_err(|e| JsValue::from_str(&format!("bad filter list: {e}")))?;
+    crate::decode::decode_chunk(&filters, mask, raw, expected, elem)
+        .map_err(|e| JsValue::from_str(&e.0))
+}
