@@ -556,7 +556,9 @@ fn bench_gpu(open: &OpenArgs, reps: usize, bf_radius: f64) -> Result<()> {
     }
     let mut lines = crate::gpu::bench::products(&engine, &res, bf_radius, reps)?;
     if crate::gpu::decode::supported(&acq, crate::frames::Correction::default()) {
-        lines.extend(crate::gpu::bench::decode_window(&engine, &acq, &res, reps)?);
+        lines.extend(pollster::block_on(crate::gpu::bench::decode_window(
+            &engine, &acq, &res, reps,
+        ))?);
     }
     for line in lines {
         println!(

@@ -3,8 +3,6 @@
 //! product consumes. The GPU engine does the same in WGSL; this is its reference.
 
 use std::collections::HashMap;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 
 use crate::contract::{Dtype, Shape4};
@@ -12,6 +10,7 @@ use crate::decode::{decode_chunk, Filter};
 use crate::error::{Error, Result};
 use crate::formats::{Acquisition, Part, PartKind};
 use crate::hdf5_index::{ChunkRef, DatasetIndex, Layout};
+pub use crate::source::LocalFuture;
 
 /// What happens to frames between decode and products.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -64,8 +63,6 @@ pub trait ChunkDecoder {
     /// How many decodes can run at once.
     fn workers(&self) -> usize;
 }
-
-pub type LocalFuture<'a, T> = Pin<Box<dyn Future<Output = T> + 'a>>;
 
 /// (part, chunk-table index): one stored chunk of an acquisition.
 type ChunkKey = (usize, usize);
@@ -380,7 +377,7 @@ impl<'a> FrameReader<'a> {
             .iter()
             .map(|&((_, ci), part, ix, _)| (&part.source, ix.chunks[ci].offset, ix.chunks[ci].size))
             .collect();
-        let stored = crate::source::read_coalesced(&ranges)?;
+        let stored = crate::source::read_coalesced(&ranges).await?;
         let esize = self.acq.dtype.size();
         let mut filters: HashMap<usize, Arc<[Filter]>> = HashMap::new();
         let mut at = 0usize;

@@ -173,13 +173,13 @@ pub fn products(
 /// GPU bitshuffle+LZ4 decode of one upload window (compressed bytes already on the GPU),
 /// into a scratch copy of the first resident segment: decoded bytes ÷ kernel time, for the
 /// whole decode and for its two kernels.
-pub fn decode_window(
+pub async fn decode_window(
     engine: &Engine,
     acq: &crate::formats::Acquisition,
     res: &super::Resident,
     reps: usize,
 ) -> Result<Vec<Timing>> {
-    let window = super::decode::first_window(engine, acq)?;
+    let window = super::decode::first_window(engine, acq).await?;
     let decoder = super::decode::Decoder::new(engine, acq);
     let seg = &res.plan.segments[0];
     if window.frames > seg.frames {

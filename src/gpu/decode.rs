@@ -276,20 +276,20 @@ impl Decoder {
 }
 
 /// The compressed bytes of `slots`, back to back, in as few reads as possible.
-fn read_chunks(slots: &[&ChunkSlot]) -> Result<Vec<u8>> {
+async fn read_chunks(slots: &[&ChunkSlot<'_>]) -> Result<Vec<u8>> {
     let ranges: Vec<_> = slots
         .iter()
         .map(|s| (&s.part.source, s.chunk.offset, s.chunk.size))
         .collect();
-    crate::source::read_coalesced(&ranges)
+    crate::source::read_coalesced(&ranges).await
 }
 
 /// Build the window that starts at `mine[*i]` (advancing `*i` past its chunks) for the
 /// frames of `[s0, s1)`.
-fn build_window(
+async fn build_window(
     engine: &Engine,
     acq: &Acquisition,
-    mine: &[&ChunkSlot],
+    mine: &[&ChunkSlot<'_>],
     i: &mut usize,
     s0: usize,
     s1: usize,
@@ -314,7 +314,7 @@ fn build_window(
         *i += 1;
     }
     let picked = &mine[start..*i];
-    let mut src = read_chunks(picked)?;
+    let mut src = read_chunks(picked).await?;
     let (mut blocks, mut chunks, mut frame_map) = (Vec::new(), Vec::new(), Vec::<u32>::new());
     // For each chunk, its first block and its index in `mine` (to name a failure).
     let mut chunk_blocks = Vec::new();
@@ -375,13 +375,14 @@ fn build_window(
 }
 
 /// The first window of `acq` (benchmarks time decoding it repeatedly).
-pub fn first_window(engine: &Engine, acq: &Acquisition) -> Result<Window> {
+pub async fn first_window(engine: &Engine, acq: &Acquisition) -> Result<Window> {
     let all = slots(acq);
     let mine: Vec<&ChunkSlot> = all.iter().collect();
     if mine.is_empty() {
         return Err(Error::param("no chunks to decode"));
     }
-    build_window(engine, acq, &mine, &mut 0, 0, acq.shape.frames())?
+    build_window(engine, acq, &mine, &mut 0, 0, acq.shape.frames())
+        .await?
         .ok_or_else(|| Error::param("these LZ4 blocks are not whole words: CPU decode"))
 }
 
@@ -418,7 +419,7 @@ pub async fn upload(
             .collect();
         let mut i = 0;
         while i < mine.len() {
-            let Some(mut w) = build_window(engine, acq, &mine, &mut i, s0, s1)? else {
+            let Some(mut w) = build_window(engine, acq, &mine, &mut i, s0, s1).await? else {
                 if let Some(prev) = in_flight.take() {
                     engine.finished(prev).await?;
                 }

@@ -4,7 +4,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::error::{Error, Result};
-use crate::source::{check_range, ByteSource};
+use crate::source::{check_range, ByteSource, LocalFuture};
 
 /// Microseconds spent in file reads since the page loaded (the profile's "read" stage).
 static READ_MICROS: AtomicU64 = AtomicU64::new(0);
@@ -75,10 +75,52 @@ impl ByteSource for BlobSource {
             return Err(io("short read of"));
         }
         view.copy_to(buf);
-        READ_MICROS.fetch_add(
-            ((crate::viewer::now_ms() - t) * 1e3) as u64,
-            Ordering::Relaxed,
-        );
+        count_read_time(t);
         Ok(())
     }
+
+    /// All reads in flight at once (`Blob.arrayBuffer()`): Chromium streams several ranges
+    /// of a file in parallel, where `FileReaderSync` takes them one by one.
+    fn read_many<'a>(&'a self, reads: Vec<(u64, &'a mut [u8])>) -> LocalFuture<'a, Result<()>> {
+        Box::pin(async move {
+            let t = crate::viewer::now_ms();
+            let io = |what: &str, offset: u64, len: usize| Error::Io {
+                file: self.name.clone(),
+                message: format!(
+                    "{what} {len} bytes at offset {offset} failed (was the file moved or changed?)"
+                ),
+            };
+            let pending = js_sys::Array::new();
+            for (offset, buf) in &reads {
+                check_range(&self.name, self.len, *offset, buf.len() as u64)?;
+                let end = *offset + buf.len() as u64;
+                let blob = self
+                    .file
+                    .slice_with_f64_and_f64(*offset as f64, end as f64)
+                    .map_err(|_| io("slicing", *offset, buf.len()))?;
+                pending.push(&blob.array_buffer());
+            }
+            let (first, len) = reads.first().map_or((0, 0), |(o, b)| (*o, b.len()));
+            let all = wasm_bindgen_futures::JsFuture::from(js_sys::Promise::all(&pending))
+                .await
+                .map_err(|_| io("reading", first, len))?;
+            let all = js_sys::Array::from(&all);
+            for (i, (offset, buf)) in reads.into_iter().enumerate() {
+                let view = js_sys::Uint8Array::new(&all.get(i as u32));
+                if view.length() as usize != buf.len() {
+                    return Err(io("short read of", offset, buf.len()));
+                }
+                view.copy_to(buf);
+            }
+            count_read_time(t);
+            Ok(())
+        })
+    }
+}
+
+fn count_read_time(since_ms: f64) {
+    READ_MICROS.fetch_add(
+        ((crate::viewer::now_ms() - since_ms) * 1e3) as u64,
+        Ordering::Relaxed,
+    );
 }
