@@ -219,6 +219,7 @@ async function main() {
     check(png[1] === 0x50 && png[2] === 0x4e && png[3] === 0x47, 'PNG export of the image panel');
     const profile = await page.evaluate(() => window.stem4d.profile());
     check(profile.stages.length >= 3 && profile.adapter.name === adapter.name, 'load profile has stages and the adapter');
+    check(profile.index_read_rounds > 1 && profile.index_read_rounds < 64, `metadata reads gathered into ${profile.index_read_rounds} rounds`);
     // The scan-crop field: a malformed crop is said on the page; a valid one opens the sub-scan.
     await page.fill('#crop', '1-4,2');
     await dropFiles(fixtureUrls(arina));

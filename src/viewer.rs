@@ -91,6 +91,9 @@ pub struct Profile {
     /// engine's chunk decoder (the page's decode Workers), and how many of those run.
     pub worker_decoded_chunks: usize,
     pub decode_workers: usize,
+    /// Rounds of gathered metadata reads the page's open took (each fetches what the last
+    /// attempt missed, all at once); 0 where files are read as they are parsed.
+    pub index_read_rounds: usize,
     pub adapter: AdapterSummary,
     pub warnings: Vec<String>,
 }
@@ -462,6 +465,7 @@ impl Session {
                     .map(|r| r.offloaded_chunks)
                     .sum(),
                 decode_workers: engine.chunk_decode_workers(),
+                index_read_rounds: 0,
                 adapter: engine.adapter.clone(),
                 warnings,
             },

@@ -16,7 +16,7 @@ use wasm_bindgen_futures::future_to_promise;
 use crate::formats::{Acquisition, OpenOptions};
 use crate::gpu::Engine;
 use crate::products::{ArrayData, ProductParams};
-use crate::source::{ByteSource, FileSet};
+use crate::source::{open_gathered, ByteSource, FileSet, Gathering};
 use crate::viewer::{now_ms, OpenRequest, Panel, Session, Stage, ViewState};
 use blob_source::BlobSource;
 
@@ -164,22 +164,34 @@ impl Viewer {
             inner.session.borrow_mut().take();
             let t0 = now_ms();
             let read0 = blob_source::read_ms();
-            let mut sources: Vec<Arc<dyn ByteSource>> = Vec::new();
+            let mut sources = Vec::new();
             for f in files.iter() {
                 let file: web_sys::File = f
                     .dyn_into()
                     .map_err(|_| js_err("open() takes File objects"))?;
-                sources.push(Arc::new(BlobSource::new(file).map_err(js_err)?));
+                sources.push(Gathering::new(Arc::new(
+                    BlobSource::new(file).map_err(js_err)?,
+                )));
             }
+            let mut index_rounds = 0;
             let acq = match req.synthetic {
                 Some(dims) => crate::formats::synthetic::open(dims).map_err(js_err)?,
                 None => {
-                    let set = FileSet::new(sources).map_err(js_err)?;
                     let opts = OpenOptions {
                         scan_shape: req.scan_shape,
                         dataset: req.dataset.clone(),
                     };
-                    Acquisition::open(set, &opts).map_err(js_err)?
+                    // Metadata reads are gathered: each round fetches all it missed at once.
+                    let (acq, rounds) = open_gathered(&sources, || {
+                        let files = sources
+                            .iter()
+                            .map(|s| s.clone() as Arc<dyn ByteSource>)
+                            .collect();
+                        Acquisition::open(FileSet::new(files)?, &opts)
+                    })
+                    .await;
+                    index_rounds = rounds;
+                    acq.map_err(js_err)?
                 }
             };
             let mut report = |stage: &str, done: u64, total: u64| {
@@ -193,6 +205,7 @@ impl Viewer {
             let mut session = Session::open(&inner.engine, acq, &req, now_ms() - t0, &mut report)
                 .await
                 .map_err(js_err)?;
+            session.profile.index_read_rounds = index_rounds;
             session.profile.stages.push(Stage {
                 name: "of which file reads",
                 ms: blob_source::read_ms() - read0,

@@ -2,6 +2,10 @@
 //! targets by file name, so a [`FileSet`] resolves names among the files the user opened.
 //! Sources are read-only by construction: nothing here can write to an input.
 
+mod gather;
+
+pub use gather::{open_gathered, Gathering};
+
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;

@@ -3,6 +3,8 @@
 //! and filter masks — without reading a byte of payload. Adjacent chunks are then coalesced
 //! into large reads by [`SpanPlan`].
 
+mod btree_v1;
+
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -446,34 +448,22 @@ impl DatasetIndex {
                     Vec::new()
                 } else {
                     match chunk_indexing {
-                        None => hdf5_reader::btree_v1::collect_btree_v1_leaves_storage(
-                            &storage,
-                            address,
-                            os,
-                            ls,
-                            Some(ndim as u32),
-                            &dims,
-                            None,
-                        )
-                        .map_err(h5e)?
-                        .into_iter()
-                        .map(|(key, addr)| match key {
-                            hdf5_reader::btree_v1::BTreeV1Key::RawData {
-                                chunk_size,
-                                filter_mask,
-                                offsets,
-                            } => Ok(hdf5_reader::chunk_index::ChunkEntry {
-                                address: addr,
-                                size: chunk_size as u64,
-                                filter_mask,
-                                offsets: offsets.get(..ndim).map(<[u64]>::to_vec).unwrap_or_default(),
-                            }),
-                            _ => Err(Error::format(
-                                file,
-                                format!("data set {path}: chunk B-tree holds a group key"),
-                            )),
-                        })
-                        .collect::<Result<_>>()?,
+                        None => {
+                            // Stale chunks outside the extent are legal: leave them room.
+                            let grid: u64 = shape
+                                .iter()
+                                .zip(&dims)
+                                .map(|(&s, &d)| s.div_ceil(d as u64).max(1))
+                                .product();
+                            let limit = (grid.saturating_mul(2) + 64).min(usize::MAX as u64);
+                            btree_v1::chunk_entries(&*src, address, os, ndim, limit as usize)
+                                .map_err(|m| {
+                                    Error::format(
+                                        file,
+                                        format!("cannot read the chunk index of {path}: {m}"),
+                                    )
+                                })?
+                        }
                         Some(ChunkIndexing::SingleChunk {
                             filtered_size,
                             filters,

@@ -1,0 +1,121 @@
+//! The browser opens acquisitions over `Gathering` sources (reads fetched together, the open
+//! retried until it misses nothing). Its result must be exactly that of an ordinary open —
+//! the same chunk tables and info, or the same error — for every fixture and every bad
+//! input, and a chunk B-tree must cost a round per level, not a read per node.
+
+mod common;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use common::*;
+use serde_json::Value;
+use stem4d::formats::{Acquisition, OpenOptions, PartKind};
+use stem4d::source::{open_gathered, ByteSource, FileSet, FsSource, Gathering};
+
+/// What an open produced: the info JSON and every chunk table, or the error message.
+fn outcome(r: &stem4d::Result<Acquisition>) -> String {
+    match r {
+        Ok(acq) => {
+            let chunks: Vec<String> = acq
+                .parts
+                .iter()
+                .map(|p| match &p.kind {
+                    PartKind::Hdf5(ix) => format!("{:?} {:?}", ix.layout, ix.chunks),
+                    _ => String::new(),
+                })
+                .collect();
+            format!(
+                "{} {chunks:?}",
+                serde_json::to_string(&stem4d::info::Info::of(acq, false)).unwrap()
+            )
+        }
+        Err(e) => format!("error: {e}"),
+    }
+}
+
+fn both(paths: &[PathBuf], scan_shape: Option<[usize; 2]>) -> (String, String, usize) {
+    let opts = OpenOptions {
+        scan_shape,
+        dataset: None,
+    };
+    let plain = open_paths(paths, scan_shape, None);
+    let gathering: Vec<Arc<Gathering>> = paths
+        .iter()
+        .map(|p| Gathering::new(Arc::new(FsSource::open(p).unwrap())))
+        .collect();
+    let (gathered, rounds) = pollster::block_on(open_gathered(&gathering, || {
+        let files = gathering
+            .iter()
+            .map(|g| g.clone() as Arc<dyn ByteSource>)
+            .collect();
+        Acquisition::open(FileSet::new(files)?, &opts)
+    }));
+    (outcome(&plain), outcome(&gathered), rounds)
+}
+
+#[test]
+fn a_gathered_open_is_an_ordinary_open() {
+    let mut cases: Vec<(String, Vec<PathBuf>, Option<[usize; 2]>)> = Vec::new();
+    for fx in manifest()["fixtures"].as_array().unwrap() {
+        let paths = fixture_paths(fx);
+        if paths.iter().all(|p| p.exists()) {
+            cases.push((fx["name"].to_string(), paths, usize2(&fx["scan_shape"])));
+        }
+    }
+    let bad: Value = serde_json::from_str(
+        &std::fs::read_to_string(fixtures().join("bad/manifest.json")).unwrap(),
+    )
+    .unwrap();
+    for case in bad["cases"].as_array().unwrap() {
+        let paths = case["files"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| fixtures().join("bad").join(f.as_str().unwrap()))
+            .collect();
+        cases.push((case["name"].to_string(), paths, usize2(&case["scan_shape"])));
+    }
+    assert!(cases.len() > 30, "{} cases", cases.len());
+    let mut errors = 0;
+    for (name, paths, scan_shape) in &cases {
+        let (plain, gathered, rounds) = both(paths, *scan_shape);
+        assert_eq!(
+            plain, gathered,
+            "{name}: gathered open differs ({rounds} rounds)"
+        );
+        assert!(rounds < 64, "{name}: {rounds} rounds");
+        errors += usize::from(plain.starts_with("error"));
+    }
+    assert!(
+        errors > 10,
+        "the bad inputs fail the same way ({errors} errors)"
+    );
+}
+
+/// 50 B-tree nodes on 3 levels (K = 4), and nodes of 115 entries (K = 64, read again whole
+/// once their size is known), spread over ~1 MB: rounds grow with levels, not nodes.
+#[test]
+fn a_chunk_b_tree_costs_a_round_per_level() {
+    for (name, most) in [("btree_k4.h5", 12), ("btree_k64.h5", 12)] {
+        let path = fixtures().join("index").join(name);
+        let (plain, gathered, rounds) = both(std::slice::from_ref(&path), None);
+        assert_eq!(plain, gathered, "{name}");
+        assert!(rounds <= most, "{name}: {rounds} rounds");
+        let acq = open_paths(&[path], None, None).unwrap();
+        assert_eq!(acq.shape.as_array(), [15, 20, 24, 24]);
+        let PartKind::Hdf5(ix) = &acq.parts[0].kind else {
+            panic!("{name}: not HDF5")
+        };
+        assert_eq!(ix.chunks.len(), 300, "{name}");
+        // Every value is a function of its flat index: each chunk was found where it is.
+        let raw = stem4d::frames::FrameReader::new(&acq)
+            .read_raw(0, 300)
+            .unwrap();
+        for (i, v) in raw.chunks_exact(2).enumerate() {
+            let want = (i as u64 * 40503 % 65536) as u16;
+            assert_eq!(u16::from_le_bytes([v[0], v[1]]), want, "{name} sample {i}");
+        }
+        eprintln!("{name}: {rounds} rounds");
+    }
+}
