@@ -7,8 +7,8 @@ H200 machine, where Chromium's WebGPU runs on the real GPU (../shared/setup/chro
 
 Serves dist/, tests/fixtures (as /fixtures/) and e2e/ on 127.0.0.1, launches "$CHROMIUM" with
 $CHROMIUM_FLAGS, waits for the page's stem4d-ready, runs runSuite() and writes its result.
-With LOCAL_FILE=PATH it then opens that file as a user would (a file input, read by the
-page's Worker) and times open → first image drawn (issue #4's load target)."""
+With LOCAL_FILE=PATH[,PATH...] it then opens each file as a user would (a file input, read
+by the page's Worker) and times open → first image drawn (issue #4's load target)."""
 import functools
 import http.server
 import json
@@ -134,9 +134,10 @@ def main():
         expr = ("import('/e2e/suite.js').then(m => m.runSuite({parts: %s, benchShape: %s, reps: 30}))"
                 % (json.dumps(os.environ.get("PARTS", "parity,bad,bench").split(",")), json.dumps(bench)))
         result["suite"] = chrome.evaluate(session, expr, timeout=float(os.environ.get("SUITE_TIMEOUT", "480")))
-        if os.environ.get("LOCAL_FILE"):
-            result["local_file"] = open_local_file(chrome, session, os.environ["LOCAL_FILE"])
-            print("local file:", json.dumps(result["local_file"]), flush=True)
+        result["local_files"] = []
+        for path in filter(None, os.environ.get("LOCAL_FILE", "").split(",")):
+            result["local_files"].append(open_local_file(chrome, session, path))
+            print("local file:", json.dumps(result["local_files"][-1]), flush=True)
     except Exception as e:  # the result file says what failed
         result["error"] = repr(e)
     finally:

@@ -34,7 +34,12 @@ if python3 -c "import h5py" 2>/dev/null; then
     run python3 scripts/synthetic_h5.py /tmp/syn /tmp/syn.h5 512 512 192 192 &&
     rm -f /tmp/syn.chunks &&
     run $S bench gpu /tmp/syn.h5 --reps 5; } > "$OUT/bench_file.txt" 2>&1
+  # A shuffle+deflate file: the CPU inflate path (native threads here, decode Workers in
+  # the page: e2e/h200.py LOCAL_FILE=/tmp/syn.h5,/tmp/gz.h5).
+  { run python3 scripts/deflate_h5.py /tmp/gz.h5 128 128 192 192 &&
+    run $S bench gpu /tmp/gz.h5 --reps 3; } > "$OUT/bench_deflate.txt" 2>&1
 fi
 cat "$OUT/bench_gpu.txt" "$OUT/bench_viewer.txt" "$OUT/bench_gpu_compressed.txt"
 [ -f "$OUT/bench_file.txt" ] && head -12 "$OUT/bench_file.txt"
+[ -f "$OUT/bench_deflate.txt" ] && head -12 "$OUT/bench_deflate.txt"
 grep -E "PASS|FAIL|exit" "$OUT/parity.txt" | sort | uniq -c | sort -rn | head -20
