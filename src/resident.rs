@@ -126,6 +126,56 @@ impl ResidentPlan {
         }
     }
 
+    /// Pack raw little-endian samples of an unbinned integer acquisition (one frame after
+    /// another, `bits / 8` bytes each) into resident words: the bytes are the packed words
+    /// already, so each frame is copied whole and only its bad pixels (`bad`, by detector
+    /// index) and `sentinel` values are zeroed — the result of widening, correcting and
+    /// [`Self::pack_frames`], without a pass per sample (frames in parallel natively).
+    pub fn pack_raw_frames(
+        &self,
+        raw: &[u8],
+        bad: Option<&[bool]>,
+        sentinel: Option<u32>,
+        words: &mut Vec<u32>,
+    ) {
+        let det = self.shape.det_len();
+        let size = (self.bits / 8) as usize;
+        let frames = raw.len() / (det * size).max(1);
+        let bad: Vec<usize> = bad
+            .map(|m| (0..det).filter(|&k| m.get(k) == Some(&true)).collect())
+            .unwrap_or_default();
+        let fw = self.frame_words as usize;
+        let start = words.len();
+        words.resize(start + frames * fw, 0);
+        let one = |(frame, src): (&mut [u32], &[u8])| {
+            let bytes: &mut [u8] = bytemuck::cast_slice_mut(frame);
+            let (samples, pad) = bytes.split_at_mut(det * size);
+            samples.copy_from_slice(src);
+            pad.fill(0);
+            for &k in &bad {
+                samples[k * size..(k + 1) * size].fill(0);
+            }
+            if let Some(s) = sentinel {
+                let s = s.to_le_bytes();
+                for v in samples.chunks_exact_mut(size) {
+                    if v == &s[..size] {
+                        v.fill(0);
+                    }
+                }
+            }
+        };
+        let out = &mut words[start..];
+        #[cfg(not(target_arch = "wasm32"))]
+        {
+            use rayon::prelude::*;
+            out.par_chunks_mut(fw)
+                .zip(raw.par_chunks(det * size))
+                .for_each(one);
+        }
+        #[cfg(target_arch = "wasm32")]
+        out.chunks_mut(fw).zip(raw.chunks(det * size)).for_each(one);
+    }
+
     /// Pack corrected u32 samples (one frame after another) into resident words.
     pub fn pack_frames(&self, samples: &[u32], words: &mut Vec<u32>) {
         let det = self.shape.det_len();
@@ -258,6 +308,62 @@ mod tests {
         let mut sub = FloatRange::default();
         sub.take(&[f32::from_bits(1)]);
         assert_eq!((sub.lsb, sub.top), (-149, -148));
+    }
+
+    /// Raw frames packed directly equal widened, corrected, then packed ones, for every
+    /// integer width, padded and unpadded frames, with bad pixels and sentinels.
+    #[test]
+    fn raw_frames_pack_like_corrected_samples() {
+        let limits = DeviceLimits {
+            max_buffer_size: 1 << 20,
+            max_storage_binding: 1 << 20,
+        };
+        for (dtype, det) in [
+            (Dtype::U8, [3, 5]),
+            (Dtype::U8, [4, 4]),
+            (Dtype::U16, [7, 3]),
+            (Dtype::U16, [2, 4]),
+            (Dtype::U32, [5, 5]),
+        ] {
+            let shape = Shape4 { scan: [2, 3], det };
+            let plan = ResidentPlan::new(shape, dtype, false, limits).unwrap();
+            let size = dtype.size();
+            let n = shape.frames() * shape.det_len();
+            let max = dtype.sentinel().unwrap() as u64;
+            // Every 7th sample saturated, the rest varied; pixels 1 and det-2 bad.
+            let values: Vec<u32> = (0..n as u64)
+                .map(|i| if i % 7 == 3 { max } else { (i * 2654435761) % max } as u32)
+                .collect();
+            let raw: Vec<u8> = values
+                .iter()
+                .flat_map(|v| v.to_le_bytes()[..size].to_vec())
+                .collect();
+            let mut bad = vec![false; shape.det_len()];
+            bad[1] = true;
+            bad[shape.det_len() - 2] = true;
+            for masked in [false, true] {
+                let (m, sentinel) = match masked {
+                    true => (Some(bad.as_slice()), dtype.sentinel()),
+                    false => (None, None),
+                };
+                let corrected: Vec<u32> = values
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &v)| {
+                        let is_bad = m.is_some_and(|m| m[i % shape.det_len()]);
+                        if is_bad || Some(v) == sentinel {
+                            0
+                        } else {
+                            v
+                        }
+                    })
+                    .collect();
+                let (mut want, mut got) = (vec![7], vec![7]);
+                plan.pack_frames(&corrected, &mut want);
+                plan.pack_raw_frames(&raw, m, sentinel, &mut got);
+                assert_eq!(got, want, "{dtype:?} {det:?} masked {masked}");
+            }
+        }
     }
 
     #[test]

@@ -64,8 +64,21 @@ fn one() -> usize {
 
 #[derive(Clone, Debug, Serialize)]
 pub struct Stage {
-    pub name: &'static str,
+    /// "of which …" stages are parts of the stage before them (not added to the total).
+    pub name: String,
     pub ms: f64,
+}
+
+/// The upload stage (`ms` in all) and the parts its steps took.
+fn upload_stages(stages: &mut Vec<Stage>, ms: f64, res: &Resident) {
+    stages.push(Stage {
+        name: "read + decode + upload".into(),
+        ms,
+    });
+    stages.extend(res.upload_times.0.iter().map(|&(name, ms)| Stage {
+        name: format!("of which {name}"),
+        ms,
+    }));
 }
 
 /// The load profile and provenance shown after loading (`stem4d.profile()`).
@@ -358,7 +371,7 @@ impl Session {
             None => acq,
         };
         let mut stages = vec![Stage {
-            name: "index",
+            name: "index".into(),
             ms: opened_ms,
         }];
         let correction = Correction {
@@ -394,10 +407,7 @@ impl Session {
                         progress("read, decode, upload", f as u64, n as u64)
                     })
                     .await?;
-                stages.push(Stage {
-                    name: "read + decode + upload",
-                    ms: now_ms() - t,
-                });
+                upload_stages(&mut stages, now_ms() - t, &res);
                 warnings.push(
                     "float32 acquisition: exact sums on the GPU, each image read back for its one rounding"
                         .into(),
@@ -414,15 +424,12 @@ impl Session {
                     progress("read, decode, upload", f as u64, n as u64)
                 })
                 .await?;
-            stages.push(Stage {
-                name: "read + decode + upload",
-                ms: now_ms() - t,
-            });
+            upload_stages(&mut stages, now_ms() - t, &res);
             progress("derive totals and CoM", 0, frames);
             let t = now_ms();
             let derived = derive(engine, &res).await?;
             stages.push(Stage {
-                name: "totals + CoM moments",
+                name: "totals + CoM moments".into(),
                 ms: now_ms() - t,
             });
             (Some(res), Some(derived), Some(plan))
@@ -489,10 +496,14 @@ impl Session {
         let f = fit.data.to_f64();
         session.bf_fit = [f[0], f[1], f[2]];
         stages.push(Stage {
-            name: "BF disk fit",
+            name: "BF disk fit".into(),
             ms: now_ms() - t,
         });
-        session.profile.total_ms = stages.iter().map(|s| s.ms).sum::<f64>();
+        session.profile.total_ms = stages
+            .iter()
+            .filter(|s| !s.name.starts_with("of which"))
+            .map(|s| s.ms)
+            .sum::<f64>();
         session.profile.stages = stages;
         Ok(session)
     }

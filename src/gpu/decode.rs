@@ -15,7 +15,7 @@ use crate::hdf5_index::{ChunkRef, DatasetIndex};
 use crate::resident::{ResidentPlan, DECODE_SCRATCH, DECODE_WINDOW};
 
 use super::kernels::{self, grid, DecodeParams};
-use super::{Engine, Resident};
+use super::{Engine, Resident, UploadTimes};
 
 /// Frames per chunk when the chunks hold whole frames in frame order.
 fn chunk_frames(ix: &DatasetIndex, det: [usize; 2]) -> Option<u64> {
@@ -293,7 +293,9 @@ async fn build_window(
     i: &mut usize,
     s0: usize,
     s1: usize,
+    times: &mut UploadTimes,
 ) -> Result<Option<Window>> {
+    let mut t = crate::viewer::now_ms();
     let det_len = acq.shape.det_len();
     let elem = acq.dtype.size();
     let limit = engine.adapter.limits.max_storage_binding;
@@ -315,6 +317,7 @@ async fn build_window(
     }
     let picked = &mine[start..*i];
     let mut src = read_chunks(picked).await?;
+    times.lap("read", &mut t);
     let (mut blocks, mut chunks, mut frame_map) = (Vec::new(), Vec::new(), Vec::<u32>::new());
     // For each chunk, its first block and its index in `mine` (to name a failure).
     let mut chunk_blocks = Vec::new();
@@ -357,7 +360,8 @@ async fn build_window(
     let frames = last_frame - first_frame;
     let src_bytes = src.len() as u32;
     src.resize(src.len().next_multiple_of(4).max(4), 0);
-    Ok(Some(Window {
+    times.lap("block tables", &mut t);
+    let window = Window {
         src: engine.input_bytes(&src),
         blocks: engine.input(&blocks.concat()),
         chunks: engine.input(&chunks),
@@ -371,7 +375,9 @@ async fn build_window(
         first_frame,
         frames,
         decoded_bytes: (frames * det_len * elem) as u64,
-    }))
+    };
+    times.lap("copy to the GPU", &mut t);
+    Ok(Some(window))
 }
 
 /// The first window of `acq` (benchmarks time decoding it repeatedly).
@@ -381,9 +387,18 @@ pub async fn first_window(engine: &Engine, acq: &Acquisition) -> Result<Window> 
     if mine.is_empty() {
         return Err(Error::param("no chunks to decode"));
     }
-    build_window(engine, acq, &mine, &mut 0, 0, acq.shape.frames())
-        .await?
-        .ok_or_else(|| Error::param("these LZ4 blocks are not whole words: CPU decode"))
+    let mut times = UploadTimes::default();
+    build_window(
+        engine,
+        acq,
+        &mine,
+        &mut 0,
+        0,
+        acq.shape.frames(),
+        &mut times,
+    )
+    .await?
+    .ok_or_else(|| Error::param("these LZ4 blocks are not whole words: CPU decode"))
 }
 
 /// Decode and upload along `plan`, window by window, calling `progress(frames_done, total)`;
@@ -410,6 +425,7 @@ pub async fn upload(
     // The host builds the next window while the GPU decodes the last one; at most two
     // windows are alive (the plan's peak counts two), and the status is read once.
     let mut in_flight = None;
+    let mut times = UploadTimes::default();
     for seg in &plan.segments {
         let buffer = engine.storage("resident", seg.bytes.max(4));
         let (s0, s1) = (seg.first_frame, seg.first_frame + seg.frames);
@@ -419,7 +435,8 @@ pub async fn upload(
             .collect();
         let mut i = 0;
         while i < mine.len() {
-            let Some(mut w) = build_window(engine, acq, &mine, &mut i, s0, s1).await? else {
+            let Some(mut w) = build_window(engine, acq, &mine, &mut i, s0, s1, &mut times).await?
+            else {
                 if let Some(prev) = in_flight.take() {
                     engine.finished(prev).await?;
                 }
@@ -452,9 +469,11 @@ pub async fn upload(
                 acq.dtype.size(),
             )?;
             let done = engine.submit_tracked(enc.finish());
+            let mut t = crate::viewer::now_ms();
             if let Some(prev) = in_flight.replace(done) {
                 engine.finished(prev).await?;
             }
+            times.lap("wait for the GPU", &mut t);
             done_frames += w.frames;
             progress(done_frames, total);
         }
@@ -483,8 +502,9 @@ pub async fn upload(
         });
     }
     engine.queue.submit([]);
-    engine
+    let mut res = engine
         .finish_resident(scope, plan.clone(), buffers, corr)
-        .await
-        .map(Some)
+        .await?;
+    res.upload_times = times;
+    Ok(Some(res))
 }

@@ -162,6 +162,24 @@ pub struct Resident {
     pub float: Option<FloatRange>,
     /// Chunks the engine's [`ChunkDecoder`] decoded during the upload.
     pub offloaded_chunks: usize,
+    /// Where the upload's time went (milliseconds by step), for the load profile.
+    pub upload_times: UploadTimes,
+}
+
+/// Milliseconds an upload spent in each of its steps, in order of first use.
+#[derive(Clone, Debug, Default)]
+pub struct UploadTimes(pub Vec<(&'static str, f64)>);
+
+impl UploadTimes {
+    /// Add the time since `*since` to `step` and restart the clock.
+    pub fn lap(&mut self, step: &'static str, since: &mut f64) {
+        let now = crate::viewer::now_ms();
+        match self.0.iter_mut().find(|(s, _)| *s == step) {
+            Some((_, ms)) => *ms += now - *since,
+            None => self.0.push((step, now - *since)),
+        }
+        *since = now;
+    }
 }
 
 impl Engine {
@@ -317,6 +335,14 @@ impl Engine {
         let mut buffers = Vec::with_capacity(plan.segments.len());
         let mut float = acq.dtype.is_float().then(FloatRange::default);
         let mut offloaded = 0;
+        let mut times = UploadTimes::default();
+        // Unbinned integer samples are packed straight from their stored bytes.
+        let raw_packing = !acq.dtype.is_float() && corr.bin == 1;
+        let bad = corr
+            .mask_bad_pixels
+            .then_some(acq.pixel_mask.as_deref())
+            .flatten();
+        let sentinel = corr.mask_bad_pixels.then(|| acq.dtype.sentinel()).flatten();
         let scope = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
         for seg in &plan.segments {
             let buffer = self.device.create_buffer(&wgpu::BufferDescriptor {
@@ -332,21 +358,32 @@ impl Engine {
             let mut words = Vec::new();
             while f < end {
                 let f1 = (f + window_frames).min(end);
+                let mut t = crate::viewer::now_ms();
                 if let Some(decoder) = &self.chunk_decoder {
                     offloaded += reader.predecode(f, f1, decoder.as_ref()).await?;
+                    times.lap("read + worker decode", &mut t);
                 }
-                let block = reader.block(f, f1, corr)?;
                 words.clear();
-                match &block.samples {
-                    Samples::Int(samples) => plan.pack_frames(samples, &mut words),
-                    Samples::Float(samples) => {
-                        float.get_or_insert_with(FloatRange::default).take(samples);
-                        plan.pack_float_frames(samples, &mut words);
+                if raw_packing {
+                    let raw = reader.read_raw(f, f1)?;
+                    times.lap("read + decode", &mut t);
+                    plan.pack_raw_frames(&raw, bad, sentinel, &mut words);
+                } else {
+                    let block = reader.block(f, f1, corr)?;
+                    times.lap("read + decode", &mut t);
+                    match &block.samples {
+                        Samples::Int(samples) => plan.pack_frames(samples, &mut words),
+                        Samples::Float(samples) => {
+                            float.get_or_insert_with(FloatRange::default).take(samples);
+                            plan.pack_float_frames(samples, &mut words);
+                        }
                     }
                 }
+                times.lap("correct + pack", &mut t);
                 let offset = ((f - seg.first_frame) * frame_bytes) as u64;
                 self.queue
                     .write_buffer(&buffer, offset, bytemuck::cast_slice(&words));
+                times.lap("write to the GPU", &mut t);
                 f = f1;
                 progress(f, total_frames);
             }
@@ -356,6 +393,7 @@ impl Engine {
         let mut res = self.finish_resident(scope, plan, buffers, corr).await?;
         res.float = float;
         res.offloaded_chunks = offloaded;
+        res.upload_times = times;
         Ok(res)
     }
 
@@ -382,6 +420,7 @@ impl Engine {
             correction,
             float: None,
             offloaded_chunks: 0,
+            upload_times: UploadTimes::default(),
         })
     }
 

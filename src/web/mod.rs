@@ -207,7 +207,7 @@ impl Viewer {
                 .map_err(js_err)?;
             session.profile.index_read_rounds = index_rounds;
             session.profile.stages.push(Stage {
-                name: "of which file reads",
+                name: "of which file reads".into(),
                 ms: blob_source::read_ms() - read0,
             });
             let out = json!({
