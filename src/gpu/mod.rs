@@ -470,33 +470,44 @@ impl Engine {
     }
 
     pub(crate) fn uniform<T: bytemuck::Pod>(&self, v: &T) -> wgpu::Buffer {
-        self.device
-            .create_buffer_init(&wgpu::util::BufferInitDescriptor {
-                label: Some("params"),
-                contents: bytemuck::bytes_of(v),
-                usage: wgpu::BufferUsages::UNIFORM,
-            })
+        self.buffer_with("params", bytemuck::bytes_of(v), wgpu::BufferUsages::UNIFORM)
     }
 
     /// Upload `data` as a read-only storage buffer (an empty slice becomes one zero word).
     pub fn input(&self, data: &[u32]) -> wgpu::Buffer {
         let data: &[u32] = if data.is_empty() { &[0] } else { data };
-        self.device
-            .create_buffer_init(&wgpu::util::BufferInitDescriptor {
-                label: Some("input"),
-                contents: bytemuck::cast_slice(data),
-                usage: wgpu::BufferUsages::STORAGE,
-            })
+        self.input_bytes(bytemuck::cast_slice(data))
     }
 
     /// Upload `bytes` (a multiple of 4, at least 4) as a read-only storage buffer.
     pub(crate) fn input_bytes(&self, bytes: &[u8]) -> wgpu::Buffer {
-        self.device
-            .create_buffer_init(&wgpu::util::BufferInitDescriptor {
-                label: Some("input"),
-                contents: bytes,
-                usage: wgpu::BufferUsages::STORAGE,
-            })
+        self.buffer_with("input", bytes, wgpu::BufferUsages::STORAGE)
+    }
+
+    /// A buffer holding `bytes` (a multiple of 4). Small ones are written through the queue:
+    /// in a browser a buffer mapped at creation costs a shared-memory allocation and a round
+    /// of IPC, and every image update makes a dozen parameter buffers, where a queue write
+    /// travels inline with the commands (applied before the next submit, which is the first
+    /// that can use the buffer).
+    fn buffer_with(&self, label: &str, bytes: &[u8], usage: wgpu::BufferUsages) -> wgpu::Buffer {
+        const INLINE: usize = 256 << 10;
+        if bytes.len() > INLINE {
+            return self
+                .device
+                .create_buffer_init(&wgpu::util::BufferInitDescriptor {
+                    label: Some(label),
+                    contents: bytes,
+                    usage,
+                });
+        }
+        let buffer = self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some(label),
+            size: (bytes.len() as u64).next_multiple_of(4).max(4),
+            usage: usage | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        self.queue.write_buffer(&buffer, 0, bytes);
+        buffer
     }
 
     /// Submit `commands`, keeping a handle that [`Engine::finished`] waits on.
