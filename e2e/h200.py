@@ -8,7 +8,8 @@ H200 machine, where Chromium's WebGPU runs on the real GPU (../shared/setup/chro
 Serves dist/, tests/fixtures (as /fixtures/) and e2e/ on 127.0.0.1, launches "$CHROMIUM" with
 $CHROMIUM_FLAGS, waits for the page's stem4d-ready, runs runSuite() and writes its result.
 With LOCAL_FILE=PATH[,PATH...] it then opens each file as a user would (a file input, read
-by the page's Worker) and times open → first image drawn (issue #4's load target)."""
+by the page's Workers) and times open → first image drawn (issue #4's load target), once per
+open-options object of LOCAL_OPTIONS (a JSON list, default [{}]; e.g. {"reads": "blob"})."""
 import functools
 import http.server
 import json
@@ -92,10 +93,11 @@ class Pipe:
         return result.get("result", {}).get("value")
 
 
-def open_local_file(chrome, session, path):
+def open_local_file(chrome, session, path, options):
     """Give `path` to a file input (DevTools DOM.setFileInputFiles, as a user's pick) and time
-    stem4d.open on it up to the first image drawn."""
-    chrome.evaluate(session, "(() => { const i = document.createElement('input'); i.type = 'file';"
+    stem4d.open(files, options) on it up to the first image drawn."""
+    chrome.evaluate(session, "(() => { if (document.getElementById('bench-file')) return;"
+                             " const i = document.createElement('input'); i.type = 'file';"
                              " i.id = 'bench-file'; i.hidden = true; document.body.appendChild(i); })()")
     root = chrome.send("DOM.getDocument", {}, session=session)["result"]["root"]["nodeId"]
     node = chrome.send("DOM.querySelector", {"nodeId": root, "selector": "#bench-file"},
@@ -104,13 +106,13 @@ def open_local_file(chrome, session, path):
     return chrome.evaluate(session, """(async () => {
         const files = Array.from(document.getElementById('bench-file').files);
         const t0 = performance.now();
-        const info = await window.stem4d.open(files);
+        const info = await window.stem4d.open(files, %s);
         const t1 = performance.now();
         await window.stem4d.rendered();
         const t2 = performance.now();
         return {file: files[0].name, bytes: files[0].size, shape: info.shape, open_ms: t1 - t0,
-                first_image_ms: t2 - t0, profile: await window.stem4d.profile()};
-    })()""", timeout=600.0)
+                first_image_ms: t2 - t0, options: %s, profile: await window.stem4d.profile()};
+    })()""" % (json.dumps(options), json.dumps(options)), timeout=600.0)
 
 
 def main():
@@ -136,8 +138,9 @@ def main():
         result["suite"] = chrome.evaluate(session, expr, timeout=float(os.environ.get("SUITE_TIMEOUT", "480")))
         result["local_files"] = []
         for path in filter(None, os.environ.get("LOCAL_FILE", "").split(",")):
-            result["local_files"].append(open_local_file(chrome, session, path))
-            print("local file:", json.dumps(result["local_files"][-1]), flush=True)
+            for options in json.loads(os.environ.get("LOCAL_OPTIONS", "[{}]")):
+                result["local_files"].append(open_local_file(chrome, session, path, options))
+                print("local file:", json.dumps(result["local_files"][-1]), flush=True)
     except Exception as e:  # the result file says what failed
         result["error"] = repr(e)
     finally:

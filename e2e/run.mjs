@@ -220,6 +220,20 @@ async function main() {
     const profile = await page.evaluate(() => window.stem4d.profile());
     check(profile.stages.length >= 3 && profile.adapter.name === adapter.name, 'load profile has stages and the adapter');
     check(profile.index_read_rounds > 1 && profile.index_read_rounds < 64, `metadata reads gathered into ${profile.index_read_rounds} rounds`);
+    // Files read by Blob.arrayBuffer() in the viewer's Worker instead of the pool: the same
+    // acquisition; an unknown read mode is refused by name.
+    const viaBlob = await page.evaluate(async (urls) => {
+      const files = await Promise.all(urls.map(async (u) => new File([await (await fetch(u)).arrayBuffer()], u.split('/').pop())));
+      const a = await window.stem4d.product({ kind: 'bf', center: [6, 5], radius: 3 });
+      await window.stem4d.open(files, { reads: 'blob' });
+      const b = await window.stem4d.product({ kind: 'bf', center: [6, 5], radius: 3 });
+      let refused = '';
+      try { await window.stem4d.open(files, { reads: 'carrier pigeon' }); } catch (e) { refused = e.message; }
+      await window.stem4d.open(files);
+      return { same: a.data.length === b.data.length && a.data.every((v, i) => v === b.data[i]), refused };
+    }, fixtureUrls(arina));
+    check(viaBlob.same, 'reads: "blob" opens the same acquisition as the pool Workers');
+    check(/carrier pigeon/.test(viaBlob.refused), `an unknown read mode is refused: ${viaBlob.refused}`);
     // The scan-crop field: a malformed crop is said on the page; a valid one opens the sub-scan.
     await page.fill('#crop', '1-4,2');
     await dropFiles(fixtureUrls(arina));

@@ -91,9 +91,10 @@ impl ResidentPlan {
             segments,
             payload_bytes,
             // The CPU path stages one window; the GPU decoder holds two compressed windows
-            // and their decoded scratch (one decoding while the next is built): the larger.
+            // (each in a mappable upload buffer and a storage copy) and their decoded
+            // scratch (one decoding while the next is built): the larger.
             peak_bytes: payload_bytes
-                + staging.max(2 * (DECODE_WINDOW + DECODE_SCRATCH))
+                + staging.max(2 * (2 * DECODE_WINDOW + DECODE_SCRATCH))
                 + products,
         })
     }

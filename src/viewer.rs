@@ -56,6 +56,11 @@ pub struct OpenRequest {
     /// Keep only scan rows r0..r1 and columns c0..c1 (`[r0, r1, c0, c1]`, half-open).
     #[serde(default)]
     pub crop: Option<[usize; 4]>,
+    /// How the page reads file ranges: `"workers"` (the pool's Workers, `FileReaderSync`
+    /// each, in parallel; the default where the pool exists) or `"blob"` (`Blob.arrayBuffer`
+    /// calls in flight together in the viewer's Worker).
+    #[serde(default)]
+    pub reads: Option<String>,
 }
 
 fn one() -> usize {

@@ -4,16 +4,17 @@ import init, { createViewer } from './stem4d.js';
 
 let viewer = null;
 
-// Chunks the WGSL decoder does not take (deflate, shuffle) are decoded by a pool of decode
-// Workers, one a spare core, started when the first such chunk arrives. Each job is
-// `{filters, mask, raw, expected, elem}`; its answer is the decoded bytes or an error string.
-const DECODE_WORKERS = Math.max(1, Math.min(8, (self.navigator.hardwareConcurrency || 2) - 1));
+// A pool of Workers, one a spare core, started on first use: they read file ranges in
+// parallel (`readRanges`) and decode the chunks the WGSL decoder does not take (deflate,
+// shuffle; `decodeChunks`, jobs `{filters, mask, raw, expected, elem}`). A job's answer is
+// its bytes or an error string.
+const POOL_WORKERS = Math.max(1, Math.min(8, (self.navigator.hardwareConcurrency || 2) - 1));
 let pool = null;
 let jobSeq = 0;
 
 function startPool() {
-  return Array.from({ length: DECODE_WORKERS }, () => {
-    const w = new Worker('./decode_worker.js', { type: 'module' });
+  return Array.from({ length: POOL_WORKERS }, () => {
+    const w = new Worker('./pool_worker.js', { type: 'module' });
     w.pending = new Map();
     w.onmessage = ({ data }) => {
       const done = w.pending.get(data.id);
@@ -23,7 +24,7 @@ function startPool() {
     w.onerror = (e) => {
       // A Worker that cannot start or dies answers every job it holds, and every later
       // one, with the reason: the load fails with it instead of waiting forever.
-      w.dead = 'decode Worker failed: ' + (e.message || 'it could not start');
+      w.dead = 'pool Worker failed: ' + (e.message || 'it could not start');
       for (const done of w.pending.values()) done(w.dead);
       w.pending.clear();
     };
@@ -31,15 +32,27 @@ function startPool() {
   });
 }
 
-function decodeChunks(jobs) {
+// Post `job` to the least busy pool Worker; resolves to its answer.
+function post(job, transfer) {
   if (!pool) pool = startPool();
-  return Promise.all(jobs.map((job) => new Promise((done) => {
+  return new Promise((done) => {
     const w = pool.reduce((a, b) => (b.pending.size < a.pending.size ? b : a));
     if (w.dead) return done(w.dead);
     const id = jobSeq++;
     w.pending.set(id, done);
-    w.postMessage({ id, ...job }, [job.raw.buffer]);
-  })));
+    w.postMessage({ id, ...job }, transfer);
+  });
+}
+
+function decodeChunks(jobs) {
+  return Promise.all(jobs.map((job) => post(job, [job.raw.buffer])));
+}
+
+// Ranges of `file` read by the pool, in parallel: an ArrayBuffer each (a failed read
+// rejects, and the engine names the file and range).
+function readRanges(file, offsets, lengths) {
+  return Promise.all(offsets.map((offset, i) => post({ op: 'read', file, offset, len: lengths[i] }, [])
+    .then((out) => (out instanceof ArrayBuffer ? out : Promise.reject(new Error(out))))));
 }
 const ready = (async () => {
   try {
@@ -52,7 +65,7 @@ const ready = (async () => {
       name: i.description || [i.vendor, i.architecture].filter(Boolean).join(' ') || 'WebGPU adapter',
       software: !!i.isFallbackAdapter || /swiftshader/i.test((i.architecture || '') + (i.description || '')),
     };
-    viewer = await createViewer(JSON.stringify(hint), decodeChunks, DECODE_WORKERS);
+    viewer = await createViewer(JSON.stringify(hint), decodeChunks, readRanges, POOL_WORKERS);
     const adapter = { ...JSON.parse(viewer.adapter()), vendor: i.vendor, architecture: i.architecture, description: i.description };
     self.postMessage({
       type: 'ready',

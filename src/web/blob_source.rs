@@ -3,6 +3,8 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use wasm_bindgen::JsValue;
+
 use crate::error::{Error, Result};
 use crate::source::{check_range, ByteSource, LocalFuture};
 
@@ -18,6 +20,9 @@ pub struct BlobSource {
     len: u64,
     file: web_sys::File,
     reader: web_sys::FileReaderSync,
+    /// `readRanges(file, offsets, lengths)` → Promise of ArrayBuffers, read by the page's
+    /// Worker pool in parallel; without it, several `Blob.arrayBuffer()` calls in flight.
+    pool: Option<js_sys::Function>,
 }
 
 // SAFETY: this crate is built for wasm32 without the `atomics` target feature, so there is
@@ -28,7 +33,7 @@ unsafe impl Send for BlobSource {}
 unsafe impl Sync for BlobSource {}
 
 impl BlobSource {
-    pub fn new(file: web_sys::File) -> Result<BlobSource> {
+    pub fn new(file: web_sys::File, pool: Option<js_sys::Function>) -> Result<BlobSource> {
         let name = file.name();
         let reader = web_sys::FileReaderSync::new().map_err(|_| Error::Io {
             file: name.clone(),
@@ -39,6 +44,7 @@ impl BlobSource {
             name,
             file,
             reader,
+            pool,
         })
     }
 }
@@ -90,9 +96,16 @@ impl ByteSource for BlobSource {
                     "{what} {len} bytes at offset {offset} failed (was the file moved or changed?)"
                 ),
             };
+            let (first, len) = reads.first().map_or((0, 0), |(o, b)| (*o, b.len()));
+            let (offsets, lens) = (js_sys::Array::new(), js_sys::Array::new());
             let pending = js_sys::Array::new();
             for (offset, buf) in &reads {
                 check_range(&self.name, self.len, *offset, buf.len() as u64)?;
+                if self.pool.is_some() {
+                    offsets.push(&(*offset as f64).into());
+                    lens.push(&(buf.len() as f64).into());
+                    continue;
+                }
                 let end = *offset + buf.len() as u64;
                 let blob = self
                     .file
@@ -100,8 +113,14 @@ impl ByteSource for BlobSource {
                     .map_err(|_| io("slicing", *offset, buf.len()))?;
                 pending.push(&blob.array_buffer());
             }
-            let (first, len) = reads.first().map_or((0, 0), |(o, b)| (*o, b.len()));
-            let all = wasm_bindgen_futures::JsFuture::from(js_sys::Promise::all(&pending))
+            let all = match &self.pool {
+                Some(pool) => pool
+                    .call3(&JsValue::NULL, &self.file, &offsets, &lens)
+                    .map(|p| js_sys::Promise::resolve(&p))
+                    .map_err(|_| io("reading", first, len))?,
+                None => js_sys::Promise::all(&pending),
+            };
+            let all = wasm_bindgen_futures::JsFuture::from(all)
                 .await
                 .map_err(|_| io("reading", first, len))?;
             let all = js_sys::Array::from(&all);

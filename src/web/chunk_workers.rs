@@ -1,5 +1,5 @@
-//! The page's decode Workers, seen from the engine: chunks the WGSL decoder does not take
-//! (deflate, shuffle) go to a pool of Workers that run this same wasm module's
+//! The page's pool Workers as chunk decoders, seen from the engine: chunks the WGSL decoder
+//! does not take (deflate, shuffle) go to Workers that run this same wasm module's
 //! [`decode_chunk`], so they inflate in parallel on the CPU's cores instead of one by one in
 //! the engine's Worker. `web/worker.js` owns the pool; this side only posts and awaits.
 

@@ -33,6 +33,8 @@ struct Canvas {
 
 struct Inner {
     engine: Engine,
+    /// The page's `readRanges(file, offsets, lengths)` (see `BlobSource`).
+    read_ranges: Option<js_sys::Function>,
     session: RefCell<Option<Session>>,
     canvases: RefCell<Vec<(Panel, Canvas)>>,
 }
@@ -78,11 +80,13 @@ struct AdapterHint {
 
 /// Open the GPU. Chromium can return no adapter right after launch: retry once.
 /// `hint` (JSON `{name, software}`) names the adapter in the profile. `decode_chunks(jobs)`
-/// decodes deflate/shuffle chunks on `workers` decode Workers (see `chunk_workers`).
+/// decodes deflate/shuffle chunks and `read_ranges(file, offsets, lengths)` reads files on
+/// the page's `workers` pool Workers (see `chunk_workers`, `BlobSource`).
 #[wasm_bindgen(js_name = createViewer)]
 pub async fn create_viewer(
     hint: String,
     decode_chunks: Option<js_sys::Function>,
+    read_ranges: Option<js_sys::Function>,
     workers: u32,
 ) -> Result<Viewer, JsValue> {
     let mut engine = match Engine::new().await {
@@ -107,6 +111,7 @@ pub async fn create_viewer(
     Ok(Viewer {
         inner: Rc::new(Inner {
             engine,
+            read_ranges,
             session: RefCell::new(None),
             canvases: RefCell::new(Vec::new()),
         }),
@@ -169,9 +174,17 @@ impl Viewer {
                 let file: web_sys::File = f
                     .dyn_into()
                     .map_err(|_| js_err("open() takes File objects"))?;
-                sources.push(Gathering::new(Arc::new(
-                    BlobSource::new(file).map_err(js_err)?,
-                )));
+                let pool = match req.reads.as_deref() {
+                    None | Some("workers") => inner.read_ranges.clone(),
+                    Some("blob") => None,
+                    Some(other) => {
+                        return Err(js_err(format!(
+                            "open option reads: '{other}' is not \"workers\" or \"blob\""
+                        )))
+                    }
+                };
+                let source = BlobSource::new(file, pool).map_err(js_err)?;
+                sources.push(Gathering::new(Arc::new(source)));
             }
             let mut index_rounds = 0;
             let acq = match req.synthetic {
