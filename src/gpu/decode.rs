@@ -144,7 +144,8 @@ pub struct Window {
 /// fresh shared-memory allocation in a browser: 3.9 s of a 5.6 GB load on the H200. Two
 /// slots, because the host fills the next window while the GPU decodes the last one.
 pub struct SrcSlots {
-    slots: Vec<(wgpu::Buffer, wgpu::Buffer)>,
+    /// (upload, storage, the submission of its last copy).
+    slots: Vec<(wgpu::Buffer, wgpu::Buffer, Option<wgpu::SubmissionIndex>)>,
     next: usize,
 }
 
@@ -162,7 +163,7 @@ impl SrcSlots {
         let need = (bytes.len() as u64).next_multiple_of(4).max(4);
         let k = self.next % 2;
         self.next += 1;
-        if self.slots.get(k).is_none_or(|(up, _)| up.size() < need) {
+        if self.slots.get(k).is_none_or(|(up, _, _)| up.size() < need) {
             // Room for a full window, unless this one is small (a small acquisition).
             let size = need.next_power_of_two().min(capacity).max(need);
             let upload = engine.device.create_buffer(&wgpu::BufferDescriptor {
@@ -171,17 +172,17 @@ impl SrcSlots {
                 usage: wgpu::BufferUsages::MAP_WRITE | wgpu::BufferUsages::COPY_SRC,
                 mapped_at_creation: false,
             });
-            let slot = (upload, engine.storage("decode window", size));
+            let slot = (upload, engine.storage("decode window", size), None);
             match self.slots.get_mut(k) {
                 Some(s) => *s = slot,
                 None => self.slots.push(slot),
             }
         }
-        let (upload, src) = &self.slots[k];
-        engine.write_mapped(upload, bytes).await?;
+        let (upload, src, last) = &mut self.slots[k];
+        engine.write_mapped(upload, bytes, last.take()).await?;
         let mut enc = engine.device.create_command_encoder(&Default::default());
         enc.copy_buffer_to_buffer(upload, 0, src, 0, need);
-        engine.queue.submit([enc.finish()]);
+        *last = Some(engine.queue.submit([enc.finish()]));
         Ok(src.clone())
     }
 }

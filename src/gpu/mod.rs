@@ -586,7 +586,14 @@ impl Engine {
     /// Write `bytes` into the start of `buffer` (usage `MAP_WRITE`) by mapping it. A reused
     /// mappable buffer keeps its shared memory in a browser, so repeated large uploads cost
     /// a copy each, not an allocation each.
-    pub(crate) async fn write_mapped(&self, buffer: &wgpu::Buffer, bytes: &[u8]) -> Result<()> {
+    /// `last_use`: the submission that last used `buffer`, the only one the mapping waits
+    /// for natively (waiting for all would stall the decode pipeline).
+    pub(crate) async fn write_mapped(
+        &self,
+        buffer: &wgpu::Buffer,
+        bytes: &[u8],
+        last_use: Option<wgpu::SubmissionIndex>,
+    ) -> Result<()> {
         let len = (bytes.len() as u64).next_multiple_of(4).max(4);
         let (tx, rx) = futures_channel::oneshot::channel();
         buffer
@@ -596,8 +603,13 @@ impl Engine {
             });
         #[cfg(not(target_arch = "wasm32"))]
         self.device
-            .poll(wgpu::PollType::wait_indefinitely())
+            .poll(wgpu::PollType::Wait {
+                submission_index: last_use,
+                timeout: None,
+            })
             .map_err(|e| Error::Gpu(format!("waiting for the GPU failed: {e}")))?;
+        #[cfg(target_arch = "wasm32")]
+        let _ = last_use;
         rx.await
             .map_err(|_| Error::Gpu("an upload mapping was cancelled (device lost?)".into()))?
             .map_err(|e| Error::Gpu(format!("an upload mapping failed: {e}")))?;
