@@ -139,13 +139,14 @@ pub struct Window {
     pub decoded_bytes: u64,
 }
 
-/// Reused buffers for the compressed windows: a mappable one the host fills and the storage
-/// one the decoder reads (WebGPU buffers cannot be both). A buffer mapped at creation is a
-/// fresh shared-memory allocation in a browser: 3.9 s of a 5.6 GB load on the H200. Two
-/// slots, because the host fills the next window while the GPU decodes the last one.
+/// Reused storage buffers for the compressed windows, written through the queue. A buffer
+/// mapped at creation is a fresh shared-memory allocation in Chromium (3.9 s of a 5.6 GB
+/// load on the H200), and re-mapping a reused one copies its contents both ways (5.5 s).
+/// Two slots: the host fills the next window while the GPU decodes the last one (queue
+/// writes are ordered after the work already submitted, so a slot is never overwritten
+/// under a running decode).
 pub struct SrcSlots {
-    /// (upload, storage, the submission of its last copy).
-    slots: Vec<(wgpu::Buffer, wgpu::Buffer, Option<wgpu::SubmissionIndex>)>,
+    slots: Vec<wgpu::Buffer>,
     next: usize,
 }
 
@@ -157,33 +158,32 @@ impl SrcSlots {
         }
     }
 
-    /// The storage buffer holding `bytes` (copied on the queue before later submissions).
-    /// The slot's previous window must have finished on the GPU.
-    async fn fill(&mut self, engine: &Engine, bytes: &[u8], capacity: u64) -> Result<wgpu::Buffer> {
+    /// A storage buffer holding `bytes` (zero-padded to whole words) from the next submit on.
+    fn fill(&mut self, engine: &Engine, bytes: &[u8], capacity: u64) -> wgpu::Buffer {
         let need = (bytes.len() as u64).next_multiple_of(4).max(4);
         let k = self.next % 2;
         self.next += 1;
-        if self.slots.get(k).is_none_or(|(up, _, _)| up.size() < need) {
+        if self.slots.get(k).is_none_or(|b| b.size() < need) {
             // Room for a full window, unless this one is small (a small acquisition).
             let size = need.next_power_of_two().min(capacity).max(need);
-            let upload = engine.device.create_buffer(&wgpu::BufferDescriptor {
-                label: Some("decode window upload"),
-                size,
-                usage: wgpu::BufferUsages::MAP_WRITE | wgpu::BufferUsages::COPY_SRC,
-                mapped_at_creation: false,
-            });
-            let slot = (upload, engine.storage("decode window", size), None);
+            let buffer = engine.storage("decode window", size);
             match self.slots.get_mut(k) {
-                Some(s) => *s = slot,
-                None => self.slots.push(slot),
+                Some(b) => *b = buffer,
+                None => self.slots.push(buffer),
             }
         }
-        let (upload, src, last) = &mut self.slots[k];
-        engine.write_mapped(upload, bytes, last.take()).await?;
-        let mut enc = engine.device.create_command_encoder(&Default::default());
-        enc.copy_buffer_to_buffer(upload, 0, src, 0, need);
-        *last = Some(engine.queue.submit([enc.finish()]));
-        Ok(src.clone())
+        let whole = bytes.len() & !3;
+        engine
+            .queue
+            .write_buffer(&self.slots[k], 0, &bytes[..whole]);
+        if whole < bytes.len() {
+            let mut tail = [0u8; 4];
+            tail[..bytes.len() - whole].copy_from_slice(&bytes[whole..]);
+            engine
+                .queue
+                .write_buffer(&self.slots[k], whole as u64, &tail);
+        }
+        self.slots[k].clone()
     }
 }
 
@@ -338,25 +338,18 @@ async fn read_chunks(slots: &[&ChunkSlot<'_>]) -> Result<Vec<u8>> {
     crate::source::read_coalesced(&ranges).await
 }
 
-/// Build the window that starts at `mine[*i]` (advancing `*i` past its chunks) for the
-/// frames of `[s0, s1)`.
-#[allow(clippy::too_many_arguments)]
-async fn build_window(
+/// The window that starts at `mine[*i]`: as many whole chunks as fit the compressed and
+/// decoded budgets (at least one). Advances `*i` past them.
+fn pick_window(
     engine: &Engine,
     acq: &Acquisition,
     mine: &[&ChunkSlot<'_>],
     i: &mut usize,
-    s0: usize,
-    s1: usize,
-    slots: &mut SrcSlots,
-    times: &mut UploadTimes,
-) -> Result<Option<Window>> {
-    let mut t = crate::viewer::now_ms();
+) -> std::ops::Range<usize> {
     let det_len = acq.shape.det_len();
     let elem = acq.dtype.size();
     let limit = engine.adapter.limits.max_storage_binding;
     let (window_bytes, scratch_bytes) = (DECODE_WINDOW.min(limit), DECODE_SCRATCH.min(limit));
-    // The window's chunks: as many whole ones as fit the compressed and decoded budgets.
     let start = *i;
     let (mut src_len, mut dst_len) = (0u64, 0u64);
     while *i < mine.len() {
@@ -371,9 +364,55 @@ async fn build_window(
         dst_len = (dst_len + logical).next_multiple_of(8);
         *i += 1;
     }
-    let picked = &mine[start..*i];
-    let src = read_chunks(picked).await?;
-    times.lap("read", &mut t);
+    start..*i
+}
+
+/// A window's stored bytes being read: started at once (the browser's reads run in the
+/// pool's Workers while the host builds the window before), finished when awaited.
+enum Prefetch<'a> {
+    Reading(crate::source::LocalFuture<'a, Result<Vec<u8>>>),
+    Read(Result<Vec<u8>>),
+}
+
+impl<'a> Prefetch<'a> {
+    fn start(slots: &'a [&'a ChunkSlot<'a>]) -> Prefetch<'a> {
+        let mut reading: crate::source::LocalFuture<'a, _> = Box::pin(read_chunks(slots));
+        // One poll posts the reads; a source that reads synchronously finishes here.
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        match reading.as_mut().poll(&mut cx) {
+            std::task::Poll::Ready(r) => Prefetch::Read(r),
+            std::task::Poll::Pending => Prefetch::Reading(reading),
+        }
+    }
+
+    async fn finish(self) -> Result<Vec<u8>> {
+        match self {
+            Prefetch::Reading(f) => f.await,
+            Prefetch::Read(r) => r,
+        }
+    }
+}
+
+/// Build the window of `mine[range]` from their stored bytes `src`, for the frames of
+/// `[s0, s1)`.
+#[allow(clippy::too_many_arguments)]
+fn make_window(
+    engine: &Engine,
+    acq: &Acquisition,
+    mine: &[&ChunkSlot<'_>],
+    range: std::ops::Range<usize>,
+    src: Vec<u8>,
+    s0: usize,
+    s1: usize,
+    slots: &mut SrcSlots,
+    times: &mut UploadTimes,
+) -> Result<Option<Window>> {
+    let mut t = crate::viewer::now_ms();
+    let det_len = acq.shape.det_len();
+    let elem = acq.dtype.size();
+    let window_bytes = DECODE_WINDOW.min(engine.adapter.limits.max_storage_binding);
+    let start = range.start;
+    let picked = &mine[range];
     let (mut blocks, mut chunks, mut frame_map) = (Vec::new(), Vec::new(), Vec::<u32>::new());
     // For each chunk, its first block and its index in `mine` (to name a failure).
     let mut chunk_blocks = Vec::new();
@@ -417,7 +456,7 @@ async fn build_window(
     let src_bytes = src.len() as u32;
     times.lap("block tables", &mut t);
     let window = Window {
-        src: slots.fill(engine, &src, window_bytes).await?,
+        src: slots.fill(engine, &src, window_bytes),
         blocks: engine.input(&blocks.concat()),
         chunks: engine.input(&chunks),
         frame_map: engine.input(&frame_map),
@@ -443,17 +482,12 @@ pub async fn first_window(engine: &Engine, acq: &Acquisition) -> Result<Window> 
         return Err(Error::param("no chunks to decode"));
     }
     let (mut slots, mut times) = (SrcSlots::new(), UploadTimes::default());
-    build_window(
-        engine,
-        acq,
-        &mine,
-        &mut 0,
-        0,
-        acq.shape.frames(),
-        &mut slots,
-        &mut times,
-    )
-    .await?
+    let range = pick_window(engine, acq, &mine, &mut 0);
+    let src = read_chunks(&mine[range.clone()]).await?;
+    let frames = acq.shape.frames();
+    make_window(
+        engine, acq, &mine, range, src, 0, frames, &mut slots, &mut times,
+    )?
     .ok_or_else(|| Error::param("these LZ4 blocks are not whole words: CPU decode"))
 }
 
@@ -490,10 +524,24 @@ pub async fn upload(
             .filter(|s| s.first < s1 && s.first + s.frames > s0)
             .collect();
         let mut i = 0;
-        while i < mine.len() {
-            let Some(mut w) =
-                build_window(engine, acq, &mine, &mut i, s0, s1, &mut slots, &mut times).await?
-            else {
+        let mut next = None;
+        if !mine.is_empty() {
+            let range = pick_window(engine, acq, &mine, &mut i);
+            next = Some((range.clone(), Prefetch::start(&mine[range])));
+        }
+        while let Some((range, reading)) = next.take() {
+            let mut t = crate::viewer::now_ms();
+            let src = reading.finish().await?;
+            times.lap("read (not overlapped)", &mut t);
+            // The next window's reads run while this one is built and submitted.
+            if i < mine.len() {
+                let range = pick_window(engine, acq, &mine, &mut i);
+                next = Some((range.clone(), Prefetch::start(&mine[range])));
+            }
+            let built = make_window(
+                engine, acq, &mine, range, src, s0, s1, &mut slots, &mut times,
+            )?;
+            let Some(mut w) = built else {
                 if let Some(prev) = in_flight.take() {
                     engine.finished(prev).await?;
                 }

@@ -583,55 +583,6 @@ impl Engine {
     }
 
     /// Read `bytes` from `offset` of `buffer` (both multiples of 4) asynchronously.
-    /// Write `bytes` into the start of `buffer` (usage `MAP_WRITE`) by mapping it. A reused
-    /// mappable buffer keeps its shared memory in a browser, so repeated large uploads cost
-    /// a copy each, not an allocation each.
-    /// `last_use`: the submission that last used `buffer`, the only one the mapping waits
-    /// for natively (waiting for all would stall the decode pipeline).
-    pub(crate) async fn write_mapped(
-        &self,
-        buffer: &wgpu::Buffer,
-        bytes: &[u8],
-        last_use: Option<wgpu::SubmissionIndex>,
-    ) -> Result<()> {
-        let len = (bytes.len() as u64).next_multiple_of(4).max(4);
-        let (tx, rx) = futures_channel::oneshot::channel();
-        buffer
-            .slice(..len)
-            .map_async(wgpu::MapMode::Write, move |r| {
-                let _ = tx.send(r);
-            });
-        #[cfg(not(target_arch = "wasm32"))]
-        self.device
-            .poll(wgpu::PollType::Wait {
-                submission_index: last_use,
-                timeout: None,
-            })
-            .map_err(|e| Error::Gpu(format!("waiting for the GPU failed: {e}")))?;
-        #[cfg(target_arch = "wasm32")]
-        let _ = last_use;
-        rx.await
-            .map_err(|_| Error::Gpu("an upload mapping was cancelled (device lost?)".into()))?
-            .map_err(|e| Error::Gpu(format!("an upload mapping failed: {e}")))?;
-        self.check_alive()?;
-        {
-            let mut view = buffer
-                .get_mapped_range_mut(..len)
-                .map_err(|e| Error::Gpu(format!("an upload mapping failed: {e:?}")))?;
-            let mut padded;
-            let src = if bytes.len() as u64 == len {
-                bytes
-            } else {
-                padded = bytes.to_vec();
-                padded.resize(len as usize, 0);
-                &padded[..]
-            };
-            view.copy_from_slice(src);
-        }
-        buffer.unmap();
-        Ok(())
-    }
-
     pub async fn read_back_range(
         &self,
         buffer: &wgpu::Buffer,
