@@ -8,7 +8,7 @@ let viewer = null;
 // parallel (`readRanges`) and decode the chunks the WGSL decoder does not take (deflate,
 // shuffle; `decodeChunks`, jobs `{filters, mask, raw, expected, elem}`). A job's answer is
 // its bytes or an error string.
-const POOL_WORKERS = Math.max(1, Math.min(8, (self.navigator.hardwareConcurrency || 2) - 1));
+const POOL_WORKERS = Math.max(1, Math.min(16, (self.navigator.hardwareConcurrency || 2) - 1));
 let pool = null;
 let jobSeq = 0;
 

@@ -393,6 +393,24 @@ impl<'a> Prefetch<'a> {
     }
 }
 
+/// Windows whose reads are in flight while the host builds the current one: two keep the
+/// pool's Workers reading through the block tables, the copy and the wait for the GPU.
+const READ_AHEAD: usize = 2;
+
+/// Start reading the windows after `mine[*i]` until [`READ_AHEAD`] are in flight.
+fn read_ahead<'a>(
+    engine: &Engine,
+    acq: &Acquisition,
+    mine: &'a [&'a ChunkSlot<'a>],
+    i: &mut usize,
+    ahead: &mut std::collections::VecDeque<(std::ops::Range<usize>, Prefetch<'a>)>,
+) {
+    while ahead.len() < READ_AHEAD && *i < mine.len() {
+        let range = pick_window(engine, acq, mine, i);
+        ahead.push_back((range.clone(), Prefetch::start(&mine[range])));
+    }
+}
+
 /// Build the window of `mine[range]` from their stored bytes `src`, for the frames of
 /// `[s0, s1)`.
 #[allow(clippy::too_many_arguments)]
@@ -524,20 +542,14 @@ pub async fn upload(
             .filter(|s| s.first < s1 && s.first + s.frames > s0)
             .collect();
         let mut i = 0;
-        let mut next = None;
-        if !mine.is_empty() {
-            let range = pick_window(engine, acq, &mine, &mut i);
-            next = Some((range.clone(), Prefetch::start(&mine[range])));
-        }
-        while let Some((range, reading)) = next.take() {
+        let mut ahead = std::collections::VecDeque::new();
+        read_ahead(engine, acq, &mine, &mut i, &mut ahead);
+        while let Some((range, reading)) = ahead.pop_front() {
             let mut t = crate::viewer::now_ms();
             let src = reading.finish().await?;
             times.lap("read (not overlapped)", &mut t);
-            // The next window's reads run while this one is built and submitted.
-            if i < mine.len() {
-                let range = pick_window(engine, acq, &mine, &mut i);
-                next = Some((range.clone(), Prefetch::start(&mine[range])));
-            }
+            // The next windows' reads run while this one is built and submitted.
+            read_ahead(engine, acq, &mine, &mut i, &mut ahead);
             let built = make_window(
                 engine, acq, &mine, range, src, s0, s1, &mut slots, &mut times,
             )?;

@@ -17,7 +17,7 @@ use crate::error::{Error, Result};
 /// Attempts before the open gives up gathering and reads as it goes.
 const MAX_ROUNDS: usize = 64;
 /// Fetches in flight at once.
-const IN_FLIGHT: usize = 256;
+const IN_FLIGHT: usize = 512;
 
 pub struct Gathering {
     inner: Arc<dyn ByteSource>,
