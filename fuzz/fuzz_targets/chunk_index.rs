@@ -1,6 +1,8 @@
 //! The whole open path on one arbitrary file named `fuzz.h5`: HDF5 superblock, object
 //! headers, chunk index, format detection, then a full decode (sum-dp) when it opens.
-//! Errors are expected; panics, hangs and huge allocations are the bugs.
+//! Errors are expected; panics, hangs and huge allocations are the bugs, and so is a
+//! gathered open (the browser's: reads fetched round by round) ending otherwise than a
+//! plain one.
 #![no_main]
 
 use std::sync::Arc;
@@ -8,7 +10,15 @@ use std::sync::Arc;
 use libfuzzer_sys::fuzz_target;
 use stem4d::formats::{Acquisition, OpenOptions};
 use stem4d::products::{ProductKind, ProductParams};
-use stem4d::source::{ByteSource, FileSet, MemSource};
+use stem4d::source::{open_gathered, ByteSource, FileSet, Gathering, MemSource};
+
+/// What an open ended with: the chunk tables, or the error message.
+fn outcome(r: &stem4d::Result<Acquisition>) -> String {
+    match r {
+        Ok(acq) => format!("{:?} {:?}", acq.shape, acq.parts.iter().map(|p| format!("{:?}", p.kind)).collect::<Vec<_>>()),
+        Err(e) => format!("error: {e}"),
+    }
+}
 
 fuzz_target!(|data: &[u8]| {
     for scan_shape in [None, Some([1, 1])] {
@@ -20,7 +30,13 @@ fuzz_target!(|data: &[u8]| {
             scan_shape,
             dataset: None,
         };
-        match Acquisition::open(files, &opts) {
+        let plain = Acquisition::open(files, &opts);
+        let gathering = [Gathering::new(Arc::new(MemSource::new("fuzz.h5", data.to_vec())))];
+        let (gathered, _) = pollster::block_on(open_gathered(&gathering, || {
+            Acquisition::open(FileSet::new(vec![gathering[0].clone() as Arc<dyn ByteSource>])?, &opts)
+        }));
+        assert_eq!(outcome(&plain), outcome(&gathered));
+        match plain {
             Ok(acq) => {
                 if let Err(e) = stem4d::cpu::compute(&acq, &ProductParams::new(ProductKind::SumDp))
                 {
