@@ -160,8 +160,13 @@ export async function bench(dims, reps) {
     out[name] = med(t);
     await window.stem4d.setView(start);
     const c = [];
-    for (let k = 0; k < reps; k++) c.push(await window.stem4d.computeView(step(reps + k)));
+    const sub = [];
+    for (let k = 0; k < reps; k++) {
+      c.push(await window.stem4d.computeView(step(reps + k)));
+      sub.push(window.stem4d.lastCompute().submit_ms);
+    }
     out[name.replace(/_ms$/, '_compute_ms')] = med(c);
+    out[name.replace(/_ms$/, '_submit_ms')] = med(sub);
   };
   const disk = (k) => ({ image: { center: [kr / 2 + (k % 5) * 0.25, kc / 2 - (k % 3) * 0.25], radius: r } });
   await series('bf_drag_ms', 'bf', disk);

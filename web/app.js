@@ -62,6 +62,8 @@ function startWorker() {
   worker.onerror = (e) => showError('The viewer worker failed: ' + (e.message || e), true);
 }
 
+let lastCompute = null;
+
 function call(op, args = {}, transfer = []) {
   const id = nextId++;
   return new Promise((resolve, reject) => {
@@ -699,8 +701,11 @@ window.stem4d = {
   async computeView(patch) {
     applyPatch(patch);
     if (renderState.inflight) await renderNow();
-    return (await call('compute', { state: viewState() })).ms;
+    lastCompute = await call('compute', { state: viewState() });
+    return lastCompute.ms;
   },
+  // The last computeView's split: {ms, submit_ms} (ms until the work was submitted).
+  lastCompute: () => lastCompute,
   rendered: () => renderNow(),
   lastRenderMs: () => renderState.lastMs,
   stats: (panel) => call('stats', { panel }),

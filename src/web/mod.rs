@@ -323,9 +323,14 @@ impl Viewer {
             let r = s.update(&inner.engine, &st).await;
             inner.put(s);
             r.map_err(js_err)?;
+            // The engine's own part (state parsed, work recorded and submitted) apart from
+            // the wait for the GPU and Chromium's completion round trip.
+            let submitted = now_ms() - t0;
             work_done(&inner.engine).await;
             inner.engine.check_alive().map_err(js_err)?;
-            Ok(json!({"ms": now_ms() - t0}).to_string().into())
+            Ok(json!({"ms": now_ms() - t0, "submit_ms": submitted})
+                .to_string()
+                .into())
         })
     }
 
