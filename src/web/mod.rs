@@ -133,8 +133,9 @@ fn set(obj: &js_sys::Object, key: &str, v: &JsValue) -> Result<(), JsValue> {
     js_sys::Reflect::set(obj, &key.into(), v).map(|_| ())
 }
 
+/// Wait for the GPU to finish what the update submitted (see [`Engine::fence`]).
 async fn work_done(engine: &Engine) {
-    let _ = engine.work_done().await;
+    let _ = engine.fence().await;
 }
 
 #[wasm_bindgen]
