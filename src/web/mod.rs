@@ -133,11 +133,9 @@ fn set(obj: &js_sys::Object, key: &str, v: &JsValue) -> Result<(), JsValue> {
     js_sys::Reflect::set(obj, &key.into(), v).map(|_| ())
 }
 
-/// Wait for the GPU to finish what a draw submitted: `onSubmittedWorkDone`. A fence
-/// ([`Engine::fence`]) after a present also waits for the presentation's readback on a
-/// headless machine (pattern drawn 6.0 ms instead of 2.6–4.2 ms on the H200).
+/// Wait for the GPU to finish what the update submitted (see [`Engine::fence`]).
 async fn work_done(engine: &Engine) {
-    let _ = engine.work_done().await;
+    let _ = engine.fence().await;
 }
 
 #[wasm_bindgen]
@@ -329,9 +327,7 @@ impl Viewer {
             // The engine's own part (state parsed, work recorded and submitted) apart from
             // the wait for the GPU and Chromium's completion round trip.
             let submitted = now_ms() - t0;
-            // No present to wait for: a fence, which Chromium reports ~1.6 ms sooner than
-            // `onSubmittedWorkDone` (pattern 1.2 ms instead of 2.7–3.1 ms on the H200).
-            let _ = inner.engine.fence().await;
+            work_done(&inner.engine).await;
             inner.engine.check_alive().map_err(js_err)?;
             Ok(json!({"ms": now_ms() - t0, "submit_ms": submitted})
                 .to_string()
