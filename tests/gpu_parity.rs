@@ -967,28 +967,3 @@ fn chunks_decoded_by_a_chunk_decoder_make_the_same_resident() {
         "{e}"
     );
 }
-
-/// The page's completion wait (`Engine::fence`) resolves on an idle queue and after work,
-/// and the work is then done: a readback made right after sees its result.
-#[test]
-fn the_fence_waits_for_submitted_work() {
-    let Some(engine) = engine() else { return };
-    pollster::block_on(engine.fence()).unwrap();
-    let buffer = engine.device.create_buffer(&wgpu::BufferDescriptor {
-        label: Some("fence target"),
-        size: 1 << 20,
-        usage: wgpu::BufferUsages::STORAGE
-            | wgpu::BufferUsages::COPY_DST
-            | wgpu::BufferUsages::COPY_SRC,
-        mapped_at_creation: false,
-    });
-    let mut enc = engine.device.create_command_encoder(&Default::default());
-    enc.clear_buffer(&buffer, 0, None);
-    engine.queue.submit([enc.finish()]);
-    engine.queue.write_buffer(&buffer, 0, &[7u8; 16]);
-    engine.queue.submit([]);
-    pollster::block_on(engine.fence()).unwrap();
-    let got = pollster::block_on(engine.read_back(&buffer, 32)).unwrap();
-    assert_eq!(&got[..16], &[7u8; 16]);
-    assert_eq!(&got[16..], &[0u8; 16]);
-}

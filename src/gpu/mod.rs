@@ -529,39 +529,6 @@ impl Engine {
         rx
     }
 
-    /// Resolves once everything submitted so far has finished, told by mapping a 4-byte
-    /// buffer cleared in a submission of its own. In Chromium a mapping is reported sooner
-    /// than `onSubmittedWorkDone` (which the viewer's every update waits for).
-    pub async fn fence(&self) -> Result<()> {
-        let probe = self.device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("fence"),
-            size: 4,
-            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-            mapped_at_creation: false,
-        });
-        let mut enc = self.device.create_command_encoder(&Default::default());
-        enc.clear_buffer(&probe, 0, None);
-        let index = self.queue.submit([enc.finish()]);
-        let (tx, rx) = futures_channel::oneshot::channel();
-        probe.slice(..).map_async(wgpu::MapMode::Read, move |r| {
-            let _ = tx.send(r);
-        });
-        #[cfg(not(target_arch = "wasm32"))]
-        self.device
-            .poll(wgpu::PollType::Wait {
-                submission_index: Some(index),
-                timeout: None,
-            })
-            .map_err(|e| Error::Gpu(format!("waiting for the GPU failed: {e}")))?;
-        #[cfg(target_arch = "wasm32")]
-        let _ = index;
-        rx.await
-            .map_err(|_| Error::Gpu("GPU work was dropped (device lost?)".into()))?
-            .map_err(|e| Error::Gpu(format!("waiting for the GPU failed: {e}")))?;
-        probe.unmap();
-        self.check_alive()
-    }
-
     /// Wait (asynchronously on the web) until a tracked submission has finished on the GPU.
     pub(crate) async fn finished(&self, s: Submitted) -> Result<()> {
         #[cfg(not(target_arch = "wasm32"))]

@@ -133,9 +133,8 @@ fn set(obj: &js_sys::Object, key: &str, v: &JsValue) -> Result<(), JsValue> {
     js_sys::Reflect::set(obj, &key.into(), v).map(|_| ())
 }
 
-/// Wait for the GPU to finish what the update submitted (see [`Engine::fence`]).
 async fn work_done(engine: &Engine) {
-    let _ = engine.fence().await;
+    let _ = engine.work_done().await;
 }
 
 #[wasm_bindgen]
