@@ -11,7 +11,7 @@ use std::sync::Arc;
 use common::*;
 use serde_json::Value;
 use stem4d::formats::{Acquisition, OpenOptions, PartKind};
-use stem4d::source::{open_gathered, ByteSource, FileSet, FsSource, Gathering};
+use stem4d::source::{ByteSource, FileSet, FsSource};
 
 /// What an open produced: the info JSON and every chunk table, or the error message.
 fn outcome(r: &stem4d::Result<Acquisition>) -> String {
@@ -34,24 +34,23 @@ fn outcome(r: &stem4d::Result<Acquisition>) -> String {
     }
 }
 
+/// Outcomes of a plain and a gathered open of `files`, and the rounds the gathered one took.
+fn both_of(files: Vec<Arc<dyn ByteSource>>, opts: &OpenOptions) -> (String, String, usize) {
+    let plain = FileSet::new(files.clone()).and_then(|set| Acquisition::open(set, opts));
+    let (gathered, rounds) = pollster::block_on(Acquisition::open_gathered(files, opts));
+    (outcome(&plain), outcome(&gathered), rounds)
+}
+
 fn both(paths: &[PathBuf], scan_shape: Option<[usize; 2]>) -> (String, String, usize) {
+    let files = paths
+        .iter()
+        .map(|p| Arc::new(FsSource::open(p).unwrap()) as Arc<dyn ByteSource>)
+        .collect();
     let opts = OpenOptions {
         scan_shape,
         dataset: None,
     };
-    let plain = open_paths(paths, scan_shape, None);
-    let gathering: Vec<Arc<Gathering>> = paths
-        .iter()
-        .map(|p| Gathering::new(Arc::new(FsSource::open(p).unwrap())))
-        .collect();
-    let (gathered, rounds) = pollster::block_on(open_gathered(&gathering, || {
-        let files = gathering
-            .iter()
-            .map(|g| g.clone() as Arc<dyn ByteSource>)
-            .collect();
-        Acquisition::open(FileSet::new(files)?, &opts)
-    }));
-    (outcome(&plain), outcome(&gathered), rounds)
+    both_of(files, &opts)
 }
 
 #[test]
@@ -123,24 +122,12 @@ fn a_chunk_b_tree_costs_a_round_per_level() {
 /// Outcomes of a plain and a gathered open of in-memory files.
 fn both_in_memory(files: &[(&str, Vec<u8>)]) -> (String, String) {
     use stem4d::source::MemSource;
-    let opts = OpenOptions::default();
-    let mem = |(n, b): &(&str, Vec<u8>)| Arc::new(MemSource::new(*n, b.clone()));
-    let plain = FileSet::new(
-        files
-            .iter()
-            .map(|f| mem(f) as Arc<dyn ByteSource>)
-            .collect(),
-    )
-    .and_then(|set| Acquisition::open(set, &opts));
-    let gathering: Vec<Arc<Gathering>> = files.iter().map(|f| Gathering::new(mem(f))).collect();
-    let (gathered, _) = pollster::block_on(open_gathered(&gathering, || {
-        let files = gathering
-            .iter()
-            .map(|g| g.clone() as Arc<dyn ByteSource>)
-            .collect();
-        Acquisition::open(FileSet::new(files)?, &opts)
-    }));
-    (outcome(&plain), outcome(&gathered))
+    let files = files
+        .iter()
+        .map(|(n, b)| Arc::new(MemSource::new(*n, b.clone())) as Arc<dyn ByteSource>)
+        .collect();
+    let (plain, gathered, _) = both_of(files, &OpenOptions::default());
+    (plain, gathered)
 }
 
 mod corrupted_trees {

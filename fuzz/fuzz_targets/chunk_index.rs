@@ -10,12 +10,19 @@ use std::sync::Arc;
 use libfuzzer_sys::fuzz_target;
 use stem4d::formats::{Acquisition, OpenOptions};
 use stem4d::products::{ProductKind, ProductParams};
-use stem4d::source::{open_gathered, ByteSource, FileSet, Gathering, MemSource};
+use stem4d::source::{ByteSource, FileSet, MemSource};
 
 /// What an open ended with: the chunk tables, or the error message.
 fn outcome(r: &stem4d::Result<Acquisition>) -> String {
     match r {
-        Ok(acq) => format!("{:?} {:?}", acq.shape, acq.parts.iter().map(|p| format!("{:?}", p.kind)).collect::<Vec<_>>()),
+        Ok(acq) => format!(
+            "{:?} {:?}",
+            acq.shape,
+            acq.parts
+                .iter()
+                .map(|p| format!("{:?}", p.kind))
+                .collect::<Vec<_>>()
+        ),
         Err(e) => format!("error: {e}"),
     }
 }
@@ -23,7 +30,7 @@ fn outcome(r: &stem4d::Result<Acquisition>) -> String {
 fuzz_target!(|data: &[u8]| {
     for scan_shape in [None, Some([1, 1])] {
         let src: Arc<dyn ByteSource> = Arc::new(MemSource::new("fuzz.h5", data.to_vec()));
-        let Ok(files) = FileSet::new(vec![src]) else {
+        let Ok(files) = FileSet::new(vec![src.clone()]) else {
             return;
         };
         let opts = OpenOptions {
@@ -31,10 +38,8 @@ fuzz_target!(|data: &[u8]| {
             dataset: None,
         };
         let plain = Acquisition::open(files, &opts);
-        let gathering = [Gathering::new(Arc::new(MemSource::new("fuzz.h5", data.to_vec())))];
-        let (gathered, _) = pollster::block_on(open_gathered(&gathering, || {
-            Acquisition::open(FileSet::new(vec![gathering[0].clone() as Arc<dyn ByteSource>])?, &opts)
-        }));
+        let (gathered, _) =
+            pollster::block_on(Acquisition::open_gathered(vec![src.clone()], &opts));
         assert_eq!(outcome(&plain), outcome(&gathered));
         match plain {
             Ok(acq) => {

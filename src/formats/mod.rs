@@ -14,7 +14,7 @@ use serde::Serialize;
 use crate::contract::{Dtype, Shape4};
 use crate::error::{Error, Result};
 use crate::hdf5_index::{DatasetIndex, H5Set};
-use crate::source::{ByteSource, FileSet};
+use crate::source::{open_gathered, ByteSource, FileSet, Gathering};
 
 /// Largest detector and frame count we accept; beyond these a file is lying or absurd.
 pub const MAX_DET_PIXELS: u64 = 1 << 24;
@@ -128,6 +128,24 @@ impl Acquisition {
             return arina::open(&h5, &primary, opts);
         }
         generic::open(&h5, &primary, &file, opts)
+    }
+
+    /// [`Acquisition::open`] for files where every read is a round trip (a browser's): the
+    /// metadata reads are gathered, each round fetching together what the last attempt
+    /// missed (`source::gather`). The same result as `open`, and the rounds it took.
+    pub async fn open_gathered(
+        files: Vec<Arc<dyn ByteSource>>,
+        opts: &OpenOptions,
+    ) -> (Result<Acquisition>, usize) {
+        let gathering: Vec<Arc<Gathering>> = files.into_iter().map(Gathering::new).collect();
+        open_gathered(&gathering, || {
+            let files = gathering
+                .iter()
+                .map(|g| g.clone() as Arc<dyn ByteSource>)
+                .collect();
+            Acquisition::open(FileSet::new(files)?, opts)
+        })
+        .await
     }
 
     /// Keep only the scan positions of `region` (rows r0..r1, cols c0..c1 of the scan as

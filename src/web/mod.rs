@@ -16,7 +16,7 @@ use wasm_bindgen_futures::future_to_promise;
 use crate::formats::{Acquisition, OpenOptions};
 use crate::gpu::Engine;
 use crate::products::{ArrayData, ProductParams};
-use crate::source::{open_gathered, ByteSource, FileSet, Gathering};
+use crate::source::ByteSource;
 use crate::viewer::{now_ms, OpenRequest, Panel, Session, Stage, ViewState};
 use blob_source::BlobSource;
 
@@ -169,22 +169,23 @@ impl Viewer {
             inner.session.borrow_mut().take();
             let t0 = now_ms();
             let read0 = blob_source::read_ms();
-            let mut sources = Vec::new();
+            let pool = match req.reads.as_deref() {
+                None | Some("workers") => inner.read_ranges.clone(),
+                Some("blob") => None,
+                Some(other) => {
+                    return Err(js_err(format!(
+                        "open option reads: '{other}' is not \"workers\" or \"blob\""
+                    )))
+                }
+            };
+            let mut sources: Vec<Arc<dyn ByteSource>> = Vec::new();
             for f in files.iter() {
                 let file: web_sys::File = f
                     .dyn_into()
                     .map_err(|_| js_err("open() takes File objects"))?;
-                let pool = match req.reads.as_deref() {
-                    None | Some("workers") => inner.read_ranges.clone(),
-                    Some("blob") => None,
-                    Some(other) => {
-                        return Err(js_err(format!(
-                            "open option reads: '{other}' is not \"workers\" or \"blob\""
-                        )))
-                    }
-                };
-                let source = BlobSource::new(file, pool).map_err(js_err)?;
-                sources.push(Gathering::new(Arc::new(source)));
+                sources.push(Arc::new(
+                    BlobSource::new(file, pool.clone()).map_err(js_err)?,
+                ));
             }
             let mut index_rounds = 0;
             let acq = match req.synthetic {
@@ -194,15 +195,7 @@ impl Viewer {
                         scan_shape: req.scan_shape,
                         dataset: req.dataset.clone(),
                     };
-                    // Metadata reads are gathered: each round fetches all it missed at once.
-                    let (acq, rounds) = open_gathered(&sources, || {
-                        let files = sources
-                            .iter()
-                            .map(|s| s.clone() as Arc<dyn ByteSource>)
-                            .collect();
-                        Acquisition::open(FileSet::new(files)?, &opts)
-                    })
-                    .await;
+                    let (acq, rounds) = Acquisition::open_gathered(sources, &opts).await;
                     index_rounds = rounds;
                     acq.map_err(js_err)?
                 }
