@@ -61,41 +61,21 @@ impl ByteSource for BlobSource {
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
         check_range(&self.name, self.len, offset, buf.len() as u64)?;
         let t = crate::viewer::now_ms();
-        let io = |what: &str| Error::Io {
-            file: self.name.clone(),
-            message: format!(
-                "{what} {} bytes at offset {offset} failed (was the file moved or changed?)",
-                buf.len()
-            ),
-        };
-        let blob = self
-            .file
-            .slice_with_f64_and_f64(offset as f64, (offset + buf.len() as u64) as f64)
-            .map_err(|_| io("slicing"))?;
         let bytes = self
             .reader
-            .read_as_array_buffer(&blob)
-            .map_err(|_| io("reading"))?;
-        let view = js_sys::Uint8Array::new(&bytes);
-        if view.length() as usize != buf.len() {
-            return Err(io("short read of"));
-        }
-        view.copy_to(buf);
+            .read_as_array_buffer(&self.slice(offset, buf.len())?)
+            .map_err(|_| self.io("reading", offset, buf.len()))?;
+        self.copy_out(&bytes, offset, buf)?;
         count_read_time(t);
         Ok(())
     }
 
-    /// All reads in flight at once (`Blob.arrayBuffer()`): Chromium streams several ranges
-    /// of a file in parallel, where `FileReaderSync` takes them one by one.
+    /// All reads in flight at once: through the page's pool Workers, or as
+    /// `Blob.arrayBuffer()` calls. Chromium streams several ranges of a file in parallel,
+    /// where `FileReaderSync` takes them one by one.
     fn read_many<'a>(&'a self, reads: Vec<(u64, &'a mut [u8])>) -> LocalFuture<'a, Result<()>> {
         Box::pin(async move {
             let t = crate::viewer::now_ms();
-            let io = |what: &str, offset: u64, len: usize| Error::Io {
-                file: self.name.clone(),
-                message: format!(
-                    "{what} {len} bytes at offset {offset} failed (was the file moved or changed?)"
-                ),
-            };
             let (first, len) = reads.first().map_or((0, 0), |(o, b)| (*o, b.len()));
             let (offsets, lens) = (js_sys::Array::new(), js_sys::Array::new());
             let pending = js_sys::Array::new();
@@ -104,36 +84,56 @@ impl ByteSource for BlobSource {
                 if self.pool.is_some() {
                     offsets.push(&(*offset as f64).into());
                     lens.push(&(buf.len() as f64).into());
-                    continue;
+                } else {
+                    pending.push(&self.slice(*offset, buf.len())?.array_buffer());
                 }
-                let end = *offset + buf.len() as u64;
-                let blob = self
-                    .file
-                    .slice_with_f64_and_f64(*offset as f64, end as f64)
-                    .map_err(|_| io("slicing", *offset, buf.len()))?;
-                pending.push(&blob.array_buffer());
             }
             let all = match &self.pool {
                 Some(pool) => pool
                     .call3(&JsValue::NULL, &self.file, &offsets, &lens)
                     .map(|p| js_sys::Promise::resolve(&p))
-                    .map_err(|_| io("reading", first, len))?,
+                    .map_err(|_| self.io("reading", first, len))?,
                 None => js_sys::Promise::all(&pending),
             };
             let all = wasm_bindgen_futures::JsFuture::from(all)
                 .await
-                .map_err(|_| io("reading", first, len))?;
+                .map_err(|_| self.io("reading", first, len))?;
             let all = js_sys::Array::from(&all);
             for (i, (offset, buf)) in reads.into_iter().enumerate() {
-                let view = js_sys::Uint8Array::new(&all.get(i as u32));
-                if view.length() as usize != buf.len() {
-                    return Err(io("short read of", offset, buf.len()));
-                }
-                view.copy_to(buf);
+                self.copy_out(&all.get(i as u32), offset, buf)?;
             }
             count_read_time(t);
             Ok(())
         })
+    }
+}
+
+impl BlobSource {
+    /// A failed File API step on `len` bytes at `offset`, named by file.
+    fn io(&self, what: &str, offset: u64, len: usize) -> Error {
+        Error::Io {
+            file: self.name.clone(),
+            message: format!(
+                "{what} {len} bytes at offset {offset} failed (was the file moved or changed?)"
+            ),
+        }
+    }
+
+    fn slice(&self, offset: u64, len: usize) -> Result<web_sys::Blob> {
+        let end = offset + len as u64;
+        self.file
+            .slice_with_f64_and_f64(offset as f64, end as f64)
+            .map_err(|_| self.io("slicing", offset, len))
+    }
+
+    /// Copy a read's ArrayBuffer into `buf`; a short read is an error.
+    fn copy_out(&self, bytes: &JsValue, offset: u64, buf: &mut [u8]) -> Result<()> {
+        let view = js_sys::Uint8Array::new(bytes);
+        if view.length() as usize != buf.len() {
+            return Err(self.io("short read of", offset, buf.len()));
+        }
+        view.copy_to(buf);
+        Ok(())
     }
 }
 
