@@ -39,9 +39,23 @@ fn finite(v: f32) -> bool {
 // which the caller skips) cut the 512² walk from 1,024 dependent steps to 256.
 const IN_FLIGHT: u32 = 4u;
 
-fn fetch4(i: vec4<u32>) -> vec4<f32> {
+// The shown values at i0, i0 + WG, i0 + 2·WG, i0 + 3·WG, and which of them count (inside
+// the plane and finite).
+struct Shown4 {
+    v: vec4<f32>,
+    ok: vec4<bool>,
+}
+
+fn shown4(i0: u32) -> Shown4 {
+    let i = i0 + vec4<u32>(0u, WG, 2u * WG, 3u * WG);
     let j = min(i, vec4<u32>(sp.n - 1u));
-    return vec4<f32>(plane[j.x], plane[j.y], plane[j.z], plane[j.w]);
+    let raw = vec4<f32>(plane[j.x], plane[j.y], plane[j.z], plane[j.w]);
+    var out: Shown4;
+    for (var k = 0u; k < IN_FLIGHT; k += 1u) {
+        out.v[k] = shown(raw[k], sp.log_scale);
+        out.ok[k] = i[k] < sp.n && finite(out.v[k]);
+    }
+    return out;
 }
 
 @compute @workgroup_size(256)
@@ -50,13 +64,11 @@ fn display_stats(@builtin(local_invocation_index) lid: u32) {
     var mx = -3.0e38;
     var cnt = 0u;
     for (var i0 = lid; i0 < sp.n; i0 += IN_FLIGHT * WG) {
-        let i = i0 + vec4<u32>(0u, WG, 2u * WG, 3u * WG);
-        let raw = fetch4(i);
+        let s4 = shown4(i0);
         for (var k = 0u; k < IN_FLIGHT; k += 1u) {
-            let v = shown(raw[k], sp.log_scale);
-            if (i[k] < sp.n && finite(v)) {
-                mn = min(mn, v);
-                mx = max(mx, v);
+            if (s4.ok[k]) {
+                mn = min(mn, s4.v[k]);
+                mx = max(mx, s4.v[k]);
                 cnt += 1u;
             }
         }
@@ -81,12 +93,10 @@ fn display_stats(@builtin(local_invocation_index) lid: u32) {
     let n_fin = red_n[0];
     let scale = f32(NB) / max(hi_all - lo_all, 1.0e-30);
     for (var i0 = lid; i0 < sp.n; i0 += IN_FLIGHT * WG) {
-        let i = i0 + vec4<u32>(0u, WG, 2u * WG, 3u * WG);
-        let raw = fetch4(i);
+        let s4 = shown4(i0);
         for (var k = 0u; k < IN_FLIGHT; k += 1u) {
-            let v = shown(raw[k], sp.log_scale);
-            if (i[k] < sp.n && finite(v)) {
-                atomicAdd(&hist[min(u32(max(v - lo_all, 0.0) * scale), NB - 1u)], 1u);
+            if (s4.ok[k]) {
+                atomicAdd(&hist[min(u32(max(s4.v[k] - lo_all, 0.0) * scale), NB - 1u)], 1u);
             }
         }
     }
