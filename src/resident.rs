@@ -1,6 +1,16 @@
 //! Resident stage, GPU-free part: how an acquisition is laid out in GPU memory — sample
-//! width, word packing, frame stride, the split into buffers at the adapter's binding limit —
-//! and the memory plan (payload and predicted peak) reported before anything is allocated.
+//! width, word packing, position tiles, the split into buffers at the adapter's binding
+//! limit — and the memory plan (payload and predicted peak) reported before anything is
+//! allocated.
+//!
+//! The resident is **position-tiled**: scan positions are grouped in tiles of `tile`
+//! positions (`256 / bits`: 32 for u8, 16 for u16, 8 for u32/f32), and a tile stores, pixel
+//! after pixel, the 32 bytes (one GPU memory sector) holding that pixel's samples at the
+//! tile's positions. A detector mask then costs the GPU exactly its own pixels' bytes (a
+//! frame-major layout reads whole sectors around every mask edge and row), and dense
+//! products still read each tile as one contiguous block. Word `w` (0..8) of a pixel's
+//! sector holds positions `w · per_word ..` of the tile, position `p` in bits
+//! `(p % per_word) · bits` up.
 
 use serde::Serialize;
 
@@ -14,7 +24,9 @@ pub struct DeviceLimits {
     pub max_storage_binding: u64,
 }
 
-/// One GPU buffer holding frames `[first_frame, first_frame + frames)`.
+/// One GPU buffer holding frames `[first_frame, first_frame + frames)` in whole tiles
+/// (`first_frame` is a multiple of the tile; the last tile of the last segment is padded
+/// with zero samples).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct Segment {
     pub first_frame: usize,
@@ -27,6 +39,12 @@ pub struct ResidentPlan {
     pub shape: Shape4,
     /// Bits per resident sample: 8/16 for native u8/u16, 32 for u32 and for binned sums.
     pub bits: u32,
+    /// Scan positions per tile (`256 / bits`).
+    pub tile: u32,
+    /// Words per tile: 8 per detector pixel.
+    pub tile_words: u32,
+    /// Words per frame in the frame-major form the CPU path packs windows in (16-byte
+    /// aligned) before the GPU tiles them.
     pub frame_words: u32,
     pub segments: Vec<Segment>,
     pub payload_bytes: u64,
@@ -50,31 +68,33 @@ impl ResidentPlan {
         };
         let det = shape.det_len() as u64;
         let per_word = (32 / bits) as u64;
-        // Frames start 16 bytes apart so kernels load whole vec4s (zero padding, at most 12
-        // bytes a frame).
+        // Frames of the staged (frame-major) form start 16 bytes apart so kernels load whole
+        // vec4s (zero padding, at most 12 bytes a frame).
         let frame_words = det.div_ceil(per_word).next_multiple_of(4);
-        let frame_bytes = frame_words * 4;
+        let tile = (256 / bits) as usize;
+        let tile_words = det * 8;
+        let tile_bytes = tile_words * 4;
         let limit = limits.max_storage_binding.min(limits.max_buffer_size) & !3;
-        let frames_per_segment = (limit / frame_bytes) as usize;
-        if frames_per_segment == 0 {
+        let tiles_per_segment = (limit / tile_bytes) as usize;
+        if tiles_per_segment == 0 {
             return Err(Error::Gpu(format!(
-                "one frame ({frame_bytes} bytes) exceeds the adapter's storage binding limit ({limit} bytes): bin the detector"
+                "one tile of {tile} scan positions ({tile_bytes} bytes) exceeds the adapter's storage binding limit ({limit} bytes): bin the detector"
             )));
+        }
+        if tile_words > u32::MAX as u64 / 2 || frame_words * 4 > u32::MAX as u64 {
+            return Err(Error::Gpu("detector too large for 32-bit indexing".into()));
         }
         let frames = shape.frames();
         let mut segments = Vec::new();
         let mut f = 0;
         while f < frames {
-            let n = frames_per_segment.min(frames - f);
+            let n = (tiles_per_segment * tile).min(frames - f);
             segments.push(Segment {
                 first_frame: f,
                 frames: n,
-                bytes: n as u64 * frame_bytes,
+                bytes: n.div_ceil(tile) as u64 * tile_bytes,
             });
             f += n;
-        }
-        if frame_words > u32::MAX as u64 {
-            return Err(Error::Gpu("detector too large for 32-bit indexing".into()));
         }
         let payload_bytes: u64 = segments.iter().map(|s| s.bytes).sum();
         let products = frames as u64 * 3 * 8 + det * 16;
@@ -87,6 +107,8 @@ impl ResidentPlan {
         Ok(ResidentPlan {
             shape,
             bits,
+            tile: tile as u32,
+            tile_words: tile_words as u32,
             frame_words: frame_words as u32,
             segments,
             payload_bytes,
@@ -97,6 +119,31 @@ impl ResidentPlan {
                 + staging.max(2 * (2 * DECODE_WINDOW + DECODE_SCRATCH))
                 + products,
         })
+    }
+
+    /// Samples per resident word.
+    pub fn per_word(&self) -> u32 {
+        32 / self.bits
+    }
+
+    /// Where frame `f` lives: its segment, the word offset of its tile in that segment's
+    /// buffer, and its position in the tile.
+    pub fn locate(&self, f: usize) -> Option<(usize, u32, u32)> {
+        let s = self
+            .segments
+            .iter()
+            .position(|s| f >= s.first_frame && f < s.first_frame + s.frames)?;
+        let local = (f - self.segments[s].first_frame) as u32;
+        Some((s, local / self.tile * self.tile_words, local % self.tile))
+    }
+
+    /// Sample `k` at position `p` of a tile's words.
+    pub fn tile_sample(&self, tile: &[u32], k: usize, p: u32) -> u32 {
+        let word = tile[k * 8 + (p / self.per_word()) as usize];
+        match self.bits {
+            32 => word,
+            b => (word >> ((p % self.per_word()) * b)) & ((1 << b) - 1),
+        }
     }
 
     /// The exact alternatives to offer when this plan does not fit: resident bytes with a
@@ -271,23 +318,54 @@ mod tests {
     use super::*;
 
     #[test]
-    fn splits_at_the_binding_limit_on_frame_boundaries() {
+    fn splits_at_the_binding_limit_on_tile_boundaries() {
         let shape = Shape4 {
             scan: [10, 10],
             det: [13, 11],
         };
+        // u16: 16 positions a tile, 143 sectors of 32 bytes; room for three tiles.
         let limits = DeviceLimits {
             max_buffer_size: 1 << 30,
-            max_storage_binding: 72 * 4 * 30 + 5,
+            max_storage_binding: 143 * 32 * 3 + 5,
         };
         let plan = ResidentPlan::new(shape, Dtype::U16, false, limits).unwrap();
-        assert_eq!(plan.frame_words, 72);
+        assert_eq!(
+            (plan.tile, plan.tile_words, plan.frame_words),
+            (16, 143 * 8, 72)
+        );
         assert!(plan
             .segments
             .iter()
-            .all(|s| s.bytes <= limits.max_storage_binding));
-        assert_eq!(plan.segments.len(), 4);
-        assert_eq!(plan.segments.iter().map(|s| s.frames).sum::<usize>(), 100);
+            .all(|s| s.bytes <= limits.max_storage_binding && s.first_frame % 16 == 0));
+        let frames: Vec<usize> = plan.segments.iter().map(|s| s.frames).collect();
+        assert_eq!(frames, [48, 48, 4]);
+        // The last tile is padded: a whole tile of bytes for 4 positions.
+        assert_eq!(plan.segments[2].bytes, 143 * 32);
+        assert_eq!(plan.locate(0), Some((0, 0, 0)));
+        assert_eq!(plan.locate(47), Some((0, 2 * 143 * 8, 15)));
+        assert_eq!(plan.locate(99), Some((2, 0, 3)));
+        assert_eq!(plan.locate(100), None);
+        let u8_plan = ResidentPlan::new(shape, Dtype::U8, false, limits).unwrap();
+        assert_eq!((u8_plan.tile, u8_plan.segments.len()), (32, 2));
+    }
+
+    #[test]
+    fn tile_samples_read_their_lane() {
+        let shape = Shape4 {
+            scan: [1, 40],
+            det: [1, 2],
+        };
+        let limits = DeviceLimits {
+            max_buffer_size: 1 << 20,
+            max_storage_binding: 1 << 20,
+        };
+        let plan = ResidentPlan::new(shape, Dtype::U8, false, limits).unwrap();
+        // Pixel 1, positions 4..8 of the tile: word 9 (pixel 1's sector starts at word 8).
+        let mut tile = vec![0u32; 16];
+        tile[9] = 0x0403_0201;
+        assert_eq!(plan.tile_sample(&tile, 1, 4), 1);
+        assert_eq!(plan.tile_sample(&tile, 1, 7), 4);
+        assert_eq!(plan.tile_sample(&tile, 0, 7), 0);
     }
 
     #[test]

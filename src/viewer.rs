@@ -760,7 +760,7 @@ impl Session {
             _ => {
                 let mask = detector.ok_or_else(|| Error::param("this image needs a detector"))?;
                 let SparseMask { indices, .. } = mask.sparse(self.det());
-                let list = gp::DetectorList::new(engine, res, &indices)?;
+                let list = gp::DetectorList::new(engine, &indices)?;
                 gp::encode_masked_sums(engine, enc, res, &list, &self.image_sums)?;
                 let src = if st.image.kind == ImageKind::Df {
                     PlaneSource::U64Diff {
@@ -823,23 +823,9 @@ impl Session {
         };
         match st.pattern.source {
             PatternSource::Cursor => {
-                let f = st.image.cursor[0] * scan[1] + st.image.cursor[1];
-                let (seg, buf) = res
-                    .plan
-                    .segments
-                    .iter()
-                    .zip(&res.buffers)
-                    .find(|(s, _)| f >= s.first_frame && f < s.first_frame + s.frames)
-                    .ok_or_else(|| Error::param("cursor outside the resident frames"))?;
-                self.pattern.encode_prep(
-                    engine,
-                    enc,
-                    PlaneSource::Packed {
-                        buf,
-                        word_offset: ((f - seg.first_frame) as u32) * res.plan.frame_words,
-                        bits: res.plan.bits,
-                    },
-                )
+                let frame = st.image.cursor[0] * scan[1] + st.image.cursor[1];
+                self.pattern
+                    .encode_prep(engine, enc, PlaneSource::Frame { res, frame })
             }
             source => {
                 gp::encode_pattern_reduce(engine, enc, res, &roi, &self.pattern_sums)?;
@@ -1047,7 +1033,7 @@ async fn derive(engine: &Engine, res: &Resident) -> Result<Derived> {
     let n = shape.frames() as u64;
     let totals = engine.storage("totals", n * 8);
     let all = SparseMask::all(shape.det).indices;
-    let list = gp::DetectorList::new(engine, res, &all)?;
+    let list = gp::DetectorList::new(engine, &all)?;
     let mut enc = engine.device.create_command_encoder(&Default::default());
     gp::encode_masked_sums(engine, &mut enc, res, &list, &totals)?;
     engine.queue.submit([enc.finish()]);

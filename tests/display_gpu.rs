@@ -20,7 +20,7 @@ fn upload(engine: &Engine, name: &str) -> (stem4d::formats::Acquisition, Residen
 /// Masked sums kept on the GPU, as the viewer keeps them.
 fn sums_on_gpu(engine: &Engine, res: &Resident, indices: &[u32]) -> wgpu::Buffer {
     let out = engine_storage(engine, res.plan.shape.frames() as u64 * 8);
-    let list = products::DetectorList::new(engine, res, indices).unwrap();
+    let list = products::DetectorList::new(engine, indices).unwrap();
     let mut enc = engine.device.create_command_encoder(&Default::default());
     products::encode_masked_sums(engine, &mut enc, res, &list, &out).unwrap();
     engine.queue.submit([enc.finish()]);
@@ -204,10 +204,9 @@ fn planes_and_limits_match_the_cpu_mirror() {
     let frame = pollster::block_on(products::frames(&engine, &res, f, f + 1)).unwrap();
     assert_eq!(frame.len(), acq.shape.det_len());
     let pattern = Plane::new(&engine, det[1] as u32, det[0] as u32);
-    let src = PlaneSource::Packed {
-        buf: &res.buffers[0],
-        word_offset: f as u32 * res.plan.frame_words,
-        bits: res.plan.bits,
+    let src = PlaneSource::Frame {
+        res: &res,
+        frame: f,
     };
     let want: Vec<f32> = frame.iter().map(|&v| v as f32).collect();
     check_plane(

@@ -114,12 +114,14 @@ fn kernels_match_the_cpu_reference_on_every_fixture() {
     );
 }
 
-/// Detector rows holding a whole number of 16-byte units take the kernels' one-row paths;
-/// rows that do not, or rows narrower than a word, take the general ones. Values sit at the
-/// sample limits (every bit set in many pixels, saturation sentinels included), with and
-/// without bad-pixel masking, on rectangular scans.
+/// The position-tiled kernels at their edges: scans that fill their tiles or leave the last
+/// one partly padded (tiles of 32, 16 and 8 positions for u8, u16 and u32), detector rows
+/// narrower than a slot's run or wider than the column-moment fold, and a u16 detector of
+/// more than 65,537 pixels whose per-position totals pass 2^32 (the 64-bit reduction across
+/// slots). Values sit at the sample limits (every bit set in many pixels, saturation
+/// sentinels included), with and without bad-pixel masking, on rectangular scans.
 #[test]
-fn vec4_paths_match_the_cpu_on_aligned_and_ragged_rows_at_sample_limits() {
+fn tiled_kernels_match_the_cpu_at_tile_edges_and_sample_limits() {
     use stem4d::contract::Dtype;
     use stem4d::products::{ProductKind, ProductParams};
     let Some(engine) = engine() else { return };
@@ -127,18 +129,23 @@ fn vec4_paths_match_the_cpu_on_aligned_and_ragged_rows_at_sample_limits() {
         (Dtype::U8, [5, 3, 4, 32]),
         (Dtype::U8, [3, 4, 6, 16]),
         (Dtype::U8, [2, 3, 5, 3]),
+        (Dtype::U8, [7, 5, 4, 9]),
         (Dtype::U16, [4, 5, 7, 24]),
         (Dtype::U16, [3, 2, 9, 8]),
         (Dtype::U16, [2, 3, 9, 3]),
+        (Dtype::U16, [1, 3, 300, 256]),
         (Dtype::U32, [3, 2, 5, 8]),
+        (Dtype::U32, [3, 5, 3, 4]),
     ];
     let mut checked = 0;
     for (seed, (dtype, dims)) in cases.into_iter().enumerate() {
         let n = dims.iter().product::<usize>() * dtype.size();
         let mut bytes = noise_bytes(n, seed as u64 + 7);
-        // A third of the bytes saturated: sums and moments near the u32 fold limits.
+        // A third of the bytes saturated: sums and moments near the u32 fold limits; on the
+        // large detector 15 in 16, so totals pass 2^32.
+        let large = dims[2] * dims[3] > 65_537;
         for (i, b) in bytes.iter_mut().enumerate() {
-            if i % 3 == 0 {
+            if i % 3 == 0 || (large && i % 16 != 0) {
                 *b = 0xff;
             }
         }
@@ -176,12 +183,18 @@ fn vec4_paths_match_the_cpu_on_aligned_and_ragged_rows_at_sample_limits() {
                 let gpu = pollster::block_on(products::compute(&engine, &acq, &p))
                     .unwrap_or_else(|e| panic!("{what}: {e}"));
                 let cpu = cpu::compute(&acq, &p).unwrap();
+                if large && kind == ProductKind::Total && !mask_bad {
+                    let stem4d::products::ArrayData::U64(t) = &cpu.data else {
+                        panic!("{what}: u64 totals");
+                    };
+                    assert!(t.iter().all(|&t| t > u32::MAX as u64), "{what}: below 2^32");
+                }
                 check(kind.name(), &what, &gpu, &cpu).unwrap();
                 checked += 1;
             }
         }
     }
-    assert_eq!(checked, 7 * 2 * 9 - 2);
+    assert_eq!(checked, 10 * 2 * 9 - 4);
 }
 
 #[test]
@@ -191,11 +204,12 @@ fn residents_split_across_buffers_give_the_same_sums() {
     let acq = open_fixture(&fx);
     let corr = stem4d::frames::Correction::default();
     let whole = pollster::block_on(engine.upload(&acq, corr)).unwrap();
-    // Force a tiny binding limit: 4 frames per buffer.
+    // Force a tiny binding limit: one tile of positions per buffer.
     let mut limits = engine.adapter.limits;
-    limits.max_storage_binding = whole.plan.frame_words as u64 * 4 * 4;
+    limits.max_storage_binding = whole.plan.tile_words as u64 * 4;
     let plan = stem4d::resident::ResidentPlan::new(acq.shape, acq.dtype, false, limits).unwrap();
-    assert!(plan.segments.len() > 5);
+    // 35 positions: tiles of 16, 16 and a padded 3.
+    assert_eq!(plan.segments.len(), 3);
     let split = pollster::block_on(engine.upload_with_limits(&acq, corr, limits)).unwrap();
     assert_eq!(split.buffers.len(), plan.segments.len());
     let all: Vec<u32> = (0..acq.shape.det_len() as u32).collect();
@@ -245,7 +259,8 @@ fn synthetic_residents_made_on_the_gpu_equal_the_cpu_samples() {
     let acq = synthetic::open([4, 37, 13, 11]).unwrap();
     let corr = stem4d::frames::Correction::default();
     let mut limits = engine.adapter.limits;
-    limits.max_storage_binding = 72 * 4 * 10;
+    // Two tiles (of 16 positions, 143 sectors of 32 bytes) per buffer.
+    limits.max_storage_binding = 143 * 32 * 2;
     let res = pollster::block_on(engine.upload_with_limits(&acq, corr, limits)).unwrap();
     assert!(res.buffers.len() > 3);
     let n = acq.shape.frames();
@@ -275,16 +290,18 @@ fn synthetic_residents_made_on_the_gpu_equal_the_cpu_samples() {
     assert_eq!(gpu, cpu::compute(&acq, &p).unwrap());
 }
 
-/// The u32 partials folded into 64 bits after every sample/word, every few, or never must
-/// all give the same exact sums and moments (the fold is where a wrap would hide).
+/// The CoM running sums folded into 64 bits after every row, every few, or never, and both
+/// kernels cut into any number of parts per tile (whose sums meet through atomic adds),
+/// must all give the same exact sums and moments: the folds and the carries are where a
+/// wrap would hide.
 #[test]
-fn folding_the_u32_partials_at_any_interval_is_exact() {
+fn folding_and_parts_at_any_interval_are_exact() {
     let Some(engine) = engine() else { return };
     let mut acqs: Vec<(String, stem4d::formats::Acquisition)> = ["arina_u16", "arina_u8"]
         .iter()
         .map(|name| (name.to_string(), open_fixture(&fixture_named(name))))
         .collect();
-    // A 64×64 detector: enough words per invocation for the four-loads-in-flight path.
+    // A 64×64 detector: enough rows per band for the four-loads-in-flight path.
     acqs.push((
         "synthetic 64x64".into(),
         stem4d::formats::synthetic::open([6, 5, 64, 64]).unwrap(),
@@ -293,28 +310,40 @@ fn folding_the_u32_partials_at_any_interval_is_exact() {
         let res = pollster::block_on(engine.upload(&acq, Default::default())).unwrap();
         let n = acq.shape.frames() as u64;
         let all: Vec<u32> = (0..acq.shape.det_len() as u32).collect();
-        // An odd mask: every pixel but a scattered few, so some words are half selected.
+        // An odd mask: every pixel but a scattered few, so some sectors are left out.
         let picked: Vec<u32> = all.iter().copied().filter(|k| k % 5 != 2).collect();
-        let list = products::DetectorList::new(&engine, &res, &picked).unwrap();
+        let list = products::DetectorList::new(&engine, &picked).unwrap();
         let out = |bytes: u64| {
             engine.device.create_buffer(&wgpu::BufferDescriptor {
                 label: None,
                 size: bytes,
-                usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC,
+                // The kernels add into their outputs, which are cleared first.
+                usage: wgpu::BufferUsages::STORAGE
+                    | wgpu::BufferUsages::COPY_SRC
+                    | wgpu::BufferUsages::COPY_DST,
                 mapped_at_creation: false,
             })
         };
         let mut seen = Vec::new();
-        for flush in [1u32, 2, 3, 7, 8, 9, 16, 17, 40, u32::MAX] {
+        for (flush, parts) in [
+            (1u32, 1u32),
+            (2, 2),
+            (3, 3),
+            (7, 7),
+            (8, 1),
+            (9, 40),
+            (u32::MAX, 16),
+        ] {
             let (sums, moments) = (out(n * 8), out(n * 24));
             let mut enc = engine.device.create_command_encoder(&Default::default());
-            products::encode_masked_sums_folding(&engine, &mut enc, &res, &list, &sums, flush)
+            products::encode_masked_sums_in_parts(&engine, &mut enc, &res, &list, &sums, parts)
                 .unwrap();
-            products::encode_com_moments_folding(&engine, &mut enc, &res, &moments, flush).unwrap();
+            products::encode_com_moments_with(&engine, &mut enc, &res, &moments, flush, parts)
+                .unwrap();
             engine.queue.submit([enc.finish()]);
             let s = pollster::block_on(engine.read_back(&sums, n * 8)).unwrap();
             let mo = pollster::block_on(engine.read_back(&moments, n * 24)).unwrap();
-            seen.push((flush, s, mo));
+            seen.push((flush, parts, s, mo));
         }
         let exact = pollster::block_on(products::com_moments(&engine, &res)).unwrap();
         let exact_sums = pollster::block_on(products::masked_sums(&engine, &res, &picked)).unwrap();
@@ -331,22 +360,25 @@ fn folding_the_u32_partials_at_any_interval_is_exact() {
             "{name}: odd mask"
         );
         assert_eq!(
-            products::parse_moments(&seen[0].2),
+            products::parse_moments(&seen[0].3),
             exact,
-            "{name}: fold every word"
+            "{name}: fold every row"
         );
-        for (flush, s, mo) in &seen[1..] {
-            assert_eq!(s, &seen[0].1, "{name}: sums folding every {flush}");
-            assert_eq!(mo, &seen[0].2, "{name}: moments folding every {flush}");
+        for (flush, parts, s, mo) in &seen[1..] {
+            assert_eq!(s, &seen[0].2, "{name}: sums in {parts} parts");
+            assert_eq!(
+                mo, &seen[0].3,
+                "{name}: moments folding every {flush}, {parts} parts"
+            );
         }
         // And the 64-bit-per-sample path (flush 0) agrees.
         let moments = out(n * 24);
         let mut enc = engine.device.create_command_encoder(&Default::default());
-        products::encode_com_moments_folding(&engine, &mut enc, &res, &moments, 0).unwrap();
+        products::encode_com_moments_with(&engine, &mut enc, &res, &moments, 0, 3).unwrap();
         engine.queue.submit([enc.finish()]);
         assert_eq!(
             pollster::block_on(engine.read_back(&moments, n * 24)).unwrap(),
-            seen[0].2
+            seen[0].3
         );
     }
 }
@@ -476,7 +508,8 @@ fn gpu_decode_equals_the_cpu_decoder() {
             };
             let mut limits = engine.adapter.limits;
             let whole = pollster::block_on(engine.upload_with_limits(&acq, corr, limits)).unwrap();
-            limits.max_storage_binding = whole.plan.frame_words as u64 * 4 * 3;
+            // One tile per buffer: windows of whole chunks then cross tiles and buffers.
+            limits.max_storage_binding = whole.plan.tile_words as u64 * 4;
             let split = pollster::block_on(engine.upload_with_limits(&acq, corr, limits)).unwrap();
             for res in [&whole, &split] {
                 let got = pollster::block_on(products::frames(&engine, res, 0, n)).unwrap();

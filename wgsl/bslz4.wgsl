@@ -13,7 +13,7 @@ struct DecodeParams {
     frames: u32,
     first_frame: u32,
     seg_first_frame: u32,
-    frame_words: u32,
+    tile_words: u32,
     bits: u32,
     det_len: u32,
     elem: u32,
@@ -45,7 +45,9 @@ struct DecodeParams {
 // unshuffle_pack: bad-pixel bits, one per detector pixel.
 @group(0) @binding(5) var<storage, read> bad: array<u32>;
 // unshuffle_pack: the resident segment the frames go to.
-@group(0) @binding(6) var<storage, read_write> resident: array<u32>;
+// Position-tiled (`src/resident.rs`): a word holds one pixel at neighbouring positions,
+// which may come from two windows, so a word the window fills only partly is or-ed in.
+@group(0) @binding(6) var<storage, read_write> resident: array<atomic<u32>>;
 
 fn src_byte(i: u32) -> u32 {
     return (src[i >> 2u] >> ((i & 3u) * 8u)) & 0xffu;
@@ -333,46 +335,70 @@ fn sample(c: vec4<u32>, fi: u32, k: u32, sentinel: u32) -> u32 {
     return v;
 }
 
+// The count-preserving sum of binned pixel `w`'s b×b block (partial at the edges), bad
+// pixels zeroed first; an overflow past u32 is reported.
+fn binned(c: vec4<u32>, fi: u32, w: u32, sentinel: u32) -> u32 {
+    let i0 = (w / dp.out_cols) * dp.bin;
+    let j0 = (w % dp.out_cols) * dp.bin;
+    var acc = vec2<u32>(0u, 0u);
+    for (var i = i0; i < min(i0 + dp.bin, dp.det_rows); i += 1u) {
+        for (var j = j0; j < min(j0 + dp.bin, dp.det_cols); j += 1u) {
+            acc = add64(acc, vec2<u32>(sample(c, fi, i * dp.det_cols + j, sentinel), 0u));
+        }
+    }
+    if (acc.y != 0u) {
+        atomicMax(&status[1], 1u);
+    }
+    return acc.x;
+}
+
+// One resident word per invocation, over the tiles the window's frames touch: pixel `k` of
+// the tile at `per_word` neighbouring positions, each taken from its frame in the window.
 @compute @workgroup_size(64)
 fn unshuffle_pack(@builtin(global_invocation_id) gid: vec3<u32>) {
     let id = gid.x + gid.y * dp.groups_x * 64u;
-    if (id >= dp.frames * dp.frame_words) {
+    let tile_len = 256u / dp.bits;
+    let per_word = 32u / dp.bits;
+    // The window's frames as positions of the segment.
+    let rel0 = dp.first_frame - dp.seg_first_frame;
+    let rel1 = rel0 + dp.frames;
+    let t0 = rel0 / tile_len;
+    let tiles = (rel1 + tile_len - 1u) / tile_len - t0;
+    if (id >= tiles * dp.tile_words) {
         return;
     }
-    let f = id / dp.frame_words;
-    let w = id % dp.frame_words;
-    let gf = dp.first_frame + f;
-    let c = table[src[2u * f]];
-    let fi = src[2u * f + 1u];
+    let tile = t0 + id / dp.tile_words;
+    let within = id % dp.tile_words;
+    let k = within / 8u;
+    let out_len = select(dp.det_len, ((dp.det_rows + dp.bin - 1u) / dp.bin) * dp.out_cols, dp.bin > 1u);
+    if (k >= out_len) {
+        return;
+    }
+    let p0 = tile * tile_len + (within % 8u) * per_word;
     let sentinel = select((1u << (8u * dp.elem)) - 1u, 0xffffffffu, dp.elem == 4u);
     var word = 0u;
-    if (dp.bin > 1u) {
-        // One binned pixel per word: the count-preserving sum of its b×b block (partial at
-        // the edges), bad pixels zeroed first.
-        let out_rows = (dp.det_rows + dp.bin - 1u) / dp.bin;
-        if (w < out_rows * dp.out_cols) {
-            let i0 = (w / dp.out_cols) * dp.bin;
-            let j0 = (w % dp.out_cols) * dp.bin;
-            var acc = vec2<u32>(0u, 0u);
-            for (var i = i0; i < min(i0 + dp.bin, dp.det_rows); i += 1u) {
-                for (var j = j0; j < min(j0 + dp.bin, dp.det_cols); j += 1u) {
-                    acc = add64(acc, vec2<u32>(sample(c, fi, i * dp.det_cols + j, sentinel), 0u));
-                }
-            }
-            if (acc.y != 0u) {
-                atomicMax(&status[1], 1u);
-            }
-            word = acc.x;
+    var lanes = 0u;
+    for (var s = 0u; s < per_word; s += 1u) {
+        let pos = p0 + s;
+        if (pos < rel0 || pos >= rel1) {
+            continue;
         }
-    } else {
-        let per_word = 32u / dp.bits;
-        for (var s = 0u; s < per_word; s += 1u) {
-            let k = w * per_word + s;
-            if (k >= dp.det_len) {
-                break;
-            }
-            word |= sample(c, fi, k, sentinel) << (s * dp.bits);
+        let f = pos - rel0;
+        let c = table[src[2u * f]];
+        let fi = src[2u * f + 1u];
+        var v = 0u;
+        if (dp.bin > 1u) {
+            v = binned(c, fi, k, sentinel);
+        } else {
+            v = sample(c, fi, k, sentinel);
         }
+        word |= v << (s * dp.bits);
+        lanes += 1u;
     }
-    resident[(gf - dp.seg_first_frame) * dp.frame_words + w] = word;
+    let at = tile * dp.tile_words + within;
+    if (lanes == per_word) {
+        atomicStore(&resident[at], word);
+    } else if (lanes != 0u) {
+        atomicOr(&resident[at], word);
+    }
 }

@@ -26,7 +26,7 @@ struct PrepParams {
 const SRC_U64: u32 = 0u;       // a[stride·i + offset] as u64 (lo, hi)
 const SRC_U64_DIFF: u32 = 1u;  // b − a, both u64 with the same stride (DF = total − BF)
 const SRC_U32: u32 = 2u;       // a[stride·i + offset]
-const SRC_PACKED: u32 = 3u;    // sample i of the packed frame starting at word `offset`
+const SRC_FRAME: u32 = 3u;     // pixel i at position `stride` of the resident tile at word `offset`
 const SRC_COM_ROW: u32 = 4u;   // moments (t, Σi·I, Σj·I) as three u64 per position
 const SRC_COM_COL: u32 = 5u;
 const SRC_DPC_ROW: u32 = 6u;
@@ -65,7 +65,7 @@ fn display_prep(@builtin(global_invocation_id) gid: vec3<u32>) {
         }
         case 3u: {
             let per_word = 32u / pp.bits;
-            v = f32(sample_at(a[pp.offset + i / per_word], i, pp.bits));
+            v = f32(sample_at(a[pp.offset + 8u * i + pp.stride / per_word], pp.stride, pp.bits));
         }
         case 4u: {
             v = com_of(i).x;

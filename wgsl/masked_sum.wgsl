@@ -1,193 +1,242 @@
 // Virtual image: per scan position, the exact 64-bit sum of the resident samples of a
 // detector mask (BF disk, annulus, rectangle, point, boolean mask, or every pixel for the
-// cached total). Frames are 16 bytes aligned, so the mask arrives as 16-byte entries
-// `vec4_index << 16 | selection` (bit s = sample s of those 16 bytes) and every load is a
-// whole vec4: bandwidth, not load count, bounds the kernel. A warp's 32 invocations take 32
-// neighbouring entries of one position (contiguous runs of detector rows in one request);
-// the workgroup's 8 positions share the entries, staged in workgroup memory.
-// Invocations sum in u32 and fold into 64 bits every `flush` entries (host-proven not to
-// wrap); 32-bit samples add in 64 bits directly.
+// cached total). The resident is position-tiled (`src/resident.rs`): a tile keeps each
+// detector pixel's samples at its 8–32 positions in one 32-byte sector. A workgroup takes
+// one part of the mask's pixels in one tile (`parts` per tile keep a large GPU busy), a
+// pair of invocations one selected pixel's sector (a vec4 each), so the kernel reads the
+// mask's own bytes and nothing around it; pixels are listed ascending, so neighbouring
+// invocations read neighbouring sectors.
+// Each invocation sums its positions in u32 lanes (the host sizes the parts so that no lane
+// can wrap); 32-bit samples carry into a high lane instead. The slots' sums meet in
+// workgroup memory as 64-bit values, and a part's per-position totals are added into the
+// output with 32-bit atomics (the carry into the high word passed on); the host clears it
+// first.
 
 struct MaskedSumParams {
     frames: u32,
-    frame_words: u32,
+    tile_words: u32,
     bits: u32,
     n_idx: u32,
     first_frame: u32,
     groups_x: u32,
-    flush: u32,
     // Float32 residents: the power of two all samples are integer multiples of.
     lsb: i32,
+    // Workgroups per tile, each a contiguous part of the pixel list.
+    parts: u32,
 }
 
 @group(0) @binding(0) var<uniform> params: MaskedSumParams;
 @group(0) @binding(1) var<storage, read> resident: array<vec4<u32>>;
-@group(0) @binding(2) var<storage, read> entries: array<u32>;
-@group(0) @binding(3) var<storage, read_write> sums: array<vec2<u32>>;
-// Float32 residents: per position the exact sum, a 128-bit integer in units of 2^lsb.
-@group(0) @binding(4) var<storage, read_write> wide_sums: array<vec4<u32>>;
+// The selected detector pixels, ascending.
+@group(0) @binding(2) var<storage, read> pixels: array<u32>;
+// Per position (lo, hi), added into.
+@group(0) @binding(3) var<storage, read_write> sums: array<atomic<u32>>;
+// Float32 residents: per position the exact sum, a 128-bit integer in units of 2^lsb
+// (four limbs, least significant first), added into.
+@group(0) @binding(4) var<storage, read_write> wide_sums: array<atomic<u32>>;
 
-const WG: u32 = 256u;
-const TPP: u32 = 32u;
-const PPW: u32 = 8u;
-const STAGE: u32 = 2048u;
-var<workgroup> partial: array<vec2<u32>, 256>;
-var<workgroup> staged: array<u32, 2048>;
-var<workgroup> partial_wide: array<vec4<u32>, 256>;
+const WG: u32 = 64u;
+const SLOTS: u32 = 32u;
+// Where the high words of 32-bit samples' sums start in `part` (32 slots × 8 positions
+// before it).
+const HIGH: u32 = 512u;
+// Per (slot, position of the tile): the slot's sum, u32 (the lanes cannot wrap); 32-bit
+// samples keep the high words 512 entries on. 4 KiB, so that workgroup memory does not
+// limit how many workgroups a GPU core holds.
+var<workgroup> part: array<u32, 1024>;
+var<workgroup> wide: array<vec4<u32>, 256>;
 
-// Entries [c0, c0 + n) into workgroup memory; called by every invocation (uniform control).
-fn stage(c0: u32, n: u32, lid: u32) {
-    workgroupBarrier();
-    for (var i = lid; i < n; i += WG) {
-        staged[i] = entries[c0 + i];
-    }
-    workgroupBarrier();
+// This workgroup's tile and its part [i0, i1) of the pixel list.
+struct Part {
+    tile: u32,
+    i0: u32,
+    i1: u32,
 }
 
-// Bit mask of the selected samples of word `k` (0..3) of a vec4: the selection bits of the
-// word spread to one bit per sample (carry-free multiplications), widened to the sample.
-fn word_mask(sel: u32, k: u32, bits: u32) -> u32 {
-    if (bits == 16u) {
-        return ((((sel >> (2u * k)) & 3u) * 0x8001u) & 0x00010001u) * 0xffffu;
-    }
-    if (bits == 8u) {
-        return ((((sel >> (4u * k)) & 15u) * 0x00204081u) & 0x01010101u) * 0xffu;
-    }
-    return 0u - ((sel >> k) & 1u);
+fn part_of(wg: vec3<u32>) -> Part {
+    let flat = wg.x + wg.y * params.groups_x;
+    let part = flat % params.parts;
+    let per = (params.n_idx + params.parts - 1u) / params.parts;
+    let i0 = min(params.n_idx, part * per);
+    return Part(flat / params.parts, i0, min(params.n_idx, i0 + per));
 }
 
-fn selected(v: vec4<u32>, sel: u32, bits: u32, full: u32) -> vec4<u32> {
-    if (sel == full) {
-        return v;
+fn add_sum(f: u32, v: vec2<u32>) {
+    if (v.x == 0u && v.y == 0u) {
+        return;
     }
-    return v & vec4<u32>(word_mask(sel, 0u, bits), word_mask(sel, 1u, bits), word_mask(sel, 2u, bits), word_mask(sel, 3u, bits));
-}
-
-// Sum of the 8- or 16-bit samples of a vec4 (at most 16·255 or 8·65535).
-fn lanes_sum(x: vec4<u32>, bits: u32) -> u32 {
-    if (bits == 16u) {
-        let s = (x & vec4<u32>(0xffffu)) + (x >> vec4<u32>(16u));
-        return s.x + s.y + s.z + s.w;
+    let old = atomicAdd(&sums[2u * f], v.x);
+    let carry = select(0u, 1u, old + v.x < old);
+    if (v.y + carry != 0u) {
+        atomicAdd(&sums[2u * f + 1u], v.y + carry);
     }
-    // Byte pairs first: each 16-bit half stays below 4·510, so no carry crosses halves.
-    let y = (x & vec4<u32>(0x00ff00ffu)) + ((x >> vec4<u32>(8u)) & vec4<u32>(0x00ff00ffu));
-    let z = y.x + y.y + y.z + y.w;
-    return (z & 0xffffu) + (z >> 16u);
 }
 
-fn entry_sum(e: u32, base: u32, bits: u32, full: u32) -> u32 {
-    return lanes_sum(selected(resident[base + (e >> 16u)], e & 0xffffu, bits, full), bits);
+// Add a 128-bit sum into position f's limbs, each atomically, carries passed upward.
+fn add_wide_sum(f: u32, v: vec4<u32>) {
+    var carry = 0u;
+    for (var l = 0u; l < 4u; l += 1u) {
+        let x = v[l] + carry;
+        let wrapped = select(0u, 1u, x < carry);
+        let old = atomicAdd(&wide_sums[4u * f + l], x);
+        carry = wrapped + select(0u, 1u, old + x < old);
+    }
 }
 
-@compute @workgroup_size(256)
+// Four consecutive positions' u32 sums from `o` on.
+fn put4(o: u32, x: u32, y: u32, z: u32, w: u32) {
+    part[o] = x;
+    part[o + 1u] = y;
+    part[o + 2u] = z;
+    part[o + 3u] = w;
+}
+
+@compute @workgroup_size(64)
 fn masked_sum(
     @builtin(workgroup_id) wg: vec3<u32>,
     @builtin(local_invocation_index) lid: u32,
 ) {
-    let slot = lid / TPP;
-    let t = lid % TPP;
-    let f = (wg.x + wg.y * params.groups_x) * PPW + slot;
-    let live = f < params.frames;
-    let base = f * (params.frame_words / 4u);
     let bits = params.bits;
-    let full = (1u << (128u / bits)) - 1u;
-    var acc = vec2<u32>(0u, 0u);
-    var run = 0u;
-    var left = params.flush;
-    // Every invocation walks the same chunks: the barriers stay in uniform control flow.
-    for (var c0 = 0u; c0 < params.n_idx; c0 += STAGE) {
-        let cn = min(STAGE, params.n_idx - c0);
-        stage(c0, cn, lid);
-        if (live && bits == 32u) {
-            for (var i = t; i < cn; i += TPP) {
-                let e = staged[i];
-                let x = selected(resident[base + (e >> 16u)], e & 0xffffu, bits, full);
-                acc = add64(add64(acc, vec2<u32>(x.x, 0u)), vec2<u32>(x.y, 0u));
-                acc = add64(add64(acc, vec2<u32>(x.z, 0u)), vec2<u32>(x.w, 0u));
-            }
-        } else if (live) {
-            var i = t;
-            // Four independent loads in flight per invocation, in named values (indexed
-            // arrays would spill), when four entries cannot wrap the u32 partial.
-            if (params.flush >= 4u) {
-                for (; i + 3u * TPP < cn; i += 4u * TPP) {
-                    let s0 = entry_sum(staged[i], base, bits, full);
-                    let s1 = entry_sum(staged[i + TPP], base, bits, full);
-                    let s2 = entry_sum(staged[i + 2u * TPP], base, bits, full);
-                    let s3 = entry_sum(staged[i + 3u * TPP], base, bits, full);
-                    // `run` holds flush − left entries: fold before it could pass flush.
-                    if (left < 4u) {
-                        acc = add64(acc, vec2<u32>(run, 0u));
-                        run = 0u;
-                        left = params.flush;
-                    }
-                    run += s0 + s1 + s2 + s3;
-                    left -= 4u;
-                }
-            }
-            for (; i < cn; i += TPP) {
-                if (left == 0u) {
-                    acc = add64(acc, vec2<u32>(run, 0u));
-                    run = 0u;
-                    left = params.flush;
-                }
-                run += entry_sum(staged[i], base, bits, full);
-                left -= 1u;
-            }
-        }
+    let tile_len = 256u / bits;
+    let pt = part_of(wg);
+    // The whole workgroup shares the tile: a uniform exit.
+    if (pt.tile * tile_len >= params.frames) {
+        return;
     }
-    partial[lid] = add64(acc, vec2<u32>(run, 0u));
-    workgroupBarrier();
-    // TPP → 8 → 1 per position.
-    if (t < 8u) {
-        for (var k = lid + 8u; k < lid - t + TPP; k += 8u) {
-            partial[lid] = add64(partial[lid], partial[k]);
+    let base = pt.tile * (params.tile_words / 4u) + lid % 2u;
+    // Position p of the invocation's half-sector goes to [slot · tile_len + half · held + p]:
+    // word w holds positions w · per_word + lane.
+    let o = (lid / 2u) * tile_len + (lid % 2u) * (tile_len / 2u);
+    var i = pt.i0 + lid / 2u;
+    let n = pt.i1;
+    // u32 lanes per position in named vectors (indexed ones would leave registers), each
+    // width in its own branch so the others' lanes hold no registers.
+    if (bits == 16u) {
+        var a = vec4<u32>(0u);
+        var b = vec4<u32>(0u);
+        let lo = vec4<u32>(0xffffu);
+        let sh = vec4<u32>(16u);
+        // Four loads in flight.
+        for (; i + 3u * SLOTS < n; i += 4u * SLOTS) {
+            let v0 = resident[base + 2u * pixels[i]];
+            let v1 = resident[base + 2u * pixels[i + SLOTS]];
+            let v2 = resident[base + 2u * pixels[i + 2u * SLOTS]];
+            let v3 = resident[base + 2u * pixels[i + 3u * SLOTS]];
+            a += (v0 & lo) + (v1 & lo) + (v2 & lo) + (v3 & lo);
+            b += (v0 >> sh) + (v1 >> sh) + (v2 >> sh) + (v3 >> sh);
         }
+        for (; i < n; i += SLOTS) {
+            let v = resident[base + 2u * pixels[i]];
+            a += v & lo;
+            b += v >> sh;
+        }
+        put4(o, a.x, b.x, a.y, b.y);
+        put4(o + 4u, a.z, b.z, a.w, b.w);
+    } else if (bits == 8u) {
+        var a = vec4<u32>(0u);
+        var b = vec4<u32>(0u);
+        var c = vec4<u32>(0u);
+        var d = vec4<u32>(0u);
+        let m = vec4<u32>(0xffu);
+        for (; i + 1u * SLOTS < n; i += 2u * SLOTS) {
+            let v0 = resident[base + 2u * pixels[i]];
+            let v1 = resident[base + 2u * pixels[i + SLOTS]];
+            a += (v0 & m) + (v1 & m);
+            b += ((v0 >> vec4<u32>(8u)) & m) + ((v1 >> vec4<u32>(8u)) & m);
+            c += ((v0 >> vec4<u32>(16u)) & m) + ((v1 >> vec4<u32>(16u)) & m);
+            d += (v0 >> vec4<u32>(24u)) + (v1 >> vec4<u32>(24u));
+        }
+        for (; i < n; i += SLOTS) {
+            let v = resident[base + 2u * pixels[i]];
+            a += v & m;
+            b += (v >> vec4<u32>(8u)) & m;
+            c += (v >> vec4<u32>(16u)) & m;
+            d += v >> vec4<u32>(24u);
+        }
+        put4(o, a.x, b.x, c.x, d.x);
+        put4(o + 4u, a.y, b.y, c.y, d.y);
+        put4(o + 8u, a.z, b.z, c.z, d.z);
+        put4(o + 12u, a.w, b.w, c.w, d.w);
+    } else {
+        // 32-bit samples: low words in a, carries in b.
+        var a = vec4<u32>(0u);
+        var b = vec4<u32>(0u);
+        for (; i < n; i += SLOTS) {
+            let v = resident[base + 2u * pixels[i]];
+            let s = a + v;
+            b += select(vec4<u32>(0u), vec4<u32>(1u), s < v);
+            a = s;
+        }
+        put4(o, a.x, a.y, a.z, a.w);
+        put4(HIGH + o, b.x, b.y, b.z, b.w);
+    }
+    // The 32 slots' sums of position q (= lid mod tile_len, which divides 64) in two steps:
+    // eight entries per invocation, then the tile_len invocations of position q.
+    workgroupBarrier();
+    let wide32 = bits == 32u;
+    var s = vec2<u32>(0u, 0u);
+    for (var e = lid; e < SLOTS * tile_len; e += WG) {
+        var hi = 0u;
+        if (wide32) {
+            hi = part[HIGH + e];
+        }
+        s = add64(s, vec2<u32>(part[e], hi));
     }
     workgroupBarrier();
-    if (t == 0u && live) {
-        var s = partial[lid];
-        for (var k = 1u; k < 8u; k += 1u) {
-            s = add64(s, partial[lid + k]);
+    part[lid] = s.x;
+    part[WG + lid] = s.y;
+    workgroupBarrier();
+    if (lid < tile_len) {
+        var total = vec2<u32>(0u, 0u);
+        for (var e = lid; e < WG; e += tile_len) {
+            total = add64(total, vec2<u32>(part[e], part[WG + e]));
         }
-        sums[params.first_frame + f] = s;
+        let f = pt.tile * tile_len + lid;
+        if (f < params.frames) {
+            add_sum(params.first_frame + f, total);
+        }
     }
 }
 
-// The same sum over float32 residents (one sample per word), exact in 128-bit integers.
-@compute @workgroup_size(256)
+// The same sum over float32 residents (one sample per word, four positions a vec4), exact
+// in 128-bit integers.
+@compute @workgroup_size(64)
 fn masked_sum_f32(
     @builtin(workgroup_id) wg: vec3<u32>,
     @builtin(local_invocation_index) lid: u32,
 ) {
-    let slot = lid / TPP;
-    let t = lid % TPP;
-    let f = (wg.x + wg.y * params.groups_x) * PPW + slot;
-    let live = f < params.frames;
-    let base = f * (params.frame_words / 4u);
-    var acc = vec4<u32>(0u);
-    for (var c0 = 0u; c0 < params.n_idx; c0 += STAGE) {
-        let cn = min(STAGE, params.n_idx - c0);
-        stage(c0, cn, lid);
-        if (live) {
-            for (var i = t; i < cn; i += TPP) {
-                let e = staged[i];
-                let v = resident[base + (e >> 16u)];
-                for (var w = 0u; w < 4u; w += 1u) {
-                    if (((e >> w) & 1u) != 0u) {
-                        acc = add128(acc, fixed128(v[w], 1u, params.lsb));
-                    }
-                }
-            }
-        }
+    let pt = part_of(wg);
+    let tile = pt.tile;
+    if (tile * 8u >= params.frames) {
+        return;
     }
-    partial_wide[lid] = acc;
+    let half = lid % 2u;
+    let base = tile * (params.tile_words / 4u) + half;
+    var s0 = vec4<u32>(0u);
+    var s1 = vec4<u32>(0u);
+    var s2 = vec4<u32>(0u);
+    var s3 = vec4<u32>(0u);
+    for (var i = pt.i0 + lid / 2u; i < pt.i1; i += SLOTS) {
+        let v = resident[base + 2u * pixels[i]];
+        s0 = add128(s0, fixed128(v.x, 1u, params.lsb));
+        s1 = add128(s1, fixed128(v.y, 1u, params.lsb));
+        s2 = add128(s2, fixed128(v.z, 1u, params.lsb));
+        s3 = add128(s3, fixed128(v.w, 1u, params.lsb));
+    }
+    wide[4u * lid] = s0;
+    wide[4u * lid + 1u] = s1;
+    wide[4u * lid + 2u] = s2;
+    wide[4u * lid + 3u] = s3;
     workgroupBarrier();
-    if (t == 0u && live) {
-        var s = partial_wide[lid];
-        for (var k = 1u; k < TPP; k += 1u) {
-            s = add128(s, partial_wide[lid + k]);
+    if (lid < 8u) {
+        let f = tile * 8u + lid;
+        let h = lid / 4u;
+        var s = vec4<u32>(0u);
+        for (var slot = 0u; slot < SLOTS; slot += 1u) {
+            s = add128(s, wide[4u * (2u * slot + h) + lid % 4u]);
         }
-        wide_sums[params.first_frame + f] = s;
+        if (f < params.frames) {
+            add_wide_sum(params.first_frame + f, s);
+        }
     }
 }

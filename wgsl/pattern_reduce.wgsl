@@ -1,22 +1,25 @@
-// Sum and maximum pattern over the scan positions of a scan ROI (per scan row, the columns
-// [c0, c1) inside it: a rectangle or a drawn disk, decided on the host). The positions are
-// cut into chunks; an invocation takes one 16-byte unit of the frame (4–16 detector pixels)
-// over one chunk of positions, two loads in flight, summing each pixel in a u32 lane (a
-// chunk of 256 positions cannot wrap 8/16-bit sums; 32-bit samples carry into a high lane),
-// and adds its exact partial into the output with 32-bit atomics (carry propagated into the
-// high word), so the whole GPU works however small the detector is. The output is cleared
-// before the first segment; samples are unsigned, so max starts at 0.
+// Sum and maximum pattern over the scan positions of a scan ROI (a rectangle or a drawn
+// disk, decided on the host as one bit per position of each tile). The resident is
+// position-tiled (`src/resident.rs`): a pixel's samples at a tile's positions are one
+// 32-byte sector, so an invocation takes half of one pixel's sector (a vec4: 4–16
+// positions; a warp reads 512 contiguous bytes) over a chunk of tiles, two loads in flight,
+// keeping only the positions inside the ROI (a half-tile with none is not read at all). A
+// pixel's two invocations are summed in workgroup memory, then added into the output with
+// 32-bit atomics (carry propagated into the high word), so the whole GPU works however
+// small the detector is. The output is cleared before the first segment; samples are
+// unsigned, so max starts at 0.
 
 struct PatternParams {
     frames: u32,
-    frame_words: u32,
+    tile_words: u32,
     bits: u32,
     det_len: u32,
     first_frame: u32,
-    scan_cols: u32,
-    chunk_len: u32,
+    // Tiles per chunk (the host keeps a chunk's u32 sums from wrapping).
+    chunk_tiles: u32,
     groups_x: u32,
-    word_groups: u32,
+    // Workgroups (32 pixels each) covering the detector.
+    pixel_groups: u32,
     // Float32 residents: the power of two all samples are integer multiples of.
     lsb: i32,
     _pad1: u32,
@@ -28,11 +31,81 @@ struct PatternParams {
 @group(0) @binding(1) var<storage, read> resident: array<vec4<u32>>;
 // Per detector pixel: sum lo, sum hi, max, 1 once a position was seen.
 @group(0) @binding(2) var<storage, read_write> sum_max: array<atomic<u32>>;
-// Per scan row: the columns [c0, c1) inside the ROI.
-@group(0) @binding(3) var<storage, read> roi_rows: array<vec2<u32>>;
+// Per tile of the whole scan: bit p set when the tile's position p is inside the ROI.
+@group(0) @binding(3) var<storage, read> tile_masks: array<u32>;
 // Float32 residents, per detector pixel: the exact sum as four limbs (a 128-bit integer in
 // units of 2^lsb), the order key of the maximum (`float_key`), 1 once seen, a pad word.
 @group(0) @binding(4) var<storage, read_write> wide_sum_max: array<atomic<u32>>;
+
+var<workgroup> part_sum: array<vec2<u32>, 64>;
+var<workgroup> part_max: array<u32, 64>;
+var<workgroup> part_seen: array<u32, 64>;
+var<workgroup> part_wide: array<vec4<u32>, 64>;
+
+// Bits of the word's samples whose positions are in `lanes` (bit l = sample l).
+fn lane_bits(lanes: u32, bits: u32) -> u32 {
+    if (bits == 16u) {
+        return ((lanes * 0x8001u) & 0x00010001u) * 0xffffu;
+    }
+    if (bits == 8u) {
+        return ((lanes * 0x00204081u) & 0x01010101u) * 0xffu;
+    }
+    return 0u - (lanes & 1u);
+}
+
+// Sum (u32, with a carry for 32-bit samples) and maximum of the kept samples.
+struct Acc {
+    sum: u32,
+    high: u32,
+    top: u32,
+}
+
+fn take_word(acc: ptr<function, Acc>, x: u32, bits: u32) {
+    var s = x;
+    var m = x;
+    if (bits == 16u) {
+        s = (x & 0xffffu) + (x >> 16u);
+        m = max(x & 0xffffu, x >> 16u);
+    } else if (bits == 8u) {
+        let pairs = (x & 0x00ff00ffu) + ((x >> 8u) & 0x00ff00ffu);
+        s = (pairs & 0xffffu) + (pairs >> 16u);
+        m = max(max(x & 0xffu, (x >> 8u) & 0xffu), max((x >> 16u) & 0xffu, x >> 24u));
+    }
+    let sum = (*acc).sum + s;
+    (*acc).high += select(0u, 1u, sum < s);
+    (*acc).sum = sum;
+    (*acc).top = max((*acc).top, m);
+}
+
+fn take(acc: ptr<function, Acc>, v: vec4<u32>, bits: u32) {
+    take_word(acc, v.x, bits);
+    take_word(acc, v.y, bits);
+    take_word(acc, v.z, bits);
+    take_word(acc, v.w, bits);
+}
+
+// The ROI bits of the positions the invocation's half-sector holds, in tile `t`.
+fn half_mask(t: u32, h: u32, per_word: u32) -> u32 {
+    let m = tile_masks[params.first_frame / (8u * per_word) + t];
+    let n = 4u * per_word;
+    return (m >> (h * n)) & select((1u << n) - 1u, 0xffffffffu, n == 32u);
+}
+
+// The kept samples of tile `t`'s vec4 `q` (zeros when none is inside the ROI, unread).
+fn kept(t: u32, q: u32, h: u32, per_word: u32, bits: u32) -> vec4<u32> {
+    let m = half_mask(t, h, per_word);
+    if (m == 0u) {
+        return vec4<u32>(0u);
+    }
+    let x = resident[t * (params.tile_words / 4u) + q];
+    let full = (1u << per_word) - 1u;
+    return x & vec4<u32>(
+        lane_bits(m & full, bits),
+        lane_bits((m >> per_word) & full, bits),
+        lane_bits((m >> (2u * per_word)) & full, bits),
+        lane_bits((m >> (3u * per_word)) & full, bits),
+    );
+}
 
 fn add_exact(k: u32, v: vec2<u32>) {
     let old = atomicAdd(&sum_max[4u * k], v.x);
@@ -42,54 +115,20 @@ fn add_exact(k: u32, v: vec2<u32>) {
     }
 }
 
-// Per-pixel partials of one invocation: lane l of word w holds sample l of that word.
-struct Lanes {
-    sum0: vec4<u32>,
-    sum1: vec4<u32>,
-    sum2: vec4<u32>,
-    sum3: vec4<u32>,
-    // High words of 32-bit sample sums (lane 0 only).
-    high0: vec4<u32>,
-    max0: vec4<u32>,
-    max1: vec4<u32>,
-    max2: vec4<u32>,
-    max3: vec4<u32>,
+// This workgroup's chunk of tiles and this invocation's pixel and half-sector.
+struct Work {
+    t0: u32,
+    t1: u32,
+    k: u32,
+    h: u32,
 }
 
-fn take(acc: ptr<function, Lanes>, v: vec4<u32>, bits: u32) {
-    if (bits == 32u) {
-        let s = (*acc).sum0 + v;
-        (*acc).high0 += select(vec4<u32>(0u), vec4<u32>(1u), s < v);
-        (*acc).sum0 = s;
-        (*acc).max0 = max((*acc).max0, v);
-    } else if (bits == 16u) {
-        let lo = v & vec4<u32>(0xffffu);
-        let hi = v >> vec4<u32>(16u);
-        (*acc).sum0 += lo;
-        (*acc).sum1 += hi;
-        (*acc).max0 = max((*acc).max0, lo);
-        (*acc).max1 = max((*acc).max1, hi);
-    } else {
-        let b0 = v & vec4<u32>(0xffu);
-        let b1 = (v >> vec4<u32>(8u)) & vec4<u32>(0xffu);
-        let b2 = (v >> vec4<u32>(16u)) & vec4<u32>(0xffu);
-        let b3 = v >> vec4<u32>(24u);
-        (*acc).sum0 += b0;
-        (*acc).sum1 += b1;
-        (*acc).sum2 += b2;
-        (*acc).sum3 += b3;
-        (*acc).max0 = max((*acc).max0, b0);
-        (*acc).max1 = max((*acc).max1, b1);
-        (*acc).max2 = max((*acc).max2, b2);
-        (*acc).max3 = max((*acc).max3, b3);
-    }
-}
-
-fn inside(f: u32) -> bool {
-    let pos = params.first_frame + f;
-    let span = roi_rows[pos / params.scan_cols];
-    let c = pos % params.scan_cols;
-    return c >= span.x && c < span.y;
+fn work_of(flat: u32, lid: u32, tile_len: u32) -> Work {
+    let chunk = flat / params.pixel_groups;
+    let q = (flat % params.pixel_groups) * 64u + lid;
+    let tiles = (params.frames + tile_len - 1u) / tile_len;
+    let t0 = min(tiles, chunk * params.chunk_tiles);
+    return Work(t0, min(tiles, t0 + params.chunk_tiles), q / 2u, q % 2u);
 }
 
 @compute @workgroup_size(64)
@@ -97,65 +136,36 @@ fn pattern_reduce(
     @builtin(workgroup_id) wg: vec3<u32>,
     @builtin(local_invocation_index) lid: u32,
 ) {
-    let flat = wg.x + wg.y * params.groups_x;
-    let chunk = flat / params.word_groups;
-    let q = (flat % params.word_groups) * 64u + lid;
-    let nq = params.frame_words / 4u;
-    let f0 = chunk * params.chunk_len;
-    if (q >= nq || f0 >= params.frames) {
-        return;
-    }
-    let f1 = min(f0 + params.chunk_len, params.frames);
     let bits = params.bits;
-    var acc: Lanes;
-    var seen = false;
-    var f = f0;
-    // Two loads in flight; a position outside the ROI reads nothing and adds zeros.
-    for (; f + 1u < f1; f += 2u) {
-        let in0 = inside(f);
-        let in1 = inside(f + 1u);
-        var v0 = vec4<u32>(0u);
-        var v1 = vec4<u32>(0u);
-        if (in0) {
-            v0 = resident[f * nq + q];
-        }
-        if (in1) {
-            v1 = resident[(f + 1u) * nq + q];
-        }
-        seen = seen || in0 || in1;
-        take(&acc, v0, bits);
-        take(&acc, v1, bits);
-    }
-    if (f < f1 && inside(f)) {
-        seen = true;
-        take(&acc, resident[f * nq + q], bits);
-    }
-    if (!seen) {
-        return;
-    }
     let per_word = 32u / bits;
-    for (var w = 0u; w < 4u; w += 1u) {
-        for (var l = 0u; l < per_word; l += 1u) {
-            let k = (4u * q + w) * per_word + l;
-            if (k >= params.det_len) {
-                return;
-            }
-            var s = vec2<u32>(acc.sum0[w], acc.high0[w]);
-            var m = acc.max0[w];
-            if (l == 1u) {
-                s = vec2<u32>(acc.sum1[w], 0u);
-                m = acc.max1[w];
-            } else if (l == 2u) {
-                s = vec2<u32>(acc.sum2[w], 0u);
-                m = acc.max2[w];
-            } else if (l == 3u) {
-                s = vec2<u32>(acc.sum3[w], 0u);
-                m = acc.max3[w];
-            }
-            add_exact(k, s);
-            atomicMax(&sum_max[4u * k + 2u], m);
-            atomicStore(&sum_max[4u * k + 3u], 1u);
+    let wk = work_of(wg.x + wg.y * params.groups_x, lid, 8u * per_word);
+    var acc = Acc(0u, 0u, 0u);
+    var seen = 0u;
+    if (wk.k < params.det_len) {
+        let q = 2u * wk.k + wk.h;
+        var t = wk.t0;
+        // Two loads in flight.
+        for (; t + 1u < wk.t1; t += 2u) {
+            let x0 = kept(t, q, wk.h, per_word, bits);
+            let x1 = kept(t + 1u, q, wk.h, per_word, bits);
+            take(&acc, x0, bits);
+            take(&acc, x1, bits);
         }
+        if (t < wk.t1) {
+            take(&acc, kept(t, q, wk.h, per_word, bits), bits);
+        }
+        for (var u = wk.t0; u < wk.t1; u += 1u) {
+            seen |= tile_masks[params.first_frame / (8u * per_word) + u];
+        }
+    }
+    part_sum[lid] = vec2<u32>(acc.sum, acc.high);
+    part_max[lid] = acc.top;
+    part_seen[lid] = select(0u, 1u, seen != 0u);
+    workgroupBarrier();
+    if (wk.h == 0u && wk.k < params.det_len && part_seen[lid] != 0u) {
+        add_exact(wk.k, add64(part_sum[lid], part_sum[lid + 1u]));
+        atomicMax(&sum_max[4u * wk.k + 2u], max(part_max[lid], part_max[lid + 1u]));
+        atomicStore(&sum_max[4u * wk.k + 3u], 1u);
     }
 }
 
@@ -171,57 +181,41 @@ fn add_wide(k: u32, v: vec4<u32>) {
     }
 }
 
-// The same reduction over float32 residents: exact 128-bit sums, maximum by order key.
+// The same reduction over float32 residents (four positions a vec4): exact 128-bit sums,
+// maximum by order key.
 @compute @workgroup_size(64)
 fn pattern_reduce_f32(
     @builtin(workgroup_id) wg: vec3<u32>,
     @builtin(local_invocation_index) lid: u32,
 ) {
-    let flat = wg.x + wg.y * params.groups_x;
-    let chunk = flat / params.word_groups;
-    let q = (flat % params.word_groups) * 64u + lid;
-    let nq = params.frame_words / 4u;
-    let f0 = chunk * params.chunk_len;
-    if (q >= nq || f0 >= params.frames) {
-        return;
-    }
-    let f1 = min(f0 + params.chunk_len, params.frames);
-    var s0 = vec4<u32>(0u);
-    var s1 = vec4<u32>(0u);
-    var s2 = vec4<u32>(0u);
-    var s3 = vec4<u32>(0u);
-    var keys = vec4<u32>(0u);
-    var seen = false;
-    for (var f = f0; f < f1; f += 1u) {
-        if (!inside(f)) {
-            continue;
+    let wk = work_of(wg.x + wg.y * params.groups_x, lid, 8u);
+    var s = vec4<u32>(0u);
+    var key = 0u;
+    var seen = 0u;
+    if (wk.k < params.det_len) {
+        let q = 2u * wk.k + wk.h;
+        for (var t = wk.t0; t < wk.t1; t += 1u) {
+            seen |= tile_masks[params.first_frame / 8u + t];
+            let m = half_mask(t, wk.h, 1u);
+            if (m == 0u) {
+                continue;
+            }
+            let x = resident[t * (params.tile_words / 4u) + q];
+            for (var l = 0u; l < 4u; l += 1u) {
+                if (((m >> l) & 1u) != 0u) {
+                    s = add128(s, fixed128(x[l], 1u, params.lsb));
+                    key = max(key, float_key(x[l]));
+                }
+            }
         }
-        seen = true;
-        let v = resident[f * nq + q];
-        s0 = add128(s0, fixed128(v.x, 1u, params.lsb));
-        s1 = add128(s1, fixed128(v.y, 1u, params.lsb));
-        s2 = add128(s2, fixed128(v.z, 1u, params.lsb));
-        s3 = add128(s3, fixed128(v.w, 1u, params.lsb));
-        keys = max(keys, vec4<u32>(float_key(v.x), float_key(v.y), float_key(v.z), float_key(v.w)));
     }
-    if (!seen) {
-        return;
-    }
-    for (var w = 0u; w < 4u; w += 1u) {
-        let k = 4u * q + w;
-        if (k >= params.det_len) {
-            return;
-        }
-        var s = s0;
-        if (w == 1u) {
-            s = s1;
-        } else if (w == 2u) {
-            s = s2;
-        } else if (w == 3u) {
-            s = s3;
-        }
-        add_wide(k, s);
-        atomicMax(&wide_sum_max[8u * k + 4u], keys[w]);
-        atomicStore(&wide_sum_max[8u * k + 5u], 1u);
+    part_wide[lid] = s;
+    part_max[lid] = key;
+    part_seen[lid] = select(0u, 1u, seen != 0u);
+    workgroupBarrier();
+    if (wk.h == 0u && wk.k < params.det_len && part_seen[lid] != 0u) {
+        add_wide(wk.k, add128(part_wide[lid], part_wide[lid + 1u]));
+        atomicMax(&wide_sum_max[8u * wk.k + 4u], max(part_max[lid], part_max[lid + 1u]));
+        atomicStore(&wide_sum_max[8u * wk.k + 5u], 1u);
     }
 }

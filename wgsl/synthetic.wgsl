@@ -1,10 +1,11 @@
 // The synthetic acquisition of `src/formats/synthetic.rs`, generated straight into a resident
-// buffer (u16 samples packed two per word): the same integers as the CPU, in milliseconds.
+// buffer (u16 samples, position tiles of 16: a word holds one pixel at two neighbouring
+// positions): the same integers as the CPU, in milliseconds.
 
 struct SynthParams {
     frames: u32,
     first_frame: u32,
-    frame_words: u32,
+    tile_words: u32,
     det_rows: u32,
     det_cols: u32,
     scan_cols: u32,
@@ -59,20 +60,23 @@ fn synth_sample(frame: u32, k: u32) -> u32 {
 @compute @workgroup_size(256)
 fn synthetic(@builtin(global_invocation_id) gid: vec3<u32>) {
     let w = gid.x + gid.y * sp.groups_x * 256u;
-    if (w >= sp.frames * sp.frame_words) {
+    let tiles = (sp.frames + 15u) / 16u;
+    if (w >= tiles * sp.tile_words) {
         return;
     }
-    let f = w / sp.frame_words;
-    let k0 = (w % sp.frame_words) * 2u;
-    let n = sp.det_rows * sp.det_cols;
-    let frame = sp.first_frame + f;
-    // Words past the detector pad the frame to 16 bytes: zero.
-    var word = 0u;
-    if (k0 < n) {
-        word = synth_sample(frame, k0);
+    let within = w % sp.tile_words;
+    let k = within / 8u;
+    if (k >= sp.det_rows * sp.det_cols) {
+        return;
     }
-    if (k0 + 1u < n) {
-        word |= synth_sample(frame, k0 + 1u) << 16u;
+    let f = (w / sp.tile_words) * 16u + (within % 8u) * 2u;
+    // Positions past the segment pad its last tile: zero.
+    var word = 0u;
+    if (f < sp.frames) {
+        word = synth_sample(sp.first_frame + f, k);
+    }
+    if (f + 1u < sp.frames) {
+        word |= synth_sample(sp.first_frame + f + 1u, k) << 16u;
     }
     resident[w] = word;
 }

@@ -91,8 +91,8 @@ pub fn products(
     .indices;
     let out = engine.storage("bench out", shape.frames() as u64 * 24);
     let pattern_out = engine.storage("bench pattern", shape.det_len() as u64 * 16);
-    let bf_list = DetectorList::new(engine, res, &bf)?;
-    let adf_list = DetectorList::new(engine, res, &adf)?;
+    let bf_list = DetectorList::new(engine, &bf)?;
+    let adf_list = DetectorList::new(engine, &adf)?;
     let mut lines = Vec::new();
     let sparse =
         |name: String, list: &DetectorList, n: usize, lines: &mut Vec<Timing>| -> Result<()> {

@@ -279,13 +279,20 @@ impl Decoder {
         resident: &wgpu::Buffer,
         elem: usize,
     ) -> Result<()> {
-        let groups = grid((w.frames as u32 * plan.frame_words).div_ceil(64));
+        // One invocation per word of the tiles the window's frames touch.
+        let (rel0, rel1) = (
+            w.first_frame - seg_first,
+            w.first_frame + w.frames - seg_first,
+        );
+        let tile = plan.tile as usize;
+        let tiles = (rel1.div_ceil(tile) - rel0 / tile) as u32;
+        let groups = grid((tiles * plan.tile_words).div_ceil(64));
         let params = engine.uniform(&DecodeParams {
             groups_x: groups.0,
             frames: w.frames as u32,
             first_frame: w.first_frame as u32,
             seg_first_frame: seg_first as u32,
-            frame_words: plan.frame_words,
+            tile_words: plan.tile_words,
             bits: plan.bits,
             det_len: (self.det[0] * self.det[1]) as u32,
             elem: elem as u32,

@@ -4,10 +4,10 @@
 //! the histogram, PNG export) is explicit and asynchronous.
 
 use crate::display::{lut_words, Limits, Stats, HIST_BINS, STATS_HEADER};
-use crate::error::Result;
+use crate::error::{Error, Result};
 
 use super::kernels::{self, grid, PrepParams, StatsParams, View};
-use super::Engine;
+use super::{Engine, Resident};
 
 /// Where a plane's values come from (see `display_prep.wgsl`).
 pub enum PlaneSource<'a> {
@@ -30,12 +30,8 @@ pub enum PlaneSource<'a> {
         stride: u32,
         offset: u32,
     },
-    /// One packed resident frame starting at `word_offset` of `buf`.
-    Packed {
-        buf: &'a wgpu::Buffer,
-        word_offset: u32,
-        bits: u32,
-    },
+    /// Frame `frame` of the resident (the pattern at the cursor), read out of its tile.
+    Frame { res: &'a Resident, frame: usize },
     /// CoM (row when `axis == 0`) from the fused moments.
     Com {
         moments: &'a wgpu::Buffer,
@@ -120,12 +116,13 @@ impl Plane {
                 (p.source, p.stride, p.offset) = (2, stride, offset);
                 (buf, buf)
             }
-            PlaneSource::Packed {
-                buf,
-                word_offset,
-                bits,
-            } => {
-                (p.source, p.offset, p.bits) = (3, word_offset, bits);
+            PlaneSource::Frame { res, frame } => {
+                let (seg, tile_offset, position) = res
+                    .plan
+                    .locate(frame)
+                    .ok_or_else(|| Error::param("the cursor is outside the resident frames"))?;
+                let buf = &res.buffers[seg];
+                (p.source, p.offset, p.stride, p.bits) = (3, tile_offset, position, res.plan.bits);
                 (buf, buf)
             }
             PlaneSource::Com { moments, axis } => {

@@ -40,7 +40,7 @@ async fn masked_sums(
     r.check_exact(indices.len() as u64, 1, file)?;
     let n = res.plan.shape.frames() as u64;
     let out = engine.storage("float sums", n * 16);
-    let list = DetectorList::new(engine, res, indices)?;
+    let list = DetectorList::new(engine, indices)?;
     let mut enc = engine.device.create_command_encoder(&Default::default());
     encode_masked_sums(engine, &mut enc, res, &list, &out)?;
     engine.queue.submit([enc.finish()]);

@@ -55,6 +55,12 @@ kernel!(
     include_str!("../../wgsl/display_stats.wgsl")
 );
 kernel!(
+    TILE_FRAMES,
+    "tile_frames",
+    "tile_frames",
+    include_str!("../../wgsl/tile_frames.wgsl")
+);
+kernel!(
     SYNTHETIC,
     "synthetic",
     "synthetic",
@@ -86,6 +92,12 @@ kernel!(
     MASKED_SUM.body
 );
 kernel!(
+    COM_MOMENTS_WIDE,
+    "com_moments_wide",
+    "com_moments_wide",
+    COM_MOMENTS.body
+);
+kernel!(
     COM_MOMENTS_F32,
     "com_moments_f32",
     "com_moments_f32",
@@ -98,7 +110,7 @@ kernel!(
     PATTERN_REDUCE.body
 );
 
-pub const ALL: [Kernel; 19] = [
+pub const ALL: [Kernel; 21] = [
     LZ4_BLOCKS,
     UNSHUFFLE_PACK,
     MASKED_SUM,
@@ -107,6 +119,7 @@ pub const ALL: [Kernel; 19] = [
     DISPLAY_PREP,
     DISPLAY_STATS,
     SYNTHETIC,
+    TILE_FRAMES,
     FFT_PASS,
     FFT_CHIRP_IN,
     FFT_MUL,
@@ -116,6 +129,7 @@ pub const ALL: [Kernel; 19] = [
     IDPC_FILTER,
     IDPC_PACK_COM,
     MASKED_SUM_F32,
+    COM_MOMENTS_WIDE,
     COM_MOMENTS_F32,
     PATTERN_REDUCE_F32,
 ];
@@ -147,20 +161,36 @@ pub fn grid(n: u32) -> (u32, u32) {
 #[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
 pub struct MaskedSumParams {
     pub frames: u32,
-    pub frame_words: u32,
+    pub tile_words: u32,
     pub bits: u32,
     pub n_idx: u32,
     pub first_frame: u32,
     pub groups_x: u32,
-    /// 16-byte entries summed in u32 before folding into 64 bits ([`sum_flush`] / samples
-    /// per entry).
-    pub flush: u32,
     /// Float32 residents: the power of two all samples are integer multiples of.
     pub lsb: i32,
+    /// Workgroups per tile ([`masked_sum_parts`]).
+    pub parts: u32,
 }
 
-/// Scan positions per masked-sum workgroup (`PPW` in `masked_sum.wgsl`).
-pub const MASKED_SUM_POSITIONS: u32 = 8;
+/// Workgroups per tile for a mask of `pixels` pixels of `bits`-bit samples: one tile per
+/// workgroup leaves a large GPU partly idle (a resident buffer holds a few thousand tiles),
+/// so the pixel list is cut into parts of about 48 pixels per invocation pair (32 pairs a
+/// workgroup; on the H200 that is 2 parts for a BF disk of 2,828 pixels, 12 for an annulus
+/// of 17,296, the best of 1–16 measured).
+pub fn masked_sum_parts(pixels: u32, bits: u32) -> u32 {
+    pixels
+        .div_ceil(32 * 48)
+        .clamp(1, 16)
+        .max(masked_sum_min_parts(pixels, bits))
+}
+
+/// The fewest parts that keep every invocation pair's u32 lanes from wrapping.
+pub fn masked_sum_min_parts(pixels: u32, bits: u32) -> u32 {
+    match bits {
+        32 => 1,
+        b => pixels.div_ceil(32 * sum_flush(b)).max(1),
+    }
+}
 
 /// Largest sample count whose u32 sum cannot wrap for `bits`-bit samples.
 pub fn sum_flush(bits: u32) -> u32 {
@@ -172,36 +202,56 @@ pub fn sum_flush(bits: u32) -> u32 {
     (u32::MAX / vmax).max(1)
 }
 
-/// 16-byte units per u32 fold of the CoM moments (`0`: take the 64-bit path per sample), so
-/// that `flush · samples_per_vec4 · vmax · max(rows, cols)` stays below 2^32.
-pub fn moment_flush(bits: u32, det: [usize; 2]) -> u32 {
+/// Detector rows per u32 fold of the CoM running sums (`0`: take the 64-bit path per
+/// sample): over n rows the running sum of sums reaches n(n − 1)/2 · vmax, kept below 2^32.
+pub fn moment_flush(bits: u32, _det: [usize; 2]) -> u32 {
     if bits >= 32 {
         return 0;
     }
-    let per_vec4 = (128 / bits) as u64;
     let vmax = (1u64 << bits) - 1;
-    let span = det[0].max(det[1]).max(1) as u64;
-    (u32::MAX as u64 / (per_vec4 * vmax * span)).min(u32::MAX as u64) as u32
+    let mut n = 1u64;
+    while (n + 1) * n / 2 * vmax <= u32::MAX as u64 {
+        n += 1;
+    }
+    n as u32
 }
 
-/// Scan positions per CoM-moment workgroup (64 invocations each).
-pub const COM_POSITIONS: u32 = 4;
+/// Row bands per tile for the CoM kernel with u32 lanes (`com_moments`), or `None` when
+/// even one-row bands could wrap a lane (take `com_moments_wide`): an invocation sums
+/// `ceil(cols / slots)` columns over a band, each sample times a row or column index, and
+/// every sum must stay below 2^32. Otherwise bands of about 96 rows (measured best on the
+/// H200) or more bands when the bound needs them.
+pub fn com_parts(bits: u32, det: [usize; 2]) -> Option<u32> {
+    if bits >= 32 {
+        return None;
+    }
+    let [rows, cols] = [det[0].max(1) as u64, det[1].max(1) as u64];
+    let slots = if bits == 8 { 32 } else { 64 };
+    let vmax = (1u64 << bits) - 1;
+    let per_row = cols.div_ceil(slots) * vmax * (rows.max(cols) - 1).max(1);
+    let band = u32::MAX as u64 / per_row;
+    if band == 0 {
+        return None;
+    }
+    Some(rows.div_ceil(96).clamp(1, 8).max(rows.div_ceil(band)) as u32)
+}
 
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
 pub struct ComParams {
     pub frames: u32,
-    pub frame_words: u32,
+    pub tile_words: u32,
     pub bits: u32,
     pub det_rows: u32,
     pub det_cols: u32,
     pub first_frame: u32,
     pub groups_x: u32,
-    /// 16-byte units folded per u32 partial ([`moment_flush`]).
+    /// Detector rows per u32 fold of the running sums ([`moment_flush`]).
     pub flush: u32,
     /// Float32 residents: the power of two all samples are integer multiples of.
     pub lsb: i32,
-    pub _pad0: u32,
+    /// Workgroups per tile ([`com_parts`]).
+    pub parts: u32,
     pub _pad1: u32,
     pub _pad2: u32,
 }
@@ -210,16 +260,15 @@ pub struct ComParams {
 #[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
 pub struct PatternParams {
     pub frames: u32,
-    pub frame_words: u32,
+    pub tile_words: u32,
     pub bits: u32,
     pub det_len: u32,
     pub first_frame: u32,
-    pub scan_cols: u32,
-    /// Positions per invocation ([`PATTERN_CHUNK`]).
-    pub chunk_len: u32,
+    /// Tiles per invocation ([`pattern_chunk_tiles`]).
+    pub chunk_tiles: u32,
     pub groups_x: u32,
-    /// Workgroups (64 vec4s each) covering one frame.
-    pub word_groups: u32,
+    /// Workgroups (32 pixels each) covering the detector.
+    pub pixel_groups: u32,
     /// Float32 residents: the power of two all samples are integer multiples of.
     pub lsb: i32,
     pub _pad1: u32,
@@ -227,8 +276,23 @@ pub struct PatternParams {
     pub _pad3: u32,
 }
 
-/// Scan positions one pattern-reduce invocation walks.
-pub const PATTERN_CHUNK: u32 = 256;
+/// Invocations the pattern reduction aims for (enough to fill a large GPU), when the
+/// detector alone gives fewer.
+pub const PATTERN_INVOCATIONS: u64 = 1 << 21;
+
+/// Tiles one pattern-reduce invocation walks for `tiles` tiles of `bits`-bit samples and a
+/// detector of `det_len` pixels (two invocations each): enough chunks to fill the GPU, and
+/// never so many tiles that an invocation's u32 sum (`4 · per_word` samples a tile) could
+/// wrap; 32-bit samples carry into a high word.
+pub fn pattern_chunk_tiles(tiles: u32, bits: u32, det_len: usize) -> u32 {
+    let chunks = PATTERN_INVOCATIONS.div_ceil(det_len.max(1) as u64 * 2);
+    let mut len = (tiles as u64).div_ceil(chunks).max(1);
+    if bits < 32 {
+        let per_vec4 = (128 / bits) as u64;
+        len = len.min(u32::MAX as u64 / (per_vec4 * ((1u64 << bits) - 1)));
+    }
+    len as u32
+}
 
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
@@ -238,7 +302,7 @@ pub struct DecodeParams {
     pub frames: u32,
     pub first_frame: u32,
     pub seg_first_frame: u32,
-    pub frame_words: u32,
+    pub tile_words: u32,
     pub bits: u32,
     pub det_len: u32,
     pub elem: u32,
@@ -282,12 +346,25 @@ pub struct FftParams {
 pub struct SynthParams {
     pub frames: u32,
     pub first_frame: u32,
-    pub frame_words: u32,
+    pub tile_words: u32,
     pub det_rows: u32,
     pub det_cols: u32,
     pub scan_cols: u32,
     pub groups_x: u32,
     pub _pad0: u32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+pub struct TileParams {
+    pub frames: u32,
+    pub first_tile: u32,
+    pub frame_words: u32,
+    pub tile_words: u32,
+    pub bits: u32,
+    pub groups_x: u32,
+    pub det_len: u32,
+    pub _pad1: u32,
 }
 
 #[repr(C)]
@@ -357,13 +434,13 @@ pub fn uniform_layouts() -> Vec<(&'static str, usize, Vec<&'static str>)> {
             std::mem::size_of::<MaskedSumParams>(),
             vec![
                 "frames",
-                "frame_words",
+                "tile_words",
                 "bits",
                 "n_idx",
                 "first_frame",
                 "groups_x",
-                "flush",
                 "lsb",
+                "parts",
             ],
         ),
         (
@@ -371,7 +448,7 @@ pub fn uniform_layouts() -> Vec<(&'static str, usize, Vec<&'static str>)> {
             std::mem::size_of::<ComParams>(),
             vec![
                 "frames",
-                "frame_words",
+                "tile_words",
                 "bits",
                 "det_rows",
                 "det_cols",
@@ -379,7 +456,7 @@ pub fn uniform_layouts() -> Vec<(&'static str, usize, Vec<&'static str>)> {
                 "groups_x",
                 "flush",
                 "lsb",
-                "_pad0",
+                "parts",
                 "_pad1",
                 "_pad2",
             ],
@@ -389,14 +466,13 @@ pub fn uniform_layouts() -> Vec<(&'static str, usize, Vec<&'static str>)> {
             std::mem::size_of::<PatternParams>(),
             vec![
                 "frames",
-                "frame_words",
+                "tile_words",
                 "bits",
                 "det_len",
                 "first_frame",
-                "scan_cols",
-                "chunk_len",
+                "chunk_tiles",
                 "groups_x",
-                "word_groups",
+                "pixel_groups",
                 "lsb",
                 "_pad1",
                 "_pad2",
@@ -412,7 +488,7 @@ pub fn uniform_layouts() -> Vec<(&'static str, usize, Vec<&'static str>)> {
                 "frames",
                 "first_frame",
                 "seg_first_frame",
-                "frame_words",
+                "tile_words",
                 "bits",
                 "det_len",
                 "elem",
@@ -443,12 +519,26 @@ pub fn uniform_layouts() -> Vec<(&'static str, usize, Vec<&'static str>)> {
             vec![
                 "frames",
                 "first_frame",
-                "frame_words",
+                "tile_words",
                 "det_rows",
                 "det_cols",
                 "scan_cols",
                 "groups_x",
                 "_pad0",
+            ],
+        ),
+        (
+            "TileParams",
+            std::mem::size_of::<TileParams>(),
+            vec![
+                "frames",
+                "first_tile",
+                "frame_words",
+                "tile_words",
+                "bits",
+                "groups_x",
+                "det_len",
+                "_pad1",
             ],
         ),
         (
@@ -504,4 +594,37 @@ pub fn uniform_layouts() -> Vec<(&'static str, usize, Vec<&'static str>)> {
             ],
         ),
     ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The CoM bands keep every u32 lane below 2^32: 192² u16 needs two bands of 96 rows
+    /// (three columns an invocation, row indices to 191), 256² u16 four; a detector whose
+    /// single rows could wrap takes the wide kernel.
+    #[test]
+    fn com_bands_keep_lanes_from_wrapping() {
+        let lanes_fit = |bits: u32, det: [usize; 2], parts: u32| {
+            let slots = if bits == 8 { 32 } else { 64 };
+            let band = det[0].div_ceil(parts as usize) as u64;
+            let cpt = det[1].div_ceil(slots) as u64;
+            band * cpt * ((1u64 << bits) - 1) * (det[0].max(det[1]) as u64 - 1) <= u32::MAX as u64
+        };
+        for (bits, det) in [
+            (16, [192, 192]),
+            (16, [256, 256]),
+            (8, [512, 512]),
+            (16, [300, 256]),
+        ] {
+            let parts = com_parts(bits, det).unwrap();
+            assert!(lanes_fit(bits, det, parts), "{bits} {det:?} in {parts}");
+        }
+        assert_eq!(com_parts(16, [192, 192]), Some(2));
+        assert_eq!(com_parts(16, [256, 256]), Some(4));
+        assert_eq!(com_parts(16, [7, 3000]), None);
+        assert_eq!(com_parts(32, [4, 4]), None);
+        // n(n − 1)/2 · 65535 < 2^32 for n = 362, not 363.
+        assert_eq!(moment_flush(16, [1, 1]), 362);
+    }
 }

@@ -331,7 +331,13 @@ impl Engine {
         }
         let reader = FrameReader::new(acq);
         let frame_bytes = plan.frame_words as usize * 4;
-        let window_frames = ((UPLOAD_WINDOW as usize) / frame_bytes).max(1);
+        // Windows of whole tiles: the GPU tiles each staged window into the resident.
+        let tile = plan.tile as usize;
+        let window_frames = ((UPLOAD_WINDOW as usize) / frame_bytes / tile).max(1) * tile;
+        let staging = self.storage(
+            "upload window",
+            (window_frames.min(total_frames) * frame_bytes) as u64,
+        );
         let mut buffers = Vec::with_capacity(plan.segments.len());
         let mut float = acq.dtype.is_float().then(FloatRange::default);
         let mut offloaded = 0;
@@ -380,9 +386,9 @@ impl Engine {
                     }
                 }
                 times.lap("correct + pack", &mut t);
-                let offset = ((f - seg.first_frame) * frame_bytes) as u64;
                 self.queue
-                    .write_buffer(&buffer, offset, bytemuck::cast_slice(&words));
+                    .write_buffer(&staging, 0, bytemuck::cast_slice(&words));
+                self.encode_tiling(&plan, &staging, &buffer, f - seg.first_frame, f1 - f)?;
                 times.lap("write to the GPU", &mut t);
                 f = f1;
                 progress(f, total_frames);
@@ -395,6 +401,39 @@ impl Engine {
         res.offloaded_chunks = offloaded;
         res.upload_times = times;
         Ok(res)
+    }
+
+    /// Submit tiling `frames` staged frames (packed frame after frame) into `resident` from
+    /// segment position `first` on (a tile boundary).
+    fn encode_tiling(
+        &self,
+        plan: &ResidentPlan,
+        staged: &wgpu::Buffer,
+        resident: &wgpu::Buffer,
+        first: usize,
+        frames: usize,
+    ) -> Result<()> {
+        let words = frames.div_ceil(plan.tile as usize) as u64 * plan.tile_words as u64;
+        let groups = kernels::grid(words.div_ceil(256) as u32);
+        let params = self.uniform(&kernels::TileParams {
+            frames: frames as u32,
+            first_tile: (first / plan.tile as usize) as u32,
+            frame_words: plan.frame_words,
+            tile_words: plan.tile_words,
+            bits: plan.bits,
+            groups_x: groups.0,
+            det_len: plan.shape.det_len() as u32,
+            ..Default::default()
+        });
+        let mut enc = self.device.create_command_encoder(&Default::default());
+        self.dispatch(
+            &mut enc,
+            &kernels::TILE_FRAMES,
+            &[&params, staged, resident],
+            groups,
+        )?;
+        self.queue.submit([enc.finish()]);
+        Ok(())
     }
 
     /// Turn an out-of-memory error during upload into the plan's message, else the resident.
@@ -437,12 +476,12 @@ impl Engine {
         let mut buffers = Vec::with_capacity(plan.segments.len());
         for seg in &plan.segments {
             let buffer = self.storage("resident (synthetic)", seg.bytes.max(4));
-            let words = seg.frames as u64 * plan.frame_words as u64;
+            let words = seg.bytes / 4;
             let groups = kernels::grid(words.div_ceil(256) as u32);
             let params = self.uniform(&kernels::SynthParams {
                 frames: seg.frames as u32,
                 first_frame: seg.first_frame as u32,
-                frame_words: plan.frame_words,
+                tile_words: plan.tile_words,
                 det_rows: shape.det[0] as u32,
                 det_cols: shape.det[1] as u32,
                 scan_cols: shape.scan[1] as u32,

@@ -19,54 +19,28 @@ fn words_to_u64(bytes: &[u8]) -> Vec<u64> {
         .collect()
 }
 
-/// A detector mask as the masked-sum kernel reads it: one entry per 16 resident bytes
-/// holding selected pixels, `vec4_index << 16 | selection` (bit `s` of the selection =
-/// sample `s` of those bytes), so each vec4 is loaded once however many of its samples are
-/// selected.
+/// A detector mask as the masked-sum kernel reads it: its pixels, ascending (neighbouring
+/// invocations then read neighbouring sectors of a tile).
 pub struct DetectorList {
     pub buffer: wgpu::Buffer,
     pub entries: u32,
 }
 
-/// Most 16-byte units a frame may have for the 16-bit entry index (1 MiB frames).
-pub const MAX_FRAME_VEC4: u32 = 1 << 16;
-
-/// The 16-byte entries of `indices` (detector pixels, ascending or not) for `bits`-bit
-/// samples.
-pub fn vec4_entries(indices: &[u32], bits: u32) -> Vec<u32> {
-    let per_vec4 = 128 / bits;
-    let mut sorted = indices.to_vec();
-    sorted.sort_unstable();
-    sorted.dedup();
-    let mut out: Vec<u32> = Vec::with_capacity(sorted.len());
-    for k in sorted {
-        let (unit, sel) = (k / per_vec4, 1u32 << (k % per_vec4));
-        match out.last_mut() {
-            Some(e) if *e >> 16 == unit => *e |= sel,
-            _ => out.push(unit << 16 | sel),
-        }
-    }
-    out
-}
-
 impl DetectorList {
-    pub fn new(engine: &Engine, res: &Resident, indices: &[u32]) -> Result<DetectorList> {
-        if res.plan.frame_words / 4 > MAX_FRAME_VEC4 {
-            return Err(Error::Gpu(format!(
-                "detector frames of {} bytes exceed the masked-sum kernel's 1 MiB: bin the detector",
-                res.plan.frame_words as u64 * 4
-            )));
-        }
-        let entries = vec4_entries(indices, res.plan.bits);
+    pub fn new(engine: &Engine, indices: &[u32]) -> Result<DetectorList> {
+        let mut sorted = indices.to_vec();
+        sorted.sort_unstable();
+        sorted.dedup();
         Ok(DetectorList {
-            buffer: engine.input(&entries),
-            entries: entries.len() as u32,
+            buffer: engine.input(&sorted),
+            entries: sorted.len() as u32,
         })
     }
 }
 
 /// Record the masked-sum kernel over every segment into `out` (8 bytes per position; 16,
-/// a 128-bit sum in units of `2^lsb`, for float32 residents).
+/// a 128-bit sum in units of `2^lsb`, for float32 residents; cleared first, so it needs
+/// `COPY_DST`).
 pub fn encode_masked_sums(
     engine: &Engine,
     encoder: &mut wgpu::CommandEncoder,
@@ -74,40 +48,42 @@ pub fn encode_masked_sums(
     list: &DetectorList,
     out: &wgpu::Buffer,
 ) -> Result<()> {
-    let flush = kernels::sum_flush(res.plan.bits);
-    encode_masked_sums_folding(engine, encoder, res, list, out, flush)
+    let parts = kernels::masked_sum_parts(list.entries, res.plan.bits);
+    encode_masked_sums_in_parts(engine, encoder, res, list, out, parts)
 }
 
-/// [`encode_masked_sums`] folding the u32 partials every `flush` samples (tests force
-/// small values to exercise the fold; any value up to [`kernels::sum_flush`] is exact).
-pub fn encode_masked_sums_folding(
+/// [`encode_masked_sums`] with the pixel list cut into `parts` per tile (at least the
+/// [`kernels::masked_sum_min_parts`] that keep every lane from wrapping; tests force
+/// others).
+pub fn encode_masked_sums_in_parts(
     engine: &Engine,
     encoder: &mut wgpu::CommandEncoder,
     res: &Resident,
     list: &DetectorList,
     out: &wgpu::Buffer,
-    flush: u32,
+    parts: u32,
 ) -> Result<()> {
-    let per_vec4 = 128 / res.plan.bits;
-    // The kernel folds per entry (up to `per_vec4` samples each).
-    let flush_entries = (flush.clamp(1, kernels::sum_flush(res.plan.bits)) / per_vec4).max(1);
     // Float32 residents: 128-bit sums (16 bytes a position) at binding 4.
     let (kernel, binding, lsb) = match res.float {
         Some(r) => (&kernels::MASKED_SUM_F32, 4, r.lsb),
         None => (&kernels::MASKED_SUM, 3, 0),
     };
+    // Parts of the mask add into the sums: cleared first.
+    let bytes = if res.float.is_some() { 16 } else { 8 };
+    encoder.clear_buffer(out, 0, Some(res.plan.shape.frames() as u64 * bytes));
+    let parts = parts.max(kernels::masked_sum_min_parts(list.entries, res.plan.bits));
     let mut batch = Batch::default();
     for (seg, buf) in res.plan.segments.iter().zip(&res.buffers) {
-        let groups = grid((seg.frames as u32).div_ceil(kernels::MASKED_SUM_POSITIONS));
+        let groups = grid((seg.frames as u32).div_ceil(res.plan.tile) * parts);
         let params = engine.uniform(&MaskedSumParams {
             frames: seg.frames as u32,
-            frame_words: res.plan.frame_words,
+            tile_words: res.plan.tile_words,
             bits: res.plan.bits,
             n_idx: list.entries,
             first_frame: seg.first_frame as u32,
             groups_x: groups.0,
-            flush: flush_entries,
             lsb,
+            parts,
         });
         batch.add(
             engine,
@@ -124,7 +100,7 @@ pub fn encode_masked_sums_folding(
 pub async fn masked_sums(engine: &Engine, res: &Resident, indices: &[u32]) -> Result<Vec<u64>> {
     let frames = res.plan.shape.frames();
     let out = engine.storage("masked sums", frames as u64 * 8);
-    let list = DetectorList::new(engine, res, indices)?;
+    let list = DetectorList::new(engine, indices)?;
     let mut encoder = engine.device.create_command_encoder(&Default::default());
     encode_masked_sums(engine, &mut encoder, res, &list, &out)?;
     engine.queue.submit([encoder.finish()]);
@@ -225,45 +201,60 @@ pub async fn com_moments(engine: &Engine, res: &Resident) -> Result<Vec<[u64; 3]
 }
 
 /// Record the fused CoM-moment kernel into `out` (24 bytes per position; 48 for float32
-/// residents).
+/// residents; cleared first, so it needs `COPY_DST`).
 pub fn encode_com_moments(
     engine: &Engine,
     encoder: &mut wgpu::CommandEncoder,
     res: &Resident,
     out: &wgpu::Buffer,
 ) -> Result<()> {
-    let flush = kernels::moment_flush(res.plan.bits, res.plan.shape.det);
-    encode_com_moments_folding(engine, encoder, res, out, flush)
+    let plan = &res.plan;
+    let (flush, parts) = match kernels::com_parts(plan.bits, plan.shape.det) {
+        Some(parts) => (kernels::moment_flush(plan.bits, plan.shape.det), parts),
+        None => (0, plan.shape.det[0].div_ceil(96).clamp(1, 8) as u32),
+    };
+    encode_com_moments_with(engine, encoder, res, out, flush, parts)
 }
 
-/// [`encode_com_moments`] folding every `flush` vec4s (0 = the 64-bit path per sample;
-/// tests force small values; any value up to [`kernels::moment_flush`] is exact).
-pub fn encode_com_moments_folding(
+/// [`encode_com_moments`] folding the running sums every `flush` rows (any value up to
+/// [`kernels::moment_flush`] is exact; 0 = the 64-bit path per sample) in `parts` bands of
+/// rows per tile, at least those [`kernels::com_parts`] needs for u32 lanes (tests force
+/// both to exercise the folds and the atomic adds).
+pub fn encode_com_moments_with(
     engine: &Engine,
     encoder: &mut wgpu::CommandEncoder,
     res: &Resident,
     out: &wgpu::Buffer,
     flush: u32,
+    parts: u32,
 ) -> Result<()> {
     let shape = res.plan.shape;
+    let fits = kernels::com_parts(res.plan.bits, shape.det);
+    let flush = flush.min(kernels::moment_flush(res.plan.bits, shape.det));
     // Float32 residents: three 128-bit sums (48 bytes a position) at binding 3.
-    let (kernel, binding, lsb) = match res.float {
-        Some(r) => (&kernels::COM_MOMENTS_F32, 3, r.lsb),
-        None => (&kernels::COM_MOMENTS, 2, 0),
+    let (kernel, binding, lsb, parts) = match (res.float, fits) {
+        (Some(r), _) => (&kernels::COM_MOMENTS_F32, 3, r.lsb, parts),
+        (None, Some(least)) if flush > 0 => (&kernels::COM_MOMENTS, 2, 0, parts.max(least)),
+        (None, _) => (&kernels::COM_MOMENTS_WIDE, 2, 0, parts),
     };
+    // Parts of the detector add into the moments: cleared first.
+    let bytes = if res.float.is_some() { 48 } else { 24 };
+    encoder.clear_buffer(out, 0, Some(shape.frames() as u64 * bytes));
+    let parts = parts.max(1);
     let mut batch = Batch::default();
     for (seg, buf) in res.plan.segments.iter().zip(&res.buffers) {
-        let groups = grid((seg.frames as u32).div_ceil(kernels::COM_POSITIONS));
+        let groups = grid((seg.frames as u32).div_ceil(res.plan.tile) * parts);
         let params = engine.uniform(&ComParams {
             frames: seg.frames as u32,
-            frame_words: res.plan.frame_words,
+            tile_words: res.plan.tile_words,
             bits: res.plan.bits,
             det_rows: shape.det[0] as u32,
             det_cols: shape.det[1] as u32,
             first_frame: seg.first_frame as u32,
             groups_x: groups.0,
-            flush: flush.min(kernels::moment_flush(res.plan.bits, shape.det)),
+            flush,
             lsb,
+            parts,
             ..Default::default()
         });
         batch.add(
@@ -289,41 +280,52 @@ pub fn encode_pattern_reduce(
 ) -> Result<()> {
     let shape = res.plan.shape;
     let det_len = shape.det_len();
-    let rows: Vec<u32> = roi.row_intervals(shape.scan).concat();
-    let roi_rows = engine.input(&rows);
+    let roi_tiles = engine.input(&tile_masks(roi, shape.scan, res.plan.tile));
     // Float32 residents: 128-bit sums, max key, seen, pad (32 bytes a pixel) at binding 4.
     let (kernel, binding, lsb, bytes) = match res.float {
         Some(r) => (&kernels::PATTERN_REDUCE_F32, 4, r.lsb, 32),
         None => (&kernels::PATTERN_REDUCE, 2, 0, 16),
     };
     encoder.clear_buffer(out, 0, Some(det_len as u64 * bytes));
-    let word_groups = (res.plan.frame_words / 4).div_ceil(64);
+    let pixel_groups = (det_len as u32).div_ceil(32);
     let mut batch = Batch::default();
     for (seg, buf) in res.plan.segments.iter().zip(&res.buffers) {
-        let chunks = (seg.frames as u32).div_ceil(kernels::PATTERN_CHUNK);
-        let groups = grid(word_groups * chunks);
+        let tiles = (seg.frames as u32).div_ceil(res.plan.tile);
+        let chunk_tiles = kernels::pattern_chunk_tiles(tiles, res.plan.bits, det_len);
+        let groups = grid(pixel_groups * tiles.div_ceil(chunk_tiles));
         let params = engine.uniform(&PatternParams {
             frames: seg.frames as u32,
-            frame_words: res.plan.frame_words,
+            tile_words: res.plan.tile_words,
             bits: res.plan.bits,
             det_len: det_len as u32,
             first_frame: seg.first_frame as u32,
-            scan_cols: shape.scan[1] as u32,
-            chunk_len: kernels::PATTERN_CHUNK,
+            chunk_tiles,
             groups_x: groups.0,
-            word_groups,
+            pixel_groups,
             lsb,
             ..Default::default()
         });
         batch.add(
             engine,
             kernel,
-            &[(0, &params), (1, buf), (binding, out), (3, &roi_rows)],
+            &[(0, &params), (1, buf), (binding, out), (3, &roi_tiles)],
             groups,
         )?;
     }
     batch.flush(encoder);
     Ok(())
+}
+
+/// Per tile of `tile` positions, bit `p` set when the tile's position `p` is inside `roi`.
+pub fn tile_masks(roi: &ScanRoi, scan: [usize; 2], tile: u32) -> Vec<u32> {
+    let tile = tile as usize;
+    let mut masks = vec![0u32; (scan[0] * scan[1]).div_ceil(tile)];
+    for (r, [c0, c1]) in roi.row_intervals(scan).into_iter().enumerate() {
+        for f in r * scan[1] + c0 as usize..r * scan[1] + c1 as usize {
+            masks[f / tile] |= 1 << (f % tile);
+        }
+    }
+    masks
 }
 
 /// Sum (exact) and maximum pattern over the positions in `roi`.
@@ -350,34 +352,33 @@ pub async fn pattern_reduce(
 
 /// Resident samples of frames `[f0, f1)`, unpacked to u32.
 pub async fn frames(engine: &Engine, res: &Resident, f0: usize, f1: usize) -> Result<Vec<u32>> {
-    let det = res.plan.shape.det_len();
-    let per_word = (32 / res.plan.bits) as usize;
-    let fw = res.plan.frame_words as usize;
-    let mut out = Vec::with_capacity((f1 - f0) * det);
-    for (seg, buf) in res.plan.segments.iter().zip(&res.buffers) {
+    let plan = &res.plan;
+    let det = plan.shape.det_len();
+    let (tile, tile_words) = (plan.tile as usize, plan.tile_words as usize);
+    let mut out = Vec::with_capacity(f1.saturating_sub(f0) * det);
+    for (seg, buf) in plan.segments.iter().zip(&res.buffers) {
         let (s0, s1) = (
-            f0.max(seg.first_frame),
-            f1.min(seg.first_frame + seg.frames),
+            f0.max(seg.first_frame) - seg.first_frame,
+            f1.min(seg.first_frame + seg.frames)
+                .saturating_sub(seg.first_frame),
         );
         if s0 >= s1 {
             continue;
         }
-        // Only the frames asked for leave the GPU: one pattern is one frame's words.
-        let offset = ((s0 - seg.first_frame) * fw * 4) as u64;
+        // Only the tiles holding the frames asked for leave the GPU.
+        let (t0, t1) = (s0 / tile, s1.div_ceil(tile));
         let bytes = engine
-            .read_back_range(buf, offset, ((s1 - s0) * fw * 4) as u64)
+            .read_back_range(
+                buf,
+                (t0 * tile_words * 4) as u64,
+                ((t1 - t0) * tile_words * 4) as u64,
+            )
             .await?;
         let words: Vec<u32> = bytemuck::pod_collect_to_vec(&bytes);
         for f in s0..s1 {
-            let w = &words[(f - s0) * fw..(f - s0 + 1) * fw];
-            out.extend((0..det).map(|k| {
-                let bits = res.plan.bits;
-                if bits == 32 {
-                    w[k]
-                } else {
-                    (w[k / per_word] >> ((k % per_word) as u32 * bits)) & ((1 << bits) - 1)
-                }
-            }));
+            let t = f / tile - t0;
+            let tile_of = &words[t * tile_words..(t + 1) * tile_words];
+            out.extend((0..det).map(|k| plan.tile_sample(tile_of, k, (f % tile) as u32)));
         }
     }
     Ok(out)
