@@ -745,7 +745,10 @@ impl Session {
                 idpc.encode(
                     engine,
                     enc,
-                    crate::gpu::fft::CentreSource::Moments(moments),
+                    crate::gpu::fft::CentreSource::Moments {
+                        buf: moments,
+                        bound: gp::moment_bound(res),
+                    },
                     dpc,
                 )?;
                 self.image.encode_prep(

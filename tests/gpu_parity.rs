@@ -420,12 +420,15 @@ fn pattern_reductions_over_many_position_chunks_are_exact() {
 fn idpc_on_the_gpu_meets_the_contract_bound_for_any_scan_size() {
     use stem4d::gpu::fft::{DpcSettings, Idpc};
     let Some(engine) = engine() else { return };
+    // [6, 5, 64, 64]: a scan so small that the DPC varies by ~0.1 px around a CoM of ~32 px;
+    // a float32 CoM would carry ~2e-6 px of rounding into a phase of ~0.05.
     for dims in [
         [8, 16, 9, 7],
         [5, 7, 11, 9],
         [12, 10, 9, 9],
         [1, 6, 8, 8],
         [27, 18, 7, 9],
+        [6, 5, 64, 64],
     ] {
         let acq = stem4d::formats::synthetic::open(dims).unwrap();
         let res = pollster::block_on(engine.upload(&acq, Default::default())).unwrap();
@@ -449,7 +452,10 @@ fn idpc_on_the_gpu_meets_the_contract_bound_for_any_scan_size() {
             idpc.encode(
                 &engine,
                 &mut enc,
-                stem4d::gpu::fft::CentreSource::Moments(&moments),
+                stem4d::gpu::fft::CentreSource::Moments {
+                    buf: &moments,
+                    bound: products::moment_bound(&res),
+                },
                 settings,
             )
             .unwrap();

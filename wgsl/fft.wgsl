@@ -18,9 +18,11 @@ struct FftParams {
     mean_c: f32,
     cos_t: f32,
     sin_t: f32,
-    _pad0: u32,
-    _pad1: u32,
-    _pad2: u32,
+    // idpc_pack: the scan mean's fixed-point reference (ref / 2^ref_shift per axis; mean_r
+    // and mean_c then hold the rest of the mean).
+    ref_r: u32,
+    ref_c: u32,
+    ref_shift: u32,
 }
 
 @group(0) @binding(0) var<uniform> fp: FftParams;
@@ -126,6 +128,33 @@ fn fft_transpose(@builtin(global_invocation_id) gid: vec3<u32>) {
 // position), with the scan mean, flip and rotation of the contract.
 @group(0) @binding(4) var<storage, read> moments: array<u32>;
 
+fn sub64(a: vec2<u32>, b: vec2<u32>) -> vec2<u32> {
+    return vec2<u32>(a.x - b.x, a.y - b.y - select(0u, 1u, a.x < b.x));
+}
+
+// (m − mean·t)/t for one axis, from the exact moment m and total t: with the reference
+// a/2^k near the mean and d the rest of it, m·2^k − a·t is an exact signed 64-bit integer
+// (the host picks k so that it fits), so the centred value keeps float32's relative
+// accuracy however small it is against the CoM itself (a float32 CoM of ~100 px is only
+// good to ~1e-5 px, and a small DPC would inherit that error).
+fn centred(m: vec2<u32>, t: vec2<u32>, a: u32, k: u32, d: f32) -> f32 {
+    let scale = f32(1u << k);
+    if (t.x == 0u && t.y == 0u) {
+        // The contract's CoM of an empty pattern is 0.
+        return -(f32(a) / scale) - d;
+    }
+    var ms = m;
+    if (k != 0u) {
+        ms = vec2<u32>(m.x << k, (m.y << k) | (m.x >> (32u - k)));
+    }
+    let lo = mul64(a, t.x);
+    let at = vec2<u32>(lo.x, lo.y + a * t.y);
+    let neg = ms.y < at.y || (ms.y == at.y && ms.x < at.x);
+    let diff = select(sub64(ms, at), sub64(at, ms), neg);
+    let q = u64_f32(diff.x, diff.y) / u64_f32(t.x, t.y) / scale;
+    return select(q, -q, neg) - d;
+}
+
 @compute @workgroup_size(256)
 fn idpc_pack(@builtin(global_invocation_id) gid: vec3<u32>) {
     let id = flat_id(gid);
@@ -133,8 +162,11 @@ fn idpc_pack(@builtin(global_invocation_id) gid: vec3<u32>) {
         return;
     }
     let o = 6u * id;
-    let com = com_from_words(array<u32, 6>(moments[o], moments[o + 1u], moments[o + 2u], moments[o + 3u], moments[o + 4u], moments[o + 5u]));
-    dst[id] = dpc_from_com(com, vec2<f32>(fp.mean_r, fp.mean_c), fp.cos_t, fp.sin_t, fp.flip);
+    let t = vec2<u32>(moments[o], moments[o + 1u]);
+    let dr = centred(vec2<u32>(moments[o + 2u], moments[o + 3u]), t, fp.ref_r, fp.ref_shift, fp.mean_r);
+    let dc = centred(vec2<u32>(moments[o + 4u], moments[o + 5u]), t, fp.ref_c, fp.ref_shift, fp.mean_c);
+    // The mean is already subtracted: flip and rotation as the contract orders them.
+    dst[id] = dpc_from_com(vec2<f32>(dr, dc), vec2<f32>(0.0, 0.0), fp.cos_t, fp.sin_t, fp.flip);
 }
 
 // The same from a centre-of-mass plane given as float32 (row, col) pairs (float data, whose

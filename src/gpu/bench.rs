@@ -141,7 +141,11 @@ pub fn products(
         flip: false,
     };
     let s = time(engine, reps, &|e| {
-        idpc.encode(engine, e, super::fft::CentreSource::Moments(&out), dpc)
+        let centre = super::fft::CentreSource::Moments {
+            buf: &out,
+            bound: super::products::moment_bound(res),
+        };
+        idpc.encode(engine, e, centre, dpc)
     })?;
     lines.push(Timing {
         name: format!(

@@ -226,11 +226,21 @@ fn transpose(
     rec.dispatch(&kernels::FFT_TRANSPOSE, &[(0, &u), (1, src), (3, dst)], g)
 }
 
+/// Fraction bits of the scan mean's fixed-point reference in `idpc_pack`: as many as keep
+/// `m · 2^k` and `ref · t` (each at most `bound · 2^k`) below 2^63, up to 16.
+pub fn reference_shift(bound: u128) -> u32 {
+    (0..=16u32)
+        .rev()
+        .find(|&k| bound.max(1) << k < 1u128 << 63)
+        .unwrap_or(0)
+}
+
 /// Where iDPC takes the centre of mass from.
 #[derive(Clone, Copy, Debug)]
 pub enum CentreSource<'a> {
-    /// Exact integer moments: three u64 per position (total, Σ i·I, Σ j·I).
-    Moments(&'a wgpu::Buffer),
+    /// Exact integer moments: three u64 per position (total, Σ i·I, Σ j·I), none above
+    /// `bound` ([`super::products::moment_bound`]).
+    Moments { buf: &'a wgpu::Buffer, bound: u128 },
     /// The CoM as float32 (row, col) per position.
     Com(&'a wgpu::Buffer),
 }
@@ -283,25 +293,36 @@ impl Idpc {
     ) -> Result<()> {
         let (r, c) = (self.rows, self.cols);
         let (s, co) = dpc.rotation.to_radians().sin_cos();
-        let (u, g) = params(
-            engine,
-            FftParams {
-                width: c,
-                height: r,
-                flip: dpc.flip as u32,
-                mean_r: dpc.mean[0] as f32,
-                mean_c: dpc.mean[1] as f32,
-                cos_t: co as f32,
-                sin_t: s as f32,
-                ..Default::default()
-            },
-            r * c,
-        );
-        let (a, b) = (&self.w0, &self.phase);
+        let mut p = FftParams {
+            width: c,
+            height: r,
+            flip: dpc.flip as u32,
+            mean_r: dpc.mean[0] as f32,
+            mean_c: dpc.mean[1] as f32,
+            cos_t: co as f32,
+            sin_t: s as f32,
+            ..Default::default()
+        };
         let (pack, src) = match centre {
-            CentreSource::Moments(b) => (&kernels::IDPC_PACK, b),
+            CentreSource::Moments { buf, bound } => {
+                let k = reference_shift(bound);
+                let fixed = |m: f64| {
+                    (m.max(0.0) * (1u64 << k) as f64)
+                        .round()
+                        .min(u32::MAX as f64)
+                };
+                let (ar, ac) = (fixed(dpc.mean[0]), fixed(dpc.mean[1]));
+                p.ref_r = ar as u32;
+                p.ref_c = ac as u32;
+                p.ref_shift = k;
+                p.mean_r = (dpc.mean[0] - ar / (1u64 << k) as f64) as f32;
+                p.mean_c = (dpc.mean[1] - ac / (1u64 << k) as f64) as f32;
+                (&kernels::IDPC_PACK, buf)
+            }
             CentreSource::Com(b) => (&kernels::IDPC_PACK_COM, b),
         };
+        let (u, g) = params(engine, p, r * c);
+        let (a, b) = (&self.w0, &self.phase);
         let mut rec = Recorder::new(engine, enc);
         rec.dispatch(pack, &[(0, &u), (3, a), (4, src)], g)?;
         rows_fft(&mut rec, &self.row_axis, r, false, a, b)?;
@@ -330,5 +351,21 @@ impl Idpc {
         let bytes = engine.read_back(&self.phase, n * 8).await?;
         let v: Vec<f32> = bytemuck::pod_collect_to_vec(&bytes);
         Ok(v.chunks_exact(2).map(|c| c[0] as f64).collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::reference_shift;
+
+    /// The fixed-point reference keeps `bound · 2^k` below 2^63: 16 fraction bits for a
+    /// 192² u16 detector (bound ≈ 2^38.7), fewer for larger bounds, none at 2^63.
+    #[test]
+    fn reference_shift_keeps_the_numerator_in_64_bits() {
+        let bound_192 = 65_535u128 * 192 * 192 * 192;
+        assert_eq!(reference_shift(bound_192), 16);
+        assert_eq!(reference_shift(1 << 50), 12);
+        assert_eq!(reference_shift((1 << 63) - 1), 0);
+        assert_eq!(reference_shift(0), 16);
     }
 }

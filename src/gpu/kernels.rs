@@ -336,9 +336,11 @@ pub struct FftParams {
     pub mean_c: f32,
     pub cos_t: f32,
     pub sin_t: f32,
-    pub _pad0: u32,
-    pub _pad1: u32,
-    pub _pad2: u32,
+    /// `idpc_pack`: the scan mean's fixed-point reference per axis, `ref / 2^ref_shift`
+    /// (`mean_r`/`mean_c` then hold the rest of the mean).
+    pub ref_r: u32,
+    pub ref_c: u32,
+    pub ref_shift: u32,
 }
 
 #[repr(C)]
@@ -509,8 +511,22 @@ pub fn uniform_layouts() -> Vec<(&'static str, usize, Vec<&'static str>)> {
             "FftParams",
             std::mem::size_of::<FftParams>(),
             vec![
-                "n", "p", "rows", "inverse", "width", "height", "groups_x", "flip", "scale",
-                "mean_r", "mean_c", "cos_t", "sin_t", "_pad0", "_pad1", "_pad2",
+                "n",
+                "p",
+                "rows",
+                "inverse",
+                "width",
+                "height",
+                "groups_x",
+                "flip",
+                "scale",
+                "mean_r",
+                "mean_c",
+                "cos_t",
+                "sin_t",
+                "ref_r",
+                "ref_c",
+                "ref_shift",
             ],
         ),
         (

@@ -162,17 +162,22 @@ pub async fn weighted_sums(
     Ok(acc.iter().map(Dd::value).collect())
 }
 
-/// Refuse detectors whose 64-bit moments could overflow: exact while
-/// max_value · pixels · (K − 1) < 2^64.
-pub fn moments_fit_64(res: &Resident) -> Result<()> {
+/// The largest value a CoM moment (total, Σ i·I or Σ j·I) of `res` can take:
+/// max_value · pixels · max(K − 1, 1).
+pub fn moment_bound(res: &Resident) -> u128 {
     let shape = res.plan.shape;
     let max_value = if res.plan.bits == 32 {
         u32::MAX as u128
     } else {
         (1u128 << res.plan.bits) - 1
     };
-    let bound = max_value * shape.det_len() as u128 * shape.det[0].max(shape.det[1]) as u128;
-    if bound >= 1u128 << 64 {
+    max_value * shape.det_len() as u128 * (shape.det[0].max(shape.det[1]) as u128).max(2)
+}
+
+/// Refuse detectors whose 64-bit moments could overflow: exact while the
+/// [`moment_bound`] stays below 2^64.
+pub fn moments_fit_64(res: &Resident) -> Result<()> {
+    if moment_bound(res) >= 1u128 << 64 {
         return Err(Error::Gpu(
             "centre-of-mass moments of this detector could exceed 64 bits; use --backend cpu"
                 .into(),
@@ -486,7 +491,10 @@ pub async fn compute_resident(
             idpc.encode(
                 engine,
                 &mut enc,
-                super::fft::CentreSource::Moments(&moments),
+                super::fft::CentreSource::Moments {
+                    buf: &moments,
+                    bound: moment_bound(res),
+                },
                 dpc,
             )?;
             engine.queue.submit([enc.finish()]);
