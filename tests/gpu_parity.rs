@@ -197,6 +197,81 @@ fn tiled_kernels_match_the_cpu_at_tile_edges_and_sample_limits() {
     assert_eq!(checked, 10 * 2 * 9 - 4);
 }
 
+/// The masked sums meeting their slots through subgroups (where the adapter has them:
+/// lavapipe and the H200 do) and through workgroup memory give the CPU's sums, on 8- and
+/// 16-bit data with padded tiles, at saturation on a detector whose totals pass 2^32 (the
+/// subgroup path then needs two parts per tile), for whole, disk and scattered masks in
+/// any number of parts.
+#[test]
+fn masked_sums_agree_with_and_without_subgroups() {
+    use stem4d::contract::Dtype;
+    let Some(mut engine) = engine() else { return };
+    if std::env::var("STEM4D_REQUIRE_GPU").is_ok_and(|v| v == "1") {
+        assert!(engine.subgroups(), "the test adapter has no subgroups");
+    }
+    for (dtype, dims, saturated) in [
+        (Dtype::U16, [3, 7, 13, 11], false),
+        (Dtype::U8, [5, 9, 12, 10], false),
+        (Dtype::U16, [1, 3, 300, 256], true),
+    ] {
+        let n = dims.iter().product::<usize>() * dtype.size();
+        let mut bytes = noise_bytes(n, 99);
+        if saturated {
+            bytes.iter_mut().enumerate().for_each(|(i, b)| {
+                if i % 16 != 0 {
+                    *b = 0xff
+                }
+            });
+        }
+        let acq = raw_acquisition(dtype, dims, bytes);
+        let det = (dims[2] * dims[3]) as u32;
+        let disk: Vec<u32> = (0..det)
+            .filter(|k| {
+                let (i, j) = ((k / dims[3] as u32) as f64, (k % dims[3] as u32) as f64);
+                (i - dims[2] as f64 * 0.4).powi(2) + (j - dims[3] as f64 * 0.6).powi(2)
+                    <= (dims[2].min(dims[3]) as f64 * 0.3).powi(2)
+            })
+            .collect();
+        let masks = [
+            (0..det).collect::<Vec<u32>>(),
+            disk,
+            (0..det).filter(|k| k % 7 == 3 || k % 11 == 0).collect(),
+        ];
+        for (m, picked) in masks.iter().enumerate() {
+            let mut mask = vec![false; det as usize];
+            picked.iter().for_each(|&k| mask[k as usize] = true);
+            let mut p = stem4d::products::ProductParams::new(stem4d::products::ProductKind::Mask);
+            p.mask = Some(stem4d::contract::DetectorMask::Bool(mask));
+            let want = cpu::compute(&acq, &p).unwrap().data;
+            for subgroups in [true, false] {
+                engine.use_subgroups(subgroups);
+                let res = pollster::block_on(engine.upload(&acq, Default::default())).unwrap();
+                let list = products::DetectorList::new(&engine, picked).unwrap();
+                for parts in [1u32, 3, 16] {
+                    let frames = acq.shape.frames() as u64;
+                    let out = engine.storage("sums", frames * 8);
+                    let mut enc = engine.device.create_command_encoder(&Default::default());
+                    products::encode_masked_sums_in_parts(
+                        &engine, &mut enc, &res, &list, &out, parts,
+                    )
+                    .unwrap();
+                    engine.queue.submit([enc.finish()]);
+                    let got: Vec<u64> = pollster::block_on(engine.read_back(&out, frames * 8))
+                        .unwrap()
+                        .chunks_exact(8)
+                        .map(|b| u64::from_le_bytes(b.try_into().unwrap()))
+                        .collect();
+                    assert_eq!(
+                        stem4d::products::ArrayData::U64(got),
+                        want,
+                        "{dtype:?} {dims:?} mask {m}, subgroups {subgroups}, {parts} parts"
+                    );
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn residents_split_across_buffers_give_the_same_sums() {
     let Some(engine) = engine() else { return };

@@ -1,8 +1,9 @@
 //! Every WGSL kernel parses and validates with naga under WebGPU's capabilities (no native
-//! extras), and translates to SPIR-V and MSL (the Metal target's gate); every uniform struct
-//! has the layout of its single Rust definition.
+//! extras; the subgroup kernels with subgroup operations and nothing more), and
+//! translates to SPIR-V and MSL (the Metal target's gate); every uniform struct has the
+//! layout of its single Rust definition.
 
-use naga::valid::{Capabilities, ValidationFlags, Validator};
+use naga::valid::{Capabilities, ShaderStages, SubgroupOperationSet, ValidationFlags, Validator};
 use stem4d::gpu::kernels;
 
 fn module(k: &kernels::Kernel) -> (naga::Module, naga::valid::ModuleInfo) {
@@ -14,21 +15,34 @@ fn module(k: &kernels::Kernel) -> (naga::Module, naga::valid::ModuleInfo) {
             e.emit_to_string(&src)
         )
     });
-    let info = Validator::new(ValidationFlags::all(), Capabilities::empty())
-        .validate(&module)
-        .unwrap_or_else(|e| {
-            panic!(
-                "{}.wgsl does not validate:\n{}",
-                k.name,
-                e.emit_to_string(&src)
-            )
-        });
+    let mut validator = if k.needs_subgroups() {
+        let mut v = Validator::new(ValidationFlags::all(), Capabilities::SUBGROUP);
+        v.subgroup_stages(ShaderStages::COMPUTE | ShaderStages::FRAGMENT)
+            .subgroup_operations(
+                SubgroupOperationSet::BASIC
+                    | SubgroupOperationSet::VOTE
+                    | SubgroupOperationSet::ARITHMETIC
+                    | SubgroupOperationSet::BALLOT
+                    | SubgroupOperationSet::SHUFFLE
+                    | SubgroupOperationSet::SHUFFLE_RELATIVE,
+            );
+        v
+    } else {
+        Validator::new(ValidationFlags::all(), Capabilities::empty())
+    };
+    let info = validator.validate(&module).unwrap_or_else(|e| {
+        panic!(
+            "{}.wgsl does not validate:\n{}",
+            k.name,
+            e.emit_to_string(&src)
+        )
+    });
     (module, info)
 }
 
 #[test]
 fn every_kernel_validates_for_webgpu() {
-    for k in kernels::ALL {
+    for k in kernels::ALL.into_iter().chain(kernels::SUBGROUP_KERNELS) {
         let (module, _) = module(&k);
         assert!(
             module
@@ -59,9 +73,13 @@ fn the_display_module_has_its_vertex_and_fragment_stages() {
     }
 }
 
-/// Every module the engine builds: the compute kernels and the display's render module.
+/// Every module the engine builds: the compute kernels (those with subgroups too) and the
+/// display's render module.
 fn all_modules() -> impl Iterator<Item = kernels::Kernel> {
-    kernels::ALL.into_iter().chain([kernels::RENDER])
+    kernels::ALL
+        .into_iter()
+        .chain(kernels::SUBGROUP_KERNELS)
+        .chain([kernels::RENDER])
 }
 
 #[test]

@@ -11,6 +11,9 @@ pub struct Kernel {
     pub name: &'static str,
     pub entry: &'static str,
     pub body: &'static str,
+    /// WGSL appended to `body` that needs the `subgroups` extension (empty: none); such a
+    /// kernel is built only on adapters that have it.
+    pub subgroup_part: &'static str,
 }
 
 /// `kernel!(CONST, "name", "entry", BODY)`: one compute entry point of a WGSL module.
@@ -20,6 +23,7 @@ macro_rules! kernel {
             name: $name,
             entry: $entry,
             body: $body,
+            subgroup_part: "",
         };
     };
 }
@@ -134,17 +138,37 @@ pub const ALL: [Kernel; 21] = [
     PATTERN_REDUCE_F32,
 ];
 
+/// The masked sum meeting its slots through subgroup operations (`masked_sum.wgsl` plus
+/// `masked_sum_subgroup.wgsl`), on adapters with subgroups.
+pub const MASKED_SUM_SUBGROUP: Kernel = Kernel {
+    name: "masked_sum_subgroup",
+    entry: "masked_sum_subgroup",
+    body: MASKED_SUM.body,
+    subgroup_part: include_str!("../../wgsl/masked_sum_subgroup.wgsl"),
+};
+
+/// The kernels built only where the adapter has subgroups.
+pub const SUBGROUP_KERNELS: [Kernel; 1] = [MASKED_SUM_SUBGROUP];
+
 /// The display's render module (vertex `vs_main`, fragment `fs_main`); not a compute kernel.
 pub const RENDER: Kernel = Kernel {
     name: "display",
     entry: "fs_main",
     body: include_str!("../../wgsl/display.wgsl"),
+    subgroup_part: "",
 };
 
 impl Kernel {
-    /// Full module text: shared helpers then the kernel.
+    /// Whether the kernel needs the `subgroups` extension.
+    pub fn needs_subgroups(&self) -> bool {
+        !self.subgroup_part.is_empty()
+    }
+
+    /// Full module text: shared helpers, then the kernel. (naga 30 takes subgroup built-ins
+    /// under the device's `SUBGROUP` feature and does not parse `enable subgroups;` yet;
+    /// wgpu keeps subgroups native-only, so no browser compiles these kernels.)
     pub fn source(&self) -> String {
-        format!("{COMMON}\n{}", self.body)
+        format!("{COMMON}\n{}\n{}", self.body, self.subgroup_part)
     }
 }
 

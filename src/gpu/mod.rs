@@ -52,6 +52,8 @@ pub struct Engine {
     pub adapter: AdapterSummary,
     lost: Arc<Mutex<Option<String>>>,
     pipelines: Vec<(&'static str, wgpu::ComputePipeline)>,
+    /// Whether the subgroup kernels are built and used ([`kernels::SUBGROUP_KERNELS`]).
+    subgroups: bool,
     /// Decodes the chunks the WGSL decoder does not cover (deflate, shuffle) away from the
     /// uploading thread: the browser's decode Workers. Without one, the reader decodes them
     /// itself (natively on its rayon threads).
@@ -208,10 +210,12 @@ impl Engine {
             max_storage_buffers_per_shader_stage: al.max_storage_buffers_per_shader_stage.min(8),
             ..wgpu::Limits::downlevel_defaults()
         };
+        // Subgroups where the adapter has them (natively; wgpu keeps them off on the web).
+        let features = adapter.features() & wgpu::Features::SUBGROUP;
         let (device, queue) = adapter
             .request_device(&wgpu::DeviceDescriptor {
                 label: Some("stem4d"),
-                required_features: wgpu::Features::empty(),
+                required_features: features,
                 required_limits: limits,
                 ..Default::default()
             })
@@ -236,7 +240,7 @@ impl Engine {
             },
         };
         let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
-        let pipelines = kernels::ALL
+        let mut pipelines: Vec<_> = kernels::ALL
             .iter()
             .map(|k| (k.name, build_pipeline(&device, k)))
             .collect();
@@ -246,6 +250,20 @@ impl Engine {
                 info.name
             )));
         }
+        // The subgroup kernels are an optimisation: a driver that rejects them leaves the
+        // workgroup-memory kernels in charge.
+        let mut subgroups = false;
+        if !features.is_empty() {
+            let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
+            let extra: Vec<_> = kernels::SUBGROUP_KERNELS
+                .iter()
+                .map(|k| (k.name, build_pipeline(&device, k)))
+                .collect();
+            if scope.pop().await.is_none() {
+                pipelines.extend(extra);
+                subgroups = true;
+            }
+        }
         Ok(Engine {
             instance,
             raw_adapter: adapter,
@@ -254,8 +272,20 @@ impl Engine {
             adapter: adapter_summary,
             lost,
             pipelines,
+            subgroups,
             chunk_decoder: None,
         })
+    }
+
+    /// Whether the kernels that use subgroup operations run (the adapter has subgroups and
+    /// they were not turned off).
+    pub fn subgroups(&self) -> bool {
+        self.subgroups
+    }
+
+    /// Turn the subgroup kernels off (or back on, where built): tests compare both paths.
+    pub fn use_subgroups(&mut self, on: bool) {
+        self.subgroups = on && self.pipeline(&kernels::MASKED_SUM_SUBGROUP).is_ok();
     }
 
     /// Decode CPU-side chunks with `decoder` from now on (see [`Engine::upload_plan`]).
@@ -497,7 +527,8 @@ impl Engine {
         self.finish_resident(scope, plan, buffers, corr).await
     }
 
-    pub(crate) fn storage(&self, label: &str, size: u64) -> wgpu::Buffer {
+    /// A storage buffer of `size` bytes (at least 16) that copies and clears reach.
+    pub fn storage(&self, label: &str, size: u64) -> wgpu::Buffer {
         self.device.create_buffer(&wgpu::BufferDescriptor {
             label: Some(label),
             size: size.max(16),

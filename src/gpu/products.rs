@@ -53,8 +53,8 @@ pub fn encode_masked_sums(
 }
 
 /// [`encode_masked_sums`] with the pixel list cut into `parts` per tile (at least the
-/// [`kernels::masked_sum_min_parts`] that keep every lane from wrapping; tests force
-/// others).
+/// parts that keep every lane, and every subgroup's sum on the subgroup path, from
+/// wrapping; tests force others).
 pub fn encode_masked_sums_in_parts(
     engine: &Engine,
     encoder: &mut wgpu::CommandEncoder,
@@ -63,10 +63,17 @@ pub fn encode_masked_sums_in_parts(
     out: &wgpu::Buffer,
     parts: u32,
 ) -> Result<()> {
-    // Float32 residents: 128-bit sums (16 bytes a position) at binding 4.
-    let (kernel, binding, lsb) = match res.float {
-        Some(r) => (&kernels::MASKED_SUM_F32, 4, r.lsb),
-        None => (&kernels::MASKED_SUM, 3, 0),
+    // Float32 residents: 128-bit sums (16 bytes a position) at binding 4; 8- and 16-bit
+    // samples meet their slots through subgroups where the engine has them, whose sums
+    // span a whole part (so each part's pixels · vmax stays below 2^32).
+    let bits = res.plan.bits;
+    let (kernel, binding, lsb, parts) = match res.float {
+        Some(r) => (&kernels::MASKED_SUM_F32, 4, r.lsb, parts),
+        None if engine.subgroups() && bits < 32 => {
+            let least = list.entries.div_ceil(kernels::sum_flush(bits)).max(1);
+            (&kernels::MASKED_SUM_SUBGROUP, 3, 0, parts.max(least))
+        }
+        None => (&kernels::MASKED_SUM, 3, 0, parts),
     };
     // Parts of the mask add into the sums: cleared first.
     let bytes = if res.float.is_some() { 16 } else { 8 };
