@@ -91,29 +91,25 @@ fn put4(o: u32, x: u32, y: u32, z: u32, w: u32) {
     part[o + 3u] = w;
 }
 
-@compute @workgroup_size(64)
-fn masked_sum(
-    @builtin(workgroup_id) wg: vec3<u32>,
-    @builtin(local_invocation_index) lid: u32,
-) {
-    let bits = params.bits;
-    let tile_len = 256u / bits;
-    let pt = part_of(wg);
-    // The whole workgroup shares the tile: a uniform exit.
-    if (pt.tile * tile_len >= params.frames) {
-        return;
-    }
-    let base = pt.tile * (params.tile_words / 4u) + lid % 2u;
-    // Position p of the invocation's half-sector goes to [slot · tile_len + half · held + p]:
-    // word w holds positions w · per_word + lane.
-    let o = (lid / 2u) * tile_len + (lid % 2u) * (tile_len / 2u);
-    var i = pt.i0 + lid / 2u;
-    let n = pt.i1;
-    // u32 lanes per position in named vectors (indexed ones would leave registers), each
-    // width in its own branch so the others' lanes hold no registers.
+// An invocation's u32 lanes per position over its pixels list[i], list[i + SLOTS], …
+// below n, from its half-sector at `base`: for 16-bit samples the low and high samples of
+// each word in a and b, for 8-bit samples bytes 0–3 in a–d; 32-bit samples keep the low
+// word in a and the carries in b. Each width has its own loop, so the others' lanes hold
+// no registers, and the lanes are named vectors (indexed ones would leave registers).
+struct Lanes {
+    a: vec4<u32>,
+    b: vec4<u32>,
+    c: vec4<u32>,
+    d: vec4<u32>,
+}
+
+fn sum_lanes(base: u32, i0: u32, n: u32, bits: u32) -> Lanes {
+    var a = vec4<u32>(0u);
+    var b = vec4<u32>(0u);
+    var c = vec4<u32>(0u);
+    var d = vec4<u32>(0u);
+    var i = i0;
     if (bits == 16u) {
-        var a = vec4<u32>(0u);
-        var b = vec4<u32>(0u);
         let lo = vec4<u32>(0xffffu);
         let sh = vec4<u32>(16u);
         // Four loads in flight.
@@ -130,15 +126,9 @@ fn masked_sum(
             a += v & lo;
             b += v >> sh;
         }
-        put4(o, a.x, b.x, a.y, b.y);
-        put4(o + 4u, a.z, b.z, a.w, b.w);
     } else if (bits == 8u) {
-        var a = vec4<u32>(0u);
-        var b = vec4<u32>(0u);
-        var c = vec4<u32>(0u);
-        var d = vec4<u32>(0u);
         let m = vec4<u32>(0xffu);
-        for (; i + 1u * SLOTS < n; i += 2u * SLOTS) {
+        for (; i + SLOTS < n; i += 2u * SLOTS) {
             let v0 = resident[base + 2u * pixels[i]];
             let v1 = resident[base + 2u * pixels[i + SLOTS]];
             a += (v0 & m) + (v1 & m);
@@ -153,22 +143,45 @@ fn masked_sum(
             c += (v >> vec4<u32>(16u)) & m;
             d += v >> vec4<u32>(24u);
         }
-        put4(o, a.x, b.x, c.x, d.x);
-        put4(o + 4u, a.y, b.y, c.y, d.y);
-        put4(o + 8u, a.z, b.z, c.z, d.z);
-        put4(o + 12u, a.w, b.w, c.w, d.w);
     } else {
-        // 32-bit samples: low words in a, carries in b.
-        var a = vec4<u32>(0u);
-        var b = vec4<u32>(0u);
         for (; i < n; i += SLOTS) {
             let v = resident[base + 2u * pixels[i]];
             let s = a + v;
             b += select(vec4<u32>(0u), vec4<u32>(1u), s < v);
             a = s;
         }
-        put4(o, a.x, a.y, a.z, a.w);
-        put4(HIGH + o, b.x, b.y, b.z, b.w);
+    }
+    return Lanes(a, b, c, d);
+}
+
+@compute @workgroup_size(64)
+fn masked_sum(
+    @builtin(workgroup_id) wg: vec3<u32>,
+    @builtin(local_invocation_index) lid: u32,
+) {
+    let bits = params.bits;
+    let tile_len = 256u / bits;
+    let pt = part_of(wg);
+    // The whole workgroup shares the tile: a uniform exit.
+    if (pt.tile * tile_len >= params.frames) {
+        return;
+    }
+    let base = pt.tile * (params.tile_words / 4u) + lid % 2u;
+    let l = sum_lanes(base, pt.i0 + lid / 2u, pt.i1, bits);
+    // Position p of the invocation's half-sector goes to [slot · tile_len + half · held + p]:
+    // word w holds positions w · per_word + lane.
+    let o = (lid / 2u) * tile_len + (lid % 2u) * (tile_len / 2u);
+    if (bits == 16u) {
+        put4(o, l.a.x, l.b.x, l.a.y, l.b.y);
+        put4(o + 4u, l.a.z, l.b.z, l.a.w, l.b.w);
+    } else if (bits == 8u) {
+        put4(o, l.a.x, l.b.x, l.c.x, l.d.x);
+        put4(o + 4u, l.a.y, l.b.y, l.c.y, l.d.y);
+        put4(o + 8u, l.a.z, l.b.z, l.c.z, l.d.z);
+        put4(o + 12u, l.a.w, l.b.w, l.c.w, l.d.w);
+    } else {
+        put4(o, l.a.x, l.a.y, l.a.z, l.a.w);
+        put4(HIGH + o, l.b.x, l.b.y, l.b.z, l.b.w);
     }
     // The 32 slots' sums of position q (= lid mod tile_len, which divides 64) in two steps:
     // eight entries per invocation, then the tile_len invocations of position q.
