@@ -8,9 +8,9 @@
 // invocations read neighbouring sectors.
 // Each invocation sums its positions in u32 lanes (the host sizes the parts so that no lane
 // can wrap); 32-bit samples carry into a high lane instead. The slots' sums meet in
-// workgroup memory as 64-bit values, and a part's per-position totals are added into the
-// output with 32-bit atomics (the carry into the high word passed on); the host clears it
-// first.
+// workgroup memory (or through subgroups: `masked_sum_subgroup.wgsl`) and are summed in 64
+// bits, and a part's per-position totals are added into the output with 32-bit atomics
+// (the carry into the high word passed on); the host clears it first.
 
 struct MaskedSumParams {
     frames: u32,
