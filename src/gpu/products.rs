@@ -590,3 +590,42 @@ pub(crate) async fn stored_frames(
         data,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::tile_masks;
+    use crate::contract::{Region, ScanRoi};
+
+    /// One bit per scan position of each tile, set exactly for the positions the ROI's row
+    /// intervals hold; the last tile's padding positions stay clear.
+    #[test]
+    fn tile_masks_hold_the_roi_positions() {
+        let scan = [5, 7];
+        for roi in [
+            ScanRoi::Rect(Region {
+                r0: 1,
+                r1: 4,
+                c0: 2,
+                c1: 6,
+            }),
+            ScanRoi::Circle {
+                center: [2.2, 3.1],
+                radius: 2.4,
+            },
+        ] {
+            let rows = roi.row_intervals(scan);
+            for tile in [8u32, 16, 32] {
+                let masks = tile_masks(&roi, scan, tile);
+                assert_eq!(masks.len(), 35usize.div_ceil(tile as usize));
+                for f in 0..masks.len() * tile as usize {
+                    let set = masks[f / tile as usize] >> (f % tile as usize) & 1 == 1;
+                    let inside = f < 35 && {
+                        let [c0, c1] = rows[f / 7];
+                        (c0..c1).contains(&((f % 7) as u32))
+                    };
+                    assert_eq!(set, inside, "{roi:?} tile {tile} position {f}");
+                }
+            }
+        }
+    }
+}
