@@ -70,6 +70,9 @@ enum Cmd {
         open: OpenArgs,
         #[arg(long)]
         mask_bad_pixels: bool,
+        /// Build DIR/NAME.wgsl in place of the kernel NAME (experiments; see `bench gpu`).
+        #[arg(long, value_name = "DIR")]
+        kernels: Option<PathBuf>,
     },
     /// Benchmarks that print figures.
     Bench {
@@ -98,6 +101,10 @@ enum BenchCmd {
         /// BF disk radius in detector pixels.
         #[arg(long, default_value_t = 30.0)]
         bf_radius: f64,
+        /// Build DIR/NAME.wgsl (the text after the common prelude) in place of the kernel
+        /// NAME: variants timed on a remote GPU without a rebuild. The output says which.
+        #[arg(long, value_name = "DIR")]
+        kernels: Option<PathBuf>,
     },
     /// Write the stored (still compressed) chunks of a one-data-set acquisition as
     /// PREFIX.chunks (bytes, in frame order) and PREFIX.sizes (u64 LE per chunk):
@@ -196,8 +203,9 @@ fn run(cli: Cli) -> Result<()> {
                     open,
                     reps,
                     bf_radius,
+                    kernels,
                 },
-        } => bench_gpu(&open, reps.max(2), bf_radius),
+        } => bench_gpu(&open, reps.max(2), bf_radius, &kernel_overrides(kernels)?),
         Cmd::Bench {
             what: BenchCmd::ExportChunks { open, out },
         } => export_chunks(&open_acquisition(&open)?, &out),
@@ -207,8 +215,33 @@ fn run(cli: Cli) -> Result<()> {
         Cmd::Parity {
             open,
             mask_bad_pixels,
-        } => crate::parity::run(&open_acquisition(&open)?, mask_bad_pixels),
+            kernels,
+        } => crate::parity::run(
+            &open_acquisition(&open)?,
+            mask_bad_pixels,
+            &kernel_overrides(kernels)?,
+        ),
     }
+}
+
+/// The replacement kernels of `--kernels DIR`, announced so that their figures are never
+/// taken for the embedded kernels'.
+fn kernel_overrides(dir: Option<PathBuf>) -> Result<Vec<(String, String)>> {
+    let Some(dir) = dir else {
+        return Ok(Vec::new());
+    };
+    let overrides = crate::gpu::kernels::overrides_from(&dir)?;
+    let names: Vec<&str> = overrides.iter().map(|(n, _)| n.as_str()).collect();
+    println!(
+        "kernels replaced from {}: {}",
+        dir.display(),
+        if names.is_empty() {
+            "none".to_string()
+        } else {
+            names.join(", ")
+        }
+    );
+    Ok(overrides)
 }
 
 pub fn open_files(paths: &[PathBuf]) -> Result<FileSet> {
@@ -495,12 +528,17 @@ fn export_chunks(acq: &Acquisition, prefix: &Path) -> Result<()> {
     Ok(())
 }
 
-fn bench_gpu(open: &OpenArgs, reps: usize, bf_radius: f64) -> Result<()> {
+fn bench_gpu(
+    open: &OpenArgs,
+    reps: usize,
+    bf_radius: f64,
+    overrides: &[(String, String)],
+) -> Result<()> {
     let t = Instant::now();
     let acq = open_acquisition(open)?;
     let t_open = t.elapsed().as_secs_f64();
     let t = Instant::now();
-    let engine = pollster::block_on(crate::gpu::Engine::new())?;
+    let engine = pollster::block_on(crate::gpu::Engine::with_kernels(overrides))?;
     let t_device = t.elapsed().as_secs_f64();
     let a = &engine.adapter;
     println!(

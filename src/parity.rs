@@ -80,8 +80,10 @@ pub fn judge(kind: ProductKind, got: &ProductArray, cpu: &ProductArray) -> (f64,
     (max_err, pass)
 }
 
-pub fn run(acq: &Acquisition, mask_bad_pixels: bool) -> Result<()> {
-    let engine = pollster::block_on(crate::gpu::Engine::new());
+/// Every product on every available backend against the CPU reference; `overrides` replace
+/// kernels by name (`stem4d parity --kernels DIR`).
+pub fn run(acq: &Acquisition, mask_bad_pixels: bool, overrides: &[(String, String)]) -> Result<()> {
+    let engine = pollster::block_on(crate::gpu::Engine::with_kernels(overrides));
     let params = default_params(acq, mask_bad_pixels)?;
     let backend = match &engine {
         Ok(e) => format!(

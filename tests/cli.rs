@@ -288,3 +288,78 @@ fn export_chunks_writes_each_stored_chunk_in_frame_order() {
     }
     assert_eq!(at, data.len());
 }
+
+/// `--kernels DIR` builds DIR/NAME.wgsl in place of the kernel NAME and says so: the embedded
+/// text copied there passes parity, a CoM kernel that adds one to every total fails it (so
+/// the replacement is what ran), and a file that names no kernel or does not compile is
+/// refused by name.
+#[test]
+fn kernel_overrides_replace_kernels_by_name() {
+    if std::env::var_os("STEM4D_REQUIRE_GPU").is_none() {
+        eprintln!("skipped: no STEM4D_REQUIRE_GPU");
+        return;
+    }
+    let body = stem4d::gpu::kernels::COM_MOMENTS.body;
+    let parity = |dir: &TempDir| {
+        let d = dir.0.display().to_string();
+        stem4d(&["parity", "--synthetic", "6,5,16,16", "--kernels", &d])
+    };
+    let same = TempDir::new("kernels-same");
+    std::fs::write(same.path("com_moments.wgsl"), body).unwrap();
+    let o = parity(&same);
+    let out = String::from_utf8_lossy(&o.stdout).to_string();
+    assert!(o.status.success(), "{}{out}", stderr(&o));
+    assert!(
+        out.contains("kernels replaced from") && out.contains("com_moments"),
+        "{out}"
+    );
+
+    let off = TempDir::new("kernels-off");
+    let call = "add_moment(o, st);";
+    assert!(
+        body.contains(call),
+        "the CoM kernel adds its totals with `{call}`"
+    );
+    std::fs::write(
+        off.path("com_moments.wgsl"),
+        body.replace(call, "add_moment(o, add64(st, vec2<u32>(1u, 0u)));"),
+    )
+    .unwrap();
+    let o = parity(&off);
+    let out = String::from_utf8_lossy(&o.stdout).to_string();
+    assert!(
+        !o.status.success(),
+        "a wrong CoM kernel passed parity:\n{out}"
+    );
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("com ") && l.ends_with("FAIL")),
+        "{out}"
+    );
+
+    let unknown = TempDir::new("kernels-unknown");
+    std::fs::write(unknown.path("nonsense.wgsl"), body).unwrap();
+    let o = parity(&unknown);
+    let err = stderr(&o);
+    assert!(!o.status.success());
+    assert!(
+        err.contains("nonsense.wgsl") && err.contains("no kernel is named nonsense"),
+        "{err}"
+    );
+
+    let broken = TempDir::new("kernels-broken");
+    std::fs::write(broken.path("com_moments.wgsl"), "fn broken(").unwrap();
+    let o = stem4d(&[
+        "bench",
+        "gpu",
+        "--synthetic",
+        "6,5,16,16",
+        "--reps",
+        "2",
+        "--kernels",
+        &broken.0.display().to_string(),
+    ]);
+    let err = stderr(&o);
+    assert!(!o.status.success());
+    assert!(err.contains("replaced kernels: com_moments"), "{err}");
+}

@@ -150,6 +150,46 @@ pub const MASKED_SUM_SUBGROUP: Kernel = Kernel {
 /// The kernels built only where the adapter has subgroups.
 pub const SUBGROUP_KERNELS: [Kernel; 1] = [MASKED_SUM_SUBGROUP];
 
+/// Replacement kernel texts from `dir` for experiments: each `NAME.wgsl` there replaces the
+/// kernel NAME (its text after the common prelude: for a subgroup kernel, the whole of it,
+/// `masked_sum.wgsl` included). A file that names no kernel is refused by name.
+#[cfg(not(target_arch = "wasm32"))]
+pub fn overrides_from(dir: &std::path::Path) -> crate::error::Result<Vec<(String, String)>> {
+    use crate::error::Error;
+    let names: Vec<&str> = ALL
+        .iter()
+        .chain(&SUBGROUP_KERNELS)
+        .map(|k| k.name)
+        .collect();
+    let entries = std::fs::read_dir(dir)
+        .map_err(|e| Error::param(format!("{}: cannot list the kernels: {e}", dir.display())))?;
+    let mut out = Vec::new();
+    for entry in entries {
+        let path = entry
+            .map_err(|e| Error::param(format!("{}: {e}", dir.display())))?
+            .path();
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().to_string())
+            .unwrap_or_default();
+        let Some(stem) = name.strip_suffix(".wgsl") else {
+            continue;
+        };
+        if !names.contains(&stem) {
+            return Err(Error::param(format!(
+                "{}: no kernel is named {stem} (one of: {})",
+                path.display(),
+                names.join(", ")
+            )));
+        }
+        let text = std::fs::read_to_string(&path)
+            .map_err(|e| Error::param(format!("{}: {e}", path.display())))?;
+        out.push((stem.to_string(), text));
+    }
+    out.sort();
+    Ok(out)
+}
+
 /// The display's render module (vertex `vs_main`, fragment `fs_main`); not a compute kernel.
 pub const RENDER: Kernel = Kernel {
     name: "display",

@@ -188,6 +188,13 @@ impl Engine {
     /// Pick the best adapter, request its real buffer limits (the defaults silently cap at
     /// 128/256 MiB) and build every pipeline.
     pub async fn new() -> Result<Engine> {
+        Engine::with_kernels(&[]).await
+    }
+
+    /// [`Engine::new`] building `overrides` — (kernel name, WGSL that follows the common
+    /// prelude) — in place of those kernels' embedded texts: kernel variants timed or checked
+    /// on a remote GPU without a rebuild (`stem4d bench gpu --kernels DIR`).
+    pub async fn with_kernels(overrides: &[(String, String)]) -> Result<Engine> {
         let instance = wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle());
         let adapter = instance
             .request_adapter(&wgpu::RequestAdapterOptions {
@@ -242,12 +249,18 @@ impl Engine {
         let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
         let mut pipelines: Vec<_> = kernels::ALL
             .iter()
-            .map(|k| (k.name, build_pipeline(&device, k)))
+            .map(|k| (k.name, build_pipeline(&device, k, overrides)))
             .collect();
         if let Some(e) = scope.pop().await {
+            let replaced: Vec<&str> = overrides.iter().map(|(n, _)| n.as_str()).collect();
             return Err(Error::Gpu(format!(
-                "shader pipeline rejected by {}: {e}",
-                info.name
+                "shader pipeline rejected by {}{}: {e}",
+                info.name,
+                if replaced.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (replaced kernels: {})", replaced.join(", "))
+                }
             )));
         }
         // The subgroup kernels are an optimisation: a driver that rejects them leaves the
@@ -257,7 +270,7 @@ impl Engine {
             let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
             let extra: Vec<_> = kernels::SUBGROUP_KERNELS
                 .iter()
-                .map(|k| (k.name, build_pipeline(&device, k)))
+                .map(|k| (k.name, build_pipeline(&device, k, overrides)))
                 .collect();
             if scope.pop().await.is_none() {
                 pipelines.extend(extra);
@@ -692,10 +705,18 @@ impl Engine {
     }
 }
 
-fn build_pipeline(device: &wgpu::Device, k: &Kernel) -> wgpu::ComputePipeline {
+fn build_pipeline(
+    device: &wgpu::Device,
+    k: &Kernel,
+    overrides: &[(String, String)],
+) -> wgpu::ComputePipeline {
+    let source = match overrides.iter().find(|(name, _)| name == k.name) {
+        Some((_, body)) => format!("{}\n{body}", kernels::COMMON),
+        None => k.source(),
+    };
     let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
         label: Some(k.name),
-        source: wgpu::ShaderSource::Wgsl(k.source().into()),
+        source: wgpu::ShaderSource::Wgsl(source.into()),
     });
     device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
         label: Some(k.name),
