@@ -317,6 +317,14 @@ pub const DECODE_SCRATCH: u64 = 256 << 20;
 mod tests {
     use super::*;
 
+    /// Limits no test acquisition comes near.
+    fn roomy() -> DeviceLimits {
+        DeviceLimits {
+            max_buffer_size: 1 << 20,
+            max_storage_binding: 1 << 20,
+        }
+    }
+
     #[test]
     fn splits_at_the_binding_limit_on_tile_boundaries() {
         let shape = Shape4 {
@@ -355,10 +363,7 @@ mod tests {
             scan: [1, 40],
             det: [1, 2],
         };
-        let limits = DeviceLimits {
-            max_buffer_size: 1 << 20,
-            max_storage_binding: 1 << 20,
-        };
+        let limits = roomy();
         let plan = ResidentPlan::new(shape, Dtype::U8, false, limits).unwrap();
         // Pixel 1, positions 4..8 of the tile: word 9 (pixel 1's sector starts at word 8).
         let mut tile = vec![0u32; 16];
@@ -393,10 +398,7 @@ mod tests {
     /// integer width, padded and unpadded frames, with bad pixels and sentinels.
     #[test]
     fn raw_frames_pack_like_corrected_samples() {
-        let limits = DeviceLimits {
-            max_buffer_size: 1 << 20,
-            max_storage_binding: 1 << 20,
-        };
+        let limits = roomy();
         for (dtype, det) in [
             (Dtype::U8, [3, 5]),
             (Dtype::U8, [4, 4]),
@@ -451,10 +453,7 @@ mod tests {
             scan: [1, 2],
             det: [1, 5],
         };
-        let limits = DeviceLimits {
-            max_buffer_size: 1 << 20,
-            max_storage_binding: 1 << 20,
-        };
+        let limits = roomy();
         let plan = ResidentPlan::new(shape, Dtype::U8, false, limits).unwrap();
         let mut words = Vec::new();
         plan.pack_frames(&[1, 2, 3, 4, 5, 6, 7, 8, 9, 10], &mut words);

@@ -91,11 +91,12 @@ fn put4(o: u32, x: u32, y: u32, z: u32, w: u32) {
     part[o + 3u] = w;
 }
 
-// An invocation's u32 lanes per position over its pixels list[i], list[i + SLOTS], …
-// below n, from its half-sector at `base`: for 16-bit samples the low and high samples of
-// each word in a and b, for 8-bit samples bytes 0–3 in a–d; 32-bit samples keep the low
-// word in a and the carries in b. Each width has its own loop, so the others' lanes hold
-// no registers, and the lanes are named vectors (indexed ones would leave registers).
+// Invocation `lid`'s u32 lanes per position over its pixels of the part (every SLOTS-th
+// of the list from its slot on), read from its half-sector of each: for 16-bit samples the
+// low and high samples of each word in a and b, for 8-bit samples bytes 0–3 in a–d; 32-bit
+// samples keep the low word in a and the carries in b. Each width has its own loop, so the
+// others' lanes hold no registers, and the lanes are named vectors (indexed ones would
+// leave registers).
 struct Lanes {
     a: vec4<u32>,
     b: vec4<u32>,
@@ -103,12 +104,14 @@ struct Lanes {
     d: vec4<u32>,
 }
 
-fn sum_lanes(base: u32, i0: u32, n: u32, bits: u32) -> Lanes {
+fn sum_lanes(pt: Part, lid: u32, bits: u32) -> Lanes {
+    let base = pt.tile * (params.tile_words / 4u) + lid % 2u;
+    let n = pt.i1;
     var a = vec4<u32>(0u);
     var b = vec4<u32>(0u);
     var c = vec4<u32>(0u);
     var d = vec4<u32>(0u);
-    var i = i0;
+    var i = pt.i0 + lid / 2u;
     if (bits == 16u) {
         let lo = vec4<u32>(0xffffu);
         let sh = vec4<u32>(16u);
@@ -166,8 +169,7 @@ fn masked_sum(
     if (pt.tile * tile_len >= params.frames) {
         return;
     }
-    let base = pt.tile * (params.tile_words / 4u) + lid % 2u;
-    let l = sum_lanes(base, pt.i0 + lid / 2u, pt.i1, bits);
+    let l = sum_lanes(pt, lid, bits);
     // Position p of the invocation's half-sector goes to [slot · tile_len + half · held + p]:
     // word w holds positions w · per_word + lane.
     let o = (lid / 2u) * tile_len + (lid % 2u) * (tile_len / 2u);

@@ -37,8 +37,7 @@ fn masked_sum_subgroup(
     if (pt.tile * tile_len >= params.frames) {
         return;
     }
-    let base = pt.tile * (params.tile_words / 4u) + lid % 2u;
-    let l = sum_lanes(base, pt.i0 + lid / 2u, pt.i1, bits);
+    let l = sum_lanes(pt, lid, bits);
     // The two halves of a sector hold different positions: each is summed on its own.
     let z = vec4<u32>(0u);
     let first = lid % 2u == 0u;

@@ -245,14 +245,16 @@ pub fn masked_sum_parts(pixels: u32, bits: u32) -> u32 {
     pixels
         .div_ceil(32 * 48)
         .clamp(1, 16)
-        .max(masked_sum_min_parts(pixels, bits))
+        .max(masked_sum_min_parts(pixels, bits, false))
 }
 
-/// The fewest parts that keep every invocation pair's u32 lanes from wrapping.
-pub fn masked_sum_min_parts(pixels: u32, bits: u32) -> u32 {
+/// The fewest parts that keep every u32 lane from wrapping: an invocation pair's (a part's
+/// pixels over 32 pairs), or with `subgroups` a subgroup's sum over the whole part.
+pub fn masked_sum_min_parts(pixels: u32, bits: u32, subgroups: bool) -> u32 {
+    let per_lane = if subgroups { 1 } else { 32 };
     match bits {
         32 => 1,
-        b => pixels.div_ceil(32 * sum_flush(b)).max(1),
+        b => pixels.div_ceil(per_lane * sum_flush(b)).max(1),
     }
 }
 
@@ -280,11 +282,17 @@ pub fn moment_flush(bits: u32, _det: [usize; 2]) -> u32 {
     n as u32
 }
 
+/// Row bands per tile that keep a large GPU busy: about 96 rows each (measured best on the
+/// H200), up to 8. Both CoM kernels start from it.
+pub fn com_bands(rows: usize) -> u32 {
+    rows.div_ceil(96).clamp(1, 8) as u32
+}
+
 /// Row bands per tile for the CoM kernel with u32 lanes (`com_moments`), or `None` when
 /// even one-row bands could wrap a lane (take `com_moments_wide`): an invocation sums
 /// `ceil(cols / slots)` columns over a band, each sample times a row or column index, and
-/// every sum must stay below 2^32. Otherwise bands of about 96 rows (measured best on the
-/// H200) or more bands when the bound needs them.
+/// every sum must stay below 2^32. Otherwise [`com_bands`], or more bands when the bound
+/// needs them.
 pub fn com_parts(bits: u32, det: [usize; 2]) -> Option<u32> {
     if bits >= 32 {
         return None;
@@ -297,7 +305,7 @@ pub fn com_parts(bits: u32, det: [usize; 2]) -> Option<u32> {
     if band == 0 {
         return None;
     }
-    Some(rows.div_ceil(96).clamp(1, 8).max(rows.div_ceil(band)) as u32)
+    Some(com_bands(det[0]).max(rows.div_ceil(band) as u32))
 }
 
 #[repr(C)]

@@ -64,21 +64,18 @@ pub fn encode_masked_sums_in_parts(
     parts: u32,
 ) -> Result<()> {
     // Float32 residents: 128-bit sums (16 bytes a position) at binding 4; 8- and 16-bit
-    // samples meet their slots through subgroups where the engine has them, whose sums
-    // span a whole part (so each part's pixels · vmax stays below 2^32).
+    // samples meet their slots through subgroups where the engine has them.
     let bits = res.plan.bits;
-    let (kernel, binding, lsb, parts) = match res.float {
-        Some(r) => (&kernels::MASKED_SUM_F32, 4, r.lsb, parts),
-        None if engine.subgroups() && bits < 32 => {
-            let least = list.entries.div_ceil(kernels::sum_flush(bits)).max(1);
-            (&kernels::MASKED_SUM_SUBGROUP, 3, 0, parts.max(least))
-        }
-        None => (&kernels::MASKED_SUM, 3, 0, parts),
+    let subgroups = res.float.is_none() && engine.subgroups() && bits < 32;
+    let (kernel, binding, lsb) = match res.float {
+        Some(r) => (&kernels::MASKED_SUM_F32, 4, r.lsb),
+        None if subgroups => (&kernels::MASKED_SUM_SUBGROUP, 3, 0),
+        None => (&kernels::MASKED_SUM, 3, 0),
     };
     // Parts of the mask add into the sums: cleared first.
     let bytes = if res.float.is_some() { 16 } else { 8 };
     encoder.clear_buffer(out, 0, Some(res.plan.shape.frames() as u64 * bytes));
-    let parts = parts.max(kernels::masked_sum_min_parts(list.entries, res.plan.bits));
+    let parts = parts.max(kernels::masked_sum_min_parts(list.entries, bits, subgroups));
     let mut batch = Batch::default();
     for (seg, buf) in res.plan.segments.iter().zip(&res.buffers) {
         let groups = grid((seg.frames as u32).div_ceil(res.plan.tile) * parts);
@@ -223,7 +220,7 @@ pub fn encode_com_moments(
     let plan = &res.plan;
     let (flush, parts) = match kernels::com_parts(plan.bits, plan.shape.det) {
         Some(parts) => (kernels::moment_flush(plan.bits, plan.shape.det), parts),
-        None => (0, plan.shape.det[0].div_ceil(96).clamp(1, 8) as u32),
+        None => (0, kernels::com_bands(plan.shape.det[0])),
     };
     encode_com_moments_with(engine, encoder, res, out, flush, parts)
 }
