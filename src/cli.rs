@@ -105,6 +105,10 @@ enum BenchCmd {
         /// NAME: variants timed on a remote GPU without a rebuild. The output says which.
         #[arg(long, value_name = "DIR")]
         kernels: Option<PathBuf>,
+        /// Run the kernels the browser runs (workgroup memory in place of subgroup
+        /// operations, which wgpu keeps off on the web) where the adapter has subgroups.
+        #[arg(long)]
+        no_subgroups: bool,
     },
     /// Write the stored (still compressed) chunks of a one-data-set acquisition as
     /// PREFIX.chunks (bytes, in frame order) and PREFIX.sizes (u64 LE per chunk):
@@ -204,8 +208,15 @@ fn run(cli: Cli) -> Result<()> {
                     reps,
                     bf_radius,
                     kernels,
+                    no_subgroups,
                 },
-        } => bench_gpu(&open, reps.max(2), bf_radius, &kernel_overrides(kernels)?),
+        } => bench_gpu(
+            &open,
+            reps.max(2),
+            bf_radius,
+            &kernel_overrides(kernels)?,
+            !no_subgroups,
+        ),
         Cmd::Bench {
             what: BenchCmd::ExportChunks { open, out },
         } => export_chunks(&open_acquisition(&open)?, &out),
@@ -533,16 +544,18 @@ fn bench_gpu(
     reps: usize,
     bf_radius: f64,
     overrides: &[(String, String)],
+    subgroups: bool,
 ) -> Result<()> {
     let t = Instant::now();
     let acq = open_acquisition(open)?;
     let t_open = t.elapsed().as_secs_f64();
     let t = Instant::now();
-    let engine = pollster::block_on(crate::gpu::Engine::with_kernels(overrides))?;
+    let mut engine = pollster::block_on(crate::gpu::Engine::with_kernels(overrides))?;
+    engine.use_subgroups(subgroups);
     let t_device = t.elapsed().as_secs_f64();
     let a = &engine.adapter;
     println!(
-        "bench gpu: {:?} {:?} {} ({:.2} GB) on {} ({}, {}){}",
+        "bench gpu: {:?} {:?} {} ({:.2} GB) on {} ({}, {}), masked sums meet {}{}",
         acq.format,
         acq.shape.as_array(),
         acq.dtype.name(),
@@ -550,6 +563,13 @@ fn bench_gpu(
         a.name,
         a.backend,
         a.driver,
+        if engine.subgroups() {
+            "through subgroups"
+        } else if engine.atomic_sums() {
+            "atomically in the output"
+        } else {
+            "in workgroup memory"
+        },
         if a.software {
             "  [SOFTWARE ADAPTER: correctness only, not a GPU timing]"
         } else {

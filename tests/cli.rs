@@ -250,6 +250,32 @@ fn bench_viewer_times_every_interaction() {
     );
 }
 
+/// `stem4d bench gpu` says how the masked sums meet; `--no-subgroups` times the browser's
+/// kernels (lavapipe has subgroups, so the two runs differ).
+#[test]
+fn bench_gpu_names_the_masked_sum_kernel_it_times() {
+    if std::env::var_os("STEM4D_REQUIRE_GPU").is_none() {
+        eprintln!("skipped: no STEM4D_REQUIRE_GPU");
+        return;
+    }
+    let run = |extra: &[&str]| {
+        let mut args = vec!["bench", "gpu", "--synthetic", "6,5,16,16", "--reps", "2"];
+        args.extend_from_slice(extra);
+        let o = stem4d(&args);
+        assert!(o.status.success(), "{}", stderr(&o));
+        String::from_utf8_lossy(&o.stdout).to_string()
+    };
+    let on = run(&[]);
+    assert!(on.contains("masked sums meet through subgroups"), "{on}");
+    assert!(on.contains("kernel BF"), "{on}");
+    let off = run(&["--no-subgroups"]);
+    assert!(
+        off.contains("masked sums meet in workgroup memory"),
+        "{off}"
+    );
+    assert!(off.contains("kernel BF"), "{off}");
+}
+
 /// `stem4d bench export-chunks` writes the stored chunks as they are, in frame order, with
 /// their sizes: each one decodes to its synthetic frame.
 #[test]

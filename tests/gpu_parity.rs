@@ -198,12 +198,12 @@ fn tiled_kernels_match_the_cpu_at_tile_edges_and_sample_limits() {
 }
 
 /// The masked sums meeting their slots through subgroups (where the adapter has them:
-/// lavapipe and the H200 do) and through workgroup memory give the CPU's sums, on 8- and
-/// 16-bit data with padded tiles, at saturation on a detector whose totals pass 2^32 (the
-/// subgroup path then needs two parts per tile), for whole, disk and scattered masks in
-/// any number of parts.
+/// lavapipe and the H200 do), through workgroup memory and atomically in the output give
+/// the CPU's sums, on 8-, 16- and 32-bit data with padded tiles, at saturation on a detector
+/// whose totals pass 2^32 (the subgroup path then needs two parts per tile) and with 32-bit
+/// samples that carry, for whole, disk and scattered masks in any number of parts.
 #[test]
-fn masked_sums_agree_with_and_without_subgroups() {
+fn masked_sums_agree_whichever_way_the_slots_meet() {
     use stem4d::contract::Dtype;
     let Some(mut engine) = engine() else { return };
     if std::env::var("STEM4D_REQUIRE_GPU").is_ok_and(|v| v == "1") {
@@ -213,6 +213,7 @@ fn masked_sums_agree_with_and_without_subgroups() {
         (Dtype::U16, [3, 7, 13, 11], false),
         (Dtype::U8, [5, 9, 12, 10], false),
         (Dtype::U16, [1, 3, 300, 256], true),
+        (Dtype::U32, [2, 5, 9, 7], true),
     ] {
         let n = dims.iter().product::<usize>() * dtype.size();
         let mut bytes = noise_bytes(n, 99);
@@ -243,8 +244,9 @@ fn masked_sums_agree_with_and_without_subgroups() {
             let mut p = stem4d::products::ProductParams::new(stem4d::products::ProductKind::Mask);
             p.mask = Some(stem4d::contract::DetectorMask::Bool(mask));
             let want = cpu::compute(&acq, &p).unwrap().data;
-            for subgroups in [true, false] {
+            for (subgroups, atomics) in [(true, false), (false, false), (false, true)] {
                 engine.use_subgroups(subgroups);
+                engine.use_atomic_sums(atomics);
                 let res = pollster::block_on(engine.upload(&acq, Default::default())).unwrap();
                 let list = products::DetectorList::new(&engine, picked).unwrap();
                 for parts in [1u32, 3, 16] {
@@ -264,7 +266,8 @@ fn masked_sums_agree_with_and_without_subgroups() {
                     assert_eq!(
                         stem4d::products::ArrayData::U64(got),
                         want,
-                        "{dtype:?} {dims:?} mask {m}, subgroups {subgroups}, {parts} parts"
+                        "{dtype:?} {dims:?} mask {m}, subgroups {subgroups}, atomics {atomics}, \
+                         {parts} parts"
                     );
                 }
             }

@@ -2,10 +2,12 @@
 // detector mask (BF disk, annulus, rectangle, point, boolean mask, or every pixel for the
 // cached total). The resident is position-tiled (`src/resident.rs`): a tile keeps each
 // detector pixel's samples at its 8–32 positions in one 32-byte sector. A workgroup takes
-// one part of the mask's pixels in one tile (`parts` per tile keep a large GPU busy), a
-// pair of invocations one selected pixel's sector (a vec4 each), so the kernel reads the
-// mask's own bytes and nothing around it; pixels are listed ascending, so neighbouring
-// invocations read neighbouring sectors.
+// one part of the mask's pixels in one tile (`parts` per tile keep a large GPU busy), an
+// invocation whole sectors of every SLOTS-th pixel of the part, four in flight; pixels are
+// listed ascending, so a workgroup streams the mask's own bytes in runs of up to 4 KiB and
+// reads nothing around them. One subgroup-sized workgroup of whole sectors ran BF r=30 in
+// 0.51 ms on the H200 where two invocations a sector in 64-wide workgroups took 0.77 ms,
+// with the same bytes, parts and arithmetic.
 // Each invocation sums its positions in u32 lanes (the host sizes the parts so that no lane
 // can wrap); 32-bit samples carry into a high lane instead. The slots' sums meet in
 // workgroup memory (or through subgroups: `masked_sum_subgroup.wgsl`) and are summed in 64
@@ -35,15 +37,14 @@ struct MaskedSumParams {
 // (four limbs, least significant first), added into.
 @group(0) @binding(4) var<storage, read_write> wide_sums: array<atomic<u32>>;
 
-const WG: u32 = 64u;
+// Invocations of the integer entry points, each a slot of the part's pixel list.
 const SLOTS: u32 = 32u;
-// Where the high words of 32-bit samples' sums start in `part` (32 slots × 8 positions
-// before it).
-const HIGH: u32 = 512u;
-// Per (slot, position of the tile): the slot's sum, u32 (the lanes cannot wrap); 32-bit
-// samples keep the high words 512 entries on. 4 KiB, so that workgroup memory does not
-// limit how many workgroups a GPU core holds.
-var<workgroup> part: array<u32, 1024>;
+// Per (position of the tile, slot): the slot's u32 sum, rows padded to 33 words so that
+// neither the slots' writes nor a position's reads meet in one bank; 32-bit samples keep
+// their carries from HIGH (row 8) on.
+const ROW: u32 = 33u;
+const HIGH: u32 = 264u;
+var<workgroup> part: array<u32, 1056>;
 var<workgroup> wide: array<vec4<u32>, 256>;
 
 // This workgroup's tile and its part [i0, i1) of the pixel list.
@@ -83,81 +84,129 @@ fn add_wide_sum(f: u32, v: vec4<u32>) {
     }
 }
 
-// Four consecutive positions' u32 sums from `o` on.
-fn put4(o: u32, x: u32, y: u32, z: u32, w: u32) {
-    part[o] = x;
-    part[o + 1u] = y;
-    part[o + 2u] = z;
-    part[o + 3u] = w;
-}
-
-// Invocation `lid`'s u32 lanes per position over its pixels of the part (every SLOTS-th
-// of the list from its slot on), read from its half-sector of each: for 16-bit samples the
-// low and high samples of each word in a and b, for 8-bit samples bytes 0–3 in a–d; 32-bit
-// samples keep the low word in a and the carries in b. Each width has its own loop, so the
-// others' lanes hold no registers, and the lanes are named vectors (indexed ones would
-// leave registers).
+// An invocation's u32 lanes over its pixels of the part, each a vector over the four words
+// of a half-sector. Lane k = half · per_word + sample in the word: 16-bit samples use a–d
+// (low and high samples of the first half, then of the second), 8-bit samples a–h; 32-bit
+// samples keep each half's sums in a and b and their carries in c and d. Each width has its
+// own loop, so the others' lanes hold no registers, and the lanes are named vectors
+// (indexed ones would leave registers).
 struct Lanes {
     a: vec4<u32>,
     b: vec4<u32>,
     c: vec4<u32>,
     d: vec4<u32>,
+    e: vec4<u32>,
+    f: vec4<u32>,
+    g: vec4<u32>,
+    h: vec4<u32>,
 }
 
 fn sum_lanes(pt: Part, lid: u32, bits: u32) -> Lanes {
-    let base = pt.tile * (params.tile_words / 4u) + lid % 2u;
+    let base = pt.tile * (params.tile_words / 4u);
     let n = pt.i1;
-    var a = vec4<u32>(0u);
-    var b = vec4<u32>(0u);
-    var c = vec4<u32>(0u);
-    var d = vec4<u32>(0u);
-    var i = pt.i0 + lid / 2u;
+    let z = vec4<u32>(0u);
+    var l = Lanes(z, z, z, z, z, z, z, z);
+    var i = pt.i0 + lid;
     if (bits == 16u) {
         let lo = vec4<u32>(0xffffu);
         let sh = vec4<u32>(16u);
-        // Four loads in flight.
         for (; i + 3u * SLOTS < n; i += 4u * SLOTS) {
-            let v0 = resident[base + 2u * pixels[i]];
-            let v1 = resident[base + 2u * pixels[i + SLOTS]];
-            let v2 = resident[base + 2u * pixels[i + 2u * SLOTS]];
-            let v3 = resident[base + 2u * pixels[i + 3u * SLOTS]];
-            a += (v0 & lo) + (v1 & lo) + (v2 & lo) + (v3 & lo);
-            b += (v0 >> sh) + (v1 >> sh) + (v2 >> sh) + (v3 >> sh);
+            let k0 = base + 2u * pixels[i];
+            let k1 = base + 2u * pixels[i + SLOTS];
+            let k2 = base + 2u * pixels[i + 2u * SLOTS];
+            let k3 = base + 2u * pixels[i + 3u * SLOTS];
+            let v0 = resident[k0];
+            let w0 = resident[k0 + 1u];
+            let v1 = resident[k1];
+            let w1 = resident[k1 + 1u];
+            let v2 = resident[k2];
+            let w2 = resident[k2 + 1u];
+            let v3 = resident[k3];
+            let w3 = resident[k3 + 1u];
+            l.a += (v0 & lo) + (v1 & lo) + (v2 & lo) + (v3 & lo);
+            l.b += (v0 >> sh) + (v1 >> sh) + (v2 >> sh) + (v3 >> sh);
+            l.c += (w0 & lo) + (w1 & lo) + (w2 & lo) + (w3 & lo);
+            l.d += (w0 >> sh) + (w1 >> sh) + (w2 >> sh) + (w3 >> sh);
         }
         for (; i < n; i += SLOTS) {
-            let v = resident[base + 2u * pixels[i]];
-            a += v & lo;
-            b += v >> sh;
+            let k = base + 2u * pixels[i];
+            let v = resident[k];
+            let w = resident[k + 1u];
+            l.a += v & lo;
+            l.b += v >> sh;
+            l.c += w & lo;
+            l.d += w >> sh;
         }
     } else if (bits == 8u) {
         let m = vec4<u32>(0xffu);
-        for (; i + SLOTS < n; i += 2u * SLOTS) {
-            let v0 = resident[base + 2u * pixels[i]];
-            let v1 = resident[base + 2u * pixels[i + SLOTS]];
-            a += (v0 & m) + (v1 & m);
-            b += ((v0 >> vec4<u32>(8u)) & m) + ((v1 >> vec4<u32>(8u)) & m);
-            c += ((v0 >> vec4<u32>(16u)) & m) + ((v1 >> vec4<u32>(16u)) & m);
-            d += (v0 >> vec4<u32>(24u)) + (v1 >> vec4<u32>(24u));
-        }
+        let s8 = vec4<u32>(8u);
+        let s16 = vec4<u32>(16u);
+        let s24 = vec4<u32>(24u);
         for (; i < n; i += SLOTS) {
-            let v = resident[base + 2u * pixels[i]];
-            a += v & m;
-            b += (v >> vec4<u32>(8u)) & m;
-            c += (v >> vec4<u32>(16u)) & m;
-            d += v >> vec4<u32>(24u);
+            let k = base + 2u * pixels[i];
+            let v = resident[k];
+            let w = resident[k + 1u];
+            l.a += v & m;
+            l.b += (v >> s8) & m;
+            l.c += (v >> s16) & m;
+            l.d += v >> s24;
+            l.e += w & m;
+            l.f += (w >> s8) & m;
+            l.g += (w >> s16) & m;
+            l.h += w >> s24;
         }
     } else {
+        let one = vec4<u32>(1u);
         for (; i < n; i += SLOTS) {
-            let v = resident[base + 2u * pixels[i]];
-            let s = a + v;
-            b += select(vec4<u32>(0u), vec4<u32>(1u), s < v);
-            a = s;
+            let k = base + 2u * pixels[i];
+            let v = resident[k];
+            let w = resident[k + 1u];
+            let s = l.a + v;
+            let t = l.b + w;
+            l.c += select(z, one, s < v);
+            l.d += select(z, one, t < w);
+            l.a = s;
+            l.b = t;
         }
     }
-    return Lanes(a, b, c, d);
+    return l;
 }
 
-@compute @workgroup_size(64)
+// Eight positions' u32 sums from position `p` on, a half-sector's four words of two samples.
+fn put_pairs(p: u32, lid: u32, lo: vec4<u32>, hi: vec4<u32>) {
+    let o = p * ROW + lid;
+    part[o] = lo.x;
+    part[o + ROW] = hi.x;
+    part[o + 2u * ROW] = lo.y;
+    part[o + 3u * ROW] = hi.y;
+    part[o + 4u * ROW] = lo.z;
+    part[o + 5u * ROW] = hi.z;
+    part[o + 6u * ROW] = lo.w;
+    part[o + 7u * ROW] = hi.w;
+}
+
+// Sixteen positions' u32 sums from position `p` on, a half-sector's four words of four
+// samples.
+fn put_quads(p: u32, lid: u32, a: vec4<u32>, b: vec4<u32>, c: vec4<u32>, d: vec4<u32>) {
+    for (var w = 0u; w < 4u; w += 1u) {
+        let o = (p + 4u * w) * ROW + lid;
+        part[o] = a[w];
+        part[o + ROW] = b[w];
+        part[o + 2u * ROW] = c[w];
+        part[o + 3u * ROW] = d[w];
+    }
+}
+
+// Four positions' u32 sums from position `p` on, one word each.
+fn put_words(p: u32, lid: u32, v: vec4<u32>) {
+    let o = p * ROW + lid;
+    part[o] = v.x;
+    part[o + ROW] = v.y;
+    part[o + 2u * ROW] = v.z;
+    part[o + 3u * ROW] = v.w;
+}
+
+@compute @workgroup_size(32)
 fn masked_sum(
     @builtin(workgroup_id) wg: vec3<u32>,
     @builtin(local_invocation_index) lid: u32,
@@ -169,46 +218,78 @@ fn masked_sum(
     if (pt.tile * tile_len >= params.frames) {
         return;
     }
+    // Written out per width: a position loop indexing the lanes would leave them in memory.
     let l = sum_lanes(pt, lid, bits);
-    // Position p of the invocation's half-sector goes to [slot · tile_len + half · held + p]:
-    // word w holds positions w · per_word + lane.
-    let o = (lid / 2u) * tile_len + (lid % 2u) * (tile_len / 2u);
     if (bits == 16u) {
-        put4(o, l.a.x, l.b.x, l.a.y, l.b.y);
-        put4(o + 4u, l.a.z, l.b.z, l.a.w, l.b.w);
+        put_pairs(0u, lid, l.a, l.b);
+        put_pairs(8u, lid, l.c, l.d);
     } else if (bits == 8u) {
-        put4(o, l.a.x, l.b.x, l.c.x, l.d.x);
-        put4(o + 4u, l.a.y, l.b.y, l.c.y, l.d.y);
-        put4(o + 8u, l.a.z, l.b.z, l.c.z, l.d.z);
-        put4(o + 12u, l.a.w, l.b.w, l.c.w, l.d.w);
+        put_quads(0u, lid, l.a, l.b, l.c, l.d);
+        put_quads(16u, lid, l.e, l.f, l.g, l.h);
     } else {
-        put4(o, l.a.x, l.a.y, l.a.z, l.a.w);
-        put4(HIGH + o, l.b.x, l.b.y, l.b.z, l.b.w);
+        put_words(0u, lid, l.a);
+        put_words(4u, lid, l.b);
+        put_words(HIGH / ROW, lid, l.c);
+        put_words(HIGH / ROW + 4u, lid, l.d);
     }
-    // The 32 slots' sums of position q (= lid mod tile_len, which divides 64) in two steps:
-    // eight entries per invocation, then the tile_len invocations of position q.
     workgroupBarrier();
-    let wide32 = bits == 32u;
-    var s = vec2<u32>(0u, 0u);
-    for (var e = lid; e < SLOTS * tile_len; e += WG) {
+    // Every invocation adds up one position over a share of the slots, in 64 bits.
+    let q = lid % tile_len;
+    let shares = SLOTS / tile_len;
+    var total = vec2<u32>(0u, 0u);
+    for (var s = lid / tile_len; s < SLOTS; s += shares) {
         var hi = 0u;
-        if (wide32) {
-            hi = part[HIGH + e];
+        if (bits == 32u) {
+            hi = part[HIGH + q * ROW + s];
         }
-        s = add64(s, vec2<u32>(part[e], hi));
+        total = add64(total, vec2<u32>(part[q * ROW + s], hi));
     }
-    workgroupBarrier();
-    part[lid] = s.x;
-    part[WG + lid] = s.y;
-    workgroupBarrier();
-    if (lid < tile_len) {
-        var total = vec2<u32>(0u, 0u);
-        for (var e = lid; e < WG; e += tile_len) {
-            total = add64(total, vec2<u32>(part[e], part[WG + e]));
-        }
-        let f = pt.tile * tile_len + lid;
-        if (f < params.frames) {
-            add_sum(params.first_frame + f, total);
+    add_at(pt.tile, tile_len, q, total);
+}
+
+// Position p of the tile (in the segment's frames) gets v, a (lo, hi) sum.
+fn add_at(tile: u32, tile_len: u32, p: u32, v: vec2<u32>) {
+    let f = tile * tile_len + p;
+    if (f < params.frames) {
+        add_sum(params.first_frame + f, v);
+    }
+}
+
+// The same sum with no meeting of the slots: every invocation adds its own lanes into the
+// output. Sixteen times the atomics of `masked_sum`, but no workgroup memory, which on the
+// H200 cost this kernel more than the atomics do (BF r=30: 0.56 against 0.83 ms; subgroups,
+// where they exist, 0.50 ms). The engine picks it by adapter (`Engine::atomic_sums`).
+@compute @workgroup_size(32)
+fn masked_sum_atomic(
+    @builtin(workgroup_id) wg: vec3<u32>,
+    @builtin(local_invocation_index) lid: u32,
+) {
+    let bits = params.bits;
+    let tile_len = 256u / bits;
+    let pt = part_of(wg);
+    if (pt.tile * tile_len >= params.frames) {
+        return;
+    }
+    let l = sum_lanes(pt, lid, bits);
+    let t = pt.tile;
+    for (var w = 0u; w < 4u; w += 1u) {
+        if (bits == 16u) {
+            add_at(t, 16u, 2u * w, vec2<u32>(l.a[w], 0u));
+            add_at(t, 16u, 2u * w + 1u, vec2<u32>(l.b[w], 0u));
+            add_at(t, 16u, 8u + 2u * w, vec2<u32>(l.c[w], 0u));
+            add_at(t, 16u, 9u + 2u * w, vec2<u32>(l.d[w], 0u));
+        } else if (bits == 8u) {
+            add_at(t, 32u, 4u * w, vec2<u32>(l.a[w], 0u));
+            add_at(t, 32u, 4u * w + 1u, vec2<u32>(l.b[w], 0u));
+            add_at(t, 32u, 4u * w + 2u, vec2<u32>(l.c[w], 0u));
+            add_at(t, 32u, 4u * w + 3u, vec2<u32>(l.d[w], 0u));
+            add_at(t, 32u, 16u + 4u * w, vec2<u32>(l.e[w], 0u));
+            add_at(t, 32u, 17u + 4u * w, vec2<u32>(l.f[w], 0u));
+            add_at(t, 32u, 18u + 4u * w, vec2<u32>(l.g[w], 0u));
+            add_at(t, 32u, 19u + 4u * w, vec2<u32>(l.h[w], 0u));
+        } else {
+            add_at(t, 8u, w, vec2<u32>(l.a[w], l.c[w]));
+            add_at(t, 8u, 4u + w, vec2<u32>(l.b[w], l.d[w]));
         }
     }
 }

@@ -1,30 +1,51 @@
 // The masked sum without workgroup memory, for adapters with subgroups (natively: wgpu keeps
 // the feature off on the web): the engine appends this entry point to `masked_sum.wgsl`
 // (its parameters, bindings and helpers). The loop is the same (`sum_lanes`); the slots'
-// lanes meet through subgroupAdd instead of workgroup memory (ADF 2.75 → 2.46 ms on the
-// H200), and each subgroup adds its part of the tile's positions into the output (one lane
-// per position). A subgroup's sum of a position is at most the part's pixels times the
-// largest sample, which the host keeps below 2^32. 8- and 16-bit samples only.
+// lanes meet through subgroupAdd instead of workgroup memory, and each subgroup adds its
+// part of the tile's positions into the output (one lane per position; on a subgroup
+// smaller than the workgroup, each adds its own sums). A subgroup's sum of a position is at
+// most the part's pixels times the largest sample, which the host keeps below 2^32. 8- and
+// 16-bit samples only.
 
-// Lane `l` (0..3) of the four per-position vectors at word `w`.
-fn lane_of(a: vec4<u32>, b: vec4<u32>, c: vec4<u32>, d: vec4<u32>, l: u32, w: u32) -> u32 {
-    switch l {
+// Component `w` of lane `k` (see `Lanes`).
+fn lane(l: Lanes, k: u32, w: u32) -> u32 {
+    switch k {
         case 0u: {
-            return a[w];
+            return l.a[w];
         }
         case 1u: {
-            return b[w];
+            return l.b[w];
         }
         case 2u: {
-            return c[w];
+            return l.c[w];
+        }
+        case 3u: {
+            return l.d[w];
+        }
+        case 4u: {
+            return l.e[w];
+        }
+        case 5u: {
+            return l.f[w];
+        }
+        case 6u: {
+            return l.g[w];
         }
         default: {
-            return d[w];
+            return l.h[w];
         }
     }
 }
 
-@compute @workgroup_size(64)
+// Position p's lane index and word: half p / held, then word and sample within it.
+fn lane_at(p: u32, bits: u32) -> vec2<u32> {
+    let per_word = 32u / bits;
+    let held = 128u / bits;
+    let q = p % held;
+    return vec2<u32>((p / held) * per_word + q % per_word, q / per_word);
+}
+
+@compute @workgroup_size(32)
 fn masked_sum_subgroup(
     @builtin(workgroup_id) wg: vec3<u32>,
     @builtin(local_invocation_index) lid: u32,
@@ -37,38 +58,19 @@ fn masked_sum_subgroup(
     if (pt.tile * tile_len >= params.frames) {
         return;
     }
-    let l = sum_lanes(pt, lid, bits);
-    // The two halves of a sector hold different positions: each is summed on its own.
-    let z = vec4<u32>(0u);
-    let first = lid % 2u == 0u;
-    let a0 = subgroupAdd(select(z, l.a, first));
-    let a1 = subgroupAdd(select(l.a, z, first));
-    let b0 = subgroupAdd(select(z, l.b, first));
-    let b1 = subgroupAdd(select(l.b, z, first));
-    var c0 = z;
-    var c1 = z;
-    var d0 = z;
-    var d1 = z;
+    var l = sum_lanes(pt, lid, bits);
+    l.a = subgroupAdd(l.a);
+    l.b = subgroupAdd(l.b);
+    l.c = subgroupAdd(l.c);
+    l.d = subgroupAdd(l.d);
     if (bits == 8u) {
-        c0 = subgroupAdd(select(z, l.c, first));
-        c1 = subgroupAdd(select(l.c, z, first));
-        d0 = subgroupAdd(select(z, l.d, first));
-        d1 = subgroupAdd(select(l.d, z, first));
+        l.e = subgroupAdd(l.e);
+        l.f = subgroupAdd(l.f);
+        l.g = subgroupAdd(l.g);
+        l.h = subgroupAdd(l.h);
     }
-    // Position p of the tile: half p / held, then word and lane within it.
-    let per_word = 32u / bits;
-    let held = tile_len / 2u;
     for (var p = sid; p < tile_len; p += sn) {
-        let q = p % held;
-        var v = 0u;
-        if (p < held) {
-            v = lane_of(a0, b0, c0, d0, q % per_word, q / per_word);
-        } else {
-            v = lane_of(a1, b1, c1, d1, q % per_word, q / per_word);
-        }
-        let f = pt.tile * tile_len + p;
-        if (f < params.frames) {
-            add_sum(params.first_frame + f, vec2<u32>(v, 0u));
-        }
+        let at = lane_at(p, bits);
+        add_at(pt.tile, tile_len, p, vec2<u32>(lane(l, at.x, at.y), 0u));
     }
 }

@@ -89,6 +89,14 @@ kernel!(IDPC_PACK_COM, "idpc_pack_com", "idpc_pack_com", FFT_BODY);
 
 // The float32 variants of the product kernels (exact 128-bit sums), beside their integer
 // entry points.
+// The masked sum adding every invocation's lanes into the output atomically, where
+// workgroup memory is the slower way to meet (see `Engine::atomic_sums`).
+kernel!(
+    MASKED_SUM_ATOMIC,
+    "masked_sum_atomic",
+    "masked_sum_atomic",
+    MASKED_SUM.body
+);
 kernel!(
     MASKED_SUM_F32,
     "masked_sum_f32",
@@ -114,7 +122,7 @@ kernel!(
     PATTERN_REDUCE.body
 );
 
-pub const ALL: [Kernel; 21] = [
+pub const ALL: [Kernel; 22] = [
     LZ4_BLOCKS,
     UNSHUFFLE_PACK,
     MASKED_SUM,
@@ -133,6 +141,7 @@ pub const ALL: [Kernel; 21] = [
     IDPC_FILTER,
     IDPC_PACK_COM,
     MASKED_SUM_F32,
+    MASKED_SUM_ATOMIC,
     COM_MOMENTS_WIDE,
     COM_MOMENTS_F32,
     PATTERN_REDUCE_F32,

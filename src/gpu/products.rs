@@ -64,12 +64,14 @@ pub fn encode_masked_sums_in_parts(
     parts: u32,
 ) -> Result<()> {
     // Float32 residents: 128-bit sums (16 bytes a position) at binding 4; 8- and 16-bit
-    // samples meet their slots through subgroups where the engine has them.
+    // samples meet their slots through subgroups where the engine has them, otherwise in
+    // workgroup memory or atomically in the output, as the engine chose for the adapter.
     let bits = res.plan.bits;
     let subgroups = res.float.is_none() && engine.subgroups() && bits < 32;
     let (kernel, binding, lsb) = match res.float {
         Some(r) => (&kernels::MASKED_SUM_F32, 4, r.lsb),
         None if subgroups => (&kernels::MASKED_SUM_SUBGROUP, 3, 0),
+        None if engine.atomic_sums() => (&kernels::MASKED_SUM_ATOMIC, 3, 0),
         None => (&kernels::MASKED_SUM, 3, 0),
     };
     // Parts of the mask add into the sums: cleared first.
