@@ -50,6 +50,9 @@ pub struct ResidentPlan {
     pub payload_bytes: u64,
     /// Payload plus the largest upload staging window plus product buffers.
     pub peak_bytes: u64,
+    /// The largest storage binding the plan was made for: segments and upload windows stay
+    /// within it.
+    pub max_binding: u64,
 }
 
 impl ResidentPlan {
@@ -118,6 +121,7 @@ impl ResidentPlan {
             peak_bytes: payload_bytes
                 + staging.max(2 * (2 * DECODE_WINDOW + DECODE_SCRATCH))
                 + products,
+            max_binding: limits.max_storage_binding,
         })
     }
 

@@ -279,14 +279,14 @@ impl Decoder {
         resident: &wgpu::Buffer,
         elem: usize,
     ) -> Result<()> {
-        // One invocation per word of the tiles the window's frames touch.
+        // One invocation per resident pixel's sector of the tiles the window's frames touch.
         let (rel0, rel1) = (
             w.first_frame - seg_first,
             w.first_frame + w.frames - seg_first,
         );
         let tile = plan.tile as usize;
         let tiles = (rel1.div_ceil(tile) - rel0 / tile) as u32;
-        let groups = grid((tiles * plan.tile_words).div_ceil(64));
+        let groups = grid((tiles * plan.shape.det_len() as u32).div_ceil(64));
         let params = engine.uniform(&DecodeParams {
             groups_x: groups.0,
             frames: w.frames as u32,
@@ -348,14 +348,13 @@ async fn read_chunks(slots: &[&ChunkSlot<'_>]) -> Result<Vec<u8>> {
 /// The window that starts at `mine[*i]`: as many whole chunks as fit the compressed and
 /// decoded budgets (at least one). Advances `*i` past them.
 fn pick_window(
-    engine: &Engine,
+    limit: u64,
     acq: &Acquisition,
     mine: &[&ChunkSlot<'_>],
     i: &mut usize,
 ) -> std::ops::Range<usize> {
     let det_len = acq.shape.det_len();
     let elem = acq.dtype.size();
-    let limit = engine.adapter.limits.max_storage_binding;
     let (window_bytes, scratch_bytes) = (DECODE_WINDOW.min(limit), DECODE_SCRATCH.min(limit));
     let start = *i;
     let (mut src_len, mut dst_len) = (0u64, 0u64);
@@ -406,14 +405,14 @@ const READ_AHEAD: usize = 2;
 
 /// Start reading the windows after `mine[*i]` until [`READ_AHEAD`] are in flight.
 fn read_ahead<'a>(
-    engine: &Engine,
+    limit: u64,
     acq: &Acquisition,
     mine: &'a [&'a ChunkSlot<'a>],
     i: &mut usize,
     ahead: &mut std::collections::VecDeque<(std::ops::Range<usize>, Prefetch<'a>)>,
 ) {
     while ahead.len() < READ_AHEAD && *i < mine.len() {
-        let range = pick_window(engine, acq, mine, i);
+        let range = pick_window(limit, acq, mine, i);
         ahead.push_back((range.clone(), Prefetch::start(&mine[range])));
     }
 }
@@ -423,6 +422,7 @@ fn read_ahead<'a>(
 #[allow(clippy::too_many_arguments)]
 fn make_window(
     engine: &Engine,
+    limit: u64,
     acq: &Acquisition,
     mine: &[&ChunkSlot<'_>],
     range: std::ops::Range<usize>,
@@ -435,7 +435,7 @@ fn make_window(
     let mut t = crate::viewer::now_ms();
     let det_len = acq.shape.det_len();
     let elem = acq.dtype.size();
-    let window_bytes = DECODE_WINDOW.min(engine.adapter.limits.max_storage_binding);
+    let window_bytes = DECODE_WINDOW.min(limit);
     let start = range.start;
     let picked = &mine[range];
     let (mut blocks, mut chunks, mut frame_map) = (Vec::new(), Vec::new(), Vec::<u32>::new());
@@ -507,11 +507,12 @@ pub async fn first_window(engine: &Engine, acq: &Acquisition) -> Result<Window> 
         return Err(Error::param("no chunks to decode"));
     }
     let (mut slots, mut times) = (SrcSlots::new(), UploadTimes::default());
-    let range = pick_window(engine, acq, &mine, &mut 0);
+    let limit = engine.adapter.limits.max_storage_binding;
+    let range = pick_window(limit, acq, &mine, &mut 0);
     let src = read_chunks(&mine[range.clone()]).await?;
     let frames = acq.shape.frames();
     make_window(
-        engine, acq, &mine, range, src, 0, frames, &mut slots, &mut times,
+        engine, limit, acq, &mine, range, src, 0, frames, &mut slots, &mut times,
     )?
     .ok_or_else(|| Error::param("these LZ4 blocks are not whole words: CPU decode"))
 }
@@ -550,15 +551,24 @@ pub async fn upload(
             .collect();
         let mut i = 0;
         let mut ahead = std::collections::VecDeque::new();
-        read_ahead(engine, acq, &mine, &mut i, &mut ahead);
+        read_ahead(plan.max_binding, acq, &mine, &mut i, &mut ahead);
         while let Some((range, reading)) = ahead.pop_front() {
             let mut t = crate::viewer::now_ms();
             let src = reading.finish().await?;
             times.lap("read (not overlapped)", &mut t);
             // The next windows' reads run while this one is built and submitted.
-            read_ahead(engine, acq, &mine, &mut i, &mut ahead);
+            read_ahead(plan.max_binding, acq, &mine, &mut i, &mut ahead);
             let built = make_window(
-                engine, acq, &mine, range, src, s0, s1, &mut slots, &mut times,
+                engine,
+                plan.max_binding,
+                acq,
+                &mine,
+                range,
+                src,
+                s0,
+                s1,
+                &mut slots,
+                &mut times,
             )?;
             let Some(mut w) = built else {
                 if let Some(prev) = in_flight.take() {
