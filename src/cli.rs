@@ -577,7 +577,7 @@ fn bench_gpu(
         }
     );
     let t = Instant::now();
-    let res = pollster::block_on(engine.upload(&acq, crate::frames::Correction::default()))?;
+    let mut res = pollster::block_on(engine.upload(&acq, crate::frames::Correction::default()))?;
     crate::gpu::bench::wait(&engine)?;
     let t_upload = t.elapsed().as_secs_f64();
     let t = Instant::now();
@@ -613,6 +613,9 @@ fn bench_gpu(
         crate::gpu::bench::products(&engine, &res, bf_radius, 2)?;
     }
     let mut lines = crate::gpu::bench::products(&engine, &res, bf_radius, reps)?;
+    lines.extend(crate::gpu::bench::ring_products(
+        &engine, &mut res, bf_radius, reps,
+    )?);
     if crate::gpu::decode::supported(&acq, crate::frames::Correction::default()) {
         lines.extend(pollster::block_on(crate::gpu::bench::decode_window(
             &engine, &acq, &res, reps,

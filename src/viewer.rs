@@ -12,6 +12,7 @@ use crate::formats::Acquisition;
 use crate::frames::Correction;
 use crate::gpu::display::{Plane, PlaneSource, Renderer};
 use crate::gpu::kernels::View;
+use crate::gpu::radial::RadialCache;
 use crate::gpu::{products as gp, AdapterSummary, Engine, Resident};
 use crate::info::Info;
 use crate::products::{ProductArray, ProductKind, ProductParams};
@@ -504,6 +505,18 @@ impl Session {
             name: "BF disk fit".into(),
             ms: now_ms() - t,
         });
+        // Ring sums about the fitted centre: detectors about it then cost a few ring sums
+        // per position while they are resized.
+        if let Some(res) = &mut session.resident {
+            let t = now_ms();
+            res.radial = RadialCache::build(engine, res, [f[0], f[1]]).await?;
+            if res.radial.is_some() {
+                stages.push(Stage {
+                    name: "ring sums about the BF centre".into(),
+                    ms: now_ms() - t,
+                });
+            }
+        }
         session.profile.total_ms = stages
             .iter()
             .filter(|s| !s.name.starts_with("of which"))

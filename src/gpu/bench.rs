@@ -62,18 +62,9 @@ pub fn time(
     Ok(samples[samples.len() / 2])
 }
 
-/// The product set on a resident acquisition: BF r, ADF, DF (total − complement
-/// from the cached total), CoM/DPC moments, mean DP.
-pub fn products(
-    engine: &Engine,
-    res: &Resident,
-    bf_radius: f64,
-    reps: usize,
-) -> Result<Vec<Timing>> {
-    let shape = res.plan.shape;
-    let det = shape.det;
-    let frames = shape.frames() as f64;
-    let bps = res.plan.bits as f64 / 8.0;
+/// The BF disk of `bf_radius` and the ADF annulus from twice that to the detector's edge,
+/// both about the detector's middle (where the bench's ring sums are made).
+fn bench_masks(det: [usize; 2], bf_radius: f64) -> ([f64; 2], f64, Vec<u32>, Vec<u32>) {
     let center = [(det[0] as f64 - 1.0) / 2.0, (det[1] as f64 - 1.0) / 2.0];
     let bf = DetectorMask::Disk {
         center,
@@ -89,44 +80,98 @@ pub fn products(
     }
     .sparse(det)
     .indices;
+    (center, outer, bf, adf)
+}
+
+/// BF, ADF and DF (total − the BF disk, from the cached total) as `res` computes them now:
+/// from its ring sums where it has them (each line then says how many rings and pixels it
+/// reads, and its bytes are those), else from every selected pixel.
+fn masked_products(
+    engine: &Engine,
+    res: &Resident,
+    bf_radius: f64,
+    reps: usize,
+    out: &wgpu::Buffer,
+) -> Result<Vec<Timing>> {
+    let shape = res.plan.shape;
+    let frames = shape.frames() as f64;
+    let bps = res.plan.bits as f64 / 8.0;
+    let (_, outer, bf, adf) = bench_masks(shape.det, bf_radius);
+    let mut lines = Vec::new();
+    for (name, pixels) in [
+        format!("BF r={bf_radius} ({} px)", bf.len()),
+        format!("ADF {:.0}..{outer:.0} ({} px)", 2.0 * bf_radius, adf.len()),
+        "DF = total - BF (cached total)".into(),
+    ]
+    .into_iter()
+    .zip([&bf, &adf, &bf])
+    {
+        let list = DetectorList::new(engine, pixels)?;
+        let split = res
+            .radial
+            .as_ref()
+            .and_then(|r| r.split(pixels, res.plan.bits));
+        let (name, bytes) = match &split {
+            Some(s) => (
+                format!(
+                    "{name} from ring sums: {} rings + {} px",
+                    s.rings.len(),
+                    s.rest.len()
+                ),
+                frames * (s.rings.len() as f64 * 8.0 + s.rest.len() as f64 * bps),
+            ),
+            None => (name, frames * pixels.len() as f64 * bps),
+        };
+        let seconds = time(engine, reps, &|e| {
+            encode_masked_sums(engine, e, res, &list, out)
+        })?;
+        lines.push(Timing {
+            name,
+            seconds,
+            bytes,
+        });
+    }
+    Ok(lines)
+}
+
+/// Make ring sums about the bench's centre on `res` (its time is the first line), then BF,
+/// ADF and DF again, from them.
+pub fn ring_products(
+    engine: &Engine,
+    res: &mut Resident,
+    bf_radius: f64,
+    reps: usize,
+) -> Result<Vec<Timing>> {
+    let (center, ..) = bench_masks(res.plan.shape.det, bf_radius);
+    let t = Instant::now();
+    res.radial = pollster::block_on(super::radial::RadialCache::build(engine, res, center))?;
+    let made = t.elapsed().as_secs_f64();
+    if res.radial.is_none() {
+        return Ok(Vec::new());
+    }
+    let out = engine.storage("bench out", res.plan.shape.frames() as u64 * 8);
+    let mut lines = vec![Timing {
+        name: "ring sums about the centre (once per resident)".into(),
+        seconds: made,
+        bytes: res.plan.payload_bytes as f64,
+    }];
+    lines.extend(masked_products(engine, res, bf_radius, reps, &out)?);
+    Ok(lines)
+}
+
+/// The product set on a resident acquisition: BF r, ADF, DF (total − complement
+/// from the cached total), CoM/DPC moments, mean DP.
+pub fn products(
+    engine: &Engine,
+    res: &Resident,
+    bf_radius: f64,
+    reps: usize,
+) -> Result<Vec<Timing>> {
+    let shape = res.plan.shape;
+    let frames = shape.frames() as f64;
     let out = engine.storage("bench out", shape.frames() as u64 * 24);
     let pattern_out = engine.storage("bench pattern", shape.det_len() as u64 * 16);
-    let bf_list = DetectorList::new(engine, &bf)?;
-    let adf_list = DetectorList::new(engine, &adf)?;
-    let mut lines = Vec::new();
-    let sparse =
-        |name: String, list: &DetectorList, n: usize, lines: &mut Vec<Timing>| -> Result<()> {
-            let s = time(engine, reps, &|e| {
-                encode_masked_sums(engine, e, res, list, &out)
-            })?;
-            lines.push(Timing {
-                name,
-                seconds: s,
-                bytes: frames * n as f64 * bps,
-            });
-            Ok(())
-        };
-    sparse(
-        format!("BF r={bf_radius} ({} px)", bf.len()),
-        &bf_list,
-        bf.len(),
-        &mut lines,
-    )?;
-    sparse(
-        format!("ADF {:.0}..{outer:.0} ({} px)", 2.0 * bf_radius, adf.len()),
-        &adf_list,
-        adf.len(),
-        &mut lines,
-    )?;
-    // DF with a cached total: only the complement (the BF disk) is summed per drag.
-    let s = time(engine, reps, &|e| {
-        encode_masked_sums(engine, e, res, &bf_list, &out)
-    })?;
-    lines.push(Timing {
-        name: "DF = total - BF (cached total)".into(),
-        seconds: s,
-        bytes: frames * bf.len() as f64 * bps,
-    });
+    let mut lines = masked_products(engine, res, bf_radius, reps, &out)?;
     let s = time(engine, reps, &|e| encode_com_moments(engine, e, res, &out))?;
     lines.push(Timing {
         name: "CoM/DPC moments (fused)".into(),

@@ -89,6 +89,12 @@ kernel!(IDPC_PACK_COM, "idpc_pack_com", "idpc_pack_com", FFT_BODY);
 
 // The float32 variants of the product kernels (exact 128-bit sums), beside their integer
 // entry points.
+kernel!(
+    RING_SUM,
+    "ring_sum",
+    "ring_sum",
+    include_str!("../../wgsl/ring_sum.wgsl")
+);
 // The masked sum adding every invocation's lanes into the output atomically, where
 // workgroup memory is the slower way to meet (see `Engine::atomic_sums`).
 kernel!(
@@ -122,7 +128,7 @@ kernel!(
     PATTERN_REDUCE.body
 );
 
-pub const ALL: [Kernel; 22] = [
+pub const ALL: [Kernel; 23] = [
     LZ4_BLOCKS,
     UNSHUFFLE_PACK,
     MASKED_SUM,
@@ -142,6 +148,7 @@ pub const ALL: [Kernel; 22] = [
     IDPC_PACK_COM,
     MASKED_SUM_F32,
     MASKED_SUM_ATOMIC,
+    RING_SUM,
     COM_MOMENTS_WIDE,
     COM_MOMENTS_F32,
     PATTERN_REDUCE_F32,
@@ -243,6 +250,15 @@ pub struct MaskedSumParams {
     pub lsb: i32,
     /// Workgroups per tile ([`masked_sum_parts`]).
     pub parts: u32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+pub struct RingSumParams {
+    pub frames: u32,
+    pub rings: u32,
+    pub stride: u32,
+    pub groups_x: u32,
 }
 
 /// Workgroups per tile for a mask of `pixels` pixels of `bits`-bit samples: one tile per
@@ -512,6 +528,11 @@ pub struct View {
 /// (WGSL struct name, Rust size, field names in order) for the layout test.
 pub fn uniform_layouts() -> Vec<(&'static str, usize, Vec<&'static str>)> {
     vec![
+        (
+            "RingSumParams",
+            std::mem::size_of::<RingSumParams>(),
+            vec!["frames", "rings", "stride", "groups_x"],
+        ),
         (
             "MaskedSumParams",
             std::mem::size_of::<MaskedSumParams>(),

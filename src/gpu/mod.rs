@@ -10,6 +10,7 @@ pub mod fft;
 pub mod float_products;
 pub mod kernels;
 pub mod products;
+pub mod radial;
 
 use std::sync::{Arc, Mutex};
 
@@ -178,6 +179,9 @@ pub struct Resident {
     pub offloaded_chunks: usize,
     /// Where the upload's time went (milliseconds by step), for the load profile.
     pub upload_times: UploadTimes,
+    /// Ring sums about the BF centre, once made ([`radial::RadialCache::build`]): masked
+    /// sums of disks and annuli about it read them instead of most of their pixels.
+    pub radial: Option<radial::RadialCache>,
 }
 
 /// Milliseconds an upload spent in each of its steps, in order of first use.
@@ -527,6 +531,7 @@ impl Engine {
             float: None,
             offloaded_chunks: 0,
             upload_times: UploadTimes::default(),
+            radial: None,
         })
     }
 

@@ -24,6 +24,8 @@ fn words_to_u64(bytes: &[u8]) -> Vec<u64> {
 pub struct DetectorList {
     pub buffer: wgpu::Buffer,
     pub entries: u32,
+    /// The same pixels on the host (ascending, distinct): split over cached ring sums.
+    pub pixels: Vec<u32>,
 }
 
 impl DetectorList {
@@ -34,13 +36,15 @@ impl DetectorList {
         Ok(DetectorList {
             buffer: engine.input(&sorted),
             entries: sorted.len() as u32,
+            pixels: sorted,
         })
     }
 }
 
-/// Record the masked-sum kernel over every segment into `out` (8 bytes per position; 16,
-/// a 128-bit sum in units of `2^lsb`, for float32 residents; cleared first, so it needs
-/// `COPY_DST`).
+/// Record the masked sum of `list` over every segment into `out` (8 bytes per position;
+/// 16, a 128-bit sum in units of `2^lsb`, for float32 residents; it needs `COPY_DST`).
+/// Where the resident has ring sums ([`super::radial`]) and the mask holds enough whole
+/// rings, their sums are added up and only the other pixels are read.
 pub fn encode_masked_sums(
     engine: &Engine,
     encoder: &mut wgpu::CommandEncoder,
@@ -48,6 +52,17 @@ pub fn encode_masked_sums(
     list: &DetectorList,
     out: &wgpu::Buffer,
 ) -> Result<()> {
+    if let Some(radial) = &res.radial {
+        if let Some(split) = radial.split(&list.pixels, res.plan.bits) {
+            radial.encode(engine, encoder, &split.rings, out)?;
+            if !split.rest.is_empty() {
+                let rest = DetectorList::new(engine, &split.rest)?;
+                let parts = kernels::masked_sum_parts(rest.entries, res.plan.bits);
+                encode_parts(engine, encoder, res, &rest, out, parts, false)?;
+            }
+            return Ok(());
+        }
+    }
     let parts = kernels::masked_sum_parts(list.entries, res.plan.bits);
     encode_masked_sums_in_parts(engine, encoder, res, list, out, parts)
 }
@@ -63,6 +78,19 @@ pub fn encode_masked_sums_in_parts(
     out: &wgpu::Buffer,
     parts: u32,
 ) -> Result<()> {
+    encode_parts(engine, encoder, res, list, out, parts, true)
+}
+
+/// The masked sums of `list` added into `out`, cleared first when `clear`.
+fn encode_parts(
+    engine: &Engine,
+    encoder: &mut wgpu::CommandEncoder,
+    res: &Resident,
+    list: &DetectorList,
+    out: &wgpu::Buffer,
+    parts: u32,
+    clear: bool,
+) -> Result<()> {
     // Float32 residents: 128-bit sums (16 bytes a position) at binding 4; 8- and 16-bit
     // samples meet their slots through subgroups where the engine has them, otherwise in
     // workgroup memory or atomically in the output, as the engine chose for the adapter.
@@ -74,9 +102,11 @@ pub fn encode_masked_sums_in_parts(
         None if engine.atomic_sums() => (&kernels::MASKED_SUM_ATOMIC, 3, 0),
         None => (&kernels::MASKED_SUM, 3, 0),
     };
-    // Parts of the mask add into the sums: cleared first.
-    let bytes = if res.float.is_some() { 16 } else { 8 };
-    encoder.clear_buffer(out, 0, Some(res.plan.shape.frames() as u64 * bytes));
+    // Parts of the mask add into the sums: cleared first unless they add to others.
+    if clear {
+        let bytes = if res.float.is_some() { 16 } else { 8 };
+        encoder.clear_buffer(out, 0, Some(res.plan.shape.frames() as u64 * bytes));
+    }
     let parts = parts.max(kernels::masked_sum_min_parts(list.entries, bits, subgroups));
     let mut batch = Batch::default();
     for (seg, buf) in res.plan.segments.iter().zip(&res.buffers) {

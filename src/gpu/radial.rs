@@ -1,0 +1,212 @@
+//! Cached ring sums. Rings about a detector centre (the pixels whose distance from it has
+//! the same integer part) partition the detector; per scan position, the exact sum of each
+//! ring is made once per resident by the masked-sum kernel (one pass over the data, like
+//! the cached totals). A mask then costs the sums of the rings it holds whole plus the
+//! masked sum of its other pixels: a BF disk or ADF annulus about the centre reads tens of
+//! bytes per position instead of its thousands of pixels' samples, and stays exact.
+
+use crate::error::{Error, Result};
+
+use super::kernels::{self, grid, RingSumParams};
+use super::products::{encode_masked_sums_in_parts, DetectorList};
+use super::{Engine, Resident};
+
+pub struct RadialCache {
+    /// The rings' centre (detector row, column of the resident's detector).
+    pub center: [f64; 2],
+    /// Ring of each detector pixel.
+    ring_of: Vec<u32>,
+    /// Pixels per ring.
+    sizes: Vec<u32>,
+    /// Ring after ring, per scan position the ring's exact u64 sum.
+    buffer: wgpu::Buffer,
+    frames: u32,
+}
+
+/// A mask as whole rings plus the pixels left over.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RingSplit {
+    pub rings: Vec<u32>,
+    pub rest: Vec<u32>,
+}
+
+/// Ring of every pixel of a `det` detector about `center`, and each ring's size.
+pub fn rings_about(det: [usize; 2], center: [f64; 2]) -> (Vec<u32>, Vec<u32>) {
+    let ring_of: Vec<u32> = (0..det[0] * det[1])
+        .map(|k| {
+            let (i, j) = ((k / det[1]) as f64, (k % det[1]) as f64);
+            (i - center[0]).hypot(j - center[1]).floor() as u32
+        })
+        .collect();
+    let n = ring_of.iter().max().map_or(0, |&m| m as usize + 1);
+    let mut sizes = vec![0u32; n];
+    ring_of.iter().for_each(|&r| sizes[r as usize] += 1);
+    (ring_of, sizes)
+}
+
+/// Split the sorted, distinct `pixels` into the rings they hold whole and the rest, when
+/// reading those rings' u64 sums and the rest's `sample_bytes`-byte samples costs at most
+/// half the bytes of reading every pixel's samples (the ring path takes two dispatches).
+pub fn split_pixels(
+    ring_of: &[u32],
+    sizes: &[u32],
+    pixels: &[u32],
+    sample_bytes: u64,
+) -> Option<RingSplit> {
+    let mut held = vec![0u32; sizes.len()];
+    for &p in pixels {
+        held[*ring_of.get(p as usize)? as usize] += 1;
+    }
+    let whole = |r: u32| held[r as usize] == sizes[r as usize];
+    let rings: Vec<u32> = (0..sizes.len() as u32)
+        .filter(|&r| sizes[r as usize] > 0 && whole(r))
+        .collect();
+    let rest: Vec<u32> = pixels
+        .iter()
+        .copied()
+        .filter(|&p| !whole(ring_of[p as usize]))
+        .collect();
+    let ring_bytes = rings.len() as u64 * 8 + rest.len() as u64 * sample_bytes;
+    let plain_bytes = pixels.len() as u64 * sample_bytes;
+    (!rings.is_empty() && 2 * ring_bytes <= plain_bytes).then_some(RingSplit { rings, rest })
+}
+
+impl RadialCache {
+    /// Bytes the cache takes for `frames` positions and `rings` rings.
+    pub fn bytes(frames: usize, rings: usize) -> u64 {
+        frames as u64 * rings as u64 * 8
+    }
+
+    /// Make the ring sums of `res` about `center`. `None` where they do not pay or fit:
+    /// float32 residents (their sums are 128-bit), or more bytes than one storage binding
+    /// holds or than a quarter of the resident or 64 MiB, whichever is larger (the cache is
+    /// an accelerator, never the reason an acquisition does not fit; a 192×192 detector's
+    /// rings take 1.5 % of a u16 resident).
+    pub async fn build(
+        engine: &Engine,
+        res: &Resident,
+        center: [f64; 2],
+    ) -> Result<Option<RadialCache>> {
+        if res.float.is_some() || !center.iter().all(|c| c.is_finite()) {
+            return Ok(None);
+        }
+        let frames = res.plan.shape.frames();
+        let (ring_of, sizes) = rings_about(res.plan.shape.det, center);
+        let bytes = Self::bytes(frames, sizes.len());
+        let budget = (res.plan.payload_bytes / 4)
+            .max(64 << 20)
+            .min(engine.adapter.limits.max_storage_binding);
+        if bytes == 0 || bytes > budget {
+            return Ok(None);
+        }
+        let buffer = engine.storage("ring sums", bytes);
+        let ring = engine.storage("ring sum", frames as u64 * 8);
+        let mut members = vec![Vec::new(); sizes.len()];
+        for (k, &r) in ring_of.iter().enumerate() {
+            members[r as usize].push(k as u32);
+        }
+        let mut enc = engine.device.create_command_encoder(&Default::default());
+        for (r, pixels) in members.iter().enumerate() {
+            if pixels.is_empty() {
+                continue;
+            }
+            let list = DetectorList::new(engine, pixels)?;
+            let parts = kernels::masked_sum_parts(list.entries, res.plan.bits);
+            encode_masked_sums_in_parts(engine, &mut enc, res, &list, &ring, parts)?;
+            enc.copy_buffer_to_buffer(
+                &ring,
+                0,
+                &buffer,
+                r as u64 * frames as u64 * 8,
+                frames as u64 * 8,
+            );
+        }
+        engine.finished(engine.submit_tracked(enc.finish())).await?;
+        let frames = u32::try_from(frames)
+            .map_err(|_| Error::param("too many scan positions for the ring sums"))?;
+        Ok(Some(RadialCache {
+            center,
+            ring_of,
+            sizes,
+            buffer,
+            frames,
+        }))
+    }
+
+    /// [`split_pixels`] over this cache's rings, for a resident of `bits`-bit samples.
+    pub fn split(&self, pixels: &[u32], bits: u32) -> Option<RingSplit> {
+        split_pixels(&self.ring_of, &self.sizes, pixels, bits as u64 / 8)
+    }
+
+    /// Record writing the sums of `rings` into `out` (8 bytes per position; written, not
+    /// added into).
+    pub fn encode(
+        &self,
+        engine: &Engine,
+        encoder: &mut wgpu::CommandEncoder,
+        rings: &[u32],
+        out: &wgpu::Buffer,
+    ) -> Result<()> {
+        let groups = grid(self.frames.div_ceil(64));
+        let params = engine.uniform(&RingSumParams {
+            frames: self.frames,
+            rings: rings.len() as u32,
+            stride: self.frames,
+            groups_x: groups.0,
+        });
+        let picked = engine.input(rings);
+        engine.dispatch(
+            encoder,
+            &kernels::RING_SUM,
+            &[&params, &self.buffer, &picked, out],
+            groups,
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rings_partition_the_detector() {
+        let (ring_of, sizes) = rings_about([7, 9], [3.2, 4.5]);
+        assert_eq!(ring_of.len(), 63);
+        assert_eq!(sizes.iter().sum::<u32>(), 63);
+        // Pixel (3, 4) is 0.54 from the centre, (0, 0) is 5.55 away.
+        assert_eq!(ring_of[3 * 9 + 4], 0);
+        assert_eq!(ring_of[0], 5);
+    }
+
+    #[test]
+    fn a_centred_disk_is_whole_rings_and_an_off_centre_one_is_not_worth_it() {
+        let det = [64, 64];
+        let center = [31.5, 31.5];
+        let (ring_of, sizes) = rings_about(det, center);
+        let disk = |c: [f64; 2], r: f64| -> Vec<u32> {
+            crate::contract::DetectorMask::Disk {
+                center: c,
+                radius: r,
+            }
+            .sparse(det)
+            .indices
+        };
+        let bf = disk(center, 20.0);
+        let s = split_pixels(&ring_of, &sizes, &bf, 2).expect("worth it");
+        // Whole rings and the rest together are exactly the disk.
+        let mut back: Vec<u32> = (0..ring_of.len() as u32)
+            .filter(|&p| s.rings.contains(&ring_of[p as usize]))
+            .chain(s.rest.iter().copied())
+            .collect();
+        back.sort_unstable();
+        assert_eq!(back, bf);
+        assert_eq!(s.rings, (0..20).collect::<Vec<u32>>());
+        // Far from the centre no ring is whole, and nothing is split.
+        assert_eq!(
+            split_pixels(&ring_of, &sizes, &disk([10.0, 12.0], 6.0), 2),
+            None
+        );
+        // A pixel outside the detector is never taken for a ring member.
+        assert_eq!(split_pixels(&ring_of, &sizes, &[4096], 2), None);
+    }
+}
