@@ -386,6 +386,11 @@ fn masked_sums_from_ring_sums_equal_the_cpu() {
             "{dtype:?} {dims:?}: only {ring_cases} masks took the rings"
         );
     }
+    // Float32 sums are 128-bit: no ring sums are made for them.
+    let f32s = raw_acquisition(Dtype::F32, [2, 3, 9, 8], noise_bytes(2 * 3 * 9 * 8 * 4, 3));
+    let res = pollster::block_on(engine.upload(&f32s, Default::default())).unwrap();
+    let made = pollster::block_on(RadialCache::build(&engine, &res, [4.0, 4.0])).unwrap();
+    assert!(made.is_none(), "ring sums made for a float32 resident");
 }
 
 #[test]

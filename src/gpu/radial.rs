@@ -99,8 +99,15 @@ impl RadialCache {
         if bytes == 0 || bytes > budget {
             return Ok(None);
         }
+        // Memory beyond the resident's plan: a device that cannot hold it goes without.
+        let scope = engine
+            .device
+            .push_error_scope(wgpu::ErrorFilter::OutOfMemory);
         let buffer = engine.storage("ring sums", bytes);
         let ring = engine.storage("ring sum", frames as u64 * 8);
+        if scope.pop().await.is_some() {
+            return Ok(None);
+        }
         let mut members = vec![Vec::new(); sizes.len()];
         for (k, &r) in ring_of.iter().enumerate() {
             members[r as usize].push(k as u32);
