@@ -391,6 +391,18 @@ fn masked_sums_from_ring_sums_equal_the_cpu() {
     let res = pollster::block_on(engine.upload(&f32s, Default::default())).unwrap();
     let made = pollster::block_on(RadialCache::build(&engine, &res, [4.0, 4.0])).unwrap();
     assert!(made.is_none(), "ring sums made for a float32 resident");
+    // Nor about a centre off the detector (a BF fit gone astray).
+    let u16s = raw_acquisition(Dtype::U16, [2, 3, 9, 8], noise_bytes(2 * 3 * 9 * 8 * 2, 5));
+    let res = pollster::block_on(engine.upload(&u16s, Default::default())).unwrap();
+    for c in [[4.0, 1e12], [-3.0, 4.0], [f64::NAN, 4.0]] {
+        let made = pollster::block_on(RadialCache::build(&engine, &res, c)).unwrap();
+        assert!(made.is_none(), "ring sums made about {c:?}");
+    }
+    assert!(
+        pollster::block_on(RadialCache::build(&engine, &res, [4.0, 4.0]))
+            .unwrap()
+            .is_some()
+    );
 }
 
 #[test]

@@ -87,11 +87,17 @@ impl RadialCache {
         res: &Resident,
         center: [f64; 2],
     ) -> Result<Option<RadialCache>> {
-        if res.float.is_some() || !center.iter().all(|c| c.is_finite()) {
+        // A centre off the detector (a fit gone astray) makes no whole rings worth having.
+        let det = res.plan.shape.det;
+        let on_detector = center
+            .iter()
+            .zip(det)
+            .all(|(&c, n)| c.is_finite() && (-0.5..n as f64 - 0.5).contains(&c));
+        if res.float.is_some() || !on_detector {
             return Ok(None);
         }
         let frames = res.plan.shape.frames();
-        let (ring_of, sizes) = rings_about(res.plan.shape.det, center);
+        let (ring_of, sizes) = rings_about(det, center);
         let bytes = Self::bytes(frames, sizes.len());
         let budget = (res.plan.payload_bytes / 4)
             .max(64 << 20)
