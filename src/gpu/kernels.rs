@@ -263,9 +263,9 @@ pub struct RingSumParams {
 
 /// Workgroups per tile for a mask of `pixels` pixels of `bits`-bit samples: one tile per
 /// workgroup leaves a large GPU partly idle (a resident buffer holds a few thousand tiles),
-/// so the pixel list is cut into parts of about 48 pixels per invocation pair (32 pairs a
-/// workgroup; on the H200 that is 2 parts for a BF disk of 2,828 pixels, 12 for an annulus
-/// of 17,296, the best of 1–16 measured).
+/// so the pixel list is cut into parts of about 48 pixels per invocation (32 a workgroup; on
+/// the H200 that is 2 parts for a BF disk of 2,828 pixels, 12 for an annulus of 17,296: BF
+/// ran 0.53 ms with one part, 0.51 with two, 0.84–0.89 with three or four).
 pub fn masked_sum_parts(pixels: u32, bits: u32) -> u32 {
     pixels
         .div_ceil(32 * 48)
