@@ -405,6 +405,40 @@ fn masked_sums_from_ring_sums_equal_the_cpu() {
     );
 }
 
+/// A table of masked-sum parts that goes backwards, or holds more pixels in one part than
+/// u32 lanes can sum exactly (here 76,800 saturated u16 pixels), is refused, never summed.
+#[test]
+fn masked_sum_part_tables_that_could_wrap_are_refused() {
+    use stem4d::contract::Dtype;
+    use stem4d::gpu::products::{encode_parts, Parts};
+    let Some(mut engine) = engine() else { return };
+    let dims = [1, 2, 300, 256];
+    let acq = raw_acquisition(Dtype::U16, dims, vec![0xff; 2 * 300 * 256 * 2]);
+    let res = pollster::block_on(engine.upload(&acq, Default::default())).unwrap();
+    let all: Vec<u32> = (0..300 * 256).collect();
+    let list = products::DetectorList::in_order(&engine, all);
+    let out = engine.storage("sums", 2 * 8 * 2);
+    for subgroups in [true, false] {
+        engine.use_subgroups(subgroups);
+        let limit = stem4d::gpu::kernels::masked_sum_part_limit(16, engine.subgroups());
+        for starts in [vec![0, 76_800], vec![0, 40_000, 30_000, 76_800]] {
+            if starts
+                .windows(2)
+                .all(|w| w[1] >= w[0] && w[1] - w[0] <= limit)
+            {
+                continue; // within the limit on this path (no subgroups: 32 lanes a part)
+            }
+            let mut enc = engine.device.create_command_encoder(&Default::default());
+            let parts = Parts::Table {
+                starts: &starts,
+                stride: 2,
+            };
+            let err = encode_parts(&engine, &mut enc, &res, &list, &out, parts, true);
+            assert!(err.is_err(), "{starts:?} accepted (subgroups {subgroups})");
+        }
+    }
+}
+
 #[test]
 fn residents_split_across_buffers_give_the_same_sums() {
     let Some(engine) = engine() else { return };

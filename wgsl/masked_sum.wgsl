@@ -23,8 +23,14 @@ struct MaskedSumParams {
     groups_x: u32,
     // Float32 residents: the power of two all samples are integer multiples of.
     lsb: i32,
-    // Workgroups per tile, each a contiguous part of the pixel list.
+    // Workgroups per tile, each a contiguous part of the pixel list (`part_starts`).
     parts: u32,
+    // Positions between the outputs of neighbouring parts: 0 when all parts add into one
+    // image, the scan's positions when each part is an image of its own (ring sums).
+    part_stride: u32,
+    _pad0: u32,
+    _pad1: u32,
+    _pad2: u32,
 }
 
 @group(0) @binding(0) var<uniform> params: MaskedSumParams;
@@ -36,6 +42,8 @@ struct MaskedSumParams {
 // Float32 residents: per position the exact sum, a 128-bit integer in units of 2^lsb
 // (four limbs, least significant first), added into.
 @group(0) @binding(4) var<storage, read_write> wide_sums: array<atomic<u32>>;
+// Part k of the pixel list is [part_starts[k], part_starts[k + 1]).
+@group(0) @binding(5) var<storage, read> part_starts: array<u32>;
 
 // Invocations of the integer entry points, each a slot of the part's pixel list.
 const SLOTS: u32 = 32u;
@@ -47,19 +55,21 @@ const HIGH: u32 = 264u;
 var<workgroup> part: array<u32, 1056>;
 var<workgroup> wide: array<vec4<u32>, 256>;
 
-// This workgroup's tile and its part [i0, i1) of the pixel list.
+// This workgroup's tile, its part [i0, i1) of the pixel list, and where the part's image
+// starts in the output.
 struct Part {
     tile: u32,
     i0: u32,
     i1: u32,
+    out: u32,
 }
 
 fn part_of(wg: vec3<u32>) -> Part {
     let flat = wg.x + wg.y * params.groups_x;
     let part = flat % params.parts;
-    let per = (params.n_idx + params.parts - 1u) / params.parts;
-    let i0 = min(params.n_idx, part * per);
-    return Part(flat / params.parts, i0, min(params.n_idx, i0 + per));
+    let i0 = min(params.n_idx, part_starts[part]);
+    let i1 = min(params.n_idx, part_starts[part + 1u]);
+    return Part(flat / params.parts, i0, i1, params.first_frame + part * params.part_stride);
 }
 
 fn add_sum(f: u32, v: vec2<u32>) {
@@ -244,14 +254,14 @@ fn masked_sum(
         }
         total = add64(total, vec2<u32>(part[q * ROW + s], hi));
     }
-    add_at(pt.tile, tile_len, q, total);
+    add_at(pt, tile_len, q, total);
 }
 
-// Position p of the tile (in the segment's frames) gets v, a (lo, hi) sum.
-fn add_at(tile: u32, tile_len: u32, p: u32, v: vec2<u32>) {
-    let f = tile * tile_len + p;
+// Position p of the part's tile (in the segment's frames) gets v, a (lo, hi) sum.
+fn add_at(pt: Part, tile_len: u32, p: u32, v: vec2<u32>) {
+    let f = pt.tile * tile_len + p;
     if (f < params.frames) {
-        add_sum(params.first_frame + f, v);
+        add_sum(pt.out + f, v);
     }
 }
 
@@ -271,25 +281,24 @@ fn masked_sum_atomic(
         return;
     }
     let l = sum_lanes(pt, lid, bits);
-    let t = pt.tile;
     for (var w = 0u; w < 4u; w += 1u) {
         if (bits == 16u) {
-            add_at(t, 16u, 2u * w, vec2<u32>(l.a[w], 0u));
-            add_at(t, 16u, 2u * w + 1u, vec2<u32>(l.b[w], 0u));
-            add_at(t, 16u, 8u + 2u * w, vec2<u32>(l.c[w], 0u));
-            add_at(t, 16u, 9u + 2u * w, vec2<u32>(l.d[w], 0u));
+            add_at(pt, 16u, 2u * w, vec2<u32>(l.a[w], 0u));
+            add_at(pt, 16u, 2u * w + 1u, vec2<u32>(l.b[w], 0u));
+            add_at(pt, 16u, 8u + 2u * w, vec2<u32>(l.c[w], 0u));
+            add_at(pt, 16u, 9u + 2u * w, vec2<u32>(l.d[w], 0u));
         } else if (bits == 8u) {
-            add_at(t, 32u, 4u * w, vec2<u32>(l.a[w], 0u));
-            add_at(t, 32u, 4u * w + 1u, vec2<u32>(l.b[w], 0u));
-            add_at(t, 32u, 4u * w + 2u, vec2<u32>(l.c[w], 0u));
-            add_at(t, 32u, 4u * w + 3u, vec2<u32>(l.d[w], 0u));
-            add_at(t, 32u, 16u + 4u * w, vec2<u32>(l.e[w], 0u));
-            add_at(t, 32u, 17u + 4u * w, vec2<u32>(l.f[w], 0u));
-            add_at(t, 32u, 18u + 4u * w, vec2<u32>(l.g[w], 0u));
-            add_at(t, 32u, 19u + 4u * w, vec2<u32>(l.h[w], 0u));
+            add_at(pt, 32u, 4u * w, vec2<u32>(l.a[w], 0u));
+            add_at(pt, 32u, 4u * w + 1u, vec2<u32>(l.b[w], 0u));
+            add_at(pt, 32u, 4u * w + 2u, vec2<u32>(l.c[w], 0u));
+            add_at(pt, 32u, 4u * w + 3u, vec2<u32>(l.d[w], 0u));
+            add_at(pt, 32u, 16u + 4u * w, vec2<u32>(l.e[w], 0u));
+            add_at(pt, 32u, 17u + 4u * w, vec2<u32>(l.f[w], 0u));
+            add_at(pt, 32u, 18u + 4u * w, vec2<u32>(l.g[w], 0u));
+            add_at(pt, 32u, 19u + 4u * w, vec2<u32>(l.h[w], 0u));
         } else {
-            add_at(t, 8u, w, vec2<u32>(l.a[w], l.c[w]));
-            add_at(t, 8u, 4u + w, vec2<u32>(l.b[w], l.d[w]));
+            add_at(pt, 8u, w, vec2<u32>(l.a[w], l.c[w]));
+            add_at(pt, 8u, 4u + w, vec2<u32>(l.b[w], l.d[w]));
         }
     }
 }
@@ -332,7 +341,7 @@ fn masked_sum_f32(
             s = add128(s, wide[4u * (2u * slot + h) + lid % 4u]);
         }
         if (f < params.frames) {
-            add_wide_sum(params.first_frame + f, s);
+            add_wide_sum(pt.out + f, s);
         }
     }
 }

@@ -71,6 +71,6 @@ fn masked_sum_subgroup(
     }
     for (var p = sid; p < tile_len; p += sn) {
         let at = lane_at(p, bits);
-        add_at(pt.tile, tile_len, p, vec2<u32>(lane(l, at.x, at.y), 0u));
+        add_at(pt, tile_len, p, vec2<u32>(lane(l, at.x, at.y), 0u));
     }
 }

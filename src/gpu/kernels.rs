@@ -250,6 +250,11 @@ pub struct MaskedSumParams {
     pub lsb: i32,
     /// Workgroups per tile ([`masked_sum_parts`]).
     pub parts: u32,
+    /// Positions between neighbouring parts' images (0: one image).
+    pub part_stride: u32,
+    pub _pad0: u32,
+    pub _pad1: u32,
+    pub _pad2: u32,
 }
 
 #[repr(C)]
@@ -273,14 +278,22 @@ pub fn masked_sum_parts(pixels: u32, bits: u32) -> u32 {
         .max(masked_sum_min_parts(pixels, bits, false))
 }
 
-/// The fewest parts that keep every u32 lane from wrapping: an invocation pair's (a part's
-/// pixels over 32 pairs), or with `subgroups` a subgroup's sum over the whole part.
-pub fn masked_sum_min_parts(pixels: u32, bits: u32, subgroups: bool) -> u32 {
+/// The most pixels one part may hold with no u32 lane wrapping: an invocation sums a 32nd
+/// of the part, or with `subgroups` a subgroup sums all of it; 32-bit samples carry into
+/// a high lane instead.
+pub fn masked_sum_part_limit(bits: u32, subgroups: bool) -> u32 {
     let per_lane = if subgroups { 1 } else { 32 };
     match bits {
-        32 => 1,
-        b => pixels.div_ceil(per_lane * sum_flush(b)).max(1),
+        32 => u32::MAX,
+        b => per_lane * sum_flush(b),
     }
+}
+
+/// The fewest even parts within [`masked_sum_part_limit`].
+pub fn masked_sum_min_parts(pixels: u32, bits: u32, subgroups: bool) -> u32 {
+    pixels
+        .div_ceil(masked_sum_part_limit(bits, subgroups))
+        .max(1)
 }
 
 /// Largest sample count whose u32 sum cannot wrap for `bits`-bit samples.
@@ -545,6 +558,10 @@ pub fn uniform_layouts() -> Vec<(&'static str, usize, Vec<&'static str>)> {
                 "groups_x",
                 "lsb",
                 "parts",
+                "part_stride",
+                "_pad0",
+                "_pad1",
+                "_pad2",
             ],
         ),
         (

@@ -33,12 +33,26 @@ impl DetectorList {
         let mut sorted = indices.to_vec();
         sorted.sort_unstable();
         sorted.dedup();
-        Ok(DetectorList {
-            buffer: engine.input(&sorted),
-            entries: sorted.len() as u32,
-            pixels: sorted,
-        })
+        Ok(Self::in_order(engine, sorted))
     }
+
+    /// `pixels` as given (ascending within each part they will be cut into).
+    pub fn in_order(engine: &Engine, pixels: Vec<u32>) -> DetectorList {
+        DetectorList {
+            buffer: engine.input(&pixels),
+            entries: pixels.len() as u32,
+            pixels,
+        }
+    }
+}
+
+/// How a pixel list is cut into the parts each tile's workgroups take.
+pub enum Parts<'a> {
+    /// At least this many even parts, all adding into one image.
+    Even(u32),
+    /// Part k is [starts[k], starts[k + 1]) of the list, and its image starts `stride`
+    /// positions after part k − 1's (ring sums: one image per ring).
+    Table { starts: &'a [u32], stride: u32 },
 }
 
 /// Record the masked sum of `list` over every segment into `out` (8 bytes per position;
@@ -58,7 +72,7 @@ pub fn encode_masked_sums(
             if !split.rest.is_empty() {
                 let rest = DetectorList::new(engine, &split.rest)?;
                 let parts = kernels::masked_sum_parts(rest.entries, res.plan.bits);
-                encode_parts(engine, encoder, res, &rest, out, parts, false)?;
+                encode_parts(engine, encoder, res, &rest, out, Parts::Even(parts), false)?;
             }
             return Ok(());
         }
@@ -78,17 +92,18 @@ pub fn encode_masked_sums_in_parts(
     out: &wgpu::Buffer,
     parts: u32,
 ) -> Result<()> {
-    encode_parts(engine, encoder, res, list, out, parts, true)
+    encode_parts(engine, encoder, res, list, out, Parts::Even(parts), true)
 }
 
-/// The masked sums of `list` added into `out`, cleared first when `clear`.
-fn encode_parts(
+/// The masked sums of `list` added into `out` (cleared first when `clear`: the first image
+/// only), its parts as `parts` says. A table whose parts could wrap a lane is refused.
+pub fn encode_parts(
     engine: &Engine,
     encoder: &mut wgpu::CommandEncoder,
     res: &Resident,
     list: &DetectorList,
     out: &wgpu::Buffer,
-    parts: u32,
+    parts: Parts,
     clear: bool,
 ) -> Result<()> {
     // Float32 residents: 128-bit sums (16 bytes a position) at binding 4; 8- and 16-bit
@@ -107,7 +122,28 @@ fn encode_parts(
         let bytes = if res.float.is_some() { 16 } else { 8 };
         encoder.clear_buffer(out, 0, Some(res.plan.shape.frames() as u64 * bytes));
     }
-    let parts = parts.max(kernels::masked_sum_min_parts(list.entries, bits, subgroups));
+    let n = list.entries;
+    let (starts, part_stride) = match parts {
+        Parts::Even(p) => {
+            let p = p.max(kernels::masked_sum_min_parts(n, bits, subgroups));
+            let per = n.div_ceil(p);
+            ((0..=p).map(|k| (k * per).min(n)).collect(), 0)
+        }
+        Parts::Table { starts, stride } => {
+            let most = kernels::masked_sum_part_limit(bits, subgroups);
+            if starts.windows(2).any(|w| w[1] < w[0] || w[1] - w[0] > most) {
+                return Err(Error::param(
+                    "a masked-sum part is too large for exact u32 lanes",
+                ));
+            }
+            (starts.to_vec(), stride)
+        }
+    };
+    let parts = starts.len().saturating_sub(1) as u32;
+    if parts == 0 {
+        return Ok(());
+    }
+    let part_starts = engine.input(&starts);
     let mut batch = Batch::default();
     for (seg, buf) in res.plan.segments.iter().zip(&res.buffers) {
         let groups = grid((seg.frames as u32).div_ceil(res.plan.tile) * parts);
@@ -120,11 +156,19 @@ fn encode_parts(
             groups_x: groups.0,
             lsb,
             parts,
+            part_stride,
+            ..Default::default()
         });
         batch.add(
             engine,
             kernel,
-            &[(0, &params), (1, buf), (2, &list.buffer), (binding, out)],
+            &[
+                (0, &params),
+                (1, buf),
+                (2, &list.buffer),
+                (binding, out),
+                (5, &part_starts),
+            ],
             groups,
         )?;
     }

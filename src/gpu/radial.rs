@@ -1,14 +1,14 @@
 //! Cached ring sums. Rings about a detector centre (the pixels whose distance from it has
 //! the same integer part) partition the detector; per scan position, the exact sum of each
-//! ring is made once per resident by the masked-sum kernel (one pass over the data, like
-//! the cached totals). A mask then costs the sums of the rings it holds whole plus the
+//! ring is made once per resident by one masked-sum dispatch whose parts are the rings
+//! (one pass over the data, like the cached totals). A mask then costs the sums of the rings it holds whole plus the
 //! masked sum of its other pixels: a BF disk or ADF annulus about the centre reads tens of
 //! bytes per position instead of its thousands of pixels' samples, and stays exact.
 
 use crate::error::{Error, Result};
 
 use super::kernels::{self, grid, RingSumParams};
-use super::products::{encode_masked_sums_in_parts, DetectorList};
+use super::products::{encode_parts, DetectorList, Parts};
 use super::{Engine, Resident};
 
 pub struct RadialCache {
@@ -96,9 +96,10 @@ impl RadialCache {
         if res.float.is_some() || !on_detector {
             return Ok(None);
         }
-        let frames = res.plan.shape.frames();
+        let frames = u32::try_from(res.plan.shape.frames())
+            .map_err(|_| Error::param("too many scan positions for the ring sums"))?;
         let (ring_of, sizes) = rings_about(det, center);
-        let bytes = Self::bytes(frames, sizes.len());
+        let bytes = Self::bytes(frames as usize, sizes.len());
         let budget = (res.plan.payload_bytes / 4)
             .max(64 << 20)
             .min(engine.adapter.limits.max_storage_binding);
@@ -110,33 +111,30 @@ impl RadialCache {
             .device
             .push_error_scope(wgpu::ErrorFilter::OutOfMemory);
         let buffer = engine.storage("ring sums", bytes);
-        let ring = engine.storage("ring sum", frames as u64 * 8);
         if scope.pop().await.is_some() {
             return Ok(None);
         }
-        let mut members = vec![Vec::new(); sizes.len()];
-        for (k, &r) in ring_of.iter().enumerate() {
-            members[r as usize].push(k as u32);
-        }
+        // Every pixel, ring after ring (ascending within each): one masked sum whose parts
+        // are the rings, each written as an image of its own.
+        let mut order: Vec<u32> = (0..ring_of.len() as u32).collect();
+        order.sort_by_key(|&k| (ring_of[k as usize], k));
+        let mut starts = vec![0u32];
+        starts.extend(sizes.iter().scan(0u32, |at, &n| {
+            *at += n;
+            Some(*at)
+        }));
+        let list = DetectorList::in_order(engine, order);
         let mut enc = engine.device.create_command_encoder(&Default::default());
-        for (r, pixels) in members.iter().enumerate() {
-            if pixels.is_empty() {
-                continue;
-            }
-            let list = DetectorList::new(engine, pixels)?;
-            let parts = kernels::masked_sum_parts(list.entries, res.plan.bits);
-            encode_masked_sums_in_parts(engine, &mut enc, res, &list, &ring, parts)?;
-            enc.copy_buffer_to_buffer(
-                &ring,
-                0,
-                &buffer,
-                r as u64 * frames as u64 * 8,
-                frames as u64 * 8,
-            );
+        enc.clear_buffer(&buffer, 0, None);
+        let parts = Parts::Table {
+            starts: &starts,
+            stride: frames,
+        };
+        if encode_parts(engine, &mut enc, res, &list, &buffer, parts, false).is_err() {
+            // A ring too large for exact u32 lanes (no real detector has one).
+            return Ok(None);
         }
         engine.finished(engine.submit_tracked(enc.finish())).await?;
-        let frames = u32::try_from(frames)
-            .map_err(|_| Error::param("too many scan positions for the ring sums"))?;
         Ok(Some(RadialCache {
             center,
             ring_of,
