@@ -10,9 +10,11 @@
 // with the same bytes, parts and arithmetic.
 // Each invocation sums its positions in u32 lanes (the host sizes the parts so that no lane
 // can wrap); 32-bit samples carry into a high lane instead. The slots' sums meet in
-// workgroup memory (or through subgroups: `masked_sum_subgroup.wgsl`) and are summed in 64
-// bits, and a part's per-position totals are added into the output with 32-bit atomics
-// (the carry into the high word passed on); the host clears it first.
+// workgroup memory (`masked_sum`), through subgroups (`masked_sum_subgroup.wgsl`), or not
+// at all (`masked_sum_atomic`: each invocation adds its own), and are added into the output
+// with 32-bit atomics (the carry into the high word passed on); the host clears it first.
+// Parts come from a table (`part_starts`): even cuts of one mask adding into one image, or
+// the rings of `src/gpu/radial.rs`, each writing an image of its own (`part_stride`).
 
 struct MaskedSumParams {
     frames: u32,
