@@ -344,6 +344,8 @@ pub struct Session {
     pub profile: Profile,
     /// `[centre_row, centre_col, radius]` of the BF disk, for presets.
     pub bf_fit: [f64; 3],
+    /// The detector bin `bf_fit` was made at (the one the acquisition was opened with).
+    fit_bin: usize,
     correction: Correction,
     resident: Option<Resident>,
     derived: Option<Derived>,
@@ -483,6 +485,7 @@ impl Session {
                 warnings,
             },
             bf_fit: [0.0; 3],
+            fit_bin: req.bin,
             correction,
             image_sums: engine.storage("image sums", rows as u64 * cols as u64 * 8),
             pattern_sums: engine.storage("pattern sums", shape.det_len() as u64 * 16),
@@ -507,15 +510,12 @@ impl Session {
         });
         // Ring sums about the fitted centre: detectors about it then cost a few ring sums
         // per position while they are resized.
-        if let Some(res) = &mut session.resident {
-            let t = now_ms();
-            res.radial = RadialCache::build(engine, res, [f[0], f[1]]).await?;
-            if res.radial.is_some() {
-                stages.push(Stage {
-                    name: "ring sums about the BF centre".into(),
-                    ms: now_ms() - t,
-                });
-            }
+        let t = now_ms();
+        if session.make_ring_sums(engine).await? {
+            stages.push(Stage {
+                name: "ring sums about the BF centre".into(),
+                ms: now_ms() - t,
+            });
         }
         session.profile.total_ms = stages
             .iter()
@@ -594,9 +594,35 @@ impl Session {
         self.pattern_sums = engine.storage("pattern sums", shape.det_len() as u64 * 16);
         self.resident = Some(res);
         self.correction = corr;
+        self.make_ring_sums(engine).await?;
         self.image_key.clear();
         self.pattern_key.clear();
         Ok(())
+    }
+
+    /// The fitted BF centre on the resident's detector: a detector binned b×b maps pixel
+    /// centre x to (x + 0.5) / b − 0.5.
+    fn resident_bf_centre(&self) -> [f64; 2] {
+        let (from, to) = (
+            self.fit_bin.max(1) as f64,
+            self.correction.bin.max(1) as f64,
+        );
+        [self.bf_fit[0], self.bf_fit[1]].map(|x| (x + 0.5) * from / to - 0.5)
+    }
+
+    /// Make the resident's ring sums about the fitted BF centre; whether it has them.
+    async fn make_ring_sums(&mut self, engine: &Engine) -> Result<bool> {
+        let centre = self.resident_bf_centre();
+        let Some(res) = &mut self.resident else {
+            return Ok(false);
+        };
+        res.radial = RadialCache::build(engine, res, centre).await?;
+        Ok(res.radial.is_some())
+    }
+
+    /// The centre of the resident's ring sums, where it has them (tests, diagnostics).
+    pub fn ring_sums_centre(&self) -> Option<[f64; 2]> {
+        self.resident.as_ref()?.radial.as_ref().map(|r| r.center)
     }
 
     fn det(&self) -> [usize; 2] {

@@ -150,9 +150,20 @@ fn a_product_with_another_bin_reuploads_and_stays_exact() {
     let mut p = ProductParams::new(ProductKind::Binned);
     p.bin = 3;
     p.mask_bad_pixels = true;
+    let at_load = s.ring_sums_centre().expect("ring sums made at load");
     let gpu = pollster::block_on(s.product(&engine, &p)).unwrap();
     assert_eq!(gpu, cpu::compute(&acq, &p).unwrap());
     assert_eq!(s.correction().bin, 3);
+    // The new resident has ring sums too, about the same centre on the binned detector.
+    let binned_centre = s
+        .ring_sums_centre()
+        .expect("ring sums made after the re-upload");
+    for (a, b) in at_load.iter().zip(binned_centre) {
+        assert!(
+            ((a + 0.5) / 3.0 - 0.5 - b).abs() < 1e-9,
+            "{at_load:?} -> {binned_centre:?}"
+        );
+    }
     // The view follows the new resident: the pattern panel is the binned detector.
     pollster::block_on(s.update(&engine, &bf_state([2.0, 2.0], 1.5, [0, 0]))).unwrap();
     let binned = acq.shape.binned(3).det;
