@@ -5,7 +5,7 @@
 //! masked sum of its other pixels: a BF disk or ADF annulus about the centre reads tens of
 //! bytes per position instead of its thousands of pixels' samples, and stays exact.
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 use super::kernels::{self, grid, RingSumParams};
 use super::products::{encode_parts, DetectorList, Parts};
@@ -96,14 +96,18 @@ impl RadialCache {
         if res.float.is_some() || !on_detector {
             return Ok(None);
         }
-        let frames = u32::try_from(res.plan.shape.frames())
-            .map_err(|_| Error::param("too many scan positions for the ring sums"))?;
+        let Ok(frames) = u32::try_from(res.plan.shape.frames()) else {
+            return Ok(None);
+        };
         let (ring_of, sizes) = rings_about(det, center);
         let bytes = Self::bytes(frames as usize, sizes.len());
         let budget = (res.plan.payload_bytes / 4)
             .max(64 << 20)
             .min(engine.adapter.limits.max_storage_binding);
-        if bytes == 0 || bytes > budget {
+        // Each ring is one part of one masked sum: none may hold more pixels than exact
+        // u32 lanes take on any path (no real detector has such a ring).
+        let most = kernels::masked_sum_part_limit(res.plan.bits, true);
+        if bytes == 0 || bytes > budget || sizes.iter().any(|&n| n > most) {
             return Ok(None);
         }
         // Memory beyond the resident's plan: a device that cannot hold it goes without.
@@ -130,10 +134,7 @@ impl RadialCache {
             starts: &starts,
             stride: frames,
         };
-        if encode_parts(engine, &mut enc, res, &list, &buffer, parts, false).is_err() {
-            // A ring too large for exact u32 lanes (no real detector has one).
-            return Ok(None);
-        }
+        encode_parts(engine, &mut enc, res, &list, &buffer, parts, false)?;
         engine.finished(engine.submit_tracked(enc.finish())).await?;
         Ok(Some(RadialCache {
             center,
