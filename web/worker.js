@@ -49,9 +49,26 @@ function decodeChunks(jobs) {
 }
 
 // Ranges of `file` read by the pool, in parallel: an ArrayBuffer each (a failed read
-// rejects, and the engine names the file and range).
+// rejects, and the engine names the file and range). Many small ranges (an index's B-tree
+// nodes) go as one job per Worker, so that a message and a File per range are not paid
+// thousands of times; each large range stays a job of its own to spread over the Workers.
+const BATCH_BELOW = 1 << 20;
 function readRanges(file, offsets, lengths) {
-  return Promise.all(offsets.map((offset, i) => post({ op: 'read', file, offset, len: lengths[i] }, [])
+  const small = [];
+  const jobs = offsets.map((offset, i) => {
+    if (lengths[i] >= BATCH_BELOW) return post({ op: 'read', file, offset, len: lengths[i] }, []);
+    small.push(i);
+    return null;
+  });
+  const workers = Math.max(1, Math.min(POOL_WORKERS, small.length));
+  const per = Math.ceil(small.length / workers);
+  for (let w = 0; w < workers; w++) {
+    const mine = small.slice(w * per, (w + 1) * per);
+    if (!mine.length) continue;
+    const batch = post({ op: 'reads', file, offsets: mine.map((i) => offsets[i]), lens: mine.map((i) => lengths[i]) }, []);
+    mine.forEach((i, k) => { jobs[i] = batch.then((outs) => (Array.isArray(outs) ? outs[k] : outs)); });
+  }
+  return Promise.all(jobs.map((job) => job
     .then((out) => (out instanceof ArrayBuffer ? out : Promise.reject(new Error(out))))));
 }
 const ready = (async () => {
