@@ -5,16 +5,16 @@
 // by the masked-sum kernel afterwards.
 
 struct RingSumParams {
+    // Scan positions: also each ring's length in `ring_sums`.
     frames: u32,
     // Rings listed in `picked`.
     rings: u32,
-    // Positions per ring in `ring_sums` (each an (lo, hi) pair).
-    stride: u32,
     groups_x: u32,
+    _pad0: u32,
 }
 
 @group(0) @binding(0) var<uniform> params: RingSumParams;
-// Ring after ring, per position the ring's exact (lo, hi) sum.
+// Ring after ring, per position the ring's exact (lo, hi) sum (`frames` pairs a ring).
 @group(0) @binding(1) var<storage, read> ring_sums: array<vec2<u32>>;
 @group(0) @binding(2) var<storage, read> picked: array<u32>;
 // Per position (lo, hi), written.
@@ -27,7 +27,7 @@ fn ring_sum(@builtin(global_invocation_id) gid: vec3<u32>) {
         return;
     }
     let n = params.rings;
-    let st = params.stride;
+    let st = params.frames;
     var s = vec2<u32>(0u, 0u);
     var k = 0u;
     // Four loads in flight: neighbouring positions read neighbouring words of each ring.

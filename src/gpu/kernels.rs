@@ -262,8 +262,8 @@ pub struct MaskedSumParams {
 pub struct RingSumParams {
     pub frames: u32,
     pub rings: u32,
-    pub stride: u32,
     pub groups_x: u32,
+    pub _pad0: u32,
 }
 
 /// Workgroups per tile for a mask of `pixels` pixels of `bits`-bit samples: one tile per
@@ -544,7 +544,7 @@ pub fn uniform_layouts() -> Vec<(&'static str, usize, Vec<&'static str>)> {
         (
             "RingSumParams",
             std::mem::size_of::<RingSumParams>(),
-            vec!["frames", "rings", "stride", "groups_x"],
+            vec!["frames", "rings", "groups_x", "_pad0"],
         ),
         (
             "MaskedSumParams",

@@ -163,8 +163,8 @@ impl RadialCache {
         let params = engine.uniform(&RingSumParams {
             frames: self.frames,
             rings: rings.len() as u32,
-            stride: self.frames,
             groups_x: groups.0,
+            ..Default::default()
         });
         let picked = engine.input(rings);
         engine.dispatch(
