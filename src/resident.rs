@@ -116,10 +116,10 @@ impl ResidentPlan {
             segments,
             payload_bytes,
             // The CPU path stages one window; the GPU decoder holds two compressed windows
-            // (each in a mappable upload buffer and a storage copy) and their decoded
-            // scratch (one decoding while the next is built): the larger.
+            // (each in a mappable upload buffer and a storage copy), their parsed sequences
+            // and their decoded scratch (one decoding while the next is built): the larger.
             peak_bytes: payload_bytes
-                + staging.max(2 * (2 * DECODE_WINDOW + DECODE_SCRATCH))
+                + staging.max(2 * (2 * DECODE_WINDOW + DECODE_SEQS + DECODE_SCRATCH))
                 + products,
             max_binding: limits.max_storage_binding,
         })
@@ -316,6 +316,9 @@ pub const DECODE_WINDOW: u64 = 64 << 20;
 /// Decoded bytes per GPU-decode window (capped by the binding limit): more blocks per
 /// dispatch keep more of the GPU busy.
 pub const DECODE_SCRATCH: u64 = 256 << 20;
+/// The parsed LZ4 sequences of a GPU-decode window at most (capped by the binding limit):
+/// blocks past it are inflated by one invocation each instead.
+pub const DECODE_SEQS: u64 = 128 << 20;
 
 #[cfg(test)]
 mod tests {

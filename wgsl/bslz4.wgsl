@@ -40,7 +40,8 @@ struct DecodeParams {
 // Decoded bit planes: written by lz4_blocks, read by unshuffle_pack.
 @group(0) @binding(3) var<storage, read_write> scratch: array<u32>;
 // [0]: lowest failing block of the upload (0xffffffff when none); [1]: 1 when a binned sum
-// passed u32. Read once the upload is done.
+// passed u32; [2]: blocks inflated in place by one invocation; [3]: a sink for loads made
+// only to cache bytes. Read once the upload is done.
 @group(0) @binding(4) var<storage, read_write> status: array<atomic<u32>>;
 // unshuffle_pack: bad-pixel bits, one per detector pixel.
 @group(0) @binding(5) var<storage, read> bad: array<u32>;
@@ -57,29 +58,38 @@ fn dst_byte(i: u32) -> u32 {
     return (scratch[i >> 2u] >> ((i & 3u) * 8u)) & 0xffu;
 }
 
-// Blocks of up to LOCAL_BYTES (all Dectris blocks: 8 KiB) are inflated by a workgroup in
-// workgroup memory: one invocation parses a batch of sequences, then every invocation copies
-// bytes (each output byte is written once, by `atomicOr` into zeroed words). Larger blocks
-// are inflated in place in `scratch` by one invocation. Batches of 32 sequences (512 bytes
-// of workgroup memory) inflated 20 % faster on the H200 than batches of 128 (2 KiB), and
-// 8–64 ran the same. Skipping the match's modulo where it cannot wrap gained nothing;
-// copying a word per invocation instead of a byte lost (10.2 against 6.3 ms a window).
+// Blocks of up to LOCAL_BYTES (all Dectris blocks: 8 KiB) are inflated in two passes.
+// `lz4_parse` walks each block's sequences, one invocation per block, so every block of the
+// window is parsed at once (the walk is serial: each token's place depends on the lengths
+// before it), checks them, and writes them to the block's region of `seqs`, marking where
+// each run of sequences starts whose matches copy only bytes made before the run or their
+// own literals. `lz4_blocks` then gives the block a workgroup that makes a run's bytes all
+// at once, a barrier between runs (the synthetic benchmark's blocks hold 2–325 sequences in
+// 1–150 runs). `lz4_serial` inflates in place, one invocation a block, the blocks over
+// LOCAL_BYTES and those with more sequences than their region holds.
+// Measured on the H200 (one 64 MB window, 232 MB decoded): the parse 0.28 ms; the copies
+// with 64 / 128 / 256 invocations a block 5.6 / 4.7 / 4.5 ms. Dropped: whole words per
+// invocation, each byte traced back through the matches to its literal (no barriers, but
+// 14–44 ms: sparse bit planes chain hundreds of matches, and a word's bytes take different
+// paths), and four bytes per invocation in a run (9.5 ms). The batch-and-barrier kernel
+// before, parsing inside the workgroup, took 6.3 ms.
 const LOCAL_BYTES: u32 = 8192u;
-const LANES: u32 = 32u;
-const BATCH: u32 = 32u;
-var<workgroup> local_out: array<atomic<u32>, 2048>;
-// Per sequence of the batch: (literal source byte, output byte, match offset, lit | ml << 16).
-var<workgroup> seqs: array<vec4<u32>, 32>;
-// (sequences in the batch, 0: more follow / 1: block done / 2: block corrupt).
-var<workgroup> batch: vec2<u32>;
+// Invocations of a `lz4_blocks` workgroup (WebGPU's guaranteed maximum).
+const LANES: u32 = 256u;
+// Sequences a block's region holds at most (the host sizes each region by the block's
+// own bounds: a sequence other than the last takes 3 source bytes and makes 4 output bytes).
+const SEQ_CAP: u32 = 512u;
+// The count word of a region whose block did not fit it, or was corrupt.
+const SEQ_OVERFLOW: u32 = 0xfffffffeu;
+const SEQ_CORRUPT: u32 = 0xffffffffu;
 
-fn local_byte(i: u32) -> u32 {
-    return (atomicLoad(&local_out[i >> 2u]) >> ((i & 3u) * 8u)) & 0xffu;
-}
-
-fn local_put(i: u32, v: u32) {
-    atomicOr(&local_out[i >> 2u], v << ((i & 3u) * 8u));
-}
+// Region of block `b`: `seq_at[b]` is its count word (sequences, runs), its sequences
+// follow; a region ends where the next block's begins. A sequence is (output byte |
+// literals << 16 | starts a run << 31, literal source byte - block start | match offset
+// << 16).
+@group(0) @binding(7) var<storage, read_write> seqs_out: array<vec2<u32>>;
+@group(0) @binding(8) var<storage, read> seqs_in: array<vec2<u32>>;
+@group(0) @binding(9) var<storage, read> seq_at: array<u32>;
 
 // Only this invocation writes its block's output range (ranges are 8-byte aligned by the
 // host), so a plain read-modify-write is safe.
@@ -203,9 +213,151 @@ fn inflate_in_place(start: u32, s_end: u32, d0: u32, d_end: u32) -> bool {
     return false;
 }
 
-// One workgroup per block. Raw blocks are copied word by word by every invocation; LZ4
-// blocks as described above. Every output range owns the words it touches.
-@compute @workgroup_size(32)
+// The checked block table entry of block `b`: (source start, source end, output start,
+// output length | raw << 31), or none when its ranges leave the window.
+struct Block {
+    s0: u32,
+    s_end: u32,
+    d0: u32,
+    len: u32,
+    raw: bool,
+    ok: bool,
+}
+
+fn block_at(b: u32) -> Block {
+    let e = table[b];
+    let raw = (e.w >> 31u) != 0u;
+    let len = e.w & 0x7fffffffu;
+    let s_end = e.x + e.y;
+    let d_end = e.z + len;
+    let ok = !(s_end > dp.src_bytes || s_end < e.x || d_end > dp.dst_bytes || d_end < e.z
+        || (raw && e.y != len));
+    return Block(e.x, s_end, e.z, len, raw, ok);
+}
+
+// One invocation per block: its sequences, checked, into its region of `seqs_out`.
+@compute @workgroup_size(64)
+fn lz4_parse(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let b = gid.x + gid.y * dp.groups_x * 64u;
+    if (b >= dp.blocks) {
+        return;
+    }
+    let k = block_at(b);
+    if (!k.ok || k.raw || k.len > LOCAL_BYTES) {
+        return;
+    }
+    let at = seq_at[b];
+    let cap = seq_at[b + 1u] - at - 1u;
+    var s = k.s0;
+    var d = 0u;
+    var n = 0u;
+    // Output byte where the current run of independent sequences starts, and the runs.
+    var run = 0u;
+    var runs = 0u;
+    loop {
+        let q = next_seq(s, k.s_end, d, 0u, k.len);
+        // A sound block of at most 8 KiB keeps its literals within 64 KiB of its start.
+        if (!q.ok || q.lit_src - k.s0 > 0xffffu) {
+            fail(b);
+            seqs_out[at] = vec2<u32>(SEQ_CORRUPT, 0u);
+            return;
+        }
+        if (n == cap) {
+            seqs_out[at] = vec2<u32>(SEQ_OVERFLOW, 0u);
+            return;
+        }
+        // A sequence joins the run when its match copies only bytes made before the run or
+        // its own literals; otherwise it starts the next run (flag in bit 31).
+        var starts = n == 0u;
+        if (q.ml > 0u) {
+            let lo = d + q.lit - q.off;
+            let hi = lo + min(q.ml, q.off);
+            if (hi > run && lo < d) {
+                starts = true;
+            }
+        }
+        if (starts) {
+            run = d;
+            runs += 1u;
+        }
+        let x = d | (q.lit << 16u) | (select(0u, 1u, starts) << 31u);
+        seqs_out[at + 1u + n] = vec2<u32>(x, (q.lit_src - k.s0) | (q.off << 16u));
+        n += 1u;
+        d += q.lit + q.ml;
+        s = q.next;
+        if (q.ml == 0u) {
+            break;
+        }
+    }
+    seqs_out[at] = vec2<u32>(n, runs);
+}
+
+// One invocation per block: the blocks `lz4_blocks` leaves, larger than LOCAL_BYTES or with
+// more sequences than their region held, inflated in place. A kernel of its own, so the
+// byte-by-byte walk's registers do not lower how many blocks `lz4_blocks` keeps in flight.
+@compute @workgroup_size(64)
+fn lz4_serial(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let b = gid.x + gid.y * dp.groups_x * 64u;
+    if (b >= dp.blocks) {
+        return;
+    }
+    let k = block_at(b);
+    if (!k.ok || k.raw) {
+        return;
+    }
+    if (k.len > LOCAL_BYTES || seqs_in[seq_at[b]].x == SEQ_OVERFLOW) {
+        atomicAdd(&status[2], 1u);
+        if (!inflate_in_place(k.s0, k.s_end, k.d0, k.d0 + k.len)) {
+            fail(b);
+        }
+    }
+}
+
+// The block's sequences, then a last entry whose output byte is the block's length.
+var<workgroup> sq: array<vec2<u32>, 513>;
+// The block's output as far as it is made (zeroed on entry, as all workgroup memory).
+var<workgroup> made: array<atomic<u32>, 2048>;
+
+fn seq_d(i: u32) -> u32 {
+    return sq[i].x & 0xffffu;
+}
+
+fn seq_lit(i: u32) -> u32 {
+    return (sq[i].x >> 16u) & 0x3fffu;
+}
+
+fn made_byte(i: u32) -> u32 {
+    return (atomicLoad(&made[i >> 2u]) >> ((i & 3u) * 8u)) & 0xffu;
+}
+
+// Output byte `p` of sequence `j` of a run: a literal, or a match's byte — the byte `off`
+// before it, wrapped into the period before the match starts — which is one of the
+// sequence's own literals or a byte made before the run.
+fn run_byte(p: u32, j: u32, s0: u32) -> u32 {
+    let d = seq_d(j);
+    let lit = seq_lit(j);
+    let lsrc = s0 + (sq[j].y & 0xffffu);
+    if (p - d < lit) {
+        return src_byte(lsrc + p - d);
+    }
+    let m0 = d + lit;
+    let off = sq[j].y >> 16u;
+    let t = p - m0;
+    var q = m0 - off + t;
+    if (t >= off) {
+        // Wrapped into the period before the match (a run of one byte repeated: its last).
+        q = select(m0 - off + t % off, m0 - 1u, off == 1u);
+    }
+    if (q >= d) {
+        return src_byte(lsrc + q - d);
+    }
+    return made_byte(q);
+}
+
+// One workgroup per block. Raw blocks are copied word by word by every invocation; parsed
+// LZ4 blocks run by run into `made`, then out as whole words. Every output range owns the
+// words it touches.
+@compute @workgroup_size(256)
 fn lz4_blocks(
     @builtin(workgroup_id) wg: vec3<u32>,
     @builtin(local_invocation_index) lid: u32,
@@ -214,93 +366,69 @@ fn lz4_blocks(
     if (b >= dp.blocks) {
         return;
     }
-    let e = table[b];
-    let s0 = e.x;
-    let s_end = e.x + e.y;
-    let d0 = e.z;
-    let raw = (e.w >> 31u) != 0u;
-    let len = e.w & 0x7fffffffu;
-    let d_end = d0 + len;
-    if (s_end > dp.src_bytes || s_end < s0 || d_end > dp.dst_bytes || d_end < d0 || (raw && e.y != len)) {
+    let k = block_at(b);
+    if (!k.ok) {
         if (lid == 0u) {
             fail(b);
         }
         return;
     }
-    let words = (len + 3u) / 4u;
-    if (raw) {
+    let words = (k.len + 3u) / 4u;
+    let dw = k.d0 / 4u;
+    if (k.raw) {
         for (var w = lid; w < words; w += LANES) {
             var v = 0u;
-            for (var k = 0u; k < 4u && 4u * w + k < len; k += 1u) {
-                v |= src_byte(s0 + 4u * w + k) << (8u * k);
+            for (var j = 0u; j < 4u && 4u * w + j < k.len; j += 1u) {
+                v |= src_byte(k.s0 + 4u * w + j) << (8u * j);
             }
-            scratch[d0 / 4u + w] = v;
+            scratch[dw + w] = v;
         }
         return;
     }
-    if (len > LOCAL_BYTES) {
-        if (lid == 0u && !inflate_in_place(s0, s_end, d0, d_end)) {
-            fail(b);
-        }
+    let at = seq_at[b];
+    let n = seqs_in[at].x;
+    // Large and overflowing blocks are `lz4_serial`'s, corrupt ones failed in the parse.
+    if (k.len > LOCAL_BYTES || n == 0u || n > SEQ_CAP) {
         return;
     }
-    // The parser's position (used by invocation 0 only).
-    var s = s0;
-    var d = 0u;
-    loop {
-        if (lid == 0u) {
-            var n = 0u;
-            var state = 0u;
-            loop {
-                if (n == BATCH) {
-                    break;
-                }
-                let q = next_seq(s, s_end, d, 0u, len);
-                if (!q.ok) {
-                    state = 2u;
-                    break;
-                }
-                seqs[n] = vec4<u32>(q.lit_src, d, q.off, q.lit | (q.ml << 16u));
-                n += 1u;
-                d += q.lit + q.ml;
-                s = q.next;
-                if (q.ml == 0u) {
-                    state = 1u;
-                    break;
-                }
-            }
-            batch = vec2<u32>(n, state);
+    for (var i = lid; i < n; i += LANES) {
+        sq[i] = seqs_in[at + 1u + i];
+    }
+    if (lid == 0u) {
+        sq[n] = vec2<u32>(k.len, 0u);
+    }
+    workgroupBarrier();
+    // Touch the block's stored bytes once, every invocation at once, so that the runs'
+    // literal reads find them cached instead of each run waiting on memory in turn (the
+    // sum keeps the loads; it lands in an unused status word).
+    var touched = 0u;
+    for (var x = k.s0 / 4u + lid * 8u; x < (k.s_end + 3u) / 4u; x += LANES * 8u) {
+        touched ^= src[x];
+    }
+    if (touched == 0x5bd1e995u) {
+        atomicAdd(&status[3], 1u);
+    }
+    let runs = seqs_in[at].y;
+    var a = 0u;
+    for (var r = 0u; r < runs; r += 1u) {
+        var e = a + 1u;
+        while (e < n && (sq[e].x >> 31u) == 0u) {
+            e += 1u;
         }
-        let info = workgroupUniformLoad(&batch);
-        // Literals come from the source: all of the batch's at once.
-        for (var i = 0u; i < info.x; i += 1u) {
-            let q = seqs[i];
-            for (var k = lid; k < (q.w & 0xffffu); k += LANES) {
-                local_put(q.y + k, src_byte(q.x + k));
+        let d0 = seq_d(a);
+        let d1 = seq_d(e);
+        var j = a;
+        for (var p = d0 + lid; p < d1; p += LANES) {
+            while (seq_d(j + 1u) <= p) {
+                j += 1u;
             }
+            atomicOr(&made[p >> 2u], run_byte(p, j, k.s0) << ((p & 3u) * 8u));
         }
         workgroupBarrier();
-        // Matches in order: each reads only bytes before its start (period `off`).
-        for (var i = 0u; i < info.x; i += 1u) {
-            let q = seqs[i];
-            let m0 = q.y + (q.w & 0xffffu);
-            for (var k = lid; k < (q.w >> 16u); k += LANES) {
-                local_put(m0 + k, local_byte(m0 - q.z + k % q.z));
-            }
-            workgroupBarrier();
-        }
-        if (info.y != 0u) {
-            if (info.y == 2u) {
-                if (lid == 0u) {
-                    fail(b);
-                }
-                return;
-            }
-            break;
-        }
+        a = e;
     }
     for (var w = lid; w < words; w += LANES) {
-        scratch[d0 / 4u + w] = atomicLoad(&local_out[w]);
+        scratch[dw + w] = atomicLoad(&made[w]);
     }
 }
 
@@ -426,4 +554,134 @@ fn unshuffle_pack(@builtin(global_invocation_id) gid: vec3<u32>) {
             atomicOr(&resident[sector + w], word);
         }
     }
+}
+
+// Bits `bit .. bit + 32` of the decoded planes, whatever their alignment.
+fn scratch_bits(bit: u32) -> u32 {
+    let w = bit >> 5u;
+    let sh = bit & 31u;
+    let lo = scratch[w];
+    if (sh == 0u) {
+        return lo;
+    }
+    return (lo >> sh) | (scratch[w + 1u] << (32u - sh));
+}
+
+// Bit `plane` of elements `e0 .. e0 + count` of chunk `c` (count ≤ 32), element `e0 + j` at
+// bit j: one 32-bit read of the plane when they lie in one bit-shuffled block, each element
+// on its own otherwise (block edges, the raw tail, plain LZ4 chunks).
+fn plane_bits(c: vec4<u32>, e0: u32, count: u32, plane: u32) -> u32 {
+    let be = max(c.y, 1u);
+    let comp = c.z - c.z % 8u;
+    let blk = e0 / be;
+    let kk = e0 % be;
+    let nb = min(be, comp - min(comp, blk * be));
+    if (c.w == 0u && e0 + count <= comp && kk + count <= nb) {
+        let row = nb / 8u;
+        let v = scratch_bits((c.x + blk * be * dp.elem + plane * row) * 8u + kk);
+        return select(v & ((1u << count) - 1u), v, count == 32u);
+    }
+    var v = 0u;
+    for (var j = 0u; j < count; j += 1u) {
+        v |= ((element(c.x, c.y, c.z, c.w, e0 + j) >> plane) & 1u) << j;
+    }
+    return v;
+}
+
+// The unbinned bit-shuffled path: a workgroup per tile and 256 detector pixels. The
+// invocations first read the tile's frames' bit planes for those pixels (a word per frame,
+// plane and 32 pixels: for every sample width 256 planes of a tile times 8 words) into
+// workgroup memory, then each makes its pixel's whole sector from them. Every plane word
+// is read from memory once; `unshuffle_pack` reads each plane byte once per sample.
+const PACK_PIXELS: u32 = 256u;
+// The resident segment as sectors (two vectors a pixel): within a window each sector is
+// made by one invocation, and windows are decoded in order, so a sector the window fills
+// only partly is or-ed into with plain loads and stores.
+@group(0) @binding(10) var<storage, read_write> resident_sectors: array<vec4<u32>>;
+// [frame slot of the tile][32-pixel group][plane], four planes to a vector.
+var<workgroup> plane_words: array<vec4<u32>, 512>;
+
+@compute @workgroup_size(256)
+fn unshuffle_tiles(
+    @builtin(workgroup_id) wg: vec3<u32>,
+    @builtin(local_invocation_index) lid: u32,
+) {
+    let id = wg.x + wg.y * dp.groups_x;
+    let tile_len = 256u / dp.bits;
+    let per_word = 32u / dp.bits;
+    let planes = dp.bits;
+    let rel0 = dp.first_frame - dp.seg_first_frame;
+    let rel1 = rel0 + dp.frames;
+    let t0 = rel0 / tile_len;
+    let tiles = (rel1 + tile_len - 1u) / tile_len - t0;
+    let parts = (dp.det_len + PACK_PIXELS - 1u) / PACK_PIXELS;
+    if (id >= tiles * parts) {
+        return;
+    }
+    let tile = t0 + id / parts;
+    let k_base = (id % parts) * PACK_PIXELS;
+    // Whole vectors per invocation: invocations writing parts of one vector would race.
+    for (var j = lid; j < 512u; j += PACK_PIXELS) {
+        // j = (slot · 8 + group) · planes / 4 + quad
+        let quad = j % (planes / 4u);
+        let group = (j / (planes / 4u)) % 8u;
+        let slot = j / (planes * 2u);
+        let pos = tile * tile_len + slot;
+        let k0 = k_base + group * 32u;
+        var v = vec4<u32>(0u);
+        if (pos >= rel0 && pos < rel1 && k0 < dp.det_len) {
+            let f = pos - rel0;
+            let c = table[src[2u * f]];
+            let e0 = src[2u * f + 1u] * dp.det_len + k0;
+            let count = min(32u, dp.det_len - k0);
+            v = vec4<u32>(
+                plane_bits(c, e0, count, 4u * quad),
+                plane_bits(c, e0, count, 4u * quad + 1u),
+                plane_bits(c, e0, count, 4u * quad + 2u),
+                plane_bits(c, e0, count, 4u * quad + 3u),
+            );
+        }
+        plane_words[j] = v;
+    }
+    workgroupBarrier();
+    let k = k_base + lid;
+    if (k >= dp.det_len) {
+        return;
+    }
+    let sentinel = select((1u << dp.bits) - 1u, 0xffffffffu, dp.bits == 32u);
+    let bad_pixel = dp.mask_bad != 0u && ((bad[k >> 5u] >> (k & 31u)) & 1u) != 0u;
+    let bit = lid & 31u;
+    let group = lid / 32u;
+    let whole = tile * tile_len >= rel0 && (tile + 1u) * tile_len <= rel1;
+    var words = array<u32, 8>();
+    for (var w = 0u; w < 8u; w += 1u) {
+        var word = 0u;
+        for (var s = 0u; s < per_word; s += 1u) {
+            let slot = w * per_word + s;
+            let pos = tile * tile_len + slot;
+            if (pos < rel0 || pos >= rel1) {
+                continue;
+            }
+            let at = (slot * 8u + group) * (planes / 4u);
+            var v = 0u;
+            for (var q = 0u; q < planes / 4u; q += 1u) {
+                let x = (plane_words[at + q] >> vec4<u32>(bit)) & vec4<u32>(1u);
+                v |= (x.x | (x.y << 1u) | (x.z << 2u) | (x.w << 3u)) << (4u * q);
+            }
+            if (dp.mask_bad != 0u && (bad_pixel || v == sentinel)) {
+                v = 0u;
+            }
+            word |= v << (s * dp.bits);
+        }
+        words[w] = word;
+    }
+    var lo = vec4<u32>(words[0], words[1], words[2], words[3]);
+    var hi = vec4<u32>(words[4], words[5], words[6], words[7]);
+    let sector = (tile * dp.tile_words) / 4u + k * 2u;
+    if (!whole) {
+        lo |= resident_sectors[sector];
+        hi |= resident_sectors[sector + 1u];
+    }
+    resident_sectors[sector] = lo;
+    resident_sectors[sector + 1u] = hi;
 }

@@ -114,7 +114,6 @@ pub fn open_compressed(dims: [usize; 4]) -> Result<Acquisition> {
 /// larger than the GPU decoder's workgroup-memory path).
 pub fn open_compressed_blocks(dims: [usize; 4], block_elems: usize) -> Result<Acquisition> {
     use crate::decode::pipeline::{Filter, FilterKind};
-    use crate::hdf5_index::{ChunkRef, DatasetIndex, Layout};
     let plain = open(dims)?;
     let shape = plain.shape;
     let frame_bytes = shape.det_len() * 2;
@@ -130,6 +129,36 @@ pub fn open_compressed_blocks(dims: [usize; 4], block_elems: usize) -> Result<Ac
     };
     #[cfg(target_arch = "wasm32")]
     let chunks: Vec<Vec<u8>> = (0..shape.frames()).map(encode).collect();
+    let filter = Filter {
+        kind: FilterKind::BitshuffleLz4,
+        id: 32008,
+        cd_values: vec![0, 2, 2, 0, 2],
+    };
+    let name = format!("{}_bslz4", plain.primary);
+    Ok(Acquisition {
+        scan_shape_source: plain.scan_shape_source,
+        ..chunked(&name, shape, Dtype::U16, filter, chunks)?
+    })
+}
+
+/// An acquisition of `shape` stored in memory as `chunks` (one frame each, frame order) of
+/// `/entry/data/data` through `filter`, as an HDF5 file of Dectris would hold them: the
+/// decoders' inputs of any shape, values or stream structure, without files.
+pub fn chunked(
+    name: &str,
+    shape: Shape4,
+    dtype: Dtype,
+    filter: crate::decode::pipeline::Filter,
+    chunks: Vec<Vec<u8>>,
+) -> Result<Acquisition> {
+    use crate::hdf5_index::{ChunkRef, DatasetIndex, Layout};
+    if chunks.len() != shape.frames() {
+        return Err(Error::param(format!(
+            "{name}: {} chunks for {} frames",
+            chunks.len(),
+            shape.frames()
+        )));
+    }
     let mut bytes = Vec::with_capacity(chunks.iter().map(Vec::len).sum());
     let mut refs = Vec::with_capacity(chunks.len());
     for (f, c) in chunks.iter().enumerate() {
@@ -142,37 +171,38 @@ pub fn open_compressed_blocks(dims: [usize; 4], block_elems: usize) -> Result<Ac
         bytes.extend_from_slice(c);
     }
     drop(chunks);
-    let name = format!("{}_bslz4", plain.primary);
-    let src = Arc::new(MemSource::new(name.clone(), bytes));
+    let src = Arc::new(MemSource::new(name.to_string(), bytes));
     let index = DatasetIndex {
-        file: name.clone(),
+        file: name.to_string(),
         path: "/entry/data/data".into(),
         shape: vec![
             shape.frames() as u64,
             shape.det[0] as u64,
             shape.det[1] as u64,
         ],
-        dtype: Dtype::U16,
+        dtype,
         layout: Layout::Chunked {
             chunk_shape: vec![1, shape.det[0] as u64, shape.det[1] as u64],
         },
-        filters: vec![Filter {
-            kind: FilterKind::BitshuffleLz4,
-            id: 32008,
-            cd_values: vec![0, 2, 2, 0, 2],
-        }],
+        filters: vec![filter],
         chunks: refs,
     };
     Ok(Acquisition {
+        format: Format::Synthetic,
         files: FileSet::new(vec![src.clone()])?,
-        primary: name,
+        primary: name.to_string(),
         dataset_path: "/entry/data/data".into(),
+        shape,
+        dtype,
+        scan_shape_source: "stored chunks".into(),
         parts: vec![Part {
             source: src,
             first_frame: 0,
             frames: shape.frames(),
             kind: PartKind::Hdf5(index),
         }],
-        ..plain
+        pixel_mask: None,
+        calibration: Calibration::default(),
+        crop: None,
     })
 }

@@ -12,10 +12,10 @@ use crate::error::{Error, Result};
 use crate::formats::{Acquisition, Part, PartKind};
 use crate::frames::Correction;
 use crate::hdf5_index::{ChunkRef, DatasetIndex};
-use crate::resident::{ResidentPlan, DECODE_SCRATCH, DECODE_WINDOW};
+use crate::resident::{ResidentPlan, DECODE_SCRATCH, DECODE_SEQS, DECODE_WINDOW};
 
 use super::kernels::{self, grid, DecodeParams};
-use super::{Engine, Resident, UploadTimes};
+use super::{Batch, Engine, Resident, UploadTimes};
 
 /// Frames per chunk when the chunks hold whole frames in frame order.
 fn chunk_frames(ix: &DatasetIndex, det: [usize; 2]) -> Option<u64> {
@@ -117,6 +117,39 @@ fn table_entries(blocks: &[BlockRef], src_base: u32, dst_base: u32, out: &mut Ve
     }));
 }
 
+/// Largest LZ4 block inflated from parsed sequences (`LOCAL_BYTES` in `wgsl/bslz4.wgsl`);
+/// larger ones are inflated in place by one invocation.
+const LOCAL_BYTES: u32 = 8192;
+/// Sequences one block's region holds at most (`SEQ_CAP` in `wgsl/bslz4.wgsl`).
+const SEQ_CAP: u32 = 512;
+
+/// Entries of the sequence region `lz4_parse` writes for block `e` (a block table entry):
+/// a count word and room for as many sequences as the block can hold — every sequence but
+/// the last takes at least 3 source bytes (token, offset) and makes at least 4 output bytes
+/// — up to `SEQ_CAP`, and up to `room` beyond its count word (a block that finds too little
+/// room is inflated in place). None for raw and large blocks, which are not parsed.
+fn seq_region(e: &[u32; 4], room: u64) -> u64 {
+    let (src_len, len, raw) = (e[1], e[3] & 0x7fff_ffff, e[3] >> 31 != 0);
+    if raw || len > LOCAL_BYTES {
+        return 0;
+    }
+    let bound = SEQ_CAP.min(len / 4 + 1).min(src_len / 3 + 1) as u64;
+    1 + if bound <= room { bound } else { 0 }
+}
+
+/// Every block's first sequence entry, then the total: regions back to back, their
+/// sequences within `budget` entries.
+fn seq_starts(blocks: &[[u32; 4]], budget: u64) -> Vec<u32> {
+    let mut at = Vec::with_capacity(blocks.len() + 1);
+    let mut total = 0u64;
+    for e in blocks {
+        at.push(total as u32);
+        total += seq_region(e, budget.saturating_sub(total));
+    }
+    at.push(total as u32);
+    at
+}
+
 /// One upload window: whole chunks' compressed bytes and tables on the GPU, ready to decode
 /// the frames `[first_frame, first_frame + frames)` into a resident segment.
 pub struct Window {
@@ -125,6 +158,11 @@ pub struct Window {
     chunks: wgpu::Buffer,
     frame_map: wgpu::Buffer,
     scratch: wgpu::Buffer,
+    /// Per block: where its parsed sequences go (`seq_starts`), and the sequences.
+    seq_at: wgpu::Buffer,
+    seqs: wgpu::Buffer,
+    /// Every chunk bit-shuffled (not plain LZ4): the tiled unshuffle applies unbinned.
+    bitshuffled: bool,
     /// Per chunk: its first block in the window and its index in the slots the window was
     /// built from (to name the chunk of a failing block).
     chunk_blocks: Vec<(u32, usize)>,
@@ -236,24 +274,80 @@ impl Decoder {
         self.encode_pack(engine, enc, w, plan, corr, seg_first, resident, elem)
     }
 
-    /// Record inflating the window's LZ4 blocks into its scratch buffer.
-    pub fn encode_inflate(
-        &self,
-        engine: &Engine,
-        enc: &mut wgpu::CommandEncoder,
-        w: &Window,
-    ) -> Result<()> {
-        let groups = grid(w.n_blocks);
-        let params = engine.uniform(&DecodeParams {
+    /// The window's parameters for a kernel over `groups`.
+    fn block_params(&self, engine: &Engine, w: &Window, groups: (u32, u32)) -> wgpu::Buffer {
+        engine.uniform(&DecodeParams {
             blocks: w.n_blocks,
             groups_x: groups.0,
             block_base: w.block_base,
             src_bytes: w.src_bytes,
             dst_bytes: w.dst_bytes,
             ..Default::default()
-        });
-        engine.dispatch_at(
-            enc,
+        })
+    }
+
+    /// Queue parsing the window's LZ4 blocks into their sequence regions.
+    fn add_parse(&self, engine: &Engine, batch: &mut Batch, w: &Window) -> Result<()> {
+        let groups = grid(w.n_blocks.div_ceil(64));
+        let params = self.block_params(engine, w, groups);
+        batch.add(
+            engine,
+            &kernels::LZ4_PARSE,
+            &[
+                (0, &params),
+                (1, &w.src),
+                (2, &w.blocks),
+                (4, &self.status),
+                (7, &w.seqs),
+                (9, &w.seq_at),
+            ],
+            groups,
+        )
+    }
+
+    /// Record parsing the window's LZ4 blocks alone (benchmarks).
+    pub fn encode_parse(
+        &self,
+        engine: &Engine,
+        enc: &mut wgpu::CommandEncoder,
+        w: &Window,
+    ) -> Result<()> {
+        let mut batch = Batch::default();
+        self.add_parse(engine, &mut batch, w)?;
+        batch.flush(enc);
+        Ok(())
+    }
+
+    /// Record inflating the window's LZ4 blocks into its scratch buffer: parse, inflate the
+    /// blocks that cannot be parsed into their regions in place, copy the others.
+    pub fn encode_inflate(
+        &self,
+        engine: &Engine,
+        enc: &mut wgpu::CommandEncoder,
+        w: &Window,
+    ) -> Result<()> {
+        let mut batch = Batch::default();
+        self.add_parse(engine, &mut batch, w)?;
+        let serial = grid(w.n_blocks.div_ceil(64));
+        let params = self.block_params(engine, w, serial);
+        batch.add(
+            engine,
+            &kernels::LZ4_SERIAL,
+            &[
+                (0, &params),
+                (1, &w.src),
+                (2, &w.blocks),
+                (3, &w.scratch),
+                (4, &self.status),
+                (8, &w.seqs),
+                (9, &w.seq_at),
+            ],
+            serial,
+        )?;
+        let groups = grid(w.n_blocks);
+        let params = self.block_params(engine, w, groups);
+        batch.add(
+            engine,
             &kernels::LZ4_BLOCKS,
             &[
                 (0, &params),
@@ -261,9 +355,13 @@ impl Decoder {
                 (2, &w.blocks),
                 (3, &w.scratch),
                 (4, &self.status),
+                (8, &w.seqs),
+                (9, &w.seq_at),
             ],
             groups,
-        )
+        )?;
+        batch.flush(enc);
+        Ok(())
     }
 
     /// Record unshuffling, correcting and packing the window's frames into `resident`.
@@ -279,14 +377,27 @@ impl Decoder {
         resident: &wgpu::Buffer,
         elem: usize,
     ) -> Result<()> {
-        // One invocation per resident pixel's sector of the tiles the window's frames touch.
         let (rel0, rel1) = (
             w.first_frame - seg_first,
             w.first_frame + w.frames - seg_first,
         );
         let tile = plan.tile as usize;
         let tiles = (rel1.div_ceil(tile) - rel0 / tile) as u32;
-        let groups = grid((tiles * plan.shape.det_len() as u32).div_ceil(64));
+        let det_len = plan.shape.det_len() as u32;
+        // Unbinned bit planes: a workgroup per tile and 256 pixels; otherwise one
+        // invocation per resident pixel's sector of the tiles the window's frames touch.
+        let tiled = corr.bin <= 1 && w.bitshuffled;
+        let (kernel, groups) = if tiled {
+            (
+                &kernels::UNSHUFFLE_TILES,
+                grid(tiles * det_len.div_ceil(256)),
+            )
+        } else {
+            (
+                &kernels::UNSHUFFLE_PACK,
+                grid((tiles * det_len).div_ceil(64)),
+            )
+        };
         let params = engine.uniform(&DecodeParams {
             groups_x: groups.0,
             frames: w.frames as u32,
@@ -303,30 +414,36 @@ impl Decoder {
             mask_bad: corr.mask_bad_pixels as u32,
             ..Default::default()
         });
-        engine.dispatch_at(
-            enc,
-            &kernels::UNSHUFFLE_PACK,
-            &[
-                (0, &params),
-                (1, &w.frame_map),
-                (2, &w.chunks),
-                (3, &w.scratch),
-                (4, &self.status),
-                (5, &self.bad),
-                (6, resident),
-            ],
-            groups,
-        )
+        let mut bindings = vec![
+            (0, &params),
+            (1, &w.frame_map),
+            (2, &w.chunks),
+            (3, &w.scratch),
+            (5, &self.bad),
+        ];
+        if tiled {
+            // Whole sectors as vectors.
+            bindings.push((10, resident));
+        } else {
+            // Binned sums report an overflow; words are or-ed in atomically.
+            bindings.extend([(4, &self.status), (6, resident)]);
+        }
+        engine.dispatch_at(enc, kernel, &bindings, groups)
     }
 
-    /// The lowest failing block of the last decode, if any, and whether a binned sum passed
-    /// u32 (reset for the next window).
-    async fn take_failure(&self, engine: &Engine) -> Result<(Option<u32>, bool)> {
-        let st = engine.read_back(&self.status, 8).await?;
+    /// The lowest failing block of the last decode, if any, whether a binned sum passed
+    /// u32, and how many blocks were inflated in place (reset for the next upload).
+    async fn take_status(&self, engine: &Engine) -> Result<(Option<u32>, bool, u32)> {
+        let st = engine.read_back(&self.status, 12).await?;
         self.reset(engine);
-        let failed = u32::from_le_bytes([st[0], st[1], st[2], st[3]]);
-        let overflow = u32::from_le_bytes([st[4], st[5], st[6], st[7]]) != 0;
-        Ok(((failed != u32::MAX).then_some(failed), overflow))
+        let word =
+            |i: usize| u32::from_le_bytes([st[4 * i], st[4 * i + 1], st[4 * i + 2], st[4 * i + 3]]);
+        let failed = word(0);
+        Ok((
+            (failed != u32::MAX).then_some(failed),
+            word(1) != 0,
+            word(2),
+        ))
     }
 
     fn reset(&self, engine: &Engine) {
@@ -479,6 +596,9 @@ fn make_window(
     }
     let frames = last_frame - first_frame;
     let src_bytes = src.len() as u32;
+    let bitshuffled = chunks.chunks_exact(4).all(|c| c[3] == 0);
+    let seq_at = seq_starts(&blocks, DECODE_SEQS.min(limit) / 8);
+    let seq_entries = seq_at.last().copied().unwrap_or(0) as u64;
     times.lap("block tables", &mut t);
     let window = Window {
         src: slots.fill(engine, &src, window_bytes),
@@ -486,6 +606,9 @@ fn make_window(
         chunks: engine.input(&chunks),
         frame_map: engine.input(&frame_map),
         scratch: engine.storage("decode scratch", dst_bytes.max(16)),
+        seqs: engine.storage("decode sequences", (seq_entries * 8).max(16)),
+        seq_at: engine.input(&seq_at),
+        bitshuffled,
         chunk_blocks,
         block_base: 0,
         n_blocks: blocks.len() as u32,
@@ -616,7 +739,7 @@ pub async fn upload(
     if let Some(prev) = in_flight.take() {
         engine.finished(prev).await?;
     }
-    let (failed, overflow) = decoder.take_failure(engine).await?;
+    let (failed, overflow, in_place) = decoder.take_status(engine).await?;
     if overflow {
         let b = corr.bin;
         return Err(Error::format(
@@ -640,5 +763,49 @@ pub async fn upload(
         .finish_resident(scope, plan.clone(), buffers, corr)
         .await?;
     res.upload_times = times;
+    res.gpu_inflated_in_place = in_place;
     Ok(Some(res))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The constant `name` of the decode kernels' WGSL text.
+    fn wgsl_const(name: &str) -> u32 {
+        let text = kernels::LZ4_BLOCKS.body;
+        let at = text
+            .find(&format!("const {name}: u32 = "))
+            .unwrap_or_else(|| panic!("{name} in bslz4.wgsl"));
+        let rest = &text[at..];
+        let value = &rest[rest.find('=').unwrap() + 1..rest.find("u;").unwrap()];
+        value.trim().parse().unwrap()
+    }
+
+    #[test]
+    fn region_bounds_match_the_kernels() {
+        assert_eq!(wgsl_const("SEQ_CAP"), SEQ_CAP);
+        assert_eq!(wgsl_const("LOCAL_BYTES"), LOCAL_BYTES);
+    }
+
+    #[test]
+    fn regions_hold_what_a_block_can_hold() {
+        let lz4 = |src_len: u32, len: u32| [0, src_len, 0, len];
+        // Raw and large blocks are not parsed.
+        assert_eq!(seq_region(&[0, 64, 0, 64 | 1 << 31], u64::MAX), 0);
+        assert_eq!(seq_region(&lz4(100, LOCAL_BYTES + 8), u64::MAX), 0);
+        // A count word, then the least of the cap, len / 4 + 1 and src / 3 + 1.
+        assert_eq!(seq_region(&lz4(9000, 8192), u64::MAX), 1 + 512);
+        assert_eq!(seq_region(&lz4(9000, 400), u64::MAX), 1 + 101);
+        assert_eq!(seq_region(&lz4(30, 8192), u64::MAX), 1 + 11);
+        // Too little room: the count word alone (the block is inflated in place).
+        assert_eq!(seq_region(&lz4(30, 8192), 10), 1);
+        let blocks = [
+            lz4(30, 8192),
+            [0, 8, 0, 8 | 1 << 31],
+            lz4(30, 8192),
+            lz4(30, 8192),
+        ];
+        assert_eq!(seq_starts(&blocks, 23), vec![0, 12, 12, 24, 25]);
+    }
 }

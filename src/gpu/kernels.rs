@@ -73,8 +73,16 @@ kernel!(
 
 /// GPU decode of bitshuffle+LZ4 (`src/gpu/decode.rs`).
 const BSLZ4_BODY: &str = include_str!("../../wgsl/bslz4.wgsl");
+kernel!(LZ4_PARSE, "bslz4_parse", "lz4_parse", BSLZ4_BODY);
 kernel!(LZ4_BLOCKS, "bslz4", "lz4_blocks", BSLZ4_BODY);
+kernel!(LZ4_SERIAL, "bslz4_serial", "lz4_serial", BSLZ4_BODY);
 kernel!(UNSHUFFLE_PACK, "bslz4_pack", "unshuffle_pack", BSLZ4_BODY);
+kernel!(
+    UNSHUFFLE_TILES,
+    "bslz4_tiles",
+    "unshuffle_tiles",
+    BSLZ4_BODY
+);
 
 /// The FFT module's entry points (one WGSL file, several pipelines).
 const FFT_BODY: &str = include_str!("../../wgsl/fft.wgsl");
@@ -128,9 +136,12 @@ kernel!(
     PATTERN_REDUCE.body
 );
 
-pub const ALL: [Kernel; 23] = [
+pub const ALL: [Kernel; 26] = [
+    LZ4_PARSE,
     LZ4_BLOCKS,
+    LZ4_SERIAL,
     UNSHUFFLE_PACK,
+    UNSHUFFLE_TILES,
     MASKED_SUM,
     COM_MOMENTS,
     PATTERN_REDUCE,

@@ -179,6 +179,9 @@ pub struct Resident {
     pub offloaded_chunks: usize,
     /// Where the upload's time went (milliseconds by step), for the load profile.
     pub upload_times: UploadTimes,
+    /// LZ4 blocks the GPU decoder inflated by one invocation each (blocks over 8 KiB, or
+    /// with more sequences than their region held) rather than from parsed sequences.
+    pub gpu_inflated_in_place: u32,
     /// Ring sums about the BF centre, once made ([`radial::RadialCache::build`]): masked
     /// sums of disks and annuli about it read them instead of most of their pixels.
     pub radial: Option<radial::RadialCache>,
@@ -229,7 +232,7 @@ impl Engine {
             max_buffer_size: al.max_buffer_size,
             max_storage_buffer_binding_size: al.max_storage_buffer_binding_size,
             max_compute_workgroups_per_dimension: al.max_compute_workgroups_per_dimension,
-            // WebGPU's default is 8; the decode kernel binds 5.
+            // WebGPU's default is 8; the decode kernels bind up to 6.
             max_storage_buffers_per_shader_stage: al.max_storage_buffers_per_shader_stage.min(8),
             ..wgpu::Limits::downlevel_defaults()
         };
@@ -531,6 +534,7 @@ impl Engine {
             float: None,
             offloaded_chunks: 0,
             upload_times: UploadTimes::default(),
+            gpu_inflated_in_place: 0,
             radial: None,
         })
     }
