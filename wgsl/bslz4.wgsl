@@ -235,10 +235,15 @@ fn block_at(b: u32) -> Block {
     return Block(e.x, s_end, e.z, len, raw, ok);
 }
 
+// The block of an invocation-per-block kernel (64-wide workgroups on a 2-D grid).
+fn block_of(gid: vec3<u32>) -> u32 {
+    return gid.x + gid.y * dp.groups_x * 64u;
+}
+
 // One invocation per block: its sequences, checked, into its region of `seqs_out`.
 @compute @workgroup_size(64)
 fn lz4_parse(@builtin(global_invocation_id) gid: vec3<u32>) {
-    let b = gid.x + gid.y * dp.groups_x * 64u;
+    let b = block_of(gid);
     if (b >= dp.blocks) {
         return;
     }
@@ -293,11 +298,11 @@ fn lz4_parse(@builtin(global_invocation_id) gid: vec3<u32>) {
 }
 
 // One invocation per block: the blocks `lz4_blocks` leaves, larger than LOCAL_BYTES or with
-// more sequences than their region held, inflated in place. A kernel of its own, so the
-// byte-by-byte walk's registers do not lower how many blocks `lz4_blocks` keeps in flight.
+// more sequences than their region held, inflated in place — all such blocks at once, where
+// inside `lz4_blocks` each would hold a 256-wide workgroup while one invocation works.
 @compute @workgroup_size(64)
 fn lz4_serial(@builtin(global_invocation_id) gid: vec3<u32>) {
-    let b = gid.x + gid.y * dp.groups_x * 64u;
+    let b = block_of(gid);
     if (b >= dp.blocks) {
         return;
     }

@@ -286,23 +286,30 @@ impl Decoder {
         })
     }
 
+    /// The bindings every LZ4 kernel takes, with `params` and `extra`.
+    fn lz4_bindings<'a>(
+        &'a self,
+        params: &'a wgpu::Buffer,
+        w: &'a Window,
+        extra: &[(u32, &'a wgpu::Buffer)],
+    ) -> Vec<(u32, &'a wgpu::Buffer)> {
+        let mut b = vec![
+            (0, params),
+            (1, &w.src),
+            (2, &w.blocks),
+            (4, &self.status),
+            (9, &w.seq_at),
+        ];
+        b.extend_from_slice(extra);
+        b
+    }
+
     /// Queue parsing the window's LZ4 blocks into their sequence regions.
     fn add_parse(&self, engine: &Engine, batch: &mut Batch, w: &Window) -> Result<()> {
         let groups = grid(w.n_blocks.div_ceil(64));
         let params = self.block_params(engine, w, groups);
-        batch.add(
-            engine,
-            &kernels::LZ4_PARSE,
-            &[
-                (0, &params),
-                (1, &w.src),
-                (2, &w.blocks),
-                (4, &self.status),
-                (7, &w.seqs),
-                (9, &w.seq_at),
-            ],
-            groups,
-        )
+        let bindings = self.lz4_bindings(&params, w, &[(7, &w.seqs)]);
+        batch.add(engine, &kernels::LZ4_PARSE, &bindings, groups)
     }
 
     /// Record parsing the window's LZ4 blocks alone (benchmarks).
@@ -328,38 +335,17 @@ impl Decoder {
     ) -> Result<()> {
         let mut batch = Batch::default();
         self.add_parse(engine, &mut batch, w)?;
+        // `lz4_serial`: an invocation a block; `lz4_blocks`: a workgroup a block. Both read
+        // the parse's sequences and write disjoint blocks of the scratch.
         let serial = grid(w.n_blocks.div_ceil(64));
-        let params = self.block_params(engine, w, serial);
-        batch.add(
-            engine,
-            &kernels::LZ4_SERIAL,
-            &[
-                (0, &params),
-                (1, &w.src),
-                (2, &w.blocks),
-                (3, &w.scratch),
-                (4, &self.status),
-                (8, &w.seqs),
-                (9, &w.seq_at),
-            ],
-            serial,
-        )?;
-        let groups = grid(w.n_blocks);
-        let params = self.block_params(engine, w, groups);
-        batch.add(
-            engine,
-            &kernels::LZ4_BLOCKS,
-            &[
-                (0, &params),
-                (1, &w.src),
-                (2, &w.blocks),
-                (3, &w.scratch),
-                (4, &self.status),
-                (8, &w.seqs),
-                (9, &w.seq_at),
-            ],
-            groups,
-        )?;
+        for (kernel, groups) in [
+            (&kernels::LZ4_SERIAL, serial),
+            (&kernels::LZ4_BLOCKS, grid(w.n_blocks)),
+        ] {
+            let params = self.block_params(engine, w, groups);
+            let bindings = self.lz4_bindings(&params, w, &[(3, &w.scratch), (8, &w.seqs)]);
+            batch.add(engine, kernel, &bindings, groups)?;
+        }
         batch.flush(enc);
         Ok(())
     }
