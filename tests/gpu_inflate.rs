@@ -1,8 +1,9 @@
 //! The GPU's LZ4 inflate on streams written sequence by sequence: literal runs and match
 //! lengths with and without extension bytes, offsets 1–3 that repeat a period, overlapping
 //! and chained matches, blocks past the sequences a region holds (inflated in place), partial
-//! blocks, raw tails and a last plain-LZ4 block that is not whole words. Each decodes on the
-//! GPU exactly as the CPU decoder does, and only the blocks meant to are inflated in place.
+//! blocks, raw tails, blocks whose edges fall inside a 32-pixel group, and a last plain-LZ4
+//! block that is not whole words. Each decodes on the GPU exactly as the CPU decoder does,
+//! and only the blocks meant to are inflated in place.
 
 mod common;
 
@@ -103,13 +104,22 @@ fn crafted(len: usize, style: usize, rng: &mut Rng) -> Lz4Block {
     }
 }
 
-/// Frames of `det` (`elem`-byte samples) as bitshuffle+LZ4 chunks of crafted blocks (or plain
-/// LZ4 chunks of `plain_block`-byte blocks), and how many blocks pass a region's capacity.
+/// How a case's chunks are cut into blocks.
+#[derive(Clone, Copy)]
+enum Blocks {
+    /// Bitshuffle blocks of this many bytes (Dectris: 8192).
+    Shuffled(usize),
+    /// Plain LZ4 blocks of this many bytes.
+    Plain(usize),
+}
+
+/// Frames of `det` (`elem`-byte samples) as chunks of crafted LZ4 blocks, and how many blocks
+/// pass a region's capacity.
 fn chunks(
     frames: usize,
     det: [usize; 2],
     elem: usize,
-    plain_block: Option<usize>,
+    blocks: Blocks,
     rng: &mut Rng,
 ) -> (Vec<Vec<u8>>, usize) {
     let n = det[0] * det[1];
@@ -117,8 +127,8 @@ fn chunks(
     let (mut out, mut over) = (Vec::new(), 0);
     for f in 0..frames {
         let mut c = (logical as u64).to_be_bytes().to_vec();
-        let (lens, tail) = match plain_block {
-            Some(block) => {
+        let (lens, tail) = match blocks {
+            Blocks::Plain(block) => {
                 c.extend_from_slice(&(block as u32).to_be_bytes());
                 let lens: Vec<usize> = (0..logical)
                     .step_by(block)
@@ -126,8 +136,8 @@ fn chunks(
                     .collect();
                 (lens, 0)
             }
-            None => {
-                let block_elems = 8192 / elem;
+            Blocks::Shuffled(bytes) => {
+                let block_elems = bytes / elem;
                 c.extend_from_slice(&((block_elems * elem) as u32).to_be_bytes());
                 let comp = n - n % 8;
                 let lens: Vec<usize> = (0..comp)
@@ -164,18 +174,20 @@ fn crafted_lz4_streams_inflate_on_the_gpu_as_on_the_cpu() {
         cd_values: vec![],
     };
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
-    // (scan, detector, dtype, filter, plain LZ4 block size)
+    // (scan, detector, dtype, filter, blocks); 1,000-element blocks put 32-pixel groups
+    // across block edges.
     let cases = [
-        ([3, 4], [97, 85], Dtype::U8, bslz4(1), None),
-        ([2, 5], [61, 67], Dtype::U16, bslz4(2), None),
-        ([3, 3], [96, 96], Dtype::U16, bslz4(2), None),
-        ([2, 3], [45, 47], Dtype::U32, bslz4(4), None),
-        ([3, 2], [97, 85], Dtype::U8, lz4, Some(4096)),
+        ([3, 4], [97, 85], Dtype::U8, bslz4(1), Blocks::Shuffled(8192)),
+        ([2, 5], [61, 67], Dtype::U16, bslz4(2), Blocks::Shuffled(8192)),
+        ([3, 3], [96, 96], Dtype::U16, bslz4(2), Blocks::Shuffled(8192)),
+        ([2, 2], [50, 71], Dtype::U16, bslz4(2), Blocks::Shuffled(2000)),
+        ([2, 3], [45, 47], Dtype::U32, bslz4(4), Blocks::Shuffled(8192)),
+        ([3, 2], [97, 85], Dtype::U8, lz4, Blocks::Plain(4096)),
     ];
     let mut over_seen = 0;
-    for (scan, det, dtype, filter, plain) in cases {
+    for (scan, det, dtype, filter, blocks) in cases {
         let shape = Shape4 { scan, det };
-        let (chunks, over) = chunks(shape.frames(), det, dtype.size(), plain, &mut rng);
+        let (chunks, over) = chunks(shape.frames(), det, dtype.size(), blocks, &mut rng);
         let name = format!("crafted_{dtype:?}_{det:?}_{:?}", filter.kind);
         let acq = synthetic::chunked(&name, shape, dtype, filter, chunks).unwrap();
         assert!(
