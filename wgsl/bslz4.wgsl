@@ -61,18 +61,22 @@ fn dst_byte(i: u32) -> u32 {
 // Blocks of up to LOCAL_BYTES (all Dectris blocks: 8 KiB) are inflated in two passes.
 // `lz4_parse` walks each block's sequences, one invocation per block, so every block of the
 // window is parsed at once (the walk is serial: each token's place depends on the lengths
-// before it), checks them, and writes them to the block's region of `seqs`, marking where
-// each run of sequences starts whose matches copy only bytes made before the run or their
-// own literals. `lz4_blocks` then gives the block a workgroup that makes a run's bytes all
-// at once, a barrier between runs (the synthetic benchmark's blocks hold 2–325 sequences in
-// 1–150 runs). `lz4_serial` inflates in place, one invocation a block, the blocks over
+// before it), checks them, writes them to the block's region of `seqs`, and cuts them into
+// runs. `lz4_blocks` then gives the block a workgroup that makes a run's bytes all at once,
+// a barrier between runs: a byte is its literal, a byte made before its run, or — a match's
+// byte inside its run — followed back through the run's matches to one of those. Any cut is
+// correct; the parse starts a run where a match would be more than MAX_DEPTH steps deep,
+// trading steps a byte against barriers (the synthetic benchmark's blocks: 2–325
+// sequences). `lz4_serial` inflates in place, one invocation a block, the blocks over
 // LOCAL_BYTES and those with more sequences than their region holds.
-// Measured on the H200 (one 64 MB window, 232 MB decoded): the parse 0.28 ms; the copies
-// with 64 / 128 / 256 invocations a block 5.6 / 4.7 / 4.5 ms. Dropped: whole words per
-// invocation, each byte traced back through the matches to its literal (no barriers, but
-// 14–44 ms: sparse bit planes chain hundreds of matches, and a word's bytes take different
-// paths), and four bytes per invocation in a run (9.5 ms). The batch-and-barrier kernel
-// before, parsing inside the workgroup, took 6.3 ms.
+// Measured on the H200 (one 64 MB window, 232 MB decoded): the parse 0.42 ms, the copies
+// 3.9 ms with runs up to 3 steps deep (2: the same; 1, a run taking only matches of
+// literals and earlier bytes, 4.4 ms with a 0.28 ms parse). 64 / 128 / 256 invocations a
+// block (at depth 1): 5.6 / 4.7 / 4.5 ms. Dropped: whole words per invocation, each byte
+// traced back to its literal with no runs at all (14–44 ms: sparse bit planes chain
+// hundreds of matches, and a word's bytes take different paths), and four bytes per
+// invocation in a run (9.5 ms). The batch-and-barrier kernel before, parsing inside the
+// workgroup, took 6.3 ms.
 const LOCAL_BYTES: u32 = 8192u;
 // Invocations of a `lz4_blocks` workgroup (WebGPU's guaranteed maximum).
 const LANES: u32 = 256u;
@@ -85,8 +89,8 @@ const SEQ_CORRUPT: u32 = 0xffffffffu;
 
 // Region of block `b`: `seq_at[b]` is its count word (sequences, runs), its sequences
 // follow; a region ends where the next block's begins. A sequence is (output byte |
-// literals << 16 | starts a run << 31, literal source byte - block start | match offset
-// << 16).
+// match depth << 14 | literals << 16 | starts a run << 31, literal source byte - block
+// start | match offset << 16).
 @group(0) @binding(7) var<storage, read_write> seqs_out: array<vec2<u32>>;
 @group(0) @binding(8) var<storage, read> seqs_in: array<vec2<u32>>;
 @group(0) @binding(9) var<storage, read> seq_at: array<u32>;
@@ -240,6 +244,42 @@ fn block_of(gid: vec3<u32>) -> u32 {
     return gid.x + gid.y * dp.groups_x * 64u;
 }
 
+// Steps a run's byte may take back through the run's matches before it reaches a literal or
+// a byte made before the run (`lz4_blocks` follows them; more steps, fewer runs). At most 3:
+// a depth has two bits.
+const MAX_DEPTH: u32 = 3u;
+
+// The steps a match takes to reach a literal or a byte before `run` (the output byte of
+// sequence `first`, the run's first), copying `len` bytes from `lo` within its period, for
+// the sequence `j` at output byte `d` (its own literals `d ..` count as literals): one more
+// than the deepest match it copies from. The run's sequences are looked at from `j - 1`
+// down (whose entry `last` the caller holds), as matches mostly copy what just came before.
+fn match_depth(base: u32, first: u32, j: u32, last: u32, run: u32, d: u32, lo: u32, len: u32) -> u32 {
+    let a0 = max(lo, run);
+    let a1 = min(lo + len, d);
+    if (a0 >= a1) {
+        return 1u;
+    }
+    var deepest = 0u;
+    var end = d;
+    var e = last;
+    var i = j - 1u;
+    loop {
+        let di = e & 0x3fffu;
+        let m0 = di + ((e >> 16u) & 0x3fffu);
+        if (a1 > m0 && a0 < end) {
+            deepest = max(deepest, (e >> 14u) & 3u);
+        }
+        if (di <= a0 || i == first) {
+            break;
+        }
+        end = di;
+        i -= 1u;
+        e = seqs_out[base + i].x;
+    }
+    return deepest + 1u;
+}
+
 // One invocation per block: its sequences, checked, into its region of `seqs_out`.
 @compute @workgroup_size(64)
 fn lz4_parse(@builtin(global_invocation_id) gid: vec3<u32>) {
@@ -256,9 +296,12 @@ fn lz4_parse(@builtin(global_invocation_id) gid: vec3<u32>) {
     var s = k.s0;
     var d = 0u;
     var n = 0u;
-    // Output byte where the current run of independent sequences starts, and the runs.
+    // Output byte and first sequence of the current run, and the runs.
     var run = 0u;
+    var first = 0u;
     var runs = 0u;
+    // The entry of the sequence before.
+    var last = 0u;
     loop {
         let q = next_seq(s, k.s_end, d, 0u, k.len);
         // A sound block of at most 8 KiB keeps its literals within 64 KiB of its start.
@@ -271,22 +314,23 @@ fn lz4_parse(@builtin(global_invocation_id) gid: vec3<u32>) {
             seqs_out[at] = vec2<u32>(SEQ_OVERFLOW, 0u);
             return;
         }
-        // A sequence joins the run when its match copies only bytes made before the run or
-        // its own literals; otherwise it starts the next run (flag in bit 31).
-        var starts = n == 0u;
+        // A sequence joins the run while its match bytes are at most MAX_DEPTH steps from a
+        // literal or a byte made before the run; otherwise it starts the next run (flag in
+        // bit 31). Its depth goes in bits 14–15 for the matches after it.
+        var depth = 0u;
         if (q.ml > 0u) {
-            let lo = d + q.lit - q.off;
-            let hi = lo + min(q.ml, q.off);
-            if (hi > run && lo < d) {
-                starts = true;
-            }
+            depth = match_depth(at + 1u, first, n, last, run, d, d + q.lit - q.off, min(q.ml, q.off));
         }
+        let starts = n == 0u || depth > MAX_DEPTH;
         if (starts) {
             run = d;
+            first = n;
             runs += 1u;
+            depth = select(0u, 1u, q.ml > 0u);
         }
-        let x = d | (q.lit << 16u) | (select(0u, 1u, starts) << 31u);
+        let x = d | (depth << 14u) | (q.lit << 16u) | (select(0u, 1u, starts) << 31u);
         seqs_out[at + 1u + n] = vec2<u32>(x, (q.lit_src - k.s0) | (q.off << 16u));
+        last = x;
         n += 1u;
         d += q.lit + q.ml;
         s = q.next;
@@ -324,39 +368,65 @@ var<workgroup> sq: array<vec2<u32>, 513>;
 var<workgroup> made: array<atomic<u32>, 2048>;
 
 fn seq_d(i: u32) -> u32 {
-    return sq[i].x & 0xffffu;
+    return sq[i].x & 0x3fffu;
+}
+
+// The sequence among `lo .. hi` holding output byte `p` (`lo` starts at or before `p`).
+fn seq_in(p: u32, lo: u32, hi: u32) -> u32 {
+    var l = lo;
+    var h = hi;
+    while (h - l > 1u) {
+        let m = (l + h) / 2u;
+        if (seq_d(m) <= p) {
+            l = m;
+        } else {
+            h = m;
+        }
+    }
+    return l;
 }
 
 fn seq_lit(i: u32) -> u32 {
     return (sq[i].x >> 16u) & 0x3fffu;
 }
 
+
 fn made_byte(i: u32) -> u32 {
     return (atomicLoad(&made[i >> 2u]) >> ((i & 3u) * 8u)) & 0xffu;
 }
 
-// Output byte `p` of sequence `j` of a run: a literal, or a match's byte — the byte `off`
-// before it, wrapped into the period before the match starts — which is one of the
-// sequence's own literals or a byte made before the run.
-fn run_byte(p: u32, j: u32, s0: u32) -> u32 {
-    let d = seq_d(j);
-    let lit = seq_lit(j);
-    let lsrc = s0 + (sq[j].y & 0xffffu);
-    if (p - d < lit) {
-        return src_byte(lsrc + p - d);
+// Output byte `p` of sequence `j` of the run starting at sequence `a`, output byte `d0`: a
+// literal, or a match's byte — the byte `off` before it, wrapped into the period before the
+// match starts — followed back through the run's matches (at most MAX_DEPTH steps, each to
+// an earlier byte) to a literal or a byte made before the run.
+fn run_byte(p0: u32, j0: u32, s0: u32, a: u32, d0: u32) -> u32 {
+    var p = p0;
+    var j = j0;
+    loop {
+        let d = seq_d(j);
+        let lit = seq_lit(j);
+        let lsrc = s0 + (sq[j].y & 0xffffu);
+        if (p - d < lit) {
+            return src_byte(lsrc + p - d);
+        }
+        let m0 = d + lit;
+        let off = sq[j].y >> 16u;
+        let t = p - m0;
+        var q = m0 - off + t;
+        if (t >= off) {
+            // Wrapped into the period before the match (a run of one byte repeated: its last).
+            q = select(m0 - off + t % off, m0 - 1u, off == 1u);
+        }
+        if (q < d0) {
+            return made_byte(q);
+        }
+        if (q >= d) {
+            return src_byte(lsrc + q - d);
+        }
+        j = seq_in(q, a, j);
+        p = q;
     }
-    let m0 = d + lit;
-    let off = sq[j].y >> 16u;
-    let t = p - m0;
-    var q = m0 - off + t;
-    if (t >= off) {
-        // Wrapped into the period before the match (a run of one byte repeated: its last).
-        q = select(m0 - off + t % off, m0 - 1u, off == 1u);
-    }
-    if (q >= d) {
-        return src_byte(lsrc + q - d);
-    }
-    return made_byte(q);
+    return 0u;
 }
 
 // One workgroup per block. Raw blocks are copied word by word by every invocation; parsed
@@ -427,7 +497,7 @@ fn lz4_blocks(
             while (seq_d(j + 1u) <= p) {
                 j += 1u;
             }
-            atomicOr(&made[p >> 2u], run_byte(p, j, k.s0) << ((p & 3u) * 8u));
+            atomicOr(&made[p >> 2u], run_byte(p, j, k.s0, a, d0) << ((p & 3u) * 8u));
         }
         workgroupBarrier();
         a = e;
