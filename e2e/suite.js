@@ -102,6 +102,11 @@ export async function runSuite(opts = {}) {
         check(false, `${fx.name}: open: ${e.message}`); continue;
       }
       check(JSON.stringify(info.shape) === JSON.stringify(fx.shape) && info.dtype === fx.dtype, `${fx.name}: info ${info.shape} ${info.dtype}`);
+      if (fx.filters.includes('bitshuffle-lz4')) {
+        const prof = await window.stem4d.profile();
+        check(prof.gpu_inflated_in_place_blocks === 0,
+          `${fx.name}: every 8 KiB block inflated from its parsed sequences (${prof.gpu_inflated_in_place_blocks} in place)`);
+      }
       if (fx.filters.includes('deflate')) {
         const prof = await window.stem4d.profile();
         check(prof.worker_decoded_chunks > 0 && prof.decode_workers >= 1,

@@ -110,6 +110,10 @@ pub struct Profile {
     /// engine's chunk decoder (the page's decode Workers), and how many of those run.
     pub worker_decoded_chunks: usize,
     pub decode_workers: usize,
+    /// LZ4 blocks the GPU decoder inflated one invocation each (over 8 KiB, or more
+    /// sequences than its table held) instead of a workgroup each: its slow path, which
+    /// Dectris's 8 KiB blocks do not take.
+    pub gpu_inflated_in_place_blocks: u32,
     /// Rounds of gathered metadata reads the page's open took (each fetches what the last
     /// attempt missed, all at once); 0 where files are read as they are parsed.
     pub index_read_rounds: usize,
@@ -480,6 +484,10 @@ impl Session {
                     .map(|r| r.offloaded_chunks)
                     .sum(),
                 decode_workers: engine.chunk_decode_workers(),
+                gpu_inflated_in_place_blocks: resident
+                    .iter()
+                    .map(|r| r.gpu_inflated_in_place)
+                    .sum(),
                 index_read_rounds: 0,
                 adapter: engine.adapter.clone(),
                 warnings,
