@@ -763,6 +763,17 @@ fn gpu_decode_equals_the_cpu_decoder() {
             // One tile per buffer: windows of whole chunks then cross tiles and buffers.
             limits.max_storage_binding = whole.plan.tile_words as u64 * 4;
             let split = pollster::block_on(engine.upload_with_limits(&acq, corr, limits)).unwrap();
+            // Both through the GPU decoder, not the CPU path (which builds no block tables).
+            for res in [&whole, &split] {
+                assert!(
+                    res.upload_times
+                        .0
+                        .iter()
+                        .any(|(step, _)| *step == "block tables"),
+                    "{}: GPU decode",
+                    fx["name"]
+                );
+            }
             for res in [&whole, &split] {
                 let got = pollster::block_on(products::frames(&engine, res, 0, n)).unwrap();
                 if let Some(i) = got.iter().zip(&want).position(|(a, b)| a != b) {

@@ -1,10 +1,11 @@
 // Bitshuffle+LZ4 (HDF5 filter 32008) and plain LZ4 (32004) decoded on the GPU from the
-// compressed bytes the host uploaded: `lz4_blocks` inflates every LZ4 block (a workgroup
-// per block, each writing only its own word-aligned output range; raw blocks and tails are
-// copied), then `unshuffle_pack` gathers each element (from its block's bit planes, or plain
-// bytes), zeroes bad pixels, bins (count-preserving, u32 sums, overflow reported), and packs
-// the samples into the resident buffer. Every read and write is bounds-checked against the
-// block's own ranges: a corrupt block records its index in `status[0]` and stops.
+// compressed bytes the host uploaded: `lz4_parse`, `lz4_serial` and `lz4_blocks` inflate
+// every LZ4 block (each block writing only its own word-aligned output range; raw blocks and
+// tails are copied), then `unshuffle_tiles` (unbinned bit planes) or `unshuffle_pack` (binned
+// or plain bytes) gathers each element, zeroes bad pixels, bins (count-preserving, u32 sums,
+// overflow reported), and packs the samples into the resident buffer. Every read and write
+// is bounds-checked against the block's own ranges: a corrupt block records its index in
+// `status[0]` and stops.
 
 struct DecodeParams {
     blocks: u32,

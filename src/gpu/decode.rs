@@ -3,7 +3,8 @@
 //! block table, `wgsl/bslz4.wgsl` inflates the blocks and packs the frames (bad pixels zeroed,
 //! detector binned) straight into the resident buffers: the unbinned volume never exists.
 //! Acquisitions it does not cover (deflate/shuffle, chunks that split frames, LZ4 blocks that
-//! are not whole words) take the CPU path.
+//! are not whole words, blocks so small that their tables pass the binding limit) take the
+//! CPU path.
 
 use crate::contract::Dtype;
 use crate::decode::pipeline::FilterKind;
@@ -137,14 +138,18 @@ fn seq_region(e: &[u32; 4], room: u64) -> u64 {
     1 + if bound <= room { bound } else { 0 }
 }
 
-/// Every block's first sequence entry, then the total: regions back to back, their
-/// sequences within `budget` entries.
+/// Every block's first sequence entry, then the total: regions back to back, all of them
+/// within `budget` entries (the count words first, then whole regions while they fit).
 fn seq_starts(blocks: &[[u32; 4]], budget: u64) -> Vec<u32> {
+    let counts = blocks.iter().filter(|e| seq_region(e, 0) > 0).count() as u64;
+    let mut room = budget.saturating_sub(counts);
     let mut at = Vec::with_capacity(blocks.len() + 1);
     let mut total = 0u64;
     for e in blocks {
         at.push(total as u32);
-        total += seq_region(e, budget.saturating_sub(total));
+        let r = seq_region(e, room);
+        room -= r.saturating_sub(1);
+        total += r;
     }
     at.push(total as u32);
     at
@@ -585,6 +590,10 @@ fn make_window(
     let bitshuffled = chunks.chunks_exact(4).all(|c| c[3] == 0);
     let seq_at = seq_starts(&blocks, DECODE_SEQS.min(limit) / 8);
     let seq_entries = seq_at.last().copied().unwrap_or(0) as u64;
+    if (blocks.len() as u64 * 16).max(seq_entries * 8) > limit {
+        // Blocks so small that their tables pass the binding limit: the CPU path.
+        return Ok(None);
+    }
     times.lap("block tables", &mut t);
     let window = Window {
         src: slots.fill(engine, &src, window_bytes),
@@ -623,11 +632,16 @@ pub async fn first_window(engine: &Engine, acq: &Acquisition) -> Result<Window> 
     make_window(
         engine, limit, acq, &mine, range, src, 0, frames, &mut slots, &mut times,
     )?
-    .ok_or_else(|| Error::param("these LZ4 blocks are not whole words: CPU decode"))
+    .ok_or_else(|| {
+        Error::param(
+            "these LZ4 blocks are not whole words, or too small for the GPU's tables: CPU decode",
+        )
+    })
 }
 
 /// Decode and upload along `plan`, window by window, calling `progress(frames_done, total)`;
-/// `None` when a chunk turns out to need the CPU path (LZ4 blocks that are not whole words).
+/// `None` when a chunk turns out to need the CPU path (LZ4 blocks that are not whole words,
+/// or so small that a window's block or sequence tables would pass the binding limit).
 pub async fn upload(
     engine: &Engine,
     acq: &Acquisition,
@@ -792,6 +806,8 @@ mod tests {
             lz4(30, 8192),
             lz4(30, 8192),
         ];
-        assert_eq!(seq_starts(&blocks, 23), vec![0, 12, 12, 24, 25]);
+        // The count words come out of the budget first: 3 of 23, then one region of 11.
+        assert_eq!(seq_starts(&blocks, 23), vec![0, 12, 12, 13, 14]);
+        assert_eq!(seq_starts(&blocks, 36), vec![0, 12, 12, 24, 36]);
     }
 }
