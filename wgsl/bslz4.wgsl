@@ -218,6 +218,19 @@ fn inflate_in_place(start: u32, s_end: u32, d0: u32, d_end: u32) -> bool {
     return false;
 }
 
+// Fields of a sequence entry's first word (see `seqs_out`).
+fn entry_d(x: u32) -> u32 {
+    return x & 0x3fffu;
+}
+
+fn entry_lit(x: u32) -> u32 {
+    return (x >> 16u) & 0x3fffu;
+}
+
+fn entry_depth(x: u32) -> u32 {
+    return (x >> 14u) & 3u;
+}
+
 // The checked block table entry of block `b`: (source start, source end, output start,
 // output length | raw << 31), or none when its ranges leave the window.
 struct Block {
@@ -266,10 +279,10 @@ fn match_depth(base: u32, first: u32, j: u32, last: u32, run: u32, d: u32, lo: u
     var e = last;
     var i = j - 1u;
     loop {
-        let di = e & 0x3fffu;
-        let m0 = di + ((e >> 16u) & 0x3fffu);
+        let di = entry_d(e);
+        let m0 = di + entry_lit(e);
         if (a1 > m0 && a0 < end) {
-            deepest = max(deepest, (e >> 14u) & 3u);
+            deepest = max(deepest, entry_depth(e));
         }
         if (di <= a0 || i == first) {
             break;
@@ -369,7 +382,7 @@ var<workgroup> sq: array<vec2<u32>, 513>;
 var<workgroup> made: array<atomic<u32>, 2048>;
 
 fn seq_d(i: u32) -> u32 {
-    return sq[i].x & 0x3fffu;
+    return entry_d(sq[i].x);
 }
 
 // The sequence among `lo .. hi` holding output byte `p` (`lo` starts at or before `p`).
@@ -388,9 +401,8 @@ fn seq_in(p: u32, lo: u32, hi: u32) -> u32 {
 }
 
 fn seq_lit(i: u32) -> u32 {
-    return (sq[i].x >> 16u) & 0x3fffu;
+    return entry_lit(sq[i].x);
 }
-
 
 fn made_byte(i: u32) -> u32 {
     return (atomicLoad(&made[i >> 2u]) >> ((i & 3u) * 8u)) & 0xffu;
@@ -553,10 +565,40 @@ fn planes8(at: u32, row: u32, bit: u32) -> u32 {
     return lo | (hi << 4u);
 }
 
+// Whether detector pixel `k` is marked bad.
+fn is_bad(k: u32) -> bool {
+    return ((bad[k >> 5u] >> (k & 31u)) & 1u) != 0u;
+}
+
+// The stored samples' saturation value (a bad-pixel sentinel when masking is on).
+fn stored_sentinel() -> u32 {
+    return select((1u << (8u * dp.elem)) - 1u, 0xffffffffu, dp.elem == 4u);
+}
+
+// The tiles of the resident segment the window's frames touch: positions per tile and per
+// word, the window's frames as positions `rel0 .. rel1` of the segment, its first tile
+// and how many.
+struct WindowTiles {
+    tile_len: u32,
+    per_word: u32,
+    rel0: u32,
+    rel1: u32,
+    t0: u32,
+    tiles: u32,
+}
+
+fn window_tiles() -> WindowTiles {
+    let tile_len = 256u / dp.bits;
+    let rel0 = dp.first_frame - dp.seg_first_frame;
+    let rel1 = rel0 + dp.frames;
+    let t0 = rel0 / tile_len;
+    return WindowTiles(tile_len, 32u / dp.bits, rel0, rel1, t0, (rel1 + tile_len - 1u) / tile_len - t0);
+}
+
 // Sample `k` of frame `fi` of chunk `c`, zeroed when bad and masking is on.
 fn sample(c: vec4<u32>, fi: u32, k: u32, sentinel: u32) -> u32 {
     let v = element(c.x, c.y, c.z, c.w, fi * dp.det_len + k);
-    if (dp.mask_bad != 0u && (v == sentinel || ((bad[k >> 5u] >> (k & 31u)) & 1u) != 0u)) {
+    if (dp.mask_bad != 0u && (v == sentinel || is_bad(k))) {
         return 0u;
     }
     return v;
@@ -587,20 +629,18 @@ fn binned(c: vec4<u32>, fi: u32, w: u32, sentinel: u32) -> u32 {
 @compute @workgroup_size(64)
 fn unshuffle_pack(@builtin(global_invocation_id) gid: vec3<u32>) {
     let id = gid.x + gid.y * dp.groups_x * 64u;
-    let tile_len = 256u / dp.bits;
-    let per_word = 32u / dp.bits;
-    // The window's frames as positions of the segment.
-    let rel0 = dp.first_frame - dp.seg_first_frame;
-    let rel1 = rel0 + dp.frames;
-    let t0 = rel0 / tile_len;
-    let tiles = (rel1 + tile_len - 1u) / tile_len - t0;
+    let wt = window_tiles();
+    let tile_len = wt.tile_len;
+    let per_word = wt.per_word;
+    let rel0 = wt.rel0;
+    let rel1 = wt.rel1;
     let out_len = select(dp.det_len, ((dp.det_rows + dp.bin - 1u) / dp.bin) * dp.out_cols, dp.bin > 1u);
-    if (id >= tiles * out_len) {
+    if (id >= wt.tiles * out_len) {
         return;
     }
-    let tile = t0 + id / out_len;
+    let tile = wt.t0 + id / out_len;
     let k = id % out_len;
-    let sentinel = select((1u << (8u * dp.elem)) - 1u, 0xffffffffu, dp.elem == 4u);
+    let sentinel = stored_sentinel();
     let sector = tile * dp.tile_words + k * 8u;
     for (var w = 0u; w < 8u; w += 1u) {
         let p0 = tile * tile_len + w * per_word;
@@ -683,18 +723,18 @@ fn unshuffle_tiles(
     @builtin(local_invocation_index) lid: u32,
 ) {
     let id = wg.x + wg.y * dp.groups_x;
-    let tile_len = 256u / dp.bits;
-    let per_word = 32u / dp.bits;
+    let wt = window_tiles();
+    let tile_len = wt.tile_len;
+    let per_word = wt.per_word;
+    let rel0 = wt.rel0;
+    let rel1 = wt.rel1;
+    // Unbinned: a plane per bit of a sample.
     let planes = dp.bits;
-    let rel0 = dp.first_frame - dp.seg_first_frame;
-    let rel1 = rel0 + dp.frames;
-    let t0 = rel0 / tile_len;
-    let tiles = (rel1 + tile_len - 1u) / tile_len - t0;
     let parts = (dp.det_len + PACK_PIXELS - 1u) / PACK_PIXELS;
-    if (id >= tiles * parts) {
+    if (id >= wt.tiles * parts) {
         return;
     }
-    let tile = t0 + id / parts;
+    let tile = wt.t0 + id / parts;
     let k_base = (id % parts) * PACK_PIXELS;
     // Whole vectors per invocation: invocations writing parts of one vector would race.
     for (var j = lid; j < 512u; j += PACK_PIXELS) {
@@ -724,8 +764,8 @@ fn unshuffle_tiles(
     if (k >= dp.det_len) {
         return;
     }
-    let sentinel = select((1u << dp.bits) - 1u, 0xffffffffu, dp.bits == 32u);
-    let bad_pixel = dp.mask_bad != 0u && ((bad[k >> 5u] >> (k & 31u)) & 1u) != 0u;
+    let sentinel = stored_sentinel();
+    let bad_pixel = dp.mask_bad != 0u && is_bad(k);
     let bit = lid & 31u;
     let group = lid / 32u;
     let whole = tile * tile_len >= rel0 && (tile + 1u) * tile_len <= rel1;
