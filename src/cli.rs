@@ -109,6 +109,9 @@ enum BenchCmd {
         /// operations, which wgpu keeps off on the web) where the adapter has subgroups.
         #[arg(long)]
         no_subgroups: bool,
+        /// Time only the GPU decode of the first window (decode kernel experiments).
+        #[arg(long)]
+        decode_only: bool,
     },
     /// Write the stored (still compressed) chunks of a one-data-set acquisition as
     /// PREFIX.chunks (bytes, in frame order) and PREFIX.sizes (u64 LE per chunk):
@@ -209,13 +212,17 @@ fn run(cli: Cli) -> Result<()> {
                     bf_radius,
                     kernels,
                     no_subgroups,
+                    decode_only,
                 },
         } => bench_gpu(
             &open,
-            reps.max(2),
-            bf_radius,
+            GpuBench {
+                reps: reps.max(2),
+                bf_radius,
+                subgroups: !no_subgroups,
+                decode_only,
+            },
             &kernel_overrides(kernels)?,
-            !no_subgroups,
         ),
         Cmd::Bench {
             what: BenchCmd::ExportChunks { open, out },
@@ -539,13 +546,21 @@ fn export_chunks(acq: &Acquisition, prefix: &Path) -> Result<()> {
     Ok(())
 }
 
-fn bench_gpu(
-    open: &OpenArgs,
+/// What `bench gpu` times.
+struct GpuBench {
     reps: usize,
     bf_radius: f64,
-    overrides: &[(String, String)],
     subgroups: bool,
-) -> Result<()> {
+    decode_only: bool,
+}
+
+fn bench_gpu(open: &OpenArgs, b: GpuBench, overrides: &[(String, String)]) -> Result<()> {
+    let GpuBench {
+        reps,
+        bf_radius,
+        subgroups,
+        decode_only,
+    } = b;
     let t = Instant::now();
     let acq = open_acquisition(open)?;
     let t_open = t.elapsed().as_secs_f64();
@@ -607,15 +622,18 @@ fn bench_gpu(
         t_first * 1e3,
         first.len()
     );
-    // Freshly allocated memory reads slowly at first on some drivers: warm up for ~1 s.
-    let warm = Instant::now();
-    while warm.elapsed().as_secs_f64() < 1.0 {
-        crate::gpu::bench::products(&engine, &res, bf_radius, 2)?;
+    let mut lines = Vec::new();
+    if !decode_only {
+        // Freshly allocated memory reads slowly at first on some drivers: warm up for ~1 s.
+        let warm = Instant::now();
+        while warm.elapsed().as_secs_f64() < 1.0 {
+            crate::gpu::bench::products(&engine, &res, bf_radius, 2)?;
+        }
+        lines = crate::gpu::bench::products(&engine, &res, bf_radius, reps)?;
+        lines.extend(crate::gpu::bench::ring_products(
+            &engine, &mut res, bf_radius, reps,
+        )?);
     }
-    let mut lines = crate::gpu::bench::products(&engine, &res, bf_radius, reps)?;
-    lines.extend(crate::gpu::bench::ring_products(
-        &engine, &mut res, bf_radius, reps,
-    )?);
     if crate::gpu::decode::supported(&acq, crate::frames::Correction::default()) {
         lines.extend(pollster::block_on(crate::gpu::bench::decode_window(
             &engine, &acq, &res, reps,

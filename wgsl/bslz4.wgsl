@@ -41,8 +41,7 @@ struct DecodeParams {
 // Decoded bit planes: written by lz4_blocks, read by unshuffle_pack.
 @group(0) @binding(3) var<storage, read_write> scratch: array<u32>;
 // [0]: lowest failing block of the upload (0xffffffff when none); [1]: 1 when a binned sum
-// passed u32; [2]: blocks inflated in place by one invocation; [3]: a sink for loads made
-// only to cache bytes. Read once the upload is done.
+// passed u32; [2]: blocks inflated in place by one invocation. Read once the upload is done.
 @group(0) @binding(4) var<storage, read_write> status: array<atomic<u32>>;
 // unshuffle_pack: bad-pixel bits, one per detector pixel.
 @group(0) @binding(5) var<storage, read> bad: array<u32>;
@@ -63,21 +62,27 @@ fn dst_byte(i: u32) -> u32 {
 // `lz4_parse` walks each block's sequences, one invocation per block, so every block of the
 // window is parsed at once (the walk is serial: each token's place depends on the lengths
 // before it), checks them, writes them to the block's region of `seqs`, and cuts them into
-// runs. `lz4_blocks` then gives the block a workgroup that makes a run's bytes all at once,
-// a barrier between runs: a byte is its literal, a byte made before its run, or — a match's
-// byte inside its run — followed back through the run's matches to one of those. Any cut is
-// correct; the parse starts a run where a match would be more than MAX_DEPTH steps deep,
-// trading steps a byte against barriers (the synthetic benchmark's blocks: 2–325
-// sequences). `lz4_serial` inflates in place, one invocation a block, the blocks over
-// LOCAL_BYTES and those with more sequences than their region holds.
+// runs. `lz4_blocks` then gives the block a workgroup that first puts every literal byte in
+// place at once (literals depend on nothing), then makes a run's match bytes all at once, a
+// barrier between runs: a match byte copies a literal, a byte made before its run, or — a
+// byte of another match of its run — is followed back through the run's matches to one of
+// those. Any cut is correct; the parse starts a run where a match would be more than
+// MAX_DEPTH steps deep, trading steps a byte against barriers (the synthetic benchmark's
+// blocks: 2–325 sequences). `lz4_serial` inflates in place, one invocation a block, the
+// blocks over LOCAL_BYTES and those with more sequences than their region holds.
 // Measured on the H200 (one 64 MB window, 232 MB decoded): the parse 0.42 ms, the copies
-// 3.9 ms with runs up to 3 steps deep (2: the same; 1, a run taking only matches of
-// literals and earlier bytes, 4.4 ms with a 0.28 ms parse). 64 / 128 / 256 invocations a
-// block (at depth 1): 5.6 / 4.7 / 4.5 ms. Dropped: whole words per invocation, each byte
-// traced back to its literal with no runs at all (14–44 ms: sparse bit planes chain
-// hundreds of matches, and a word's bytes take different paths), and four bytes per
-// invocation in a run (9.5 ms). The batch-and-barrier kernel before, parsing inside the
-// workgroup, took 6.3 ms.
+// 3.25 ms. The copies are the chain of runs of each block, and only four 256-invocation
+// workgroups of this kernel are resident on a multiprocessor at once (dispatching the
+// first 132·m blocks alone takes as long for m = 1, 2 and 4), so each run's waits are what
+// counts: a byte's sequence is one load from its 16-byte stretch's, not a walk from the
+// run's start (copies 3.9 → 3.46 ms; 32-byte stretches 3.74), and an entry is loaded with
+// its neighbour (3.25). Literals are put in place before the runs so that a run reads
+// only workgroup memory. Tried and dropped: 32 or 64 invocations a block (10.2 / 6.7 ms:
+// each invocation's bytes wait in turn), whole words where a match copies bytes already
+// made (+0.5 ms), runs 1, 2, 5 or 7 steps deep (+1.4, +0.3, the same, +0.15 ms), matches
+// that copy an earlier match's bytes pointed at that match's source (the parse 0.42 →
+// 1.5 ms for copies 0.1 ms faster), and, in earlier sessions, bytes traced to their
+// literals with no runs (14–44 ms: sparse bit planes chain hundreds of matches).
 const LOCAL_BYTES: u32 = 8192u;
 // Invocations of a `lz4_blocks` workgroup (WebGPU's guaranteed maximum).
 const LANES: u32 = 256u;
@@ -380,6 +385,12 @@ fn lz4_serial(@builtin(global_invocation_id) gid: vec3<u32>) {
 var<workgroup> sq: array<vec2<u32>, 513>;
 // The block's output as far as it is made (zeroed on entry, as all workgroup memory).
 var<workgroup> made: array<atomic<u32>, 2048>;
+// The sequence holding the first byte of each stretch of the block's output, so that a
+// byte's sequence is a load and a step or two away.
+const STRETCH: u32 = 16u;
+var<workgroup> stretch_seq: array<u32, 512>;
+// A bit a sequence, set where a run starts.
+var<workgroup> run_bits: array<atomic<u32>, 16>;
 
 fn seq_d(i: u32) -> u32 {
     return entry_d(sq[i].x);
@@ -404,47 +415,99 @@ fn seq_lit(i: u32) -> u32 {
     return entry_lit(sq[i].x);
 }
 
+// Where sequence `i`'s literals start in the block's stored bytes.
+fn seq_src(i: u32) -> u32 {
+    return sq[i].y & 0xffffu;
+}
+
+// The entry of the sequence holding output byte `p`, from its stretch's on: each entry is
+// loaded with the next one's, so a step costs one wait.
+fn entry_holding(p: u32) -> vec2<u32> {
+    var j = stretch_seq[p / STRETCH];
+    var e = sq[j];
+    var next = sq[j + 1u];
+    while (entry_d(next.x) <= p) {
+        j += 1u;
+        e = next;
+        next = sq[j + 1u];
+    }
+    return e;
+}
+
+// The first run start after sequence `a`, or `n`.
+fn next_run(a: u32, n: u32) -> u32 {
+    var i = a + 1u;
+    loop {
+        if (i >= n) {
+            return n;
+        }
+        let w = atomicLoad(&run_bits[i / 32u]) >> (i % 32u);
+        if (w != 0u) {
+            return min(i + firstTrailingBit(w), n);
+        }
+        i = (i | 31u) + 1u;
+    }
+    return n;
+}
+
 fn made_byte(i: u32) -> u32 {
     return (atomicLoad(&made[i >> 2u]) >> ((i & 3u) * 8u)) & 0xffu;
 }
 
-// Output byte `p` of sequence `j` of the run starting at sequence `a`, output byte `d0`: a
-// literal, or a match's byte — the byte `off` before it, wrapped into the period before the
-// match starts — followed back through the run's matches (at most MAX_DEPTH steps, each to
-// an earlier byte) to a literal or a byte made before the run.
-fn run_byte(p0: u32, j0: u32, s0: u32, a: u32, d0: u32) -> u32 {
+fn put_made(p: u32, v: u32) {
+    atomicOr(&made[p >> 2u], v << ((p & 3u) * 8u));
+}
+
+// Match byte `p0` of the sequence with entry `e0`, in the run starting at output byte
+// `d0`: the byte `off` before it (wrapped into the period before the match starts), followed back through the
+// run's matches (at most MAX_DEPTH steps, each to an earlier byte) to a literal (all made
+// first) or a byte made before the run.
+fn run_byte(p0: u32, e0: vec2<u32>, d0: u32) -> u32 {
     var p = p0;
-    var j = j0;
+    var e = e0;
     loop {
-        let d = seq_d(j);
-        let lit = seq_lit(j);
-        let lsrc = s0 + (sq[j].y & 0xffffu);
-        if (p - d < lit) {
-            return src_byte(lsrc + p - d);
-        }
-        let m0 = d + lit;
-        let off = sq[j].y >> 16u;
+        let m0 = entry_d(e.x) + entry_lit(e.x);
+        let off = e.y >> 16u;
         let t = p - m0;
         var q = m0 - off + t;
         if (t >= off) {
             // Wrapped into the period before the match (a run of one byte repeated: its last).
             q = select(m0 - off + t % off, m0 - 1u, off == 1u);
         }
+        // Loaded while its sequence is looked up: it is the answer unless a match made it.
+        let v = made_byte(q);
         if (q < d0) {
-            return made_byte(q);
+            return v;
         }
-        if (q >= d) {
-            return src_byte(lsrc + q - d);
+        e = entry_holding(q);
+        if (q - entry_d(e.x) < entry_lit(e.x)) {
+            return v;
         }
-        j = seq_in(q, a, j);
         p = q;
     }
     return 0u;
 }
 
-// One workgroup per block. Raw blocks are copied word by word by every invocation; parsed
-// LZ4 blocks run by run into `made`, then out as whole words. Every output range owns the
-// words it touches.
+// The sequence whose literals' stored bytes start at or before `r` (of the block's).
+fn seq_by_src(r: u32, n: u32) -> u32 {
+    var l = 0u;
+    var h = n;
+    while (h - l > 1u) {
+        let m = (l + h) / 2u;
+        if (seq_src(m) <= r) {
+            l = m;
+        } else {
+            h = m;
+        }
+    }
+    return l;
+}
+
+// One workgroup per block. Raw blocks are copied word by word by every invocation. Parsed
+// LZ4 blocks are made in `made`: first every literal byte at once (they depend on nothing:
+// an invocation a stored word, finding its sequence by the literals' source bytes), then the
+// match bytes run by run, then all out as whole words. Every output range owns the words it
+// touches.
 @compute @workgroup_size(256)
 fn lz4_blocks(
     @builtin(workgroup_id) wg: vec3<u32>,
@@ -483,34 +546,45 @@ fn lz4_blocks(
         sq[i] = seqs_in[at + 1u + i];
     }
     if (lid == 0u) {
-        sq[n] = vec2<u32>(k.len, 0u);
+        sq[n] = vec2<u32>(k.len, 0xffffu);
     }
     workgroupBarrier();
-    // Touch the block's stored bytes once, every invocation at once, so that the runs'
-    // literal reads find them cached instead of each run waiting on memory in turn (the
-    // sum keeps the loads; it lands in an unused status word).
-    var touched = 0u;
-    for (var x = k.s0 / 4u + lid * 8u; x < (k.s_end + 3u) / 4u; x += LANES * 8u) {
-        touched ^= src[x];
+    for (var m = lid; m * STRETCH < k.len; m += LANES) {
+        stretch_seq[m] = seq_in(m * STRETCH, 0u, n);
     }
-    if (touched == 0x5bd1e995u) {
-        atomicAdd(&status[3], 1u);
+    for (var i = lid; i < n; i += LANES) {
+        if ((sq[i].x >> 31u) != 0u) {
+            atomicOr(&run_bits[i / 32u], 1u << (i % 32u));
+        }
     }
+    // The literals: each stored byte of a sequence's literals goes to its output byte.
+    for (var x = k.s0 / 4u + lid; x < (k.s_end + 3u) / 4u; x += LANES) {
+        let v = src[x];
+        let r0 = max(4u * x, k.s0) - k.s0;
+        let r1 = min(4u * x + 4u, k.s_end) - k.s0;
+        var i = seq_by_src(r0, n);
+        for (var r = r0; r < r1; r += 1u) {
+            if (r >= seq_src(i + 1u)) {
+                i += 1u;
+            }
+            let c = r - seq_src(i);
+            if (c < seq_lit(i)) {
+                put_made(seq_d(i) + c, (v >> (((k.s0 + r) & 3u) * 8u)) & 0xffu);
+            }
+        }
+    }
+    workgroupBarrier();
     let runs = seqs_in[at].y;
     var a = 0u;
     for (var r = 0u; r < runs; r += 1u) {
-        var e = a + 1u;
-        while (e < n && (sq[e].x >> 31u) == 0u) {
-            e += 1u;
-        }
+        let e = next_run(a, n);
         let d0 = seq_d(a);
         let d1 = seq_d(e);
-        var j = a;
         for (var p = d0 + lid; p < d1; p += LANES) {
-            while (seq_d(j + 1u) <= p) {
-                j += 1u;
+            let e = entry_holding(p);
+            if (p - entry_d(e.x) >= entry_lit(e.x)) {
+                put_made(p, run_byte(p, e, d0));
             }
-            atomicOr(&made[p >> 2u], run_byte(p, j, k.s0, a, d0) << ((p & 3u) * 8u));
         }
         workgroupBarrier();
         a = e;
