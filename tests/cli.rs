@@ -276,6 +276,39 @@ fn bench_gpu_names_the_masked_sum_kernel_it_times() {
     assert!(off.contains("kernel BF"), "{off}");
 }
 
+/// `stem4d bench gpu --decode-only` times the GPU decode of a compressed acquisition and
+/// nothing else.
+#[test]
+fn bench_gpu_decode_only_times_only_the_decode() {
+    if std::env::var_os("STEM4D_REQUIRE_GPU").is_none() {
+        eprintln!("skipped: no STEM4D_REQUIRE_GPU");
+        return;
+    }
+    let o = stem4d(&[
+        "bench",
+        "gpu",
+        "--synthetic",
+        "6,5,16,16",
+        "--compressed",
+        "--reps",
+        "2",
+        "--decode-only",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    let kernels: Vec<&str> = out.lines().filter(|l| l.contains("kernel ")).collect();
+    assert!(
+        kernels.iter().any(|l| l.contains("GPU bslz4 decode")),
+        "{out}"
+    );
+    assert!(
+        kernels
+            .iter()
+            .all(|l| l.contains("decode") || l.contains("LZ4") || l.contains("unshuffle")),
+        "{out}"
+    );
+}
+
 /// `stem4d bench export-chunks` writes the stored chunks as they are, in frame order, with
 /// their sizes: each one decodes to its synthetic frame.
 #[test]

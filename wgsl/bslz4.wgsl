@@ -77,12 +77,13 @@ fn dst_byte(i: u32) -> u32 {
 // counts: a byte's sequence is one load from its 16-byte stretch's, not a walk from the
 // run's start (copies 3.9 → 3.46 ms; 32-byte stretches 3.74), and an entry is loaded with
 // its neighbour (3.25). Literals are put in place before the runs so that a run reads
-// only workgroup memory. Tried and dropped: 32 or 64 invocations a block (10.2 / 6.7 ms:
+// only workgroup memory. Tried and dropped: 32 or 64 invocations a block (10.3 / 6.8 ms:
 // each invocation's bytes wait in turn), whole words where a match copies bytes already
 // made (+0.5 ms), runs 1, 2, 5 or 7 steps deep (+1.4, +0.3, the same, +0.15 ms), matches
 // that copy an earlier match's bytes pointed at that match's source (the parse 0.42 →
-// 1.5 ms for copies 0.1 ms faster), and, in earlier sessions, bytes traced to their
-// literals with no runs (14–44 ms: sparse bit planes chain hundreds of matches).
+// 1.5 ms for copies 0.1 ms faster), two bytes an invocation with their chases
+// interleaved (+0.7 ms), and, in earlier sessions, bytes traced to their literals with no
+// runs (14–44 ms: sparse bit planes chain hundreds of matches).
 const LOCAL_BYTES: u32 = 8192u;
 // Invocations of a `lz4_blocks` workgroup (WebGPU's guaranteed maximum).
 const LANES: u32 = 256u;
