@@ -113,6 +113,13 @@ enum BenchCmd {
         #[arg(long)]
         decode_only: bool,
     },
+    /// The Vulkan driver's statistics for every kernel (registers, workgroup memory,
+    /// instructions), through VK_KHR_pipeline_executable_properties.
+    KernelStats {
+        /// Without wgpu's runtime checks (index clamping, loop bounds, division checks).
+        #[arg(long)]
+        unchecked: bool,
+    },
     /// Write the stored (still compressed) chunks of a one-data-set acquisition as
     /// PREFIX.chunks (bytes, in frame order) and PREFIX.sizes (u64 LE per chunk):
     /// `scripts/synthetic_h5.py` wraps them into an HDF5 file for load benchmarks.
@@ -224,6 +231,9 @@ fn run(cli: Cli) -> Result<()> {
             },
             &kernel_overrides(kernels)?,
         ),
+        Cmd::Bench {
+            what: BenchCmd::KernelStats { unchecked },
+        } => kernel_stats(unchecked),
         Cmd::Bench {
             what: BenchCmd::ExportChunks { open, out },
         } => export_chunks(&open_acquisition(&open)?, &out),
@@ -543,6 +553,27 @@ fn export_chunks(acq: &Acquisition, prefix: &Path) -> Result<()> {
     data.flush().map_err(|e| io(&cp, e))?;
     sizes.flush().map_err(|e| io(&sp, e))?;
     println!("wrote {} and {}", cp.display(), sp.display());
+    Ok(())
+}
+
+fn kernel_stats(unchecked: bool) -> Result<()> {
+    let (device, kernels) = crate::gpu::kernel_stats::all(unchecked)?;
+    println!(
+        "kernel statistics on {device} (naga's SPIR-V as wgpu's Vulkan backend writes it{})",
+        if unchecked {
+            ", without its runtime checks"
+        } else {
+            ""
+        }
+    );
+    for k in kernels {
+        let line: Vec<String> = k
+            .stats
+            .iter()
+            .map(|s| format!("{} {}", s.name, s.value))
+            .collect();
+        println!("  {:<14} {:<16} {}", k.kernel, k.entry, line.join(", "));
+    }
     Ok(())
 }
 

@@ -309,6 +309,31 @@ fn bench_gpu_decode_only_times_only_the_decode() {
     );
 }
 
+/// `stem4d bench kernel-stats` lists the driver's figures for every kernel, or says which
+/// Vulkan extension no device has (lavapipe lacks it).
+#[test]
+fn kernel_stats_lists_every_kernel_or_names_the_missing_extension() {
+    let o = stem4d(&["bench", "kernel-stats"]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    if o.status.success() {
+        for k in stem4d::gpu::kernels::ALL {
+            assert!(
+                out.lines()
+                    .any(|l| l.split_whitespace().nth(1) == Some(k.entry)),
+                "{} missing: {out}",
+                k.entry
+            );
+        }
+    } else {
+        let err = stderr(&o);
+        assert!(
+            err.contains("VK_KHR_pipeline_executable_properties") || err.contains("Vulkan"),
+            "{err}"
+        );
+        assert!(!err.contains("panicked"), "{err}");
+    }
+}
+
 /// `stem4d bench export-chunks` writes the stored chunks as they are, in frame order, with
 /// their sizes: each one decodes to its synthetic frame.
 #[test]

@@ -70,20 +70,25 @@ fn dst_byte(i: u32) -> u32 {
 // MAX_DEPTH steps deep, trading steps a byte against barriers (the synthetic benchmark's
 // blocks: 2–325 sequences). `lz4_serial` inflates in place, one invocation a block, the
 // blocks over LOCAL_BYTES and those with more sequences than their region holds.
-// Measured on the H200 (one 64 MB window, 232 MB decoded): the parse 0.42 ms, the copies
-// 3.25 ms. The copies are the chain of runs of each block, and only four 256-invocation
-// workgroups of this kernel are resident on a multiprocessor at once (dispatching the
-// first 132·m blocks alone takes as long for m = 1, 2 and 4), so each run's waits are what
-// counts: a byte's sequence is one load from its 16-byte stretch's, not a walk from the
-// run's start (copies 3.9 → 3.46 ms; 32-byte stretches 3.74), and an entry is loaded with
-// its neighbour (3.25). Literals are put in place before the runs so that a run reads
-// only workgroup memory. Tried and dropped: 32 or 64 invocations a block (10.3 / 6.8 ms:
-// each invocation's bytes wait in turn), whole words where a match copies bytes already
-// made (+0.5 ms), runs 1, 2, 5 or 7 steps deep (+1.4, +0.3, the same, +0.15 ms), matches
-// that copy an earlier match's bytes pointed at that match's source (the parse 0.42 →
-// 1.5 ms for copies 0.1 ms faster), two bytes an invocation with their chases
-// interleaved (+0.7 ms), and, in earlier sessions, bytes traced to their literals with no
-// runs (14–44 ms: sparse bit planes chain hundreds of matches).
+// Measured on the H200 (one 64 MB window, 232 MB decoded): the parse 0.41 ms, the copies
+// 2.98 ms. The copies are the chain of runs of each block, and the driver gives this kernel
+// a multiprocessor's worth of workgroup memory of about 64 KiB (`stem4d bench
+// kernel-stats`: 37 registers, so registers are not what limits it): with 14.4 KB a
+// workgroup only four were resident at once (dispatching the first 132·m blocks alone took
+// as long for m = 1, 2 and 4; padded to 16.3 KB, three: +0.12 ms), so workgroup memory is
+// kept to the block's output, a stretch table and the run bits (9.3 KB), and each run's
+// waits are what counts: a byte's sequence is one load from its 32-byte stretch's, not a
+// walk from the run's start, and an entry is loaded with its neighbour. Literals are put in
+// place before the runs so that a run reads no stored bytes. Copies, session by session:
+// 3.9 ms; stretches of 16 bytes with the entries in workgroup memory 3.46; entries in
+// pairs 3.25; entries read from memory 3.1 (16-byte stretches) and 2.98 (32; packed two to
+// a word, 3.05). Tried and dropped: 32 or 64 invocations a block (10.3 / 6.8 ms: each
+// invocation's bytes wait in turn), whole words where a match copies bytes already made
+// (+0.5 ms), runs 1, 2, 5 or 7 steps deep (+1.4, +0.3, the same, +0.15 ms), matches that
+// copy an earlier match's bytes pointed at that match's source (the parse 0.42 → 1.5 ms for
+// copies 0.1 ms faster), two bytes an invocation with their chases interleaved (+0.7 ms),
+// and, in earlier sessions, bytes traced to their literals with no runs (14–44 ms: sparse
+// bit planes chain hundreds of matches).
 const LOCAL_BYTES: u32 = 8192u;
 // Invocations of a `lz4_blocks` workgroup (WebGPU's guaranteed maximum).
 const LANES: u32 = 256u;
@@ -382,19 +387,30 @@ fn lz4_serial(@builtin(global_invocation_id) gid: vec3<u32>) {
     }
 }
 
-// The block's sequences, then a last entry whose output byte is the block's length.
-var<workgroup> sq: array<vec2<u32>, 513>;
+// The block `lz4_blocks` is making: where its sequence entries start, how many, its length.
+// The entries are read from memory where they lie (they stay cached): in workgroup memory
+// they had cost a fifth of the multiprocessor's room for these workgroups (see above).
+var<private> blk_seqs: u32;
+var<private> blk_n: u32;
+var<private> blk_len: u32;
+
+// Entry `i` of the block's sequences; for `i` = n, one whose output byte is the block's
+// length and whose literals start past every stored byte.
+fn seq_entry(i: u32) -> vec2<u32> {
+    return select(seqs_in[blk_seqs + min(i, blk_n - 1u)], vec2<u32>(blk_len, 0xffffu), i >= blk_n);
+}
+
 // The block's output as far as it is made (zeroed on entry, as all workgroup memory).
 var<workgroup> made: array<atomic<u32>, 2048>;
 // The sequence holding the first byte of each stretch of the block's output, so that a
 // byte's sequence is a load and a step or two away.
-const STRETCH: u32 = 16u;
-var<workgroup> stretch_seq: array<u32, 512>;
+const STRETCH: u32 = 32u;
+var<workgroup> stretch_seq: array<u32, 256>;
 // A bit a sequence, set where a run starts.
 var<workgroup> run_bits: array<atomic<u32>, 16>;
 
 fn seq_d(i: u32) -> u32 {
-    return entry_d(sq[i].x);
+    return entry_d(seq_entry(i).x);
 }
 
 // The sequence among `lo .. hi` holding output byte `p` (`lo` starts at or before `p`).
@@ -413,24 +429,24 @@ fn seq_in(p: u32, lo: u32, hi: u32) -> u32 {
 }
 
 fn seq_lit(i: u32) -> u32 {
-    return entry_lit(sq[i].x);
+    return entry_lit(seq_entry(i).x);
 }
 
 // Where sequence `i`'s literals start in the block's stored bytes.
 fn seq_src(i: u32) -> u32 {
-    return sq[i].y & 0xffffu;
+    return seq_entry(i).y & 0xffffu;
 }
 
 // The entry of the sequence holding output byte `p`, from its stretch's on: each entry is
 // loaded with the next one's, so a step costs one wait.
 fn entry_holding(p: u32) -> vec2<u32> {
     var j = stretch_seq[p / STRETCH];
-    var e = sq[j];
-    var next = sq[j + 1u];
+    var e = seq_entry(j);
+    var next = seq_entry(j + 1u);
     while (entry_d(next.x) <= p) {
         j += 1u;
         e = next;
-        next = sq[j + 1u];
+        next = seq_entry(j + 1u);
     }
     return e;
 }
@@ -543,18 +559,14 @@ fn lz4_blocks(
     if (k.len > LOCAL_BYTES || n == 0u || n > SEQ_CAP) {
         return;
     }
-    for (var i = lid; i < n; i += LANES) {
-        sq[i] = seqs_in[at + 1u + i];
-    }
-    if (lid == 0u) {
-        sq[n] = vec2<u32>(k.len, 0xffffu);
-    }
-    workgroupBarrier();
+    blk_seqs = at + 1u;
+    blk_n = n;
+    blk_len = k.len;
     for (var m = lid; m * STRETCH < k.len; m += LANES) {
         stretch_seq[m] = seq_in(m * STRETCH, 0u, n);
     }
     for (var i = lid; i < n; i += LANES) {
-        if ((sq[i].x >> 31u) != 0u) {
+        if ((seq_entry(i).x >> 31u) != 0u) {
             atomicOr(&run_bits[i / 32u], 1u << (i % 32u));
         }
     }

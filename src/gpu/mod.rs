@@ -8,6 +8,8 @@ pub mod decode;
 pub mod display;
 pub mod fft;
 pub mod float_products;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod kernel_stats;
 pub mod kernels;
 pub mod products;
 pub mod radial;

@@ -1,0 +1,356 @@
+//! `stem4d bench kernel-stats`: what the Vulkan driver made of each kernel — registers,
+//! workgroup memory, instructions, as `VK_KHR_pipeline_executable_properties` reports them.
+//! How many workgroups fit a multiprocessor follows from these, and on the H200 that, not
+//! the instruction count, is what bounds the LZ4 copies (see `wgsl/bslz4.wgsl`).
+//!
+//! wgpu does not expose the extension, so this opens its own Vulkan device and builds each
+//! kernel from the SPIR-V naga writes with the options wgpu's Vulkan backend uses (index
+//! clamping, loop bounding, division checks, native workgroup-memory zeroing), into a
+//! pipeline layout derived from the kernel's own bindings.
+
+use ash::vk;
+
+use super::kernels::{self, Kernel};
+use crate::error::{Error, Result};
+
+/// One driver statistic of one kernel's executable.
+pub struct Stat {
+    pub name: String,
+    pub value: String,
+}
+
+/// The driver's statistics for `kernel`'s compute executable.
+pub struct KernelStats {
+    pub kernel: &'static str,
+    pub entry: &'static str,
+    pub stats: Vec<Stat>,
+}
+
+fn vk_err(what: &str) -> impl Fn(vk::Result) -> Error + '_ {
+    move |e| Error::Gpu(format!("kernel statistics: {what}: {e}"))
+}
+
+/// The bindings an entry point uses, by group: (binding, descriptor type).
+type Bindings = Vec<Vec<(u32, vk::DescriptorType)>>;
+
+/// The SPIR-V of `k`'s entry point as wgpu's Vulkan backend would write it, or with
+/// `unchecked` without its runtime checks (index clamping, loop bounds, division checks),
+/// to show what they cost.
+fn spirv(k: &Kernel, unchecked: bool) -> Result<(Vec<u32>, Bindings)> {
+    let bad = |e: String| Error::Gpu(format!("kernel {}: {e}", k.name));
+    let module = naga::front::wgsl::parse_str(&k.source()).map_err(|e| bad(e.to_string()))?;
+    let info = naga::valid::Validator::new(
+        naga::valid::ValidationFlags::all(),
+        naga::valid::Capabilities::all(),
+    )
+    .validate(&module)
+    .map_err(|e| bad(format!("{e:?}")))?;
+    let options = naga::back::spv::Options {
+        lang_version: (1, 6),
+        bounds_check_policies: naga::proc::BoundsCheckPolicies {
+            index: if unchecked {
+                naga::proc::BoundsCheckPolicy::Unchecked
+            } else {
+                naga::proc::BoundsCheckPolicy::Restrict
+            },
+            buffer: naga::proc::BoundsCheckPolicy::Unchecked,
+            image_load: naga::proc::BoundsCheckPolicy::Unchecked,
+            binding_array: naga::proc::BoundsCheckPolicy::Unchecked,
+        },
+        zero_initialize_workgroup_memory:
+            naga::back::spv::ZeroInitializeWorkgroupMemoryMode::Native,
+        force_loop_bounding: !unchecked,
+        emit_int_div_checks: !unchecked,
+        ..Default::default()
+    };
+    let pipeline = naga::back::spv::PipelineOptions {
+        shader_stage: naga::ShaderStage::Compute,
+        entry_point: k.entry.to_string(),
+    };
+    let words = naga::back::spv::write_vec(&module, &info, &options, Some(&pipeline))
+        .map_err(|e| bad(e.to_string()))?;
+    // The bindings the entry point uses, by group.
+    let ep = module
+        .entry_points
+        .iter()
+        .position(|e| e.name == k.entry)
+        .ok_or_else(|| bad(format!("no entry point {}", k.entry)))?;
+    let used = info.get_entry_point(ep);
+    let mut groups: Bindings = Vec::new();
+    for (handle, var) in module.global_variables.iter() {
+        let Some(binding) = &var.binding else {
+            continue;
+        };
+        if used[handle].is_empty() {
+            continue;
+        }
+        let ty = match var.space {
+            naga::AddressSpace::Uniform => vk::DescriptorType::UNIFORM_BUFFER,
+            naga::AddressSpace::Storage { .. } => vk::DescriptorType::STORAGE_BUFFER,
+            other => return Err(bad(format!("binding in {other:?} space"))),
+        };
+        let g = binding.group as usize;
+        if groups.len() <= g {
+            groups.resize(g + 1, Vec::new());
+        }
+        groups[g].push((binding.binding, ty));
+    }
+    Ok((words, groups))
+}
+
+/// Statistics of every kernel, on the first Vulkan device that has the extension
+/// (`unchecked`: see [`spirv`]).
+pub fn all(unchecked: bool) -> Result<(String, Vec<KernelStats>)> {
+    // SAFETY: loading the system's Vulkan loader; every handle made below is destroyed
+    // before returning, children before parents.
+    let entry = unsafe { ash::Entry::load() }
+        .map_err(|e| Error::Gpu(format!("kernel statistics: no Vulkan loader ({e})")))?;
+    let app = vk::ApplicationInfo::default().api_version(vk::API_VERSION_1_3);
+    let instance = unsafe {
+        entry.create_instance(
+            &vk::InstanceCreateInfo::default().application_info(&app),
+            None,
+        )
+    }
+    .map_err(vk_err("creating the instance"))?;
+    let out = with_instance(&instance, unchecked);
+    unsafe { instance.destroy_instance(None) };
+    out
+}
+
+fn with_instance(instance: &ash::Instance, unchecked: bool) -> Result<(String, Vec<KernelStats>)> {
+    let ext = ash::khr::pipeline_executable_properties::NAME;
+    let physicals =
+        unsafe { instance.enumerate_physical_devices() }.map_err(vk_err("listing devices"))?;
+    let has_ext = |pd: vk::PhysicalDevice| {
+        unsafe { instance.enumerate_device_extension_properties(pd) }
+            .unwrap_or_default()
+            .iter()
+            .any(|p| p.extension_name_as_c_str() == Ok(ext))
+    };
+    let pd = physicals
+        .iter()
+        .copied()
+        .find(|&pd| has_ext(pd))
+        .ok_or_else(|| {
+            Error::Gpu(format!(
+                "kernel statistics: no Vulkan device has {}",
+                ext.to_string_lossy()
+            ))
+        })?;
+    let props = unsafe { instance.get_physical_device_properties(pd) };
+    let name = props
+        .device_name_as_c_str()
+        .map(|n| n.to_string_lossy().to_string())
+        .unwrap_or_default();
+    let queue = unsafe { instance.get_physical_device_queue_family_properties(pd) }
+        .iter()
+        .position(|q| q.queue_flags.contains(vk::QueueFlags::COMPUTE))
+        .ok_or_else(|| Error::Gpu(format!("kernel statistics: {name} has no compute queue")))?;
+    let priorities = [1.0f32];
+    let queues = [vk::DeviceQueueCreateInfo::default()
+        .queue_family_index(queue as u32)
+        .queue_priorities(&priorities)];
+    let exts = [ext.as_ptr()];
+    let mut exec = vk::PhysicalDevicePipelineExecutablePropertiesFeaturesKHR::default()
+        .pipeline_executable_info(true);
+    let mut v13 =
+        vk::PhysicalDeviceVulkan13Features::default().shader_zero_initialize_workgroup_memory(true);
+    let info = vk::DeviceCreateInfo::default()
+        .queue_create_infos(&queues)
+        .enabled_extension_names(&exts)
+        .push_next(&mut exec)
+        .push_next(&mut v13);
+    let device = unsafe { instance.create_device(pd, &info, None) }
+        .map_err(vk_err("creating the device"))?;
+    let loader = ash::khr::pipeline_executable_properties::Device::new(instance, &device);
+    let mut out = Vec::new();
+    let mut result = Ok(());
+    for k in kernels::ALL {
+        match kernel_stats(&device, &loader, &k, unchecked) {
+            Ok(stats) => out.push(KernelStats {
+                kernel: k.name,
+                entry: k.entry,
+                stats,
+            }),
+            Err(e) => {
+                result = Err(e);
+                break;
+            }
+        }
+    }
+    unsafe { device.destroy_device(None) };
+    result.map(|()| (name, out))
+}
+
+fn kernel_stats(
+    device: &ash::Device,
+    loader: &ash::khr::pipeline_executable_properties::Device,
+    k: &Kernel,
+    unchecked: bool,
+) -> Result<Vec<Stat>> {
+    let (words, groups) = spirv(k, unchecked)?;
+    let mut layouts = Vec::new();
+    let mut made = Ok(());
+    for g in &groups {
+        let bindings: Vec<_> = g
+            .iter()
+            .map(|&(b, ty)| {
+                vk::DescriptorSetLayoutBinding::default()
+                    .binding(b)
+                    .descriptor_type(ty)
+                    .descriptor_count(1)
+                    .stage_flags(vk::ShaderStageFlags::COMPUTE)
+            })
+            .collect();
+        let info = vk::DescriptorSetLayoutCreateInfo::default().bindings(&bindings);
+        match unsafe { device.create_descriptor_set_layout(&info, None) } {
+            Ok(l) => layouts.push(l),
+            Err(e) => {
+                made = Err(vk_err("creating a set layout")(e));
+                break;
+            }
+        }
+    }
+    let stats = made.and_then(|()| with_layouts(device, loader, k, &words, &layouts));
+    for l in layouts {
+        unsafe { device.destroy_descriptor_set_layout(l, None) };
+    }
+    stats
+}
+
+fn with_layouts(
+    device: &ash::Device,
+    loader: &ash::khr::pipeline_executable_properties::Device,
+    k: &Kernel,
+    words: &[u32],
+    layouts: &[vk::DescriptorSetLayout],
+) -> Result<Vec<Stat>> {
+    let module = unsafe {
+        device.create_shader_module(&vk::ShaderModuleCreateInfo::default().code(words), None)
+    }
+    .map_err(vk_err("creating a shader module"))?;
+    let layout = unsafe {
+        device.create_pipeline_layout(
+            &vk::PipelineLayoutCreateInfo::default().set_layouts(layouts),
+            None,
+        )
+    };
+    let out = match layout {
+        Ok(layout) => {
+            let out = with_pipeline(device, loader, k, module, layout);
+            unsafe { device.destroy_pipeline_layout(layout, None) };
+            out
+        }
+        Err(e) => Err(vk_err("creating a pipeline layout")(e)),
+    };
+    unsafe { device.destroy_shader_module(module, None) };
+    out
+}
+
+fn with_pipeline(
+    device: &ash::Device,
+    loader: &ash::khr::pipeline_executable_properties::Device,
+    k: &Kernel,
+    module: vk::ShaderModule,
+    layout: vk::PipelineLayout,
+) -> Result<Vec<Stat>> {
+    let entry = std::ffi::CString::new(k.entry)
+        .map_err(|_| Error::Gpu(format!("kernel {}: entry point name", k.name)))?;
+    let stage = vk::PipelineShaderStageCreateInfo::default()
+        .stage(vk::ShaderStageFlags::COMPUTE)
+        .module(module)
+        .name(&entry);
+    let info = vk::ComputePipelineCreateInfo::default()
+        .stage(stage)
+        .layout(layout)
+        .flags(vk::PipelineCreateFlags::CAPTURE_STATISTICS_KHR);
+    let pipeline =
+        unsafe { device.create_compute_pipelines(vk::PipelineCache::null(), &[info], None) }
+            .map_err(|(_, e)| vk_err("building a pipeline")(e))?[0];
+    let out = read_stats(loader, pipeline);
+    unsafe { device.destroy_pipeline(pipeline, None) };
+    out.map_err(|e| Error::Gpu(format!("kernel {}: {e}", k.name)))
+}
+
+fn read_stats(
+    loader: &ash::khr::pipeline_executable_properties::Device,
+    pipeline: vk::Pipeline,
+) -> Result<Vec<Stat>> {
+    let pinfo = vk::PipelineInfoKHR::default().pipeline(pipeline);
+    let execs = unsafe { loader.get_pipeline_executable_properties(&pinfo) }
+        .map_err(vk_err("listing executables"))?;
+    let mut out = Vec::new();
+    for i in 0..execs.len() as u32 {
+        let einfo = vk::PipelineExecutableInfoKHR::default()
+            .pipeline(pipeline)
+            .executable_index(i);
+        let stats = unsafe { loader.get_pipeline_executable_statistics(&einfo) }
+            .map_err(vk_err("reading statistics"))?;
+        for s in stats {
+            let name = c_text(&s.name);
+            // SAFETY: the union member read is the one `format` names.
+            let value = unsafe {
+                match s.format {
+                    vk::PipelineExecutableStatisticFormatKHR::BOOL32 => {
+                        (s.value.b32 != 0).to_string()
+                    }
+                    vk::PipelineExecutableStatisticFormatKHR::INT64 => s.value.i64.to_string(),
+                    vk::PipelineExecutableStatisticFormatKHR::UINT64 => s.value.u64.to_string(),
+                    vk::PipelineExecutableStatisticFormatKHR::FLOAT64 => s.value.f64.to_string(),
+                    _ => "?".into(),
+                }
+            };
+            out.push(Stat { name, value });
+        }
+    }
+    Ok(out)
+}
+
+fn c_text(chars: &[std::ffi::c_char]) -> String {
+    let bytes: Vec<u8> = chars
+        .iter()
+        .take_while(|&&c| c != 0)
+        .map(|&c| c as u8)
+        .collect();
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each kernel's pipeline layout is derived from the bindings its entry point uses: the
+    /// LZ4 copies bind the parameters, the window, the block table, the scratch, the status
+    /// and the sequence tables, and not the resident or the parse's output.
+    #[test]
+    fn layouts_follow_each_entry_points_own_bindings() {
+        let (words, groups) = spirv(&kernels::LZ4_BLOCKS, false).unwrap();
+        assert_eq!(words[0], 0x0723_0203, "SPIR-V magic");
+        let mut g0 = groups[0].clone();
+        g0.sort_by_key(|b| b.0);
+        let storage = vk::DescriptorType::STORAGE_BUFFER;
+        assert_eq!(
+            g0,
+            vec![
+                (0, vk::DescriptorType::UNIFORM_BUFFER),
+                (1, storage),
+                (2, storage),
+                (3, storage),
+                (4, storage),
+                (8, storage),
+                (9, storage),
+            ]
+        );
+        for k in kernels::ALL {
+            for unchecked in [false, true] {
+                let (_, groups) = spirv(&k, unchecked).unwrap();
+                assert!(
+                    groups.iter().any(|g| !g.is_empty()),
+                    "{} binds nothing",
+                    k.name
+                );
+            }
+        }
+    }
+}
