@@ -242,6 +242,11 @@ fn entry_depth(x: u32) -> u32 {
     return (x >> 14u) & 3u;
 }
 
+// Where a sequence's literals start among its block's stored bytes (second entry word).
+fn entry_src(y: u32) -> u32 {
+    return y & 0xffffu;
+}
+
 // The checked block table entry of block `b`: (source start, source end, output start,
 // output length | raw << 31), or none when its ranges leave the window.
 struct Block {
@@ -413,13 +418,16 @@ fn seq_d(i: u32) -> u32 {
     return entry_d(seq_entry(i).x);
 }
 
-// The sequence among `lo .. hi` holding output byte `p` (`lo` starts at or before `p`).
-fn seq_in(p: u32, lo: u32, hi: u32) -> u32 {
+// The last sequence among `lo .. hi` whose first output byte — or, `by_src`, whose
+// literals' first stored byte (of the block's) — is at most `key` (`lo`'s is): the one
+// holding that output byte, or those stored bytes' sequence.
+fn seq_search(key: u32, lo: u32, hi: u32, by_src: bool) -> u32 {
     var l = lo;
     var h = hi;
     while (h - l > 1u) {
         let m = (l + h) / 2u;
-        if (seq_d(m) <= p) {
+        let e = seq_entry(m);
+        if (select(entry_d(e.x), entry_src(e.y), by_src) <= key) {
             l = m;
         } else {
             h = m;
@@ -434,7 +442,7 @@ fn seq_lit(i: u32) -> u32 {
 
 // Where sequence `i`'s literals start in the block's stored bytes.
 fn seq_src(i: u32) -> u32 {
-    return seq_entry(i).y & 0xffffu;
+    return entry_src(seq_entry(i).y);
 }
 
 // The entry of the sequence holding output byte `p`, from its stretch's on: each entry is
@@ -505,21 +513,6 @@ fn run_byte(p0: u32, e0: vec2<u32>, d0: u32) -> u32 {
     return 0u;
 }
 
-// The sequence whose literals' stored bytes start at or before `r` (of the block's).
-fn seq_by_src(r: u32, n: u32) -> u32 {
-    var l = 0u;
-    var h = n;
-    while (h - l > 1u) {
-        let m = (l + h) / 2u;
-        if (seq_src(m) <= r) {
-            l = m;
-        } else {
-            h = m;
-        }
-    }
-    return l;
-}
-
 // One workgroup per block. Raw blocks are copied word by word by every invocation. Parsed
 // LZ4 blocks are made in `made`: first every literal byte at once (they depend on nothing:
 // an invocation a stored word, finding its sequence by the literals' source bytes), then the
@@ -563,7 +556,7 @@ fn lz4_blocks(
     blk_n = n;
     blk_len = k.len;
     for (var m = lid; m * STRETCH < k.len; m += LANES) {
-        stretch_seq[m] = seq_in(m * STRETCH, 0u, n);
+        stretch_seq[m] = seq_search(m * STRETCH, 0u, n, false);
     }
     for (var i = lid; i < n; i += LANES) {
         if ((seq_entry(i).x >> 31u) != 0u) {
@@ -575,7 +568,7 @@ fn lz4_blocks(
         let v = src[x];
         let r0 = max(4u * x, k.s0) - k.s0;
         let r1 = min(4u * x + 4u, k.s_end) - k.s0;
-        var i = seq_by_src(r0, n);
+        var i = seq_search(r0, 0u, n, true);
         for (var r = r0; r < r1; r += 1u) {
             if (r >= seq_src(i + 1u)) {
                 i += 1u;
