@@ -22,6 +22,8 @@ run() { echo "\$ $*"; timeout 240 "$@"; echo "exit $?"; }
   run $S parity $D/emd_f32.h5
   run $S parity --synthetic 96,80,192,192
 } > "$OUT/parity.txt" 2>&1
+# Registers and workgroup memory per kernel, as the driver compiled them.
+run $S bench kernel-stats > "$OUT/kernel_stats.txt" 2>&1
 run $S bench gpu --synthetic 512,512,192,192 --reps 20 > "$OUT/bench_gpu.txt" 2>&1
 # The viewer's interactions (the page's session code) natively, for the in-page figures.
 run $S bench viewer --synthetic 512,512,192,192 --reps 30 > "$OUT/bench_viewer.txt" 2>&1
@@ -39,7 +41,7 @@ if python3 -c "import h5py" 2>/dev/null; then
   { run python3 scripts/deflate_h5.py /tmp/gz.h5 128 128 192 192 &&
     run $S bench gpu /tmp/gz.h5 --reps 3; } > "$OUT/bench_deflate.txt" 2>&1
 fi
-cat "$OUT/bench_gpu.txt" "$OUT/bench_viewer.txt" "$OUT/bench_gpu_compressed.txt"
+cat "$OUT/kernel_stats.txt" "$OUT/bench_gpu.txt" "$OUT/bench_viewer.txt" "$OUT/bench_gpu_compressed.txt"
 [ -f "$OUT/bench_file.txt" ] && head -12 "$OUT/bench_file.txt"
 [ -f "$OUT/bench_deflate.txt" ] && head -12 "$OUT/bench_deflate.txt"
 grep -E "PASS|FAIL|exit" "$OUT/parity.txt" | sort | uniq -c | sort -rn | head -20
