@@ -33,10 +33,18 @@ fn vk_err(what: &str) -> impl Fn(vk::Result) -> Error + '_ {
 /// The bindings an entry point uses, by group: (binding, descriptor type).
 type Bindings = Vec<Vec<(u32, vk::DescriptorType)>>;
 
-/// The SPIR-V of `k`'s entry point as wgpu's Vulkan backend would write it, or with
-/// `unchecked` without its runtime checks (index clamping, loop bounds, division checks),
-/// to show what they cost.
-fn spirv(k: &Kernel, unchecked: bool) -> Result<(Vec<u32>, Bindings)> {
+/// What the SPIR-V is written for: the device's Vulkan version (as wgpu picks the SPIR-V
+/// version and how workgroup memory is zeroed), and whether wgpu's runtime checks (index
+/// clamping, loop bounds, division checks) are left out, to show what they cost.
+#[derive(Clone, Copy)]
+struct Target {
+    vulkan_1_3: bool,
+    unchecked: bool,
+}
+
+/// The SPIR-V of `k`'s entry point as wgpu's Vulkan backend would write it for `t`.
+fn spirv(k: &Kernel, t: Target) -> Result<(Vec<u32>, Bindings)> {
+    let unchecked = t.unchecked;
     let bad = |e: String| Error::Gpu(format!("kernel {}: {e}", k.name));
     let module = naga::front::wgsl::parse_str(&k.source()).map_err(|e| bad(e.to_string()))?;
     let info = naga::valid::Validator::new(
@@ -46,7 +54,7 @@ fn spirv(k: &Kernel, unchecked: bool) -> Result<(Vec<u32>, Bindings)> {
     .validate(&module)
     .map_err(|e| bad(format!("{e:?}")))?;
     let options = naga::back::spv::Options {
-        lang_version: (1, 6),
+        lang_version: if t.vulkan_1_3 { (1, 6) } else { (1, 3) },
         bounds_check_policies: naga::proc::BoundsCheckPolicies {
             index: if unchecked {
                 naga::proc::BoundsCheckPolicy::Unchecked
@@ -57,8 +65,11 @@ fn spirv(k: &Kernel, unchecked: bool) -> Result<(Vec<u32>, Bindings)> {
             image_load: naga::proc::BoundsCheckPolicy::Unchecked,
             binding_array: naga::proc::BoundsCheckPolicy::Unchecked,
         },
-        zero_initialize_workgroup_memory:
-            naga::back::spv::ZeroInitializeWorkgroupMemoryMode::Native,
+        zero_initialize_workgroup_memory: if t.vulkan_1_3 {
+            naga::back::spv::ZeroInitializeWorkgroupMemoryMode::Native
+        } else {
+            naga::back::spv::ZeroInitializeWorkgroupMemoryMode::Polyfill
+        },
         force_loop_bounding: !unchecked,
         emit_int_div_checks: !unchecked,
         ..Default::default()
@@ -154,20 +165,29 @@ fn with_instance(instance: &ash::Instance, unchecked: bool) -> Result<(String, V
     let exts = [ext.as_ptr()];
     let mut exec = vk::PhysicalDevicePipelineExecutablePropertiesFeaturesKHR::default()
         .pipeline_executable_info(true);
+    // Vulkan 1.3 zeroes workgroup memory natively (as wgpu then asks for); before it naga
+    // writes the zeroing out.
+    let vulkan_1_3 = props.api_version >= vk::API_VERSION_1_3;
+    let target = Target {
+        vulkan_1_3,
+        unchecked,
+    };
     let mut v13 =
         vk::PhysicalDeviceVulkan13Features::default().shader_zero_initialize_workgroup_memory(true);
-    let info = vk::DeviceCreateInfo::default()
+    let mut info = vk::DeviceCreateInfo::default()
         .queue_create_infos(&queues)
         .enabled_extension_names(&exts)
-        .push_next(&mut exec)
-        .push_next(&mut v13);
+        .push_next(&mut exec);
+    if vulkan_1_3 {
+        info = info.push_next(&mut v13);
+    }
     let device = unsafe { instance.create_device(pd, &info, None) }
         .map_err(vk_err("creating the device"))?;
     let loader = ash::khr::pipeline_executable_properties::Device::new(instance, &device);
     let mut out = Vec::new();
     let mut result = Ok(());
     for k in kernels::ALL {
-        match kernel_stats(&device, &loader, &k, unchecked) {
+        match kernel_stats(&device, &loader, &k, target) {
             Ok(stats) => out.push(KernelStats {
                 kernel: k.name,
                 entry: k.entry,
@@ -187,9 +207,9 @@ fn kernel_stats(
     device: &ash::Device,
     loader: &ash::khr::pipeline_executable_properties::Device,
     k: &Kernel,
-    unchecked: bool,
+    target: Target,
 ) -> Result<Vec<Stat>> {
-    let (words, groups) = spirv(k, unchecked)?;
+    let (words, groups) = spirv(k, target)?;
     let mut layouts = Vec::new();
     let mut made = Ok(());
     for g in &groups {
@@ -325,7 +345,14 @@ mod tests {
     /// and the sequence tables, and not the resident or the parse's output.
     #[test]
     fn layouts_follow_each_entry_points_own_bindings() {
-        let (words, groups) = spirv(&kernels::LZ4_BLOCKS, false).unwrap();
+        let (words, groups) = spirv(
+            &kernels::LZ4_BLOCKS,
+            Target {
+                vulkan_1_3: true,
+                unchecked: false,
+            },
+        )
+        .unwrap();
         assert_eq!(words[0], 0x0723_0203, "SPIR-V magic");
         let mut g0 = groups[0].clone();
         g0.sort_by_key(|b| b.0);
@@ -343,8 +370,12 @@ mod tests {
             ]
         );
         for k in kernels::ALL {
-            for unchecked in [false, true] {
-                let (_, groups) = spirv(&k, unchecked).unwrap();
+            for (vulkan_1_3, unchecked) in [(true, false), (true, true), (false, false)] {
+                let target = Target {
+                    vulkan_1_3,
+                    unchecked,
+                };
+                let (_, groups) = spirv(&k, target).unwrap();
                 assert!(
                     groups.iter().any(|g| !g.is_empty()),
                     "{} binds nothing",
