@@ -242,9 +242,19 @@ fn entry_depth(x: u32) -> u32 {
     return (x >> 14u) & 3u;
 }
 
-// Where a sequence's literals start among its block's stored bytes (second entry word).
+// Where a sequence's literals start among its block's stored bytes, and its match offset
+// (second entry word).
 fn entry_src(y: u32) -> u32 {
     return y & 0xffffu;
+}
+
+fn entry_off(y: u32) -> u32 {
+    return y >> 16u;
+}
+
+// Whether the sequence starts a run (first entry word).
+fn entry_starts_run(x: u32) -> bool {
+    return (x >> 31u) != 0u;
 }
 
 // The checked block table entry of block `b`: (source start, source end, output start,
@@ -436,10 +446,6 @@ fn seq_search(key: u32, lo: u32, hi: u32, by_src: bool) -> u32 {
     return l;
 }
 
-fn seq_lit(i: u32) -> u32 {
-    return entry_lit(seq_entry(i).x);
-}
-
 // Where sequence `i`'s literals start in the block's stored bytes.
 fn seq_src(i: u32) -> u32 {
     return entry_src(seq_entry(i).y);
@@ -484,15 +490,15 @@ fn put_made(p: u32, v: u32) {
 }
 
 // Match byte `p0` of the sequence with entry `e0`, in the run starting at output byte
-// `d0`: the byte `off` before it (wrapped into the period before the match starts), followed back through the
-// run's matches (at most MAX_DEPTH steps, each to an earlier byte) to a literal (all made
-// first) or a byte made before the run.
+// `d0`: the byte `off` before it (wrapped into the period before the match starts),
+// followed back through the run's matches (at most MAX_DEPTH steps, each to an earlier
+// byte) to a literal (all made first) or a byte made before the run.
 fn run_byte(p0: u32, e0: vec2<u32>, d0: u32) -> u32 {
     var p = p0;
     var e = e0;
     loop {
         let m0 = entry_d(e.x) + entry_lit(e.x);
-        let off = e.y >> 16u;
+        let off = entry_off(e.y);
         let t = p - m0;
         var q = m0 - off + t;
         if (t >= off) {
@@ -559,7 +565,7 @@ fn lz4_blocks(
         stretch_seq[m] = seq_search(m * STRETCH, 0u, n, false);
     }
     for (var i = lid; i < n; i += LANES) {
-        if ((seq_entry(i).x >> 31u) != 0u) {
+        if (entry_starts_run(seq_entry(i).x)) {
             atomicOr(&run_bits[i / 32u], 1u << (i % 32u));
         }
     }
@@ -569,13 +575,17 @@ fn lz4_blocks(
         let r0 = max(4u * x, k.s0) - k.s0;
         let r1 = min(4u * x + 4u, k.s_end) - k.s0;
         var i = seq_search(r0, 0u, n, true);
+        var e = seq_entry(i);
+        var next_src = seq_src(i + 1u);
         for (var r = r0; r < r1; r += 1u) {
-            if (r >= seq_src(i + 1u)) {
+            if (r >= next_src) {
                 i += 1u;
+                e = seq_entry(i);
+                next_src = seq_src(i + 1u);
             }
-            let c = r - seq_src(i);
-            if (c < seq_lit(i)) {
-                put_made(seq_d(i) + c, (v >> (((k.s0 + r) & 3u) * 8u)) & 0xffu);
+            let c = r - entry_src(e.y);
+            if (c < entry_lit(e.x)) {
+                put_made(entry_d(e.x) + c, (v >> (((k.s0 + r) & 3u) * 8u)) & 0xffu);
             }
         }
     }
