@@ -773,39 +773,238 @@ fn scratch_bits(bit: u32) -> u32 {
     return (lo >> sh) | (scratch[w + 1u] << (32u - sh));
 }
 
-// Bit `plane` of elements `e0 .. e0 + count` of chunk `c` (count ≤ 32), element `e0 + j` at
-// bit j: one 32-bit read of the plane when they lie in one bit-shuffled block, each element
-// on its own otherwise (block edges, the raw tail, plain LZ4 chunks).
-fn plane_bits(c: vec4<u32>, e0: u32, count: u32, plane: u32) -> u32 {
+// The unbinned bit-shuffled path. An invocation makes one word `w` of the sectors of 32
+// neighbouring pixels in a tile: that word holds, for each pixel, 32 bits — `32 / bits`
+// samples of `bits` planes — which the bit planes hold as 32 words of 32 pixels each. So
+// the invocation reads those 32 plane words (a word per frame, plane and 32 pixels), turns
+// the 32×32 bit matrix over in its registers, and stores the 32 words. A workgroup covers a
+// tile and PACK_PIXELS pixels: 32 groups of 32 pixels times the 8 words of a sector, a
+// group's 8 words in neighbouring invocations so that their stores fill whole 32-byte
+// sectors of memory. On the H200 (232 MB of output a window): 0.84 ms when each pixel picked
+// its bits one by one out of plane words shared through workgroup memory; 0.65 ms with the
+// matrix as an array (kept in local memory: its loops did not unroll); 0.43 ms as eight
+// vectors; 0.33 ms with the frames whose planes do not lie in one bit-shuffled block (block
+// edges, raw tails) on a path of their own, not inlined into every plane read.
+const PACK_PIXELS: u32 = 1024u;
+// The resident segment: within a window each word is made by one invocation, and windows
+// are decoded in order, so a word the window fills only partly is or-ed into with a plain
+// load and store.
+@group(0) @binding(10) var<storage, read_write> resident_words: array<u32>;
+
+// Where the bit planes of 32 pixels of one frame lie: `fast` when every plane is one 32-bit
+// read from bit `bit0`, planes `row_bits` apart (the pixels lie in one bit-shuffled block);
+// else the samples are read element by element from chunk `c`, elements `e0 ..`.
+struct FramePlanes {
+    present: bool,
+    fast: bool,
+    bit0: u32,
+    row_bits: u32,
+    c: vec4<u32>,
+    e0: u32,
+    count: u32,
+}
+
+// The planes of pixels `k0 ..` of the segment's position `pos` (none outside the window).
+fn frame_planes(pos: u32, rel0: u32, rel1: u32, k0: u32) -> FramePlanes {
+    var fp = FramePlanes(false, false, 0u, 0u, vec4<u32>(0u), 0u, 0u);
+    if (pos < rel0 || pos >= rel1) {
+        return fp;
+    }
+    let f = pos - rel0;
+    let c = table[src[2u * f]];
+    let e0 = src[2u * f + 1u] * dp.det_len + k0;
+    let count = min(32u, dp.det_len - k0);
     let be = max(c.y, 1u);
     let comp = c.z - c.z % 8u;
     let blk = e0 / be;
     let kk = e0 % be;
     let nb = min(be, comp - min(comp, blk * be));
-    if (c.w == 0u && e0 + count <= comp && kk + count <= nb) {
-        let row = nb / 8u;
-        let v = scratch_bits((c.x + blk * be * dp.elem + plane * row) * 8u + kk);
-        return select(v & ((1u << count) - 1u), v, count == 32u);
-    }
-    var v = 0u;
-    for (var j = 0u; j < count; j += 1u) {
-        v |= ((element(c.x, c.y, c.z, c.w, e0 + j) >> plane) & 1u) << j;
-    }
-    return v;
+    fp.present = true;
+    fp.fast = c.w == 0u && e0 + count <= comp && kk + count <= nb;
+    fp.bit0 = (c.x + blk * be * dp.elem) * 8u + kk;
+    fp.row_bits = nb;
+    fp.c = c;
+    fp.e0 = e0;
+    fp.count = count;
+    return fp;
 }
 
-// The unbinned bit-shuffled path: a workgroup per tile and 256 detector pixels. The
-// invocations first read the tile's frames' bit planes for those pixels (a word per frame,
-// plane and 32 pixels: for every sample width 256 planes of a tile times 8 words) into
-// workgroup memory, then each makes its pixel's whole sector from them. Every plane word
-// is read from memory once; `unshuffle_pack` reads each plane byte once per sample.
-const PACK_PIXELS: u32 = 256u;
-// The resident segment as sectors (two vectors a pixel): within a window each sector is
-// made by one invocation, and windows are decoded in order, so a sector the window fills
-// only partly is or-ed into with plain loads and stores.
-@group(0) @binding(10) var<storage, read_write> resident_sectors: array<vec4<u32>>;
-// [frame slot of the tile][32-pixel group][plane], four planes to a vector.
-var<workgroup> plane_words: array<vec4<u32>, 512>;
+// Plane `plane` of those pixels, pixel j at bit j, where they are `fast` (or absent).
+fn frame_plane(fp: FramePlanes, plane: u32) -> u32 {
+    if (!fp.present) {
+        return 0u;
+    }
+    let v = scratch_bits(fp.bit0 + plane * fp.row_bits);
+    return select(v & ((1u << fp.count) - 1u), v, fp.count == 32u);
+}
+
+// Whether a frame's planes are one read each (or it is absent).
+fn planes_fast(fp: FramePlanes) -> bool {
+    return fp.fast || !fp.present;
+}
+
+// Sample `i` of a frame's pixels, read element by element (block edges, raw tails).
+fn frame_sample(fp: FramePlanes, i: u32) -> u32 {
+    if (!fp.present) {
+        return 0u;
+    }
+    return element(fp.c.x, fp.c.y, fp.c.z, fp.c.w, fp.e0 + i);
+}
+
+// Planes `p0 .. p0 + 4` of a frame's pixels.
+fn plane_quad(fp: FramePlanes, p0: u32) -> vec4<u32> {
+    return vec4<u32>(frame_plane(fp, p0), frame_plane(fp, p0 + 1u), frame_plane(fp, p0 + 2u), frame_plane(fp, p0 + 3u));
+}
+
+// Rows k of `a` and k + j of `b` (k without bit j) of a 32×32 bit matrix, four rows to a
+// vector, swap the bits of columns with bit j set in the first against those without it in
+// the second: one step of turning the matrix over.
+fn swap_rows(a: ptr<function, vec4<u32>>, b: ptr<function, vec4<u32>>, j: u32, m: u32) {
+    let t = ((*a >> vec4<u32>(j)) ^ *b) & vec4<u32>(m);
+    *b ^= t;
+    *a ^= t << vec4<u32>(j);
+}
+
+// The same step between the rows of one vector: j = 2 pairs components (x, z) and (y, w),
+// j = 1 pairs (x, y) and (z, w).
+fn swap_within(a: vec4<u32>, j: u32, m: u32) -> vec4<u32> {
+    if (j == 2u) {
+        let t = ((a.xy >> vec2<u32>(2u)) ^ a.zw) & vec2<u32>(m);
+        return vec4<u32>(a.xy ^ (t << vec2<u32>(2u)), a.zw ^ t);
+    }
+    let t = ((a.xz >> vec2<u32>(1u)) ^ a.yw) & vec2<u32>(m);
+    let lo = a.xz ^ (t << vec2<u32>(1u));
+    let hi = a.yw ^ t;
+    return vec4<u32>(lo.x, hi.x, lo.y, hi.y);
+}
+
+// What packing the tile's words needs besides the rows.
+struct TileWords {
+    base: u32,
+    k0: u32,
+    whole: bool,
+    bad_bits: u32,
+    bits: u32,
+    sentinel: u32,
+}
+
+// Pixel k0 + i's word: bad pixels and stored sentinels zeroed when masking, or-ed into a
+// word the window fills only partly.
+fn store_word(t: TileWords, word: u32, i: u32) {
+    if (t.k0 + i >= dp.det_len) {
+        return;
+    }
+    let per_word = 32u / t.bits;
+    let sample_mask = 0xffffffffu >> (32u - t.bits);
+    var v = word;
+    if (dp.mask_bad != 0u) {
+        if (((t.bad_bits >> i) & 1u) != 0u) {
+            v = 0u;
+        }
+        for (var s = 0u; s < per_word; s += 1u) {
+            if (((v >> (s * t.bits)) & sample_mask) == t.sentinel) {
+                v &= ~(sample_mask << (s * t.bits));
+            }
+        }
+    }
+    let at = t.base + i * 8u;
+    if (!t.whole) {
+        v |= resident_words[at];
+    }
+    resident_words[at] = v;
+}
+
+// Rows i0 .. i0 + 4 of the turned matrix.
+fn store_rows(t: TileWords, v: vec4<u32>, i0: u32) {
+    store_word(t, v.x, i0);
+    store_word(t, v.y, i0 + 1u);
+    store_word(t, v.z, i0 + 2u);
+    store_word(t, v.w, i0 + 3u);
+}
+
+// The tiles of one sample width (`bits`: a constant at each call, so that the matrix is
+// eight vectors in registers).
+fn unshuffle_tiles_of(bits: u32, id: u32, lid: u32) {
+    let wt = window_tiles();
+    let per_word = 32u / bits;
+    let parts = (dp.det_len + PACK_PIXELS - 1u) / PACK_PIXELS;
+    if (id >= wt.tiles * parts) {
+        return;
+    }
+    let tile = wt.t0 + id / parts;
+    let w = lid % 8u;
+    let k0 = (id % parts) * PACK_PIXELS + (lid / 8u) * 32u;
+    if (k0 >= dp.det_len) {
+        return;
+    }
+    let pos0 = tile * wt.tile_len + w * per_word;
+    // Row-vector i's frame: the word's sample 4i / bits, at position pos0 + 4i / bits.
+    let fp_a = frame_planes(pos0, wt.rel0, wt.rel1, k0);
+    let fp_b = frame_planes(pos0 + 8u / bits, wt.rel0, wt.rel1, k0);
+    let fp_c = frame_planes(pos0 + 16u / bits, wt.rel0, wt.rel1, k0);
+    let fp_d = frame_planes(pos0 + 24u / bits, wt.rel0, wt.rel1, k0);
+    let t = TileWords(
+        tile * dp.tile_words + k0 * 8u + w,
+        k0,
+        tile * wt.tile_len >= wt.rel0 && (tile + 1u) * wt.tile_len <= wt.rel1,
+        select(0u, bad[k0 >> 5u], dp.mask_bad != 0u),
+        bits,
+        stored_sentinel(),
+    );
+    if (!(planes_fast(fp_a) && planes_fast(fp_b) && planes_fast(fp_c) && planes_fast(fp_d))) {
+        // Rare (block edges, raw tails): whole samples, element by element.
+        let sample_mask = 0xffffffffu >> (32u - bits);
+        for (var i = 0u; i < 32u; i += 1u) {
+            var v = frame_sample(fp_a, i) & sample_mask;
+            if (bits == 16u) {
+                v |= (frame_sample(fp_c, i) & sample_mask) << 16u;
+            } else if (bits == 8u) {
+                v |= ((frame_sample(fp_b, i) & 0xffu) << 8u) | ((frame_sample(fp_c, i) & 0xffu) << 16u)
+                    | ((frame_sample(fp_d, i) & 0xffu) << 24u);
+            }
+            store_word(t, v, i);
+        }
+        return;
+    }
+    // Row r = 4i + c (component c of a_i): plane r % bits of sample r / bits.
+    var a0 = plane_quad(fp_a, 0u);
+    var a1 = plane_quad(fp_a, 4u % bits);
+    var a2 = plane_quad(fp_b, 8u % bits);
+    var a3 = plane_quad(fp_b, 12u % bits);
+    var a4 = plane_quad(fp_c, 16u % bits);
+    var a5 = plane_quad(fp_c, 20u % bits);
+    var a6 = plane_quad(fp_d, 24u % bits);
+    var a7 = plane_quad(fp_d, 28u % bits);
+    swap_rows(&a0, &a4, 16u, 0x0000ffffu);
+    swap_rows(&a1, &a5, 16u, 0x0000ffffu);
+    swap_rows(&a2, &a6, 16u, 0x0000ffffu);
+    swap_rows(&a3, &a7, 16u, 0x0000ffffu);
+    swap_rows(&a0, &a2, 8u, 0x00ff00ffu);
+    swap_rows(&a1, &a3, 8u, 0x00ff00ffu);
+    swap_rows(&a4, &a6, 8u, 0x00ff00ffu);
+    swap_rows(&a5, &a7, 8u, 0x00ff00ffu);
+    swap_rows(&a0, &a1, 4u, 0x0f0f0f0fu);
+    swap_rows(&a2, &a3, 4u, 0x0f0f0f0fu);
+    swap_rows(&a4, &a5, 4u, 0x0f0f0f0fu);
+    swap_rows(&a6, &a7, 4u, 0x0f0f0f0fu);
+    a0 = swap_within(swap_within(a0, 2u, 0x33333333u), 1u, 0x55555555u);
+    a1 = swap_within(swap_within(a1, 2u, 0x33333333u), 1u, 0x55555555u);
+    a2 = swap_within(swap_within(a2, 2u, 0x33333333u), 1u, 0x55555555u);
+    a3 = swap_within(swap_within(a3, 2u, 0x33333333u), 1u, 0x55555555u);
+    a4 = swap_within(swap_within(a4, 2u, 0x33333333u), 1u, 0x55555555u);
+    a5 = swap_within(swap_within(a5, 2u, 0x33333333u), 1u, 0x55555555u);
+    a6 = swap_within(swap_within(a6, 2u, 0x33333333u), 1u, 0x55555555u);
+    a7 = swap_within(swap_within(a7, 2u, 0x33333333u), 1u, 0x55555555u);
+    // Row i is now pixel k0 + i's word, sample s in bits s · bits ...
+    store_rows(t, a0, 0u);
+    store_rows(t, a1, 4u);
+    store_rows(t, a2, 8u);
+    store_rows(t, a3, 12u);
+    store_rows(t, a4, 16u);
+    store_rows(t, a5, 20u);
+    store_rows(t, a6, 24u);
+    store_rows(t, a7, 28u);
+}
 
 @compute @workgroup_size(256)
 fn unshuffle_tiles(
@@ -813,81 +1012,15 @@ fn unshuffle_tiles(
     @builtin(local_invocation_index) lid: u32,
 ) {
     let id = wg.x + wg.y * dp.groups_x;
-    let wt = window_tiles();
-    let tile_len = wt.tile_len;
-    let per_word = wt.per_word;
-    let rel0 = wt.rel0;
-    let rel1 = wt.rel1;
-    // Unbinned: a plane per bit of a sample.
-    let planes = dp.bits;
-    let parts = (dp.det_len + PACK_PIXELS - 1u) / PACK_PIXELS;
-    if (id >= wt.tiles * parts) {
-        return;
-    }
-    let tile = wt.t0 + id / parts;
-    let k_base = (id % parts) * PACK_PIXELS;
-    // Whole vectors per invocation: invocations writing parts of one vector would race.
-    for (var j = lid; j < 512u; j += PACK_PIXELS) {
-        // j = (slot · 8 + group) · planes / 4 + quad
-        let quad = j % (planes / 4u);
-        let group = (j / (planes / 4u)) % 8u;
-        let slot = j / (planes * 2u);
-        let pos = tile * tile_len + slot;
-        let k0 = k_base + group * 32u;
-        var v = vec4<u32>(0u);
-        if (pos >= rel0 && pos < rel1 && k0 < dp.det_len) {
-            let f = pos - rel0;
-            let c = table[src[2u * f]];
-            let e0 = src[2u * f + 1u] * dp.det_len + k0;
-            let count = min(32u, dp.det_len - k0);
-            v = vec4<u32>(
-                plane_bits(c, e0, count, 4u * quad),
-                plane_bits(c, e0, count, 4u * quad + 1u),
-                plane_bits(c, e0, count, 4u * quad + 2u),
-                plane_bits(c, e0, count, 4u * quad + 3u),
-            );
+    switch dp.bits {
+        case 8u: {
+            unshuffle_tiles_of(8u, id, lid);
         }
-        plane_words[j] = v;
-    }
-    workgroupBarrier();
-    let k = k_base + lid;
-    if (k >= dp.det_len) {
-        return;
-    }
-    let sentinel = stored_sentinel();
-    let bad_pixel = dp.mask_bad != 0u && is_bad(k);
-    let bit = lid & 31u;
-    let group = lid / 32u;
-    let whole = tile * tile_len >= rel0 && (tile + 1u) * tile_len <= rel1;
-    var words = array<u32, 8>();
-    for (var w = 0u; w < 8u; w += 1u) {
-        var word = 0u;
-        for (var s = 0u; s < per_word; s += 1u) {
-            let slot = w * per_word + s;
-            let pos = tile * tile_len + slot;
-            if (pos < rel0 || pos >= rel1) {
-                continue;
-            }
-            let at = (slot * 8u + group) * (planes / 4u);
-            var v = 0u;
-            for (var q = 0u; q < planes / 4u; q += 1u) {
-                let x = (plane_words[at + q] >> vec4<u32>(bit)) & vec4<u32>(1u);
-                v |= (x.x | (x.y << 1u) | (x.z << 2u) | (x.w << 3u)) << (4u * q);
-            }
-            if (dp.mask_bad != 0u && (bad_pixel || v == sentinel)) {
-                v = 0u;
-            }
-            word |= v << (s * dp.bits);
+        case 16u: {
+            unshuffle_tiles_of(16u, id, lid);
         }
-        words[w] = word;
+        default: {
+            unshuffle_tiles_of(32u, id, lid);
+        }
     }
-    var lo = vec4<u32>(words[0], words[1], words[2], words[3]);
-    var hi = vec4<u32>(words[4], words[5], words[6], words[7]);
-    let sector = (tile * dp.tile_words) / 4u + k * 2u;
-    if (!whole) {
-        lo |= resident_sectors[sector];
-        hi |= resident_sectors[sector + 1u];
-    }
-    resident_sectors[sector] = lo;
-    resident_sectors[sector + 1u] = hi;
 }

@@ -123,6 +123,9 @@ fn table_entries(blocks: &[BlockRef], src_base: u32, dst_base: u32, out: &mut Ve
 const LOCAL_BYTES: u32 = 8192;
 /// Sequences one block's region holds at most (`SEQ_CAP` in `wgsl/bslz4.wgsl`).
 const SEQ_CAP: u32 = 512;
+/// Detector pixels of a tile an `unshuffle_tiles` workgroup packs (`PACK_PIXELS` in
+/// `wgsl/bslz4.wgsl`).
+const PACK_PIXELS: u32 = 1024;
 
 /// Entries of the sequence region `lz4_parse` writes for block `e` (a block table entry):
 /// a count word and room for as many sequences as the block can hold — every sequence but
@@ -375,13 +378,13 @@ impl Decoder {
         let tile = plan.tile as usize;
         let tiles = (rel1.div_ceil(tile) - rel0 / tile) as u32;
         let det_len = plan.shape.det_len() as u32;
-        // Unbinned bit planes: a workgroup per tile and 256 pixels; otherwise one
+        // Unbinned bit planes: a workgroup per tile and PACK_PIXELS pixels; otherwise one
         // invocation per resident pixel's sector of the tiles the window's frames touch.
         let tiled = corr.bin <= 1 && w.bitshuffled;
         let (kernel, groups) = if tiled {
             (
                 &kernels::UNSHUFFLE_TILES,
-                grid(tiles * det_len.div_ceil(256)),
+                grid(tiles * det_len.div_ceil(PACK_PIXELS)),
             )
         } else {
             (
@@ -786,6 +789,7 @@ mod tests {
     fn region_bounds_match_the_kernels() {
         assert_eq!(wgsl_const("SEQ_CAP"), SEQ_CAP);
         assert_eq!(wgsl_const("LOCAL_BYTES"), LOCAL_BYTES);
+        assert_eq!(wgsl_const("PACK_PIXELS"), PACK_PIXELS);
     }
 
     #[test]
