@@ -375,8 +375,8 @@ fn export_chunks_writes_each_stored_chunk_in_frame_order() {
 
 /// `--kernels DIR` builds DIR/NAME.wgsl in place of the kernel NAME and says so: the embedded
 /// text copied there passes parity, a CoM kernel that adds one to every total fails it (so
-/// the replacement is what ran), and a file that names no kernel or does not compile is
-/// refused by name.
+/// the replacement is what ran), and a file that names no kernel, does not compile or needs
+/// more workgroup memory than the device has is refused by name.
 #[test]
 fn kernel_overrides_replace_kernels_by_name() {
     if std::env::var_os("STEM4D_REQUIRE_GPU").is_none() {
@@ -446,4 +446,34 @@ fn kernel_overrides_replace_kernels_by_name() {
     let err = stderr(&o);
     assert!(!o.status.success());
     assert!(err.contains("replaced kernels: com_moments"), "{err}");
+
+    // More workgroup memory than the device allows: refused before it is built.
+    let big = TempDir::new("kernels-big");
+    let entry = "fn com_moments(\n    @builtin(workgroup_id) wg: vec3<u32>,\n    @builtin(local_invocation_index) lid: u32,\n) {\n";
+    assert!(body.contains(entry), "the CoM entry point's signature");
+    std::fs::write(
+        big.path("com_moments.wgsl"),
+        format!(
+            "var<workgroup> padding: array<u32, 65536>;\n{}",
+            body.replace(entry, &format!("{entry}    padding[lid] = 0u;\n"))
+        ),
+    )
+    .unwrap();
+    let o = stem4d(&[
+        "bench",
+        "gpu",
+        "--synthetic",
+        "6,5,16,16",
+        "--reps",
+        "2",
+        "--kernels",
+        &big.0.display().to_string(),
+    ]);
+    let err = stderr(&o);
+    assert!(!o.status.success());
+    assert!(
+        err.contains("replaced kernel com_moments")
+            && err.contains("270336 bytes of workgroup memory"),
+        "{err}"
+    );
 }

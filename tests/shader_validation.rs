@@ -150,3 +150,24 @@ fn uniform_structs_match_their_rust_layout() {
         assert!(checked.contains(name), "{name} is in no WGSL module");
     }
 }
+
+/// WebGPU guarantees every adapter 16 KiB of workgroup memory a workgroup; wgpu does not hold
+/// kernels to it, so each entry point is measured here (naga's layout, as the engine measures
+/// replaced kernels). The LZ4 copies' 9,280 bytes are what the H200's driver reports too.
+#[test]
+fn every_kernel_fits_webgpus_workgroup_memory() {
+    const WEBGPU_GUARANTEED: u32 = 16_384;
+    for k in kernels::ALL.into_iter().chain(kernels::SUBGROUP_KERNELS) {
+        let bytes = kernels::workgroup_bytes(&k.source(), k.entry)
+            .unwrap_or_else(|e| panic!("{}: {e}", k.name));
+        assert!(
+            bytes <= WEBGPU_GUARANTEED,
+            "{} ({}): {bytes} bytes of workgroup memory",
+            k.name,
+            k.entry
+        );
+        if k.entry == "lz4_blocks" {
+            assert_eq!(bytes, 9_280, "lz4_blocks' workgroup memory");
+        }
+    }
+}

@@ -177,6 +177,37 @@ pub const MASKED_SUM_SUBGROUP: Kernel = Kernel {
 /// The kernels built only where the adapter has subgroups.
 pub const SUBGROUP_KERNELS: [Kernel; 1] = [MASKED_SUM_SUBGROUP];
 
+/// Bytes of workgroup memory the entry point `entry` of the WGSL module `source` uses (naga's
+/// layout of the workgroup variables it touches). wgpu does not hold a kernel to the device's
+/// limit, and a driver given more than it has can fail at launch rather than at build (a
+/// variant 8 bytes over the H200's 48 KiB built there and never finished), so replaced
+/// kernels are checked with this before they are built, and the embedded ones against
+/// WebGPU's guaranteed 16 KiB in `tests/shader_validation.rs`.
+#[cfg(not(target_arch = "wasm32"))]
+pub fn workgroup_bytes(source: &str, entry: &str) -> std::result::Result<u32, String> {
+    use naga::valid::{Capabilities, ValidationFlags, Validator};
+    let module = naga::front::wgsl::parse_str(source).map_err(|e| e.emit_to_string(source))?;
+    let info = Validator::new(ValidationFlags::all(), Capabilities::all())
+        .validate(&module)
+        .map_err(|e| e.emit_to_string(source))?;
+    let mut layouter = naga::proc::Layouter::default();
+    layouter
+        .update(module.to_ctx())
+        .map_err(|e| e.to_string())?;
+    let index = module
+        .entry_points
+        .iter()
+        .position(|e| e.name == entry)
+        .ok_or_else(|| format!("no entry point {entry}"))?;
+    let uses = info.get_entry_point(index);
+    Ok(module
+        .global_variables
+        .iter()
+        .filter(|(h, g)| g.space == naga::AddressSpace::WorkGroup && !uses[*h].is_empty())
+        .map(|(_, g)| layouter[g.ty].size)
+        .sum())
+}
+
 /// Replacement kernel texts from `dir` for experiments: each `NAME.wgsl` there replaces the
 /// kernel NAME (its text after the common prelude: for a subgroup kernel, the whole of it,
 /// `masked_sum.wgsl` included). A file that names no kernel is refused by name.

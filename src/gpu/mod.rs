@@ -267,6 +267,12 @@ impl Engine {
                 max_storage_binding: al.max_storage_buffer_binding_size as u64,
             },
         };
+        #[cfg(not(target_arch = "wasm32"))]
+        check_override_sizes(
+            overrides,
+            device.limits().max_compute_workgroup_storage_size,
+            &info.name,
+        )?;
         let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
         let mut pipelines: Vec<_> = kernels::ALL
             .iter()
@@ -738,6 +744,28 @@ impl Engine {
         staging.unmap();
         Ok(out)
     }
+}
+
+/// Replaced kernels that use more workgroup memory than the device allows, refused by name
+/// before they are built (see [`kernels::workgroup_bytes`]).
+#[cfg(not(target_arch = "wasm32"))]
+fn check_override_sizes(overrides: &[(String, String)], limit: u32, adapter: &str) -> Result<()> {
+    for k in kernels::ALL.iter().chain(&kernels::SUBGROUP_KERNELS) {
+        let Some((_, body)) = overrides.iter().find(|(name, _)| name == k.name) else {
+            continue;
+        };
+        let source = format!("{}\n{body}", kernels::COMMON);
+        // A text naga cannot read is reported by the build, with the driver's words.
+        if let Ok(bytes) = kernels::workgroup_bytes(&source, k.entry) {
+            if bytes > limit {
+                return Err(Error::Gpu(format!(
+                    "replaced kernel {} uses {bytes} bytes of workgroup memory; {adapter} allows {limit}",
+                    k.name
+                )));
+            }
+        }
+    }
+    Ok(())
 }
 
 fn build_pipeline(
