@@ -388,6 +388,20 @@ fn kernel_overrides_replace_kernels_by_name() {
         let d = dir.0.display().to_string();
         stem4d(&["parity", "--synthetic", "6,5,16,16", "--kernels", &d])
     };
+    // The bench, unlike parity, fails when the engine cannot be built.
+    let bench = |dir: &TempDir| {
+        let d = dir.0.display().to_string();
+        stem4d(&[
+            "bench",
+            "gpu",
+            "--synthetic",
+            "6,5,16,16",
+            "--reps",
+            "2",
+            "--kernels",
+            &d,
+        ])
+    };
     let same = TempDir::new("kernels-same");
     std::fs::write(same.path("com_moments.wgsl"), body).unwrap();
     let o = parity(&same);
@@ -433,16 +447,7 @@ fn kernel_overrides_replace_kernels_by_name() {
 
     let broken = TempDir::new("kernels-broken");
     std::fs::write(broken.path("com_moments.wgsl"), "fn broken(").unwrap();
-    let o = stem4d(&[
-        "bench",
-        "gpu",
-        "--synthetic",
-        "6,5,16,16",
-        "--reps",
-        "2",
-        "--kernels",
-        &broken.0.display().to_string(),
-    ]);
+    let o = bench(&broken);
     let err = stderr(&o);
     assert!(!o.status.success());
     assert!(err.contains("replaced kernels: com_moments"), "{err}");
@@ -459,16 +464,7 @@ fn kernel_overrides_replace_kernels_by_name() {
         ),
     )
     .unwrap();
-    let o = stem4d(&[
-        "bench",
-        "gpu",
-        "--synthetic",
-        "6,5,16,16",
-        "--reps",
-        "2",
-        "--kernels",
-        &big.0.display().to_string(),
-    ]);
+    let o = bench(&big);
     let err = stderr(&o);
     assert!(!o.status.success());
     assert!(
