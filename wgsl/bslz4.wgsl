@@ -865,16 +865,14 @@ fn swap_rows(a: ptr<function, vec4<u32>>, b: ptr<function, vec4<u32>>, j: u32, m
     *a ^= t << vec4<u32>(j);
 }
 
-// The same step between the rows of one vector: j = 2 pairs components (x, z) and (y, w),
-// j = 1 pairs (x, y) and (z, w).
-fn swap_within(a: vec4<u32>, j: u32, m: u32) -> vec4<u32> {
-    if (j == 2u) {
-        let t = ((a.xy >> vec2<u32>(2u)) ^ a.zw) & vec2<u32>(m);
-        return vec4<u32>(a.xy ^ (t << vec2<u32>(2u)), a.zw ^ t);
-    }
-    let t = ((a.xz >> vec2<u32>(1u)) ^ a.yw) & vec2<u32>(m);
-    let lo = a.xz ^ (t << vec2<u32>(1u));
-    let hi = a.yw ^ t;
+// The last two steps, between the rows of one vector: (x, z) and (y, w) two columns apart,
+// then (x, y) and (z, w) one apart.
+fn swap_within(a: vec4<u32>) -> vec4<u32> {
+    let t2 = ((a.xy >> vec2<u32>(2u)) ^ a.zw) & vec2<u32>(0x33333333u);
+    let b = vec4<u32>(a.xy ^ (t2 << vec2<u32>(2u)), a.zw ^ t2);
+    let t1 = ((b.xz >> vec2<u32>(1u)) ^ b.yw) & vec2<u32>(0x55555555u);
+    let lo = b.xz ^ (t1 << vec2<u32>(1u));
+    let hi = b.yw ^ t1;
     return vec4<u32>(lo.x, hi.x, lo.y, hi.y);
 }
 
@@ -987,14 +985,14 @@ fn unshuffle_tiles_of(bits: u32, id: u32, lid: u32) {
     swap_rows(&a2, &a3, 4u, 0x0f0f0f0fu);
     swap_rows(&a4, &a5, 4u, 0x0f0f0f0fu);
     swap_rows(&a6, &a7, 4u, 0x0f0f0f0fu);
-    a0 = swap_within(swap_within(a0, 2u, 0x33333333u), 1u, 0x55555555u);
-    a1 = swap_within(swap_within(a1, 2u, 0x33333333u), 1u, 0x55555555u);
-    a2 = swap_within(swap_within(a2, 2u, 0x33333333u), 1u, 0x55555555u);
-    a3 = swap_within(swap_within(a3, 2u, 0x33333333u), 1u, 0x55555555u);
-    a4 = swap_within(swap_within(a4, 2u, 0x33333333u), 1u, 0x55555555u);
-    a5 = swap_within(swap_within(a5, 2u, 0x33333333u), 1u, 0x55555555u);
-    a6 = swap_within(swap_within(a6, 2u, 0x33333333u), 1u, 0x55555555u);
-    a7 = swap_within(swap_within(a7, 2u, 0x33333333u), 1u, 0x55555555u);
+    a0 = swap_within(a0);
+    a1 = swap_within(a1);
+    a2 = swap_within(a2);
+    a3 = swap_within(a3);
+    a4 = swap_within(a4);
+    a5 = swap_within(a5);
+    a6 = swap_within(a6);
+    a7 = swap_within(a7);
     // Row i is now pixel k0 + i's word, sample s in bits s · bits ...
     store_rows(t, a0, 0u);
     store_rows(t, a1, 4u);
