@@ -84,6 +84,12 @@ pub fn judge(kind: ProductKind, got: &ProductArray, cpu: &ProductArray) -> (f64,
 /// kernels by name (`stem4d parity --kernels DIR`).
 pub fn run(acq: &Acquisition, mask_bad_pixels: bool, overrides: &[(String, String)]) -> Result<()> {
     let engine = pollster::block_on(crate::gpu::Engine::with_kernels(overrides));
+    // Replaced kernels are what is being checked: without them built there is nothing to
+    // compare, and a CPU-only table would read as a pass.
+    let engine = match engine {
+        Err(e) if !overrides.is_empty() => return Err(e),
+        engine => engine,
+    };
     let params = default_params(acq, mask_bad_pixels)?;
     let backend = match &engine {
         Ok(e) => format!(
