@@ -3,7 +3,9 @@
 //! and chained matches, blocks past the sequences a region holds (inflated in place), partial
 //! blocks, raw tails, blocks whose edges fall inside a 32-pixel group, and a last plain-LZ4
 //! block that is not whole words. Each decodes on the GPU exactly as the CPU decoder does,
-//! and only the blocks meant to are inflated in place.
+//! unbinned and binned, with and without bad pixels masked (bad pixels at every column of a
+//! 32-pixel group, holding ordinary values), and only the blocks meant to are inflated in
+//! place.
 
 mod common;
 
@@ -190,16 +192,19 @@ fn crafted_lz4_streams_inflate_on_the_gpu_as_on_the_cpu() {
         let shape = Shape4 { scan, det };
         let (chunks, over) = chunks(shape.frames(), det, dtype.size(), blocks, &mut rng);
         let name = format!("crafted_{dtype:?}_{det:?}_{:?}", filter.kind);
-        let acq = synthetic::chunked(&name, shape, dtype, filter, chunks).unwrap();
+        let mut acq = synthetic::chunked(&name, shape, dtype, filter, chunks).unwrap();
+        // Bad pixels at every column of a 32-pixel group, holding ordinary values (the
+        // streams' random bytes), so masking cannot lean on the stored sentinel.
+        acq.pixel_mask = Some((0..shape.det_len()).map(|k| k % 7 == 3).collect());
         assert!(
             stem4d::gpu::decode::supported(&acq, Correction::default()),
             "{name}"
         );
         // Random u32 samples would pass u32 when binned (the contract refuses that).
         let bins: &[usize] = if dtype == Dtype::U32 { &[1] } else { &[1, 2] };
-        for &bin in bins {
+        for (&bin, mask_bad_pixels) in bins.iter().flat_map(|b| [(b, false), (b, true)]) {
             let corr = Correction {
-                mask_bad_pixels: false,
+                mask_bad_pixels,
                 bin,
             };
             let Samples::Int(want) = FrameReader::new(&acq)
@@ -212,14 +217,14 @@ fn crafted_lz4_streams_inflate_on_the_gpu_as_on_the_cpu() {
             let res = pollster::block_on(engine.upload(&acq, corr)).unwrap();
             assert_eq!(
                 res.gpu_inflated_in_place as usize, over,
-                "{name} bin {bin}: blocks inflated in place"
+                "{name} bin {bin} masked {mask_bad_pixels}: blocks inflated in place"
             );
             let got =
                 pollster::block_on(products::frames(&engine, &res, 0, shape.frames())).unwrap();
             if let Some(i) = got.iter().zip(&want).position(|(a, b)| a != b) {
                 let d = res.plan.shape.det_len();
                 panic!(
-                    "{name} bin {bin}: frame {} pixel {}: GPU {} CPU {}",
+                    "{name} bin {bin} masked {mask_bad_pixels}: frame {} pixel {}: GPU {} CPU {}",
                     i / d,
                     i % d,
                     got[i],
