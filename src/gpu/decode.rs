@@ -1,7 +1,8 @@
 //! Decode on the GPU: bitshuffle+LZ4 (32008) and LZ4 (32004) chunks are uploaded compressed,
 //! in windows of whole chunks; the host only walks the chunk and block headers to build the
-//! block table, `wgsl/bslz4.wgsl` inflates the blocks and packs the frames (bad pixels zeroed,
-//! detector binned) straight into the resident buffers: the unbinned volume never exists.
+//! block table, `wgsl/bslz4.wgsl` inflates the blocks and `wgsl/unshuffle.wgsl` packs the
+//! frames (bad pixels zeroed, detector binned) straight into the resident buffers: the
+//! unbinned volume never exists.
 //! Acquisitions it does not cover (deflate/shuffle, chunks that split frames, LZ4 blocks that
 //! are not whole words, blocks so small that their tables pass the binding limit) take the
 //! CPU path.
@@ -124,7 +125,7 @@ const LOCAL_BYTES: u32 = 8192;
 /// Sequences one block's region holds at most (`SEQ_CAP` in `wgsl/bslz4.wgsl`).
 const SEQ_CAP: u32 = 512;
 /// Detector pixels of a tile an `unshuffle_tiles` workgroup packs (`PACK_PIXELS` in
-/// `wgsl/bslz4.wgsl`).
+/// `wgsl/unshuffle.wgsl`).
 const PACK_PIXELS: u32 = 1024;
 
 /// Entries of the sequence region `lz4_parse` writes for block `e` (a block table entry):
@@ -774,12 +775,14 @@ pub async fn upload(
 mod tests {
     use super::*;
 
-    /// The constant `name` of the decode kernels' WGSL text.
+    /// The constant `name` of the decode kernels' WGSL text (inflate or unshuffle).
     fn wgsl_const(name: &str) -> u32 {
-        let text = kernels::LZ4_BLOCKS.body;
-        let at = text
-            .find(&format!("const {name}: u32 = "))
-            .unwrap_or_else(|| panic!("{name} in bslz4.wgsl"));
+        let decl = format!("const {name}: u32 = ");
+        let text = [kernels::LZ4_BLOCKS.body, kernels::UNSHUFFLE_TILES.body]
+            .into_iter()
+            .find(|t| t.contains(&decl))
+            .unwrap_or_else(|| panic!("{name} in bslz4.wgsl or unshuffle.wgsl"));
+        let at = text.find(&decl).unwrap();
         let rest = &text[at..];
         let value = &rest[rest.find('=').unwrap() + 1..rest.find("u;").unwrap()];
         value.trim().parse().unwrap()

@@ -71,17 +71,32 @@ kernel!(
     include_str!("../../wgsl/synthetic.wgsl")
 );
 
-/// GPU decode of bitshuffle+LZ4 (`src/gpu/decode.rs`).
-const BSLZ4_BODY: &str = include_str!("../../wgsl/bslz4.wgsl");
+/// GPU decode of bitshuffle+LZ4 (`src/gpu/decode.rs`): the inflate and the unshuffle + pack,
+/// each after the decode kernels' shared parameters and bindings.
+const BSLZ4_BODY: &str = concat!(
+    include_str!("../../wgsl/decode_common.wgsl"),
+    "\n",
+    include_str!("../../wgsl/bslz4.wgsl")
+);
+const UNSHUFFLE_BODY: &str = concat!(
+    include_str!("../../wgsl/decode_common.wgsl"),
+    "\n",
+    include_str!("../../wgsl/unshuffle.wgsl")
+);
 kernel!(LZ4_PARSE, "bslz4_parse", "lz4_parse", BSLZ4_BODY);
 kernel!(LZ4_BLOCKS, "bslz4", "lz4_blocks", BSLZ4_BODY);
 kernel!(LZ4_SERIAL, "bslz4_serial", "lz4_serial", BSLZ4_BODY);
-kernel!(UNSHUFFLE_PACK, "bslz4_pack", "unshuffle_pack", BSLZ4_BODY);
+kernel!(
+    UNSHUFFLE_PACK,
+    "unshuffle_pack",
+    "unshuffle_pack",
+    UNSHUFFLE_BODY
+);
 kernel!(
     UNSHUFFLE_TILES,
-    "bslz4_tiles",
+    "unshuffle",
     "unshuffle_tiles",
-    BSLZ4_BODY
+    UNSHUFFLE_BODY
 );
 
 /// The FFT module's entry points (one WGSL file, several pipelines).
@@ -210,7 +225,7 @@ pub fn workgroup_bytes(source: &str, entry: &str) -> std::result::Result<u32, St
 
 /// Replacement kernel texts from `dir` for experiments: each `NAME.wgsl` there replaces the
 /// kernel NAME (its text after the common prelude: for a subgroup kernel, the whole of it,
-/// `masked_sum.wgsl` included). A file that names no kernel is refused by name.
+/// `masked_sum.wgsl` included; for a decode kernel, `decode_common.wgsl` included). A file that names no kernel is refused by name.
 #[cfg(not(target_arch = "wasm32"))]
 pub fn overrides_from(dir: &std::path::Path) -> crate::error::Result<Vec<(String, String)>> {
     use crate::error::Error;
