@@ -42,7 +42,7 @@ struct DecodeParams {
 // lz4_blocks: per block (source byte, source length, output byte, output length | raw << 31);
 // unshuffle_pack: per chunk (scratch byte, block elements, elements, 1 when not bitshuffled).
 @group(0) @binding(2) var<storage, read> table: array<vec4<u32>>;
-// Decoded bit planes: written by lz4_blocks, read by unshuffle_pack.
+// Decoded bit planes or bytes: written by the LZ4 kernels, read by the unshuffle kernels.
 @group(0) @binding(3) var<storage, read_write> scratch: array<u32>;
 // [0]: lowest failing block of the upload (0xffffffff when none); [1]: 1 when a binned sum
 // passed u32; [2]: blocks inflated in place by one invocation. Read once the upload is done.

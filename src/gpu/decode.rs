@@ -261,7 +261,7 @@ impl Decoder {
         }
         Decoder {
             bad: engine.input(&bad_bits),
-            status: engine.storage("decode status", 16),
+            status: engine.storage("decode status", 12),
             det: acq.shape.det,
         }
     }
@@ -444,7 +444,7 @@ impl Decoder {
     fn reset(&self, engine: &Engine) {
         engine
             .queue
-            .write_buffer(&self.status, 0, bytemuck::cast_slice(&[u32::MAX, 0, 0, 0]));
+            .write_buffer(&self.status, 0, bytemuck::cast_slice(&[u32::MAX, 0, 0]));
     }
 }
 
