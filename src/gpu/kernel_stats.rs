@@ -46,13 +46,7 @@ struct Target {
 fn spirv(k: &Kernel, t: Target) -> Result<(Vec<u32>, Bindings)> {
     let unchecked = t.unchecked;
     let bad = |e: String| Error::Gpu(format!("kernel {}: {e}", k.name));
-    let module = naga::front::wgsl::parse_str(&k.source()).map_err(|e| bad(e.to_string()))?;
-    let info = naga::valid::Validator::new(
-        naga::valid::ValidationFlags::all(),
-        naga::valid::Capabilities::all(),
-    )
-    .validate(&module)
-    .map_err(|e| bad(format!("{e:?}")))?;
+    let m = kernels::EntryModule::parse(&k.source(), k.entry).map_err(bad)?;
     let options = naga::back::spv::Options {
         lang_version: if t.vulkan_1_3 { (1, 6) } else { (1, 3) },
         bounds_check_policies: naga::proc::BoundsCheckPolicies {
@@ -78,23 +72,14 @@ fn spirv(k: &Kernel, t: Target) -> Result<(Vec<u32>, Bindings)> {
         shader_stage: naga::ShaderStage::Compute,
         entry_point: k.entry.to_string(),
     };
-    let words = naga::back::spv::write_vec(&module, &info, &options, Some(&pipeline))
+    let words = naga::back::spv::write_vec(&m.module, &m.info, &options, Some(&pipeline))
         .map_err(|e| bad(e.to_string()))?;
     // The bindings the entry point uses, by group.
-    let ep = module
-        .entry_points
-        .iter()
-        .position(|e| e.name == k.entry)
-        .ok_or_else(|| bad(format!("no entry point {}", k.entry)))?;
-    let used = info.get_entry_point(ep);
     let mut groups: Bindings = Vec::new();
-    for (handle, var) in module.global_variables.iter() {
+    for var in m.used_globals() {
         let Some(binding) = &var.binding else {
             continue;
         };
-        if used[handle].is_empty() {
-            continue;
-        }
         let ty = match var.space {
             naga::AddressSpace::Uniform => vk::DescriptorType::UNIFORM_BUFFER,
             naga::AddressSpace::Storage { .. } => vk::DescriptorType::STORAGE_BUFFER,

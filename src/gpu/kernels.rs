@@ -192,6 +192,47 @@ pub const MASKED_SUM_SUBGROUP: Kernel = Kernel {
 /// The kernels built only where the adapter has subgroups.
 pub const SUBGROUP_KERNELS: [Kernel; 1] = [MASKED_SUM_SUBGROUP];
 
+/// A WGSL module as naga reads and validates it, and one of its entry points: what
+/// [`workgroup_bytes`] and `bench kernel-stats` (`kernel_stats.rs`) look into.
+#[cfg(not(target_arch = "wasm32"))]
+pub struct EntryModule {
+    pub module: naga::Module,
+    pub info: naga::valid::ModuleInfo,
+    /// The entry point's index in `module.entry_points`.
+    pub index: usize,
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+impl EntryModule {
+    pub fn parse(source: &str, entry: &str) -> std::result::Result<EntryModule, String> {
+        use naga::valid::{Capabilities, ValidationFlags, Validator};
+        let module = naga::front::wgsl::parse_str(source).map_err(|e| e.emit_to_string(source))?;
+        let info = Validator::new(ValidationFlags::all(), Capabilities::all())
+            .validate(&module)
+            .map_err(|e| e.emit_to_string(source))?;
+        let index = module
+            .entry_points
+            .iter()
+            .position(|e| e.name == entry)
+            .ok_or_else(|| format!("no entry point {entry}"))?;
+        Ok(EntryModule {
+            module,
+            info,
+            index,
+        })
+    }
+
+    /// The module's global variables that the entry point uses.
+    pub fn used_globals(&self) -> impl Iterator<Item = &naga::GlobalVariable> {
+        let uses = self.info.get_entry_point(self.index);
+        self.module
+            .global_variables
+            .iter()
+            .filter(move |(h, _)| !uses[*h].is_empty())
+            .map(|(_, g)| g)
+    }
+}
+
 /// Bytes of workgroup memory the entry point `entry` of the WGSL module `source` uses (naga's
 /// layout of the workgroup variables it touches). wgpu does not hold a kernel to the device's
 /// limit, and a driver given more than it has can fail at launch rather than at build (a
@@ -200,26 +241,14 @@ pub const SUBGROUP_KERNELS: [Kernel; 1] = [MASKED_SUM_SUBGROUP];
 /// WebGPU's guaranteed 16 KiB in `tests/shader_validation.rs`.
 #[cfg(not(target_arch = "wasm32"))]
 pub fn workgroup_bytes(source: &str, entry: &str) -> std::result::Result<u32, String> {
-    use naga::valid::{Capabilities, ValidationFlags, Validator};
-    let module = naga::front::wgsl::parse_str(source).map_err(|e| e.emit_to_string(source))?;
-    let info = Validator::new(ValidationFlags::all(), Capabilities::all())
-        .validate(&module)
-        .map_err(|e| e.emit_to_string(source))?;
+    let m = EntryModule::parse(source, entry)?;
     let mut layouter = naga::proc::Layouter::default();
     layouter
-        .update(module.to_ctx())
+        .update(m.module.to_ctx())
         .map_err(|e| e.to_string())?;
-    let index = module
-        .entry_points
-        .iter()
-        .position(|e| e.name == entry)
-        .ok_or_else(|| format!("no entry point {entry}"))?;
-    let uses = info.get_entry_point(index);
-    Ok(module
-        .global_variables
-        .iter()
-        .filter(|(h, g)| g.space == naga::AddressSpace::WorkGroup && !uses[*h].is_empty())
-        .map(|(_, g)| layouter[g.ty].size)
+    Ok(m.used_globals()
+        .filter(|g| g.space == naga::AddressSpace::WorkGroup)
+        .map(|g| layouter[g.ty].size)
         .sum())
 }
 
@@ -282,6 +311,15 @@ impl Kernel {
     /// wgpu keeps subgroups native-only, so no browser compiles these kernels.)
     pub fn source(&self) -> String {
         format!("{COMMON}\n{}\n{}", self.body, self.subgroup_part)
+    }
+
+    /// The module text the engine builds: a replacement's (after the common prelude) when
+    /// `overrides` names this kernel, else the embedded one.
+    pub fn source_with(&self, overrides: &[(String, String)]) -> String {
+        match overrides.iter().find(|(name, _)| name == self.name) {
+            Some((_, body)) => format!("{COMMON}\n{body}"),
+            None => self.source(),
+        }
     }
 }
 

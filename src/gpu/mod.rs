@@ -751,12 +751,11 @@ impl Engine {
 #[cfg(not(target_arch = "wasm32"))]
 fn check_override_sizes(overrides: &[(String, String)], limit: u32, adapter: &str) -> Result<()> {
     for k in kernels::ALL.iter().chain(&kernels::SUBGROUP_KERNELS) {
-        let Some((_, body)) = overrides.iter().find(|(name, _)| name == k.name) else {
+        if !overrides.iter().any(|(name, _)| name == k.name) {
             continue;
-        };
-        let source = format!("{}\n{body}", kernels::COMMON);
+        }
         // A text naga cannot read is reported by the build, with the driver's words.
-        if let Ok(bytes) = kernels::workgroup_bytes(&source, k.entry) {
+        if let Ok(bytes) = kernels::workgroup_bytes(&k.source_with(overrides), k.entry) {
             if bytes > limit {
                 return Err(Error::Gpu(format!(
                     "replaced kernel {} uses {bytes} bytes of workgroup memory; {adapter} allows {limit}",
@@ -773,10 +772,7 @@ fn build_pipeline(
     k: &Kernel,
     overrides: &[(String, String)],
 ) -> wgpu::ComputePipeline {
-    let source = match overrides.iter().find(|(name, _)| name == k.name) {
-        Some((_, body)) => format!("{}\n{body}", kernels::COMMON),
-        None => k.source(),
-    };
+    let source = k.source_with(overrides);
     let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
         label: Some(k.name),
         source: wgpu::ShaderSource::Wgsl(source.into()),
