@@ -4,37 +4,36 @@
 // Blocks of up to LOCAL_BYTES (all Dectris blocks: 8 KiB) are inflated in two passes.
 // `lz4_parse` walks each block's sequences, one invocation per block, so every block of the
 // window is parsed at once (the walk is serial: each token's place depends on the lengths
-// before it), checks them, writes them to the block's region of `seqs`, and cuts them into
-// runs. `lz4_blocks` then gives the block a workgroup that first puts every literal byte in
-// place at once (literals depend on nothing), then makes a run's match bytes all at once, a
-// barrier between runs: a match byte copies a literal, a byte made before its run, or — a
-// byte of another match of its run — is followed back through the run's matches to one of
-// those. Any cut is correct; the parse starts a run where a match would be more than
-// MAX_DEPTH steps deep, trading steps a byte against barriers (the synthetic benchmark's
-// blocks: 2–325 sequences). `lz4_serial` inflates in place, one invocation a block, the
-// blocks over LOCAL_BYTES and those with more sequences than their region holds.
-// Measured on the H200 (one 64 MB window, 232 MB decoded): the parse 0.41 ms, the copies
-// 2.98 ms. The copies are the chain of runs of each block, and the driver gives this kernel
-// a multiprocessor's worth of workgroup memory of about 64 KiB (`stem4d bench
-// kernel-stats`: 37 registers, so registers are not what limits it): with 14.4 KB a
-// workgroup only four were resident at once (dispatching the first 132·m blocks alone took
-// as long for m = 1, 2 and 4; padded to 16.3 KB, three: +0.12 ms), so workgroup memory is
-// kept to the block's output, a stretch table and the run bits (9.3 KB), and each run's
-// waits are what counts: a byte's sequence is one load from its 32-byte stretch's, not a
-// walk from the run's start, and an entry is loaded with its neighbour. Literals are put in
-// place before the runs so that a run reads no stored bytes. Copies, session by session:
-// 3.9 ms; stretches of 16 bytes with the entries in workgroup memory 3.46; entries in
-// pairs 3.25; entries read from memory 3.1 (16-byte stretches) and 2.98 (32; packed two to
-// a word, 3.05). Tried and dropped: 32 or 64 invocations a block (10.3 / 6.8 ms: each
-// invocation's bytes wait in turn), whole words where a match copies bytes already made
-// (+0.5 ms), runs 1, 2, 5 or 7 steps deep (+1.4, +0.3, the same, +0.15 ms), matches that
-// copy an earlier match's bytes pointed at that match's source (the parse 0.42 → 1.5 ms for
-// copies 0.1 ms faster), two bytes an invocation with their chases interleaved (+0.7 ms),
-// and, in earlier sessions, bytes traced to their literals with no runs (14–44 ms: sparse
-// bit planes chain hundreds of matches).
+// before it), checks them and writes them to the block's region of `seqs`. `lz4_blocks`
+// then gives the block one subgroup's width of invocations, which make its output straight
+// in the scratch buffer, STEP_SEQS sequences at a time: first all their literals (they
+// depend on nothing), an invocation an output word, then their matches one after another,
+// a barrier after each. A match copies only bytes made before it starts — within its
+// period `off` it repeats the `off` bytes before it — so every byte of it is made at once,
+// a word an invocation. `lz4_serial` inflates in place, one invocation a block, the blocks
+// over LOCAL_BYTES and those with more sequences than their region holds.
+//
+// Measured on the H200 (one 64 MB window, 232 MB decoded; `wgsl/` variants timed with
+// `stem4d bench gpu --kernels`): parse 0.28 ms, copies 1.77 ms, against 0.41 and 2.96 for
+// the kernel before, which put the bytes of runs of matches in place at once (each byte
+// followed back through its run's matches), 256 invocations a block, the block's output
+// in workgroup memory. What decided it:
+// - A block's chain of sequences is short work done many times, so the copies are bound
+//   by instructions issued, not by waits: a barrier alone for each of a block's ~156
+//   sequences cost 0.05 ms over the window; the words of the sequences the rest.
+// - The output in workgroup memory (8.5 KB a block) left about six blocks to a
+//   multiprocessor, 6.6 ms; in the scratch buffer, 32 (the most workgroups one holds),
+//   2.2 ms. Two or four blocks a workgroup (64 a multiprocessor) gave no more (2.1, 2.4).
+// - A word's four bytes worked out with branches each waited for its own load (a block
+//   alone 0.39 ms; 0.27 with the loads side by side); literals put in place for the
+//   group first, so that a match word is one read of the bytes made, 1.86; a short period
+//   (1–3 bytes) laid out over two words instead of byte by byte, 1.77.
+// - storageBarrier (device scope) costs ~10 % over workgroupBarrier here, which does not
+//   order the scratch buffer's accesses: kept.
 const LOCAL_BYTES: u32 = 8192u;
-// Invocations of a `lz4_blocks` workgroup (WebGPU's guaranteed maximum).
-const LANES: u32 = 256u;
+// Invocations of a `lz4_blocks` workgroup: one subgroup on NVIDIA (any width is correct:
+// the barriers are the workgroup's).
+const LANES: u32 = 32u;
 // Sequences a block's region holds at most (the host sizes each region by the block's
 // own bounds: a sequence other than the last takes 3 source bytes and makes 4 output bytes).
 const SEQ_CAP: u32 = 512u;
@@ -42,10 +41,9 @@ const SEQ_CAP: u32 = 512u;
 const SEQ_OVERFLOW: u32 = 0xfffffffeu;
 const SEQ_CORRUPT: u32 = 0xffffffffu;
 
-// Region of block `b`: `seq_at[b]` is its count word (sequences, runs), its sequences
+// Region of block `b`: `seq_at[b]` is its count word (sequences, 0), its sequences
 // follow; a region ends where the next block's begins. A sequence is (output byte |
-// match depth << 14 | literals << 16 | starts a run << 31, literal source byte - block
-// start | match offset << 16).
+// literals << 16, literal source byte - block start | match offset << 16).
 @group(0) @binding(7) var<storage, read_write> seqs_out: array<vec2<u32>>;
 @group(0) @binding(8) var<storage, read> seqs_in: array<vec2<u32>>;
 @group(0) @binding(9) var<storage, read> seq_at: array<u32>;
@@ -181,10 +179,6 @@ fn entry_lit(x: u32) -> u32 {
     return (x >> 16u) & 0x3fffu;
 }
 
-fn entry_depth(x: u32) -> u32 {
-    return (x >> 14u) & 3u;
-}
-
 // Where a sequence's literals start among its block's stored bytes, and its match offset
 // (second entry word).
 fn entry_src(y: u32) -> u32 {
@@ -193,11 +187,6 @@ fn entry_src(y: u32) -> u32 {
 
 fn entry_off(y: u32) -> u32 {
     return y >> 16u;
-}
-
-// Whether the sequence starts a run (first entry word).
-fn entry_starts_run(x: u32) -> bool {
-    return (x >> 31u) != 0u;
 }
 
 // The checked block table entry of block `b`: (source start, source end, output start,
@@ -227,42 +216,6 @@ fn block_of(gid: vec3<u32>) -> u32 {
     return gid.x + gid.y * dp.groups_x * 64u;
 }
 
-// Steps a run's byte may take back through the run's matches before it reaches a literal or
-// a byte made before the run (`lz4_blocks` follows them; more steps, fewer runs). At most 3:
-// a depth has two bits.
-const MAX_DEPTH: u32 = 3u;
-
-// The steps a match takes to reach a literal or a byte before `run` (the output byte of
-// sequence `first`, the run's first), copying `len` bytes from `lo` within its period, for
-// the sequence `j` at output byte `d` (its own literals `d ..` count as literals): one more
-// than the deepest match it copies from. The run's sequences are looked at from `j - 1`
-// down (whose entry `last` the caller holds), as matches mostly copy what just came before.
-fn match_depth(base: u32, first: u32, j: u32, last: u32, run: u32, d: u32, lo: u32, len: u32) -> u32 {
-    let a0 = max(lo, run);
-    let a1 = min(lo + len, d);
-    if (a0 >= a1) {
-        return 1u;
-    }
-    var deepest = 0u;
-    var end = d;
-    var e = last;
-    var i = j - 1u;
-    loop {
-        let di = entry_d(e);
-        let m0 = di + entry_lit(e);
-        if (a1 > m0 && a0 < end) {
-            deepest = max(deepest, entry_depth(e));
-        }
-        if (di <= a0 || i == first) {
-            break;
-        }
-        end = di;
-        i -= 1u;
-        e = seqs_out[base + i].x;
-    }
-    return deepest + 1u;
-}
-
 // One invocation per block: its sequences, checked, into its region of `seqs_out`.
 @compute @workgroup_size(64)
 fn lz4_parse(@builtin(global_invocation_id) gid: vec3<u32>) {
@@ -279,12 +232,6 @@ fn lz4_parse(@builtin(global_invocation_id) gid: vec3<u32>) {
     var s = k.s0;
     var d = 0u;
     var n = 0u;
-    // Output byte and first sequence of the current run, and the runs.
-    var run = 0u;
-    var first = 0u;
-    var runs = 0u;
-    // The entry of the sequence before.
-    var last = 0u;
     loop {
         let q = next_seq(s, k.s_end, d, 0u, k.len);
         // A sound block of at most 8 KiB keeps its literals within 64 KiB of its start.
@@ -297,23 +244,7 @@ fn lz4_parse(@builtin(global_invocation_id) gid: vec3<u32>) {
             seqs_out[at] = vec2<u32>(SEQ_OVERFLOW, 0u);
             return;
         }
-        // A sequence joins the run while its match bytes are at most MAX_DEPTH steps from a
-        // literal or a byte made before the run; otherwise it starts the next run (flag in
-        // bit 31). Its depth goes in bits 14–15 for the matches after it.
-        var depth = 0u;
-        if (q.ml > 0u) {
-            depth = match_depth(at + 1u, first, n, last, run, d, d + q.lit - q.off, min(q.ml, q.off));
-        }
-        let starts = n == 0u || depth > MAX_DEPTH;
-        if (starts) {
-            run = d;
-            first = n;
-            runs += 1u;
-            depth = select(0u, 1u, q.ml > 0u);
-        }
-        let x = d | (depth << 14u) | (q.lit << 16u) | (select(0u, 1u, starts) << 31u);
-        seqs_out[at + 1u + n] = vec2<u32>(x, (q.lit_src - k.s0) | (q.off << 16u));
-        last = x;
+        seqs_out[at + 1u + n] = vec2<u32>(d | (q.lit << 16u), (q.lit_src - k.s0) | (q.off << 16u));
         n += 1u;
         d += q.lit + q.ml;
         s = q.next;
@@ -321,12 +252,12 @@ fn lz4_parse(@builtin(global_invocation_id) gid: vec3<u32>) {
             break;
         }
     }
-    seqs_out[at] = vec2<u32>(n, runs);
+    seqs_out[at] = vec2<u32>(n, 0u);
 }
 
 // One invocation per block: the blocks `lz4_blocks` leaves, larger than LOCAL_BYTES or with
 // more sequences than their region held, inflated in place — all such blocks at once, where
-// inside `lz4_blocks` each would hold a 256-wide workgroup while one invocation works.
+// inside `lz4_blocks` each would hold a workgroup while one invocation works.
 @compute @workgroup_size(64)
 fn lz4_serial(@builtin(global_invocation_id) gid: vec3<u32>) {
     let b = block_of(gid);
@@ -346,8 +277,6 @@ fn lz4_serial(@builtin(global_invocation_id) gid: vec3<u32>) {
 }
 
 // The block `lz4_blocks` is making: where its sequence entries start, how many, its length.
-// The entries are read from memory where they lie (they stay cached): in workgroup memory
-// they had cost a fifth of the multiprocessor's room for these workgroups (see above).
 var<private> blk_seqs: u32;
 var<private> blk_n: u32;
 var<private> blk_len: u32;
@@ -358,116 +287,120 @@ fn seq_entry(i: u32) -> vec2<u32> {
     return select(seqs_in[blk_seqs + min(i, blk_n - 1u)], vec2<u32>(blk_len, 0xffffu), i >= blk_n);
 }
 
-// The block's output as far as it is made (zeroed on entry, as all workgroup memory).
-var<workgroup> made: array<atomic<u32>, 2048>;
-// The sequence holding the first byte of each stretch of the block's output, so that a
-// byte's sequence is a load and a step or two away.
-const STRETCH: u32 = 32u;
-var<workgroup> stretch_seq: array<u32, 256>;
-// A bit a sequence, set where a run starts.
-var<workgroup> run_bits: array<atomic<u32>, 16>;
+// The entries of the STEP_SEQS sequences being made, and the one after (whose output byte
+// ends the last one's match).
+const STEP_SEQS: u32 = 32u;
+var<workgroup> ents: array<vec2<u32>, 33>;
 
-fn seq_d(i: u32) -> u32 {
-    return entry_d(seq_entry(i).x);
+// Four bytes from byte `x` on, of the stored bytes or of the decoded ones.
+fn src_bytes4(x: u32) -> u32 {
+    let sh = (x & 3u) * 8u;
+    let lo = src[x >> 2u];
+    if (sh == 0u) {
+        return lo;
+    }
+    return (lo >> sh) | (src[(x >> 2u) + 1u] << (32u - sh));
 }
 
-// The last sequence among `lo .. hi` whose first output byte — or, `by_src`, whose
-// literals' first stored byte (of the block's) — is at most `key` (`lo`'s is): the one
-// holding that output byte, or those stored bytes' sequence.
-fn seq_search(key: u32, lo: u32, hi: u32, by_src: bool) -> u32 {
-    var l = lo;
-    var h = hi;
+// The match being made: its block's first scratch word, the match's first word, and that
+// word as it stood before the match (read by every invocation before any writes it). The
+// match's bytes come only from before it, so a read of the block's words stops at that
+// word: the others of the match are being written and no invocation reads them (no race).
+struct Made {
+    dw: u32,
+    first: u32,
+    pre: u32,
+}
+
+fn made_word(mk: Made, i: u32) -> u32 {
+    if (i >= mk.first) {
+        return mk.pre;
+    }
+    return scratch[mk.dw + i];
+}
+
+// Four bytes from block byte `x` on, as they stood before the match (bytes from the
+// match's first word on: those of `pre`, the rest unknown).
+fn made_bytes4(mk: Made, x: u32) -> u32 {
+    let sh = (x & 3u) * 8u;
+    let lo = made_word(mk, x >> 2u);
+    if (sh == 0u) {
+        return lo;
+    }
+    return (lo >> sh) | (made_word(mk, (x >> 2u) + 1u) << (32u - sh));
+}
+
+// `t % off` for t < 2^16 from a float quotient (one off either way, corrected): the
+// integer remainder is a long instruction sequence on GPUs.
+fn rem(t: u32, off: u32) -> u32 {
+    let q = u32(f32(t) / f32(off));
+    var r = i32(t) - i32(q * off);
+    if (r < 0) {
+        r += i32(off);
+    }
+    if (r >= i32(off)) {
+        r -= i32(off);
+    }
+    return u32(r);
+}
+
+// Bytes [lo, hi) of a word (0 ≤ lo ≤ hi ≤ 4) set.
+fn byte_mask(lo: u32, hi: u32) -> u32 {
+    let upto_hi = select(0xffffffffu, (1u << (8u * hi)) - 1u, hi < 4u);
+    let from_lo = select(0u, 0xffffffffu << (8u * lo), lo < 4u);
+    return upto_hi & from_lo;
+}
+
+// The last sequence among ents[0 .. m] whose output starts at or before byte `p`.
+fn ents_by_d(p: u32, m: u32) -> u32 {
+    var l = 0u;
+    var h = m;
     while (h - l > 1u) {
-        let m = (l + h) / 2u;
-        let e = seq_entry(m);
-        if (select(entry_d(e.x), entry_src(e.y), by_src) <= key) {
-            l = m;
+        let c = (l + h) / 2u;
+        if (entry_d(ents[c].x) <= p) {
+            l = c;
         } else {
-            h = m;
+            h = c;
         }
     }
     return l;
 }
 
-// Where sequence `i`'s literals start in the block's stored bytes.
-fn seq_src(i: u32) -> u32 {
-    return entry_src(seq_entry(i).y);
-}
-
-// The entry of the sequence holding output byte `p`, from its stretch's on: each entry is
-// loaded with the next one's, so a step costs one wait.
-fn entry_holding(p: u32) -> vec2<u32> {
-    var j = stretch_seq[p / STRETCH];
-    var e = seq_entry(j);
-    var next = seq_entry(j + 1u);
-    while (entry_d(next.x) <= p) {
-        j += 1u;
-        e = next;
-        next = seq_entry(j + 1u);
+// The four bytes a match copying `off` back makes from its byte `t` on, the match starting
+// at block byte `m0`: the match repeats the `off` bytes before it, so these are that period's bytes from phase r = t mod off on. Worked out
+// without branches: the bytes at the phase, then the period's first bytes after them; a
+// period under 4 bytes is laid out twice over 8 bytes and read at its phase.
+fn match_bytes4(mk: Made, m0: u32, t: u32, off: u32) -> u32 {
+    let r = select(rem(t, off), t, t < off);
+    let at_phase = made_bytes4(mk, m0 - off + r);
+    let head = made_bytes4(mk, m0 - off);
+    // off ≥ 4: c = off - r bytes at the phase, then the period's start.
+    let c = off - r;
+    let wrapped = (at_phase & byte_mask(0u, min(c, 4u))) | select(0u, head << (8u * c), c < 4u);
+    // off < 4: the period repeated over 8 bytes (lo, hi), from phase r.
+    let b0 = head & 0xffu;
+    let b1 = (head >> 8u) & 0xffu;
+    let b2 = (head >> 16u) & 0xffu;
+    var lo = b0 * 0x01010101u;
+    var hi = lo;
+    if (off == 2u) {
+        lo = (head & 0xffffu) * 0x00010001u;
+        hi = lo;
+    } else if (off == 3u) {
+        lo = (head & 0xffffffu) | (b0 << 24u);
+        hi = b1 | (b2 << 8u) | (b0 << 16u) | (b1 << 24u);
     }
-    return e;
+    let periodic = select((lo >> (8u * r)) | (hi << (32u - 8u * r)), lo, r == 0u);
+    return select(select(wrapped, at_phase, r + 4u <= off), periodic, off < 4u);
 }
 
-// The first run start after sequence `a`, or `n`.
-fn next_run(a: u32, n: u32) -> u32 {
-    var i = a + 1u;
-    loop {
-        if (i >= n) {
-            return n;
-        }
-        let w = atomicLoad(&run_bits[i / 32u]) >> (i % 32u);
-        if (w != 0u) {
-            return min(i + firstTrailingBit(w), n);
-        }
-        i = (i | 31u) + 1u;
-    }
-    return n;
-}
-
-fn made_byte(i: u32) -> u32 {
-    return (atomicLoad(&made[i >> 2u]) >> ((i & 3u) * 8u)) & 0xffu;
-}
-
-fn put_made(p: u32, v: u32) {
-    atomicOr(&made[p >> 2u], v << ((p & 3u) * 8u));
-}
-
-// Match byte `p0` of the sequence with entry `e0`, in the run starting at output byte
-// `d0`: the byte `off` before it (wrapped into the period before the match starts),
-// followed back through the run's matches (at most MAX_DEPTH steps, each to an earlier
-// byte) to a literal (all made first) or a byte made before the run.
-fn run_byte(p0: u32, e0: vec2<u32>, d0: u32) -> u32 {
-    var p = p0;
-    var e = e0;
-    loop {
-        let m0 = entry_d(e.x) + entry_lit(e.x);
-        let off = entry_off(e.y);
-        let t = p - m0;
-        var q = m0 - off + t;
-        if (t >= off) {
-            // Wrapped into the period before the match (a run of one byte repeated: its last).
-            q = select(m0 - off + t % off, m0 - 1u, off == 1u);
-        }
-        // Loaded while its sequence is looked up: it is the answer unless a match made it.
-        let v = made_byte(q);
-        if (q < d0) {
-            return v;
-        }
-        e = entry_holding(q);
-        if (q - entry_d(e.x) < entry_lit(e.x)) {
-            return v;
-        }
-        p = q;
-    }
-    return 0u;
-}
-
-// One workgroup per block. Raw blocks are copied word by word by every invocation. Parsed
-// LZ4 blocks are made in `made`: first every literal byte at once (they depend on nothing:
-// an invocation a stored word, finding its sequence by the literals' source bytes), then the
-// match bytes run by run, then all out as whole words. Every output range owns the words it
-// touches.
-@compute @workgroup_size(256)
+// One workgroup (a subgroup's width) per block. Raw blocks are copied word by word. Parsed
+// LZ4 blocks are made straight in the scratch buffer, STEP_SEQS sequences at a time: first
+// the literals of all of them, an invocation an output word (they depend on nothing), then
+// their matches one after another (a match copies only bytes made before it, so all its
+// bytes are made at once), each between two barriers: one after every invocation has read
+// the match's first word as it stood, one after the match is made.
+@compute @workgroup_size(LANES)
 fn lz4_blocks(
     @builtin(workgroup_id) wg: vec3<u32>,
     @builtin(local_invocation_index) lid: u32,
@@ -504,51 +437,51 @@ fn lz4_blocks(
     blk_seqs = at + 1u;
     blk_n = n;
     blk_len = k.len;
-    for (var m = lid; m * STRETCH < k.len; m += LANES) {
-        stretch_seq[m] = seq_search(m * STRETCH, 0u, n, false);
-    }
-    for (var i = lid; i < n; i += LANES) {
-        if (entry_starts_run(seq_entry(i).x)) {
-            atomicOr(&run_bits[i / 32u], 1u << (i % 32u));
-        }
-    }
-    // The literals: each stored byte of a sequence's literals goes to its output byte.
-    for (var x = k.s0 / 4u + lid; x < (k.s_end + 3u) / 4u; x += LANES) {
-        let v = src[x];
-        let r0 = max(4u * x, k.s0) - k.s0;
-        let r1 = min(4u * x + 4u, k.s_end) - k.s0;
-        var i = seq_search(r0, 0u, n, true);
-        var e = seq_entry(i);
-        var next_src = seq_src(i + 1u);
-        for (var r = r0; r < r1; r += 1u) {
-            if (r >= next_src) {
-                i += 1u;
-                e = seq_entry(i);
-                next_src = seq_src(i + 1u);
-            }
-            let c = r - entry_src(e.y);
-            if (c < entry_lit(e.x)) {
-                put_made(entry_d(e.x) + c, (v >> (((k.s0 + r) & 3u) * 8u)) & 0xffu);
-            }
-        }
-    }
-    workgroupBarrier();
-    let runs = seqs_in[at].y;
-    var a = 0u;
-    for (var r = 0u; r < runs; r += 1u) {
-        let e = next_run(a, n);
-        let d0 = seq_d(a);
-        let d1 = seq_d(e);
-        for (var p = d0 + lid; p < d1; p += LANES) {
-            let e = entry_holding(p);
-            if (p - entry_d(e.x) >= entry_lit(e.x)) {
-                put_made(p, run_byte(p, e, d0));
-            }
+    for (var g = 0u; g < n; g += STEP_SEQS) {
+        workgroupBarrier();
+        ents[lid] = seq_entry(g + lid);
+        if (lid == 0u) {
+            ents[STEP_SEQS] = seq_entry(g + STEP_SEQS);
         }
         workgroupBarrier();
-        a = e;
-    }
-    for (var w = lid; w < words; w += LANES) {
-        scratch[dw + w] = atomicLoad(&made[w]);
+        let m = min(STEP_SEQS, n - g);
+        let span0 = entry_d(ents[0].x);
+        let span1 = entry_d(ents[m].x);
+        // The literals: a word holds those of one sequence at most (a match of 4 bytes or
+        // more lies between two sequences' literals); every word of the span is written,
+        // a word the group before began keeping its bytes.
+        for (var w = span0 / 4u + lid; 4u * w < span1; w += LANES) {
+            let p = 4u * w;
+            let e = ents[ents_by_d(p + 3u, m)];
+            let d = entry_d(e.x);
+            let lo = max(p, d);
+            let hi = min(p + 4u, d + entry_lit(e.x));
+            var v = 0u;
+            if (lo < hi) {
+                let x = src_bytes4(k.s0 + entry_src(e.y) + lo - d) << (8u * (lo - p));
+                v = x & byte_mask(lo - p, hi - p);
+            }
+            if (p < span0) {
+                v |= scratch[dw + w];
+            }
+            scratch[dw + w] = v;
+        }
+        storageBarrier();
+        for (var j = 0u; j < m; j += 1u) {
+            let e = ents[j];
+            let m0 = entry_d(e.x) + entry_lit(e.x);
+            let end = entry_d(ents[j + 1u].x);
+            let off = entry_off(e.y);
+            let mk = Made(dw, m0 / 4u, scratch[dw + m0 / 4u]);
+            storageBarrier();
+            for (var w = m0 / 4u + lid; 4u * w < end; w += LANES) {
+                let p = 4u * w;
+                let lo = max(p, m0);
+                let hi = min(p + 4u, end);
+                let x = match_bytes4(mk, m0, lo - m0, off) << (8u * (lo - p));
+                scratch[dw + w] = scratch[dw + w] | (x & byte_mask(lo - p, hi - p));
+            }
+            storageBarrier();
+        }
     }
 }

@@ -1,7 +1,7 @@
 //! `stem4d bench kernel-stats`: what the Vulkan driver made of each kernel — registers,
 //! workgroup memory, instructions, as `VK_KHR_pipeline_executable_properties` reports them.
-//! How many workgroups fit a multiprocessor follows from these, and on the H200 that, not
-//! the instruction count, is what bounds the LZ4 copies (see `wgsl/bslz4.wgsl`).
+//! How many workgroups fit a multiprocessor follows from these (on the H200 it bounded the
+//! LZ4 copies while each block was made in workgroup memory: see `wgsl/bslz4.wgsl`).
 //!
 //! wgpu does not expose the extension, so this opens its own Vulkan device and builds each
 //! kernel from the SPIR-V naga writes with the options wgpu's Vulkan backend uses (index
