@@ -13,21 +13,23 @@
 // a word an invocation. `lz4_serial` inflates in place, one invocation a block, the blocks
 // over LOCAL_BYTES and those with more sequences than their region holds.
 //
-// Measured on the H200 (one 64 MB window, 232 MB decoded; `wgsl/` variants timed with
-// `stem4d bench gpu --kernels`): parse 0.28 ms, copies 1.77 ms, against 0.41 and 2.96 for
-// the kernel before, which put the bytes of runs of matches in place at once (each byte
-// followed back through its run's matches), 256 invocations a block, the block's output
-// in workgroup memory. What decided it:
-// - A block's chain of sequences is short work done many times, so the copies are bound
-//   by instructions issued, not by waits: a barrier alone for each of a block's ~156
-//   sequences cost 0.05 ms over the window; the words of the sequences the rest.
+// Measured on the H200 (one 64 MB window, 232 MB decoded; variants timed with `stem4d
+// bench gpu --kernels`, BENCHMARKS.md session 10): parse 0.27 ms, copies 2.19 ms, against
+// 0.41 and 2.96 for the kernel before, which put the bytes of runs of matches in place at
+// once (each byte followed back through its run's matches), 256 invocations a block, the
+// block's output in workgroup memory. What decided it:
 // - The output in workgroup memory (8.5 KB a block) left about six blocks to a
 //   multiprocessor, 6.6 ms; in the scratch buffer, 32 (the most workgroups one holds),
 //   2.2 ms. Two or four blocks a workgroup (64 a multiprocessor) gave no more (2.1, 2.4).
-// - A word's four bytes worked out with branches each waited for its own load (a block
-//   alone 0.39 ms; 0.27 with the loads side by side); literals put in place for the
-//   group first, so that a match word is one read of the bytes made, 1.86; a short period
-//   (1–3 bytes) laid out over two words instead of byte by byte, 1.77.
+// - The copies are bound by instructions issued, not by waits: a barrier alone for each of
+//   a block's ~156 sequences cost 0.05 ms over the window, the sequences' words the rest.
+//   A word's bytes worked out with branches each waited for its own load (a block alone
+//   0.39 ms; 0.27 with the loads side by side, the window as before); literals put in
+//   place for the group first, so that a match word is one read of the bytes made, 1.86;
+//   a period under 4 bytes laid out over two words instead of byte by byte, 1.77.
+// - At 1.77 ms one invocation stored a match's first word while others read its bytes
+//   before the match: a data race, however harmless the bytes read. Every invocation now
+//   reads that word first, then a second barrier: 2.19 ms.
 // - storageBarrier (device scope) costs ~10 % over workgroupBarrier here, which does not
 //   order the scratch buffer's accesses: kept.
 const LOCAL_BYTES: u32 = 8192u;
