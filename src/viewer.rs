@@ -76,15 +76,31 @@ pub struct Stage {
 }
 
 /// The upload stage (`ms` in all) and the parts its steps took.
-fn upload_stages(stages: &mut Vec<Stage>, ms: f64, res: &Resident) {
+/// Make `acq` resident along `plan`, reporting progress as the load's upload stage and
+/// adding the upload's time and its parts to `stages`.
+async fn upload_profiled(
+    engine: &Engine,
+    acq: &Acquisition,
+    corr: Correction,
+    plan: ResidentPlan,
+    progress: &mut dyn FnMut(&str, u64, u64),
+    stages: &mut Vec<Stage>,
+) -> Result<Resident> {
+    let t = now_ms();
+    let res = engine
+        .upload_plan(acq, corr, plan, &mut |f, n| {
+            progress("read, decode, upload", f as u64, n as u64)
+        })
+        .await?;
     stages.push(Stage {
         name: "read + decode + upload".into(),
-        ms,
+        ms: now_ms() - t,
     });
     stages.extend(res.upload_times.0.iter().map(|&(name, ms)| Stage {
         name: format!("of which {name}"),
         ms,
     }));
+    Ok(res)
 }
 
 /// The load profile and provenance shown after loading (`stem4d.profile()`).
@@ -405,46 +421,40 @@ impl Session {
             ));
         }
         let mut float_resident = None;
-        let (resident, derived, plan) = if acq.dtype == Dtype::F32 {
-            if req.bin > 1 {
-                warnings.push(
-                    "binned float32 acquisition: products are computed on the CPU reference".into(),
-                );
-                (None, None, None)
-            } else {
-                let plan = ResidentPlan::new(shape, acq.dtype, false, engine.adapter.limits)?;
-                let t = now_ms();
-                let res = engine
-                    .upload_plan(&acq, correction, plan.clone(), &mut |f, n| {
-                        progress("read, decode, upload", f as u64, n as u64)
-                    })
-                    .await?;
-                upload_stages(&mut stages, now_ms() - t, &res);
+        let float = acq.dtype == Dtype::F32;
+        let (resident, derived, plan) = if float && req.bin > 1 {
+            warnings.push(
+                "binned float32 acquisition: products are computed on the CPU reference".into(),
+            );
+            (None, None, None)
+        } else {
+            let plan = ResidentPlan::new(shape, acq.dtype, req.bin > 1, engine.adapter.limits)?;
+            let res = upload_profiled(
+                engine,
+                &acq,
+                correction,
+                plan.clone(),
+                progress,
+                &mut stages,
+            )
+            .await?;
+            if float {
                 warnings.push(
                     "float32 acquisition: exact sums on the GPU, each image read back for its one rounding"
                         .into(),
                 );
                 float_resident = Some(res);
                 (None, None, Some(plan))
+            } else {
+                progress("derive totals and CoM", 0, shape.frames() as u64);
+                let t = now_ms();
+                let derived = derive(engine, &res).await?;
+                stages.push(Stage {
+                    name: "totals + CoM moments".into(),
+                    ms: now_ms() - t,
+                });
+                (Some(res), Some(derived), Some(plan))
             }
-        } else {
-            let plan = ResidentPlan::new(shape, acq.dtype, req.bin > 1, engine.adapter.limits)?;
-            let frames = shape.frames() as u64;
-            let t = now_ms();
-            let res = engine
-                .upload_plan(&acq, correction, plan.clone(), &mut |f, n| {
-                    progress("read, decode, upload", f as u64, n as u64)
-                })
-                .await?;
-            upload_stages(&mut stages, now_ms() - t, &res);
-            progress("derive totals and CoM", 0, frames);
-            let t = now_ms();
-            let derived = derive(engine, &res).await?;
-            stages.push(Stage {
-                name: "totals + CoM moments".into(),
-                ms: now_ms() - t,
-            });
-            (Some(res), Some(derived), Some(plan))
         };
         let t = now_ms();
         let mut fit = ProductParams::new(ProductKind::FitBf);

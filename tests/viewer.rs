@@ -34,6 +34,15 @@ fn open(engine: &Engine, name: &str, req: OpenRequest) -> Session {
     s
 }
 
+/// Fixture `name` opened unbinned, and the acquisition the CPU reference reads.
+fn open_unbinned(engine: &Engine, name: &str) -> (Session, Acquisition) {
+    let req = OpenRequest {
+        bin: 1,
+        ..Default::default()
+    };
+    (open(engine, name, req), fixture_acq(name))
+}
+
 fn state(v: serde_json::Value) -> ViewState {
     serde_json::from_value(v).unwrap()
 }
@@ -52,15 +61,7 @@ fn cpu_at(acq: &Acquisition, p: &ProductParams, k: usize) -> f64 {
 #[test]
 fn readouts_follow_the_view_and_equal_the_cpu_reference() {
     let Some(engine) = engine() else { return };
-    let mut s = open(
-        &engine,
-        "arina_u16",
-        OpenRequest {
-            bin: 1,
-            ..Default::default()
-        },
-    );
-    let acq = fixture_acq("arina_u16");
+    let (mut s, acq) = open_unbinned(&engine, "arina_u16");
     let [rows, cols] = acq.shape.scan;
     let fit = cpu::compute(&acq, &ProductParams::new(ProductKind::FitBf)).unwrap();
     assert_eq!(s.bf_fit.to_vec(), fit.data.to_f64());
@@ -138,15 +139,7 @@ fn readouts_follow_the_view_and_equal_the_cpu_reference() {
 #[test]
 fn a_product_with_another_bin_reuploads_and_stays_exact() {
     let Some(engine) = engine() else { return };
-    let mut s = open(
-        &engine,
-        "arina_u16",
-        OpenRequest {
-            bin: 1,
-            ..Default::default()
-        },
-    );
-    let acq = fixture_acq("arina_u16");
+    let (mut s, acq) = open_unbinned(&engine, "arina_u16");
     let mut p = ProductParams::new(ProductKind::Binned);
     p.bin = 3;
     p.mask_bad_pixels = true;
@@ -177,17 +170,9 @@ fn a_product_with_another_bin_reuploads_and_stays_exact() {
 #[test]
 fn float32_acquisitions_are_viewed_through_exact_gpu_sums() {
     let Some(engine) = engine() else { return };
-    let mut s = open(
-        &engine,
-        "emd_f32",
-        OpenRequest {
-            bin: 1,
-            ..Default::default()
-        },
-    );
+    let (mut s, acq) = open_unbinned(&engine, "emd_f32");
     assert_eq!(s.profile.products_on, "gpu");
     assert!(s.profile.resident_payload_bytes.is_some());
-    let acq = fixture_acq("emd_f32");
     pollster::block_on(s.update(&engine, &bf_state([5.0, 6.0], 3.0, [1, 2]))).unwrap();
     let mut p = ProductParams::new(ProductKind::Bf);
     (p.center, p.radius) = (Some([5.0, 6.0]), Some(3.0));
@@ -206,15 +191,7 @@ fn float32_acquisitions_are_viewed_through_exact_gpu_sums() {
 #[test]
 fn bad_view_states_are_refused_with_their_reason() {
     let Some(engine) = engine() else { return };
-    let mut s = open(
-        &engine,
-        "arina_u8",
-        OpenRequest {
-            bin: 1,
-            ..Default::default()
-        },
-    );
-    let acq = fixture_acq("arina_u8");
+    let (mut s, acq) = open_unbinned(&engine, "arina_u8");
     let [rows, _] = acq.shape.scan;
     for (v, want) in [
         (
@@ -260,15 +237,7 @@ fn bad_view_states_are_refused_with_their_reason() {
 #[test]
 fn a_circular_scan_roi_sums_exactly_the_positions_inside_it() {
     let Some(engine) = engine() else { return };
-    let mut s = open(
-        &engine,
-        "arina_u16",
-        OpenRequest {
-            bin: 1,
-            ..Default::default()
-        },
-    );
-    let acq = fixture_acq("arina_u16");
+    let (mut s, acq) = open_unbinned(&engine, "arina_u16");
     let [rows, cols] = acq.shape.scan;
     let (centre, radius) = ([2.3, 3.6], 2.2);
     for source in ["sum", "mean"] {

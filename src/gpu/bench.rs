@@ -237,8 +237,13 @@ pub async fn decode_window(
         ));
     }
     let target = engine.storage("bench decode target", seg.bytes.max(4));
-    let corr = crate::frames::Correction::default();
-    let elem = acq.dtype.size();
+    let to = super::decode::PackTarget {
+        plan: &res.plan,
+        corr: crate::frames::Correction::default(),
+        seg_first: 0,
+        resident: &target,
+        elem: acq.dtype.size(),
+    };
     let bytes = window.decoded_bytes as f64;
     let line = |name: String, seconds: f64| Timing {
         name,
@@ -248,9 +253,7 @@ pub async fn decode_window(
     Ok(vec![
         line(
             format!("GPU bslz4 decode ({} frames)", window.frames),
-            time(engine, reps, &|e| {
-                decoder.encode(engine, e, &window, &res.plan, corr, 0, &target, elem)
-            })?,
+            time(engine, reps, &|e| decoder.encode(engine, e, &window, &to))?,
         ),
         line(
             "  of which LZ4 parse".into(),
@@ -265,7 +268,7 @@ pub async fn decode_window(
         line(
             "  of which unshuffle + pack".into(),
             time(engine, reps, &|e| {
-                decoder.encode_pack(engine, e, &window, &res.plan, corr, 0, &target, elem)
+                decoder.encode_pack(engine, e, &window, &to)
             })?,
         ),
     ])

@@ -240,6 +240,17 @@ impl Default for SrcSlots {
     }
 }
 
+/// Where and how a window's frames are packed: the resident segment buffer holding frames
+/// from `seg_first` on, laid out by `plan`, corrected by `corr`, from `elem`-byte samples.
+#[derive(Clone, Copy)]
+pub struct PackTarget<'a> {
+    pub plan: &'a ResidentPlan,
+    pub corr: Correction,
+    pub seg_first: usize,
+    pub resident: &'a wgpu::Buffer,
+    pub elem: usize,
+}
+
 /// Decode-time inputs shared by every window of an upload.
 pub struct Decoder {
     bad: wgpu::Buffer,
@@ -266,21 +277,16 @@ impl Decoder {
         }
     }
 
-    /// Record decoding `w` into `resident` (the segment starting at frame `seg_first`).
-    #[allow(clippy::too_many_arguments)]
+    /// Record decoding `w` into `to`.
     pub fn encode(
         &self,
         engine: &Engine,
         enc: &mut wgpu::CommandEncoder,
         w: &Window,
-        plan: &ResidentPlan,
-        corr: Correction,
-        seg_first: usize,
-        resident: &wgpu::Buffer,
-        elem: usize,
+        to: &PackTarget<'_>,
     ) -> Result<()> {
         self.encode_inflate(engine, enc, w)?;
-        self.encode_pack(engine, enc, w, plan, corr, seg_first, resident, elem)
+        self.encode_pack(engine, enc, w, to)
     }
 
     /// The window's parameters for a kernel over `groups`.
@@ -359,19 +365,21 @@ impl Decoder {
         Ok(())
     }
 
-    /// Record unshuffling, correcting and packing the window's frames into `resident`.
-    #[allow(clippy::too_many_arguments)]
+    /// Record unshuffling, correcting and packing the window's frames into `to`.
     pub fn encode_pack(
         &self,
         engine: &Engine,
         enc: &mut wgpu::CommandEncoder,
         w: &Window,
-        plan: &ResidentPlan,
-        corr: Correction,
-        seg_first: usize,
-        resident: &wgpu::Buffer,
-        elem: usize,
+        to: &PackTarget<'_>,
     ) -> Result<()> {
+        let PackTarget {
+            plan,
+            corr,
+            seg_first,
+            resident,
+            elem,
+        } = *to;
         let (rel0, rel1) = (
             w.first_frame - seg_first,
             w.first_frame + w.frames - seg_first,
@@ -719,16 +727,14 @@ pub async fn upload(
                 )
             })?;
             let mut enc = engine.device.create_command_encoder(&Default::default());
-            decoder.encode(
-                engine,
-                &mut enc,
-                &w,
+            let to = PackTarget {
                 plan,
                 corr,
-                s0,
-                &buffer,
-                acq.dtype.size(),
-            )?;
+                seg_first: s0,
+                resident: &buffer,
+                elem: acq.dtype.size(),
+            };
+            decoder.encode(engine, &mut enc, &w, &to)?;
             let done = engine.submit_tracked(enc.finish());
             let mut t = crate::viewer::now_ms();
             if let Some(prev) = in_flight.replace(done) {
