@@ -294,7 +294,7 @@ fn seq_entry(i: u32) -> vec2<u32> {
 const STEP_SEQS: u32 = 32u;
 var<workgroup> ents: array<vec2<u32>, 33>;
 
-// Four bytes from byte `x` on, of the stored bytes or of the decoded ones.
+// Four stored bytes from byte `x` on.
 fn src_bytes4(x: u32) -> u32 {
     let sh = (x & 3u) * 8u;
     let lo = src[x >> 2u];
