@@ -75,7 +75,6 @@ pub struct Stage {
     pub ms: f64,
 }
 
-/// The upload stage (`ms` in all) and the parts its steps took.
 /// Make `acq` resident along `plan`, reporting progress as the load's upload stage and
 /// adding the upload's time and its parts to `stages`.
 async fn upload_profiled(
