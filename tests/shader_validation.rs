@@ -42,7 +42,7 @@ fn module(k: &kernels::Kernel) -> (naga::Module, naga::valid::ModuleInfo) {
 
 #[test]
 fn every_kernel_validates_for_webgpu() {
-    for k in kernels::ALL.into_iter().chain(kernels::SUBGROUP_KERNELS) {
+    for k in kernels::compute_kernels() {
         let (module, _) = module(&k);
         assert!(
             module
@@ -76,10 +76,7 @@ fn the_display_module_has_its_vertex_and_fragment_stages() {
 /// Every module the engine builds: the compute kernels (those with subgroups too) and the
 /// display's render module.
 fn all_modules() -> impl Iterator<Item = kernels::Kernel> {
-    kernels::ALL
-        .into_iter()
-        .chain(kernels::SUBGROUP_KERNELS)
-        .chain([kernels::RENDER])
+    kernels::compute_kernels().chain([kernels::RENDER])
 }
 
 #[test]
@@ -159,7 +156,7 @@ fn uniform_structs_match_their_rust_layout() {
 #[test]
 fn every_kernel_fits_webgpus_workgroup_memory() {
     const WEBGPU_GUARANTEED: u32 = 16_384;
-    for k in kernels::ALL.into_iter().chain(kernels::SUBGROUP_KERNELS) {
+    for k in kernels::compute_kernels() {
         let bytes = kernels::workgroup_bytes(&k.source(), k.entry)
             .unwrap_or_else(|e| panic!("{}: {e}", k.name));
         assert!(

@@ -290,8 +290,8 @@ fn seq_entry(i: u32) -> vec2<u32> {
 }
 
 // The entries of the STEP_SEQS sequences being made, and the one after (whose output byte
-// ends the last one's match).
-const STEP_SEQS: u32 = 32u;
+// ends the last one's match): an entry an invocation loads.
+const STEP_SEQS: u32 = LANES;
 var<workgroup> ents: array<vec2<u32>, 33>;
 
 // Four stored bytes from byte `x` on.

@@ -784,12 +784,10 @@ mod tests {
     /// The constant `name` of the decode kernels' WGSL text (inflate or unshuffle).
     fn wgsl_const(name: &str) -> u32 {
         let decl = format!("const {name}: u32 = ");
-        let text = [kernels::LZ4_BLOCKS.body, kernels::UNSHUFFLE_TILES.body]
+        let rest = [kernels::LZ4_BLOCKS.body, kernels::UNSHUFFLE_TILES.body]
             .into_iter()
-            .find(|t| t.contains(&decl))
+            .find_map(|t| t.find(&decl).map(|at| &t[at..]))
             .unwrap_or_else(|| panic!("{name} in bslz4.wgsl or unshuffle.wgsl"));
-        let at = text.find(&decl).unwrap();
-        let rest = &text[at..];
         let value = &rest[rest.find('=').unwrap() + 1..rest.find("u;").unwrap()];
         value.trim().parse().unwrap()
     }

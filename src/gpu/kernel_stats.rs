@@ -169,23 +169,19 @@ fn with_instance(instance: &ash::Instance, unchecked: bool) -> Result<(String, V
     let device = unsafe { instance.create_device(pd, &info, None) }
         .map_err(vk_err("creating the device"))?;
     let loader = ash::khr::pipeline_executable_properties::Device::new(instance, &device);
-    let mut out = Vec::new();
-    let mut result = Ok(());
-    for k in kernels::ALL {
-        match kernel_stats(&device, &loader, &k, target) {
-            Ok(stats) => out.push(KernelStats {
+    // Stops at the first kernel that fails, as the device must be destroyed either way.
+    let out: Result<Vec<KernelStats>> = kernels::ALL
+        .iter()
+        .map(|k| {
+            kernel_stats(&device, &loader, k, target).map(|stats| KernelStats {
                 kernel: k.name,
                 entry: k.entry,
                 stats,
-            }),
-            Err(e) => {
-                result = Err(e);
-                break;
-            }
-        }
-    }
+            })
+        })
+        .collect();
     unsafe { device.destroy_device(None) };
-    result.map(|()| (name, out))
+    out.map(|out| (name, out))
 }
 
 fn kernel_stats(

@@ -192,6 +192,12 @@ pub const MASKED_SUM_SUBGROUP: Kernel = Kernel {
 /// The kernels built only where the adapter has subgroups.
 pub const SUBGROUP_KERNELS: [Kernel; 1] = [MASKED_SUM_SUBGROUP];
 
+/// Every compute kernel: those every adapter builds, then those built only with subgroups.
+#[cfg(not(target_arch = "wasm32"))]
+pub fn compute_kernels() -> impl Iterator<Item = Kernel> {
+    ALL.into_iter().chain(SUBGROUP_KERNELS)
+}
+
 /// A WGSL module as naga reads and validates it, and one of its entry points: what
 /// [`workgroup_bytes`] and `bench kernel-stats` (`kernel_stats.rs`) look into.
 #[cfg(not(target_arch = "wasm32"))]
@@ -254,15 +260,12 @@ pub fn workgroup_bytes(source: &str, entry: &str) -> std::result::Result<u32, St
 
 /// Replacement kernel texts from `dir` for experiments: each `NAME.wgsl` there replaces the
 /// kernel NAME (its text after the common prelude: for a subgroup kernel, the whole of it,
-/// `masked_sum.wgsl` included; for a decode kernel, `decode_common.wgsl` included). A file that names no kernel is refused by name.
+/// `masked_sum.wgsl` included; for a decode kernel, `decode_common.wgsl` included). A file
+/// that names no kernel is refused by name.
 #[cfg(not(target_arch = "wasm32"))]
 pub fn overrides_from(dir: &std::path::Path) -> crate::error::Result<Vec<(String, String)>> {
     use crate::error::Error;
-    let names: Vec<&str> = ALL
-        .iter()
-        .chain(&SUBGROUP_KERNELS)
-        .map(|k| k.name)
-        .collect();
+    let names: Vec<&str> = compute_kernels().map(|k| k.name).collect();
     let entries = std::fs::read_dir(dir)
         .map_err(|e| Error::param(format!("{}: cannot list the kernels: {e}", dir.display())))?;
     let mut out = Vec::new();

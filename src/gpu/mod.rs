@@ -750,7 +750,7 @@ impl Engine {
 /// before they are built (see [`kernels::workgroup_bytes`]).
 #[cfg(not(target_arch = "wasm32"))]
 fn check_override_sizes(overrides: &[(String, String)], limit: u32, adapter: &str) -> Result<()> {
-    for k in kernels::ALL.iter().chain(&kernels::SUBGROUP_KERNELS) {
+    for k in kernels::compute_kernels() {
         if !overrides.iter().any(|(name, _)| name == k.name) {
             continue;
         }
