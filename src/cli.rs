@@ -622,6 +622,13 @@ fn bench_gpu(open: &OpenArgs, b: GpuBench, overrides: &[(String, String)]) -> Re
             ""
         }
     );
+    let scoped = engine.workgroup_scoped_kernels();
+    if !scoped.is_empty() {
+        println!(
+            "  kernels built from SPIR-V with workgroup-scoped storage barriers: {}",
+            scoped.join(", ")
+        );
+    }
     let t = Instant::now();
     let mut res = pollster::block_on(engine.upload(&acq, crate::frames::Correction::default()))?;
     crate::gpu::bench::wait(&engine)?;

@@ -14,24 +14,25 @@
 // over LOCAL_BYTES and those with more sequences than their region holds.
 //
 // Measured on the H200 (one 64 MB window, 232 MB decoded; variants timed with `stem4d
-// bench gpu --kernels`, BENCHMARKS.md session 10): parse 0.27 ms, copies 2.19 ms, against
-// 0.41 and 2.96 for the kernel before, which put the bytes of runs of matches in place at
-// once (each byte followed back through its run's matches), 256 invocations a block, the
-// block's output in workgroup memory. What decided it:
+// bench gpu --kernels`, BENCHMARKS.md sessions 10 and 11): parse 0.29 ms, copies 1.42 ms,
+// against 0.41 and 2.96 for the kernel before, which put the bytes of runs of matches in
+// place at once (each byte followed back through its run's matches), 256 invocations a
+// block, the block's output in workgroup memory. What decided it:
 // - The output in workgroup memory (8.5 KB a block) left about six blocks to a
 //   multiprocessor, 6.6 ms; in the scratch buffer, 32 (the most workgroups one holds),
 //   2.2 ms. Two or four blocks a workgroup (64 a multiprocessor) gave no more (2.1, 2.4).
-// - The copies are bound by instructions issued, not by waits: a barrier alone for each of
-//   a block's ~156 sequences cost 0.05 ms over the window, the sequences' words the rest.
-//   A word's bytes worked out with branches each waited for its own load (a block alone
-//   0.39 ms; 0.27 with the loads side by side, the window as before); literals put in
-//   place for the group first, so that a match word is one read of the bytes made, 1.86;
-//   a period under 4 bytes laid out over two words instead of byte by byte, 1.77.
-// - At 1.77 ms one invocation stored a match's first word while others read its bytes
-//   before the match: a data race, however harmless the bytes read. Every invocation now
-//   reads that word first, then a second barrier: 2.19 ms.
-// - storageBarrier (device scope) costs ~10 % over workgroupBarrier here, which does not
-//   order the scratch buffer's accesses: kept.
+// - The barriers' scope: naga writes `storageBarrier` with Device memory scope, a fence
+//   across the whole GPU, where WGSL's is the workgroup's. On Vulkan the engine builds this
+//   module from SPIR-V with the barriers workgroup-scoped (`src/gpu/spirv.rs`): 1.89 → 1.42.
+// - Literals put in place for the group first, so that a match word is one read of the
+//   bytes made; a period under 4 bytes laid out over two words; branches on the match's
+//   offset, the same for every invocation of a step (2.19 → 1.89 before the scope).
+// - Every invocation reads a match's first word before the barrier that precedes the
+//   stores: a store to that word while others read its bytes before the match would be a
+//   data race, however harmless the bytes read.
+// - Matches made a step of several at once where none reads another's bytes (a step
+//   every 1.3 matches on Dectris-like data) measured no faster: 1.89, and 1.56 with the scope:
+//   the steps' barriers and loads, not the matches, set the time.
 const LOCAL_BYTES: u32 = 8192u;
 // Invocations of a `lz4_blocks` workgroup: one subgroup on NVIDIA (any width is correct:
 // the barriers are the workgroup's).
@@ -369,31 +370,39 @@ fn ents_by_d(p: u32, m: u32) -> u32 {
 }
 
 // The four bytes a match copying `off` back makes from its byte `t` on, the match starting
-// at block byte `m0`: the match repeats the `off` bytes before it, so these are that period's bytes from phase r = t mod off on. Worked out
-// without branches: the bytes at the phase, then the period's first bytes after them; a
-// period under 4 bytes is laid out twice over 8 bytes and read at its phase.
+// at block byte `m0`: the match repeats the `off` bytes before it, so these are that
+// period's bytes from phase r = t mod off on. `off` is the same for every invocation of a
+// step, so its branches cost no divergence; the remainder is worked out only past the
+// first period. A period of 4 bytes or more: the bytes at the phase, then (across the
+// period's end) its first bytes; under 4: the period laid out twice over 8 bytes, read at
+// its phase.
 fn match_bytes4(mk: Made, m0: u32, t: u32, off: u32) -> u32 {
-    let r = select(rem(t, off), t, t < off);
-    let at_phase = made_bytes4(mk, m0 - off + r);
+    var r = t;
+    if (t >= off) {
+        r = rem(t, off);
+    }
+    if (off >= 4u) {
+        let at_phase = made_bytes4(mk, m0 - off + r);
+        if (r + 4u <= off) {
+            return at_phase;
+        }
+        let c = off - r;
+        return (at_phase & byte_mask(0u, c)) | (made_bytes4(mk, m0 - off) << (8u * c));
+    }
     let head = made_bytes4(mk, m0 - off);
-    // off ≥ 4: c = off - r bytes at the phase, then the period's start.
-    let c = off - r;
-    let wrapped = (at_phase & byte_mask(0u, min(c, 4u))) | select(0u, head << (8u * c), c < 4u);
-    // off < 4: the period repeated over 8 bytes (lo, hi), from phase r.
     let b0 = head & 0xffu;
-    let b1 = (head >> 8u) & 0xffu;
-    let b2 = (head >> 16u) & 0xffu;
     var lo = b0 * 0x01010101u;
     var hi = lo;
     if (off == 2u) {
         lo = (head & 0xffffu) * 0x00010001u;
         hi = lo;
     } else if (off == 3u) {
+        let b1 = (head >> 8u) & 0xffu;
+        let b2 = (head >> 16u) & 0xffu;
         lo = (head & 0xffffffu) | (b0 << 24u);
         hi = b1 | (b2 << 8u) | (b0 << 16u) | (b1 << 24u);
     }
-    let periodic = select((lo >> (8u * r)) | (hi << (32u - 8u * r)), lo, r == 0u);
-    return select(select(wrapped, at_phase, r + 4u <= off), periodic, off < 4u);
+    return select((lo >> (8u * r)) | (hi << (32u - 8u * r)), lo, r == 0u);
 }
 
 // One workgroup (a subgroup's width) per block. Raw blocks are copied word by word. Parsed

@@ -4,13 +4,16 @@
 //! LZ4 copies while each block was made in workgroup memory: see `wgsl/bslz4.wgsl`).
 //!
 //! wgpu does not expose the extension, so this opens its own Vulkan device and builds each
-//! kernel from the SPIR-V naga writes with the options wgpu's Vulkan backend uses (index
-//! clamping, loop bounding, division checks, native workgroup-memory zeroing), into a
-//! pipeline layout derived from the kernel's own bindings.
+//! kernel from the SPIR-V the engine's Vulkan device builds: naga's, with the options wgpu's
+//! Vulkan backend uses (index clamping, loop bounding, division checks, native
+//! workgroup-memory zeroing), or for a kernel with storage barriers the engine's own
+//! (`gpu::spirv`: barriers workgroup-scoped, every check in the shader), into a pipeline
+//! layout derived from the kernel's own bindings.
 
 use ash::vk;
 
 use super::kernels::{self, Kernel};
+use super::spirv;
 use crate::error::{Error, Result};
 
 /// One driver statistic of one kernel's executable.
@@ -33,65 +36,40 @@ fn vk_err(what: &str) -> impl Fn(vk::Result) -> Error + '_ {
 /// The bindings an entry point uses, by group: (binding, descriptor type).
 type Bindings = Vec<Vec<(u32, vk::DescriptorType)>>;
 
-/// What the SPIR-V is written for: the device's Vulkan version (as wgpu picks the SPIR-V
-/// version and how workgroup memory is zeroed), and whether wgpu's runtime checks (index
-/// clamping, loop bounds, division checks) are left out, to show what they cost.
-#[derive(Clone, Copy)]
-struct Target {
-    vulkan_1_3: bool,
-    unchecked: bool,
-}
-
-/// The SPIR-V of `k`'s entry point as wgpu's Vulkan backend would write it for `t`.
-fn spirv(k: &Kernel, t: Target) -> Result<(Vec<u32>, Bindings)> {
-    let unchecked = t.unchecked;
+/// The SPIR-V of `k`'s entry point as the engine builds it on Vulkan: wgpu's translation
+/// (with the checks wgpu's Vulkan backend writes on a device with robust buffer access,
+/// unless `unchecked`), or for a kernel with storage barriers the engine's own, barriers
+/// workgroup-scoped (see [`spirv`]).
+fn kernel_spirv(k: &Kernel, vulkan_1_3: bool, unchecked: bool) -> Result<(Vec<u32>, Bindings)> {
     let bad = |e: String| Error::Gpu(format!("kernel {}: {e}", k.name));
-    let m = kernels::EntryModule::parse(&k.source(), k.entry).map_err(bad)?;
-    let options = naga::back::spv::Options {
-        lang_version: if t.vulkan_1_3 { (1, 6) } else { (1, 3) },
-        bounds_check_policies: naga::proc::BoundsCheckPolicies {
-            index: if unchecked {
-                naga::proc::BoundsCheckPolicy::Unchecked
-            } else {
-                naga::proc::BoundsCheckPolicy::Restrict
-            },
-            buffer: naga::proc::BoundsCheckPolicy::Unchecked,
-            image_load: naga::proc::BoundsCheckPolicy::Unchecked,
-            binding_array: naga::proc::BoundsCheckPolicy::Unchecked,
-        },
-        zero_initialize_workgroup_memory: if t.vulkan_1_3 {
-            naga::back::spv::ZeroInitializeWorkgroupMemoryMode::Native
-        } else {
-            naga::back::spv::ZeroInitializeWorkgroupMemoryMode::Polyfill
-        },
-        force_loop_bounding: !unchecked,
-        emit_int_div_checks: !unchecked,
-        ..Default::default()
+    let source = k.source();
+    let as_wgpu = spirv::Target {
+        vulkan_1_3,
+        unchecked,
+        robust_buffers: true,
+        wgpu_bindings: false,
     };
-    let pipeline = naga::back::spv::PipelineOptions {
-        shader_stage: naga::ShaderStage::Compute,
-        entry_point: k.entry.to_string(),
-    };
-    let words = naga::back::spv::write_vec(&m.module, &m.info, &options, Some(&pipeline))
-        .map_err(|e| bad(e.to_string()))?;
-    // The bindings the entry point uses, by group.
+    let mut s = spirv::entry_spirv(&source, k.entry, as_wgpu).map_err(bad)?;
+    if s.scoped_barriers > 0 && !unchecked {
+        let engine = spirv::Target {
+            wgpu_bindings: false,
+            ..spirv::Target::ENGINE
+        };
+        s = spirv::entry_spirv(&source, k.entry, engine).map_err(bad)?;
+    }
     let mut groups: Bindings = Vec::new();
-    for var in m.used_globals() {
-        let Some(binding) = &var.binding else {
-            continue;
+    for (g, binding, kind) in s.bindings {
+        let ty = match kind {
+            spirv::BindingKind::Uniform => vk::DescriptorType::UNIFORM_BUFFER,
+            spirv::BindingKind::Storage { .. } => vk::DescriptorType::STORAGE_BUFFER,
         };
-        let ty = match var.space {
-            naga::AddressSpace::Uniform => vk::DescriptorType::UNIFORM_BUFFER,
-            naga::AddressSpace::Storage { .. } => vk::DescriptorType::STORAGE_BUFFER,
-            other => return Err(bad(format!("binding in {other:?} space"))),
-        };
-        let g = binding.group as usize;
+        let g = g as usize;
         if groups.len() <= g {
             groups.resize(g + 1, Vec::new());
         }
-        groups[g].push((binding.binding, ty));
+        groups[g].push((binding, ty));
     }
-    Ok((words, groups))
+    Ok((s.words, groups))
 }
 
 /// Statistics of every kernel, on the first Vulkan device that has the extension
@@ -153,10 +131,6 @@ fn with_instance(instance: &ash::Instance, unchecked: bool) -> Result<(String, V
     // Vulkan 1.3 zeroes workgroup memory natively (as wgpu then asks for); before it naga
     // writes the zeroing out.
     let vulkan_1_3 = props.api_version >= vk::API_VERSION_1_3;
-    let target = Target {
-        vulkan_1_3,
-        unchecked,
-    };
     let mut v13 =
         vk::PhysicalDeviceVulkan13Features::default().shader_zero_initialize_workgroup_memory(true);
     let mut info = vk::DeviceCreateInfo::default()
@@ -173,7 +147,7 @@ fn with_instance(instance: &ash::Instance, unchecked: bool) -> Result<(String, V
     let out: Result<Vec<KernelStats>> = kernels::ALL
         .iter()
         .map(|k| {
-            kernel_stats(&device, &loader, k, target).map(|stats| KernelStats {
+            kernel_stats(&device, &loader, k, vulkan_1_3, unchecked).map(|stats| KernelStats {
                 kernel: k.name,
                 entry: k.entry,
                 stats,
@@ -188,9 +162,10 @@ fn kernel_stats(
     device: &ash::Device,
     loader: &ash::khr::pipeline_executable_properties::Device,
     k: &Kernel,
-    target: Target,
+    vulkan_1_3: bool,
+    unchecked: bool,
 ) -> Result<Vec<Stat>> {
-    let (words, groups) = spirv(k, target)?;
+    let (words, groups) = kernel_spirv(k, vulkan_1_3, unchecked)?;
     let mut layouts = Vec::new();
     let mut made = Ok(());
     for g in &groups {
@@ -321,42 +296,20 @@ fn c_text(chars: &[std::ffi::c_char]) -> String {
 mod tests {
     use super::*;
 
-    /// Each kernel's pipeline layout is derived from the bindings its entry point uses: the
-    /// LZ4 copies bind the parameters, the window, the block table, the scratch, the status
-    /// and the sequence tables, and not the resident or the parse's output.
+    /// Each kernel's set layout is its entry point's own bindings as Vulkan descriptors: the
+    /// LZ4 copies (built with workgroup-scoped barriers) bind the parameters as a uniform
+    /// buffer and six storage buffers; every kernel builds for every target.
     #[test]
-    fn layouts_follow_each_entry_points_own_bindings() {
-        let (words, groups) = spirv(
-            &kernels::LZ4_BLOCKS,
-            Target {
-                vulkan_1_3: true,
-                unchecked: false,
-            },
-        )
-        .unwrap();
+    fn set_layouts_follow_each_entry_points_own_bindings() {
+        let (words, groups) = kernel_spirv(&kernels::LZ4_BLOCKS, true, false).unwrap();
         assert_eq!(words[0], 0x0723_0203, "SPIR-V magic");
-        let mut g0 = groups[0].clone();
-        g0.sort_by_key(|b| b.0);
         let storage = vk::DescriptorType::STORAGE_BUFFER;
-        assert_eq!(
-            g0,
-            vec![
-                (0, vk::DescriptorType::UNIFORM_BUFFER),
-                (1, storage),
-                (2, storage),
-                (3, storage),
-                (4, storage),
-                (8, storage),
-                (9, storage),
-            ]
-        );
+        let want: Vec<_> = [1, 2, 3, 4, 8, 9].iter().map(|&b| (b, storage)).collect();
+        assert_eq!(groups[0][0], (0, vk::DescriptorType::UNIFORM_BUFFER));
+        assert_eq!(groups[0][1..], want[..]);
         for k in kernels::ALL {
             for (vulkan_1_3, unchecked) in [(true, false), (true, true), (false, false)] {
-                let target = Target {
-                    vulkan_1_3,
-                    unchecked,
-                };
-                let (_, groups) = spirv(&k, target).unwrap();
+                let (_, groups) = kernel_spirv(&k, vulkan_1_3, unchecked).unwrap();
                 assert!(
                     groups.iter().any(|g| !g.is_empty()),
                     "{} binds nothing",

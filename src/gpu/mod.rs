@@ -13,6 +13,8 @@ pub mod kernel_stats;
 pub mod kernels;
 pub mod products;
 pub mod radial;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod spirv;
 
 use std::sync::{Arc, Mutex};
 
@@ -66,6 +68,8 @@ pub struct Engine {
     pipelines: Vec<(&'static str, wgpu::ComputePipeline)>,
     /// Whether the subgroup kernels are built and used ([`kernels::SUBGROUP_KERNELS`]).
     subgroups: bool,
+    /// Kernels built from SPIR-V with workgroup-scoped barriers (see `spirv`).
+    scoped_kernels: Vec<&'static str>,
     /// Without subgroups, masked sums add each invocation's lanes atomically instead of
     /// meeting in workgroup memory ([`Engine::atomic_sums`]).
     atomic_sums: bool,
@@ -240,10 +244,20 @@ impl Engine {
         };
         // Subgroups where the adapter has them (natively; wgpu keeps them off on the web).
         let features = adapter.features() & wgpu::Features::SUBGROUP;
+        // SPIR-V passed through on Vulkan, for the kernels whose barriers naga scopes wider
+        // than WGSL does (see `spirv`).
+        let passthrough = wgpu::Features::PASSTHROUGH_SHADERS;
+        let spirv_barriers = cfg!(not(target_arch = "wasm32"))
+            && info.backend == wgpu::Backend::Vulkan
+            && adapter.features().contains(passthrough);
         let (device, queue) = adapter
             .request_device(&wgpu::DeviceDescriptor {
                 label: Some("stem4d"),
-                required_features: features,
+                required_features: if spirv_barriers {
+                    features | passthrough
+                } else {
+                    features
+                },
                 required_limits: limits,
                 ..Default::default()
             })
@@ -274,10 +288,12 @@ impl Engine {
             &info.name,
         )?;
         let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
-        let mut pipelines: Vec<_> = kernels::ALL
+        let built: Vec<_> = kernels::ALL
             .iter()
-            .map(|k| (k.name, build_pipeline(&device, k, overrides)))
+            .map(|k| build_pipeline(&device, k, overrides, spirv_barriers))
             .collect();
+        let scoped_kernels = built.iter().filter(|b| b.2).map(|b| b.0).collect();
+        let mut pipelines: Vec<_> = built.into_iter().map(|(n, p, _)| (n, p)).collect();
         if let Some(e) = scope.pop().await {
             let replaced: Vec<&str> = overrides.iter().map(|(n, _)| n.as_str()).collect();
             return Err(Error::Gpu(format!(
@@ -297,10 +313,10 @@ impl Engine {
             let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
             let extra: Vec<_> = kernels::SUBGROUP_KERNELS
                 .iter()
-                .map(|k| (k.name, build_pipeline(&device, k, overrides)))
+                .map(|k| build_pipeline(&device, k, overrides, spirv_barriers))
                 .collect();
             if scope.pop().await.is_none() {
-                pipelines.extend(extra);
+                pipelines.extend(extra.into_iter().map(|(n, p, _)| (n, p)));
                 subgroups = true;
             }
         }
@@ -312,10 +328,17 @@ impl Engine {
             adapter: adapter_summary,
             lost,
             pipelines,
+            scoped_kernels,
             subgroups,
             atomic_sums: prefers_atomic_sums(&info),
             chunk_decoder: None,
         })
+    }
+
+    /// The kernels built from SPIR-V whose storage barriers are workgroup-scoped, as WGSL
+    /// defines them, instead of naga's Device scope (Vulkan only; see `spirv`).
+    pub fn workgroup_scoped_kernels(&self) -> &[&'static str] {
+        &self.scoped_kernels
     }
 
     /// Whether the kernels that use subgroup operations run (the adapter has subgroups and
@@ -767,19 +790,98 @@ fn check_override_sizes(overrides: &[(String, String)], limit: u32, adapter: &st
     Ok(())
 }
 
+/// `k`'s pipeline, and whether it was built from SPIR-V with workgroup-scoped barriers
+/// (where `spirv_barriers` allows and the kernel has a storage barrier), else from its WGSL.
+/// Driver and validation errors surface through the caller's error scope.
 fn build_pipeline(
     device: &wgpu::Device,
     k: &Kernel,
     overrides: &[(String, String)],
-) -> wgpu::ComputePipeline {
+    spirv_barriers: bool,
+) -> (&'static str, wgpu::ComputePipeline, bool) {
     let source = k.source_with(overrides);
+    // The text test only spares the other kernels a second translation; the SPIR-V decides.
+    // A module naga cannot translate goes the WGSL way, whose error names it.
+    #[cfg(not(target_arch = "wasm32"))]
+    if spirv_barriers && source.contains("storageBarrier") {
+        if let Ok(s) = spirv::entry_spirv(&source, k.entry, spirv::Target::ENGINE) {
+            if s.scoped_barriers > 0 {
+                return (k.name, passthrough_pipeline(device, k, s), true);
+            }
+        }
+    }
+    #[cfg(target_arch = "wasm32")]
+    let _ = spirv_barriers;
     let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
         label: Some(k.name),
         source: wgpu::ShaderSource::Wgsl(source.into()),
     });
-    device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+    let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
         label: Some(k.name),
         layout: None,
+        module: &module,
+        entry_point: Some(k.entry),
+        compilation_options: Default::default(),
+        cache: None,
+    });
+    (k.name, pipeline, false)
+}
+
+/// A pipeline from SPIR-V the driver takes as it is, with the layout of the entry point's
+/// own bindings (wgpu does not reflect a passed-through module).
+#[cfg(not(target_arch = "wasm32"))]
+fn passthrough_pipeline(
+    device: &wgpu::Device,
+    k: &Kernel,
+    s: spirv::EntrySpirv,
+) -> wgpu::ComputePipeline {
+    let entries: Vec<wgpu::BindGroupLayoutEntry> = s
+        .bindings
+        .iter()
+        .map(|&(_, binding, kind)| wgpu::BindGroupLayoutEntry {
+            binding,
+            visibility: wgpu::ShaderStages::COMPUTE,
+            ty: wgpu::BindingType::Buffer {
+                ty: match kind {
+                    spirv::BindingKind::Uniform => wgpu::BufferBindingType::Uniform,
+                    spirv::BindingKind::Storage { read_only } => {
+                        wgpu::BufferBindingType::Storage { read_only }
+                    }
+                },
+                has_dynamic_offset: false,
+                min_binding_size: None,
+            },
+            count: None,
+        })
+        .collect();
+    let group = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+        label: Some(k.name),
+        entries: &entries,
+    });
+    let layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+        label: Some(k.name),
+        bind_group_layouts: &[Some(&group)],
+        immediate_size: 0,
+    });
+    let [x, y, z] = s.workgroup_size;
+    // SAFETY: naga wrote and validated this module from the kernel's WGSL, with every
+    // runtime check wgpu writes; the one change is a barrier's memory scope narrowed to
+    // what WGSL specifies for it.
+    let module = unsafe {
+        device.create_shader_module_passthrough(wgpu::ShaderModuleDescriptorPassthrough {
+            label: Some(k.name),
+            entry_points: vec![wgpu::PassthroughShaderEntryPoint {
+                name: k.entry.into(),
+                workgroup_size: (x, y, z),
+            }]
+            .into(),
+            spirv: Some(s.words.into()),
+            ..Default::default()
+        })
+    };
+    device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+        label: Some(k.name),
+        layout: Some(&layout),
         module: &module,
         entry_point: Some(k.entry),
         compilation_options: Default::default(),
