@@ -287,13 +287,18 @@ impl Engine {
             device.limits().max_compute_workgroup_storage_size,
             &info.name,
         )?;
+        let mut pipelines = if spirv_barriers {
+            scoped_pipelines(&device, overrides).await
+        } else {
+            Vec::new()
+        };
+        let scoped_kernels: Vec<&'static str> = pipelines.iter().map(|p| p.0).collect();
         let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
-        let built: Vec<_> = kernels::ALL
-            .iter()
-            .map(|k| build_pipeline(&device, k, overrides, spirv_barriers))
-            .collect();
-        let scoped_kernels = built.iter().filter(|b| b.2).map(|b| b.0).collect();
-        let mut pipelines: Vec<_> = built.into_iter().map(|(n, p, _)| (n, p)).collect();
+        for k in kernels::ALL {
+            if !scoped_kernels.contains(&k.name) {
+                pipelines.push((k.name, build_pipeline(&device, &k, overrides)));
+            }
+        }
         if let Some(e) = scope.pop().await {
             let replaced: Vec<&str> = overrides.iter().map(|(n, _)| n.as_str()).collect();
             return Err(Error::Gpu(format!(
@@ -313,10 +318,10 @@ impl Engine {
             let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
             let extra: Vec<_> = kernels::SUBGROUP_KERNELS
                 .iter()
-                .map(|k| build_pipeline(&device, k, overrides, spirv_barriers))
+                .map(|k| (k.name, build_pipeline(&device, k, overrides)))
                 .collect();
             if scope.pop().await.is_none() {
-                pipelines.extend(extra.into_iter().map(|(n, p, _)| (n, p)));
+                pipelines.extend(extra);
                 subgroups = true;
             }
         }
@@ -790,41 +795,75 @@ fn check_override_sizes(overrides: &[(String, String)], limit: u32, adapter: &st
     Ok(())
 }
 
-/// `k`'s pipeline, and whether it was built from SPIR-V with workgroup-scoped barriers
-/// (where `spirv_barriers` allows and the kernel has a storage barrier), else from its WGSL.
-/// Driver and validation errors surface through the caller's error scope.
+/// `k`'s pipeline from its WGSL (replaced by `overrides`); errors surface through the
+/// caller's error scope.
 fn build_pipeline(
     device: &wgpu::Device,
     k: &Kernel,
     overrides: &[(String, String)],
-    spirv_barriers: bool,
-) -> (&'static str, wgpu::ComputePipeline, bool) {
-    let source = k.source_with(overrides);
-    // The text test only spares the other kernels a second translation; the SPIR-V decides.
-    // A module naga cannot translate goes the WGSL way, whose error names it.
-    #[cfg(not(target_arch = "wasm32"))]
-    if spirv_barriers && source.contains("storageBarrier") {
-        if let Ok(s) = spirv::entry_spirv(&source, k.entry, spirv::Target::ENGINE) {
-            if s.scoped_barriers > 0 {
-                return (k.name, passthrough_pipeline(device, k, s), true);
-            }
-        }
-    }
-    #[cfg(target_arch = "wasm32")]
-    let _ = spirv_barriers;
+) -> wgpu::ComputePipeline {
     let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
         label: Some(k.name),
-        source: wgpu::ShaderSource::Wgsl(source.into()),
+        source: wgpu::ShaderSource::Wgsl(k.source_with(overrides).into()),
     });
-    let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+    device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
         label: Some(k.name),
         layout: None,
         module: &module,
         entry_point: Some(k.entry),
         compilation_options: Default::default(),
         cache: None,
-    });
-    (k.name, pipeline, false)
+    })
+}
+
+/// The kernels built from SPIR-V with their storage barriers workgroup-scoped (see
+/// [`scoped_pipeline`]).
+#[cfg(not(target_arch = "wasm32"))]
+async fn scoped_pipelines(
+    device: &wgpu::Device,
+    overrides: &[(String, String)],
+) -> Vec<(&'static str, wgpu::ComputePipeline)> {
+    let mut out = Vec::new();
+    for k in kernels::ALL {
+        if let Some(p) = scoped_pipeline(device, &k, overrides).await {
+            out.push((k.name, p));
+        }
+    }
+    out
+}
+
+/// None on the web: the browser translates the WGSL itself.
+#[cfg(target_arch = "wasm32")]
+async fn scoped_pipelines(
+    _: &wgpu::Device,
+    _: &[(String, String)],
+) -> Vec<(&'static str, wgpu::ComputePipeline)> {
+    Vec::new()
+}
+
+/// `k`'s pipeline from SPIR-V with its storage barriers workgroup-scoped (see `spirv`), when
+/// it has one and the driver takes the module; otherwise none, and `k` is built from its WGSL
+/// (whose errors then name a module naga or the driver refused). The text test only spares
+/// the other kernels a second translation; the SPIR-V decides.
+#[cfg(not(target_arch = "wasm32"))]
+async fn scoped_pipeline(
+    device: &wgpu::Device,
+    k: &Kernel,
+    overrides: &[(String, String)],
+) -> Option<wgpu::ComputePipeline> {
+    let source = k.source_with(overrides);
+    if !source.contains("storageBarrier") {
+        return None;
+    }
+    let s = spirv::entry_spirv(&source, k.entry, spirv::Target::ENGINE).ok()?;
+    if s.scoped_barriers == 0 {
+        return None;
+    }
+    let validation = device.push_error_scope(wgpu::ErrorFilter::Validation);
+    let internal = device.push_error_scope(wgpu::ErrorFilter::Internal);
+    let p = passthrough_pipeline(device, k, s);
+    let failed = internal.pop().await.is_some();
+    (!(validation.pop().await.is_some() || failed)).then_some(p)
 }
 
 /// A pipeline from SPIR-V the driver takes as it is, with the layout of the entry point's
