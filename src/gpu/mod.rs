@@ -856,7 +856,8 @@ async fn scoped_pipeline(
         return None;
     }
     let s = spirv::entry_spirv(&source, k.entry, spirv::Target::ENGINE).ok()?;
-    if s.scoped_barriers == 0 {
+    // The engine binds every kernel's buffers as group 0.
+    if s.scoped_barriers == 0 || s.bindings.iter().any(|b| b.0 != 0) {
         return None;
     }
     let validation = device.push_error_scope(wgpu::ErrorFilter::Validation);
