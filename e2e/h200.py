@@ -7,7 +7,8 @@ H200 machine, where Chromium's WebGPU runs on the real GPU (../shared/setup/chro
 
 Serves dist/, tests/fixtures (as /fixtures/) and e2e/ on 127.0.0.1, launches "$CHROMIUM" with
 $CHROMIUM_FLAGS, waits for the page's stem4d-ready, runs runSuite() and writes its result.
-With LOCAL_FILE=PATH[,PATH...] it then opens each file as a user would (a file input, read
+With CEILINGS=1 it first measures the File API and GPU upload ceilings on the first LOCAL_FILE
+(e2e/ceilings.js). With LOCAL_FILE=PATH[,PATH...] it then opens each file as a user would (a file input, read
 by the page's Workers) and times open → first image drawn (issue #4's load target), once per
 open-options object of LOCAL_OPTIONS (a JSON list, default [{}]; e.g. {"reads": "blob"})."""
 import functools
@@ -96,13 +97,7 @@ class Pipe:
 def open_local_file(chrome, session, path, options):
     """Give `path` to a file input (DevTools DOM.setFileInputFiles, as a user's pick) and time
     stem4d.open(files, options) on it up to the first image drawn."""
-    chrome.evaluate(session, "(() => { if (document.getElementById('bench-file')) return;"
-                             " const i = document.createElement('input'); i.type = 'file';"
-                             " i.id = 'bench-file'; i.hidden = true; document.body.appendChild(i); })()")
-    root = chrome.send("DOM.getDocument", {}, session=session)["result"]["root"]["nodeId"]
-    node = chrome.send("DOM.querySelector", {"nodeId": root, "selector": "#bench-file"},
-                       session=session)["result"]["nodeId"]
-    chrome.send("DOM.setFileInputFiles", {"files": [path], "nodeId": node}, session=session)
+    file_input(chrome, session, path)
     return chrome.evaluate(session, """(async () => {
         const files = Array.from(document.getElementById('bench-file').files);
         const t0 = performance.now();
@@ -113,6 +108,24 @@ def open_local_file(chrome, session, path, options):
         return {file: files[0].name, bytes: files[0].size, shape: info.shape, open_ms: t1 - t0,
                 first_image_ms: t2 - t0, options: %s, profile: await window.stem4d.profile()};
     })()""" % (json.dumps(options), json.dumps(options)), timeout=600.0)
+
+
+def file_input(chrome, session, path):
+    """A hidden file input holding `path`, given as a user's pick (DOM.setFileInputFiles)."""
+    chrome.evaluate(session, "(() => { if (document.getElementById('bench-file')) return;"
+                             " const i = document.createElement('input'); i.type = 'file';"
+                             " i.id = 'bench-file'; i.hidden = true; document.body.appendChild(i); })()")
+    root = chrome.send("DOM.getDocument", {}, session=session)["result"]["root"]["nodeId"]
+    node = chrome.send("DOM.querySelector", {"nodeId": root, "selector": "#bench-file"},
+                       session=session)["result"]["nodeId"]
+    chrome.send("DOM.setFileInputFiles", {"files": [path], "nodeId": node}, session=session)
+
+
+def file_api_ceilings(chrome, session, path):
+    """e2e/ceilings.js on `path`: File API read and GPU upload rates, no viewer involved."""
+    file_input(chrome, session, path)
+    return chrome.evaluate(session, "import('/e2e/ceilings.js').then(m => m.run("
+                                    "document.getElementById('bench-file').files[0]))", timeout=300.0)
 
 
 def main():
@@ -136,6 +149,11 @@ def main():
         expr = ("import('/e2e/suite.js').then(m => m.runSuite({parts: %s, benchShape: %s, reps: 30}))"
                 % (json.dumps(os.environ.get("PARTS", "parity,bad,bench").split(",")), json.dumps(bench)))
         result["suite"] = chrome.evaluate(session, expr, timeout=float(os.environ.get("SUITE_TIMEOUT", "480")))
+        if os.environ.get("CEILINGS") == "1" and os.environ.get("LOCAL_FILE"):
+            result["ceilings"] = file_api_ceilings(chrome, session, os.environ["LOCAL_FILE"].split(",")[0])
+            for k in ("reads", "uploads"):
+                for row in result["ceilings"][k]:
+                    print(k[:-1] + ":", json.dumps(row), flush=True)
         result["local_files"] = []
         for path in filter(None, os.environ.get("LOCAL_FILE", "").split(",")):
             for options in json.loads(os.environ.get("LOCAL_OPTIONS", "[{}]")):

@@ -106,6 +106,10 @@ export async function runSuite(opts = {}) {
         const prof = await window.stem4d.profile();
         check(prof.gpu_inflated_in_place_blocks === 0,
           `${fx.name}: every 8 KiB block inflated from its parsed sequences (${prof.gpu_inflated_in_place_blocks} in place)`);
+        if (prof.products_on === 'gpu' && prof.decode_workers > 0) {
+          check(prof.file_buffer_windows > 0,
+            `${fx.name}: decode windows uploaded from the File API's buffers (${prof.file_buffer_windows})`);
+        }
       }
       if (fx.filters.includes('deflate')) {
         const prof = await window.stem4d.profile();

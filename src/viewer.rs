@@ -129,6 +129,9 @@ pub struct Profile {
     /// sequences than its table held) instead of a workgroup each: its slow path, which
     /// Dectris's 8 KiB blocks do not take.
     pub gpu_inflated_in_place_blocks: u32,
+    /// Decode windows uploaded from the File API's own buffers, never copied into wasm
+    /// memory (the browser with its pool of Workers; 0 elsewhere).
+    pub file_buffer_windows: u32,
     /// Rounds of gathered metadata reads the page's open took (each fetches what the last
     /// attempt missed, all at once); 0 where files are read as they are parsed.
     pub index_read_rounds: usize,
@@ -357,6 +360,12 @@ struct Derived {
     com_mean: [f64; 2],
 }
 
+/// Generations of [`Session::plane_gen`], unique across sessions.
+fn next_plane_gen() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
+
 pub struct Session {
     pub acq: Acquisition,
     pub info: serde_json::Value,
@@ -379,6 +388,9 @@ pub struct Session {
     image_key: String,
     pattern_key: String,
     renderer: Option<(wgpu::TextureFormat, Renderer)>,
+    /// A new number each time a panel's plane or limits are recorded anew ([image, pattern]):
+    /// a canvas that shows the same generation through the same view needs no redraw.
+    plane_gen: [u64; 2],
     /// iDPC FFT plans and buffers for the current scan shape.
     idpc: Option<([usize; 2], crate::gpu::fft::Idpc)>,
 }
@@ -497,6 +509,7 @@ impl Session {
                     .iter()
                     .map(|r| r.gpu_inflated_in_place)
                     .sum(),
+                file_buffer_windows: resident.iter().map(|r| r.file_buffer_windows).sum(),
                 index_read_rounds: 0,
                 adapter: engine.adapter.clone(),
                 warnings,
@@ -516,6 +529,7 @@ impl Session {
             image_key: String::new(),
             pattern_key: String::new(),
             renderer: None,
+            plane_gen: [0; 2],
             idpc: None,
         };
         let fit = session.product(engine, &fit).await?;
@@ -693,6 +707,7 @@ impl Session {
         if ikey != self.image_key
             || display_changed(&st.image.display, old.as_ref().map(|o| &o.image.display))
         {
+            self.plane_gen[0] = next_plane_gen();
             self.image.encode_stats(
                 engine,
                 &mut enc,
@@ -706,6 +721,7 @@ impl Session {
                 old.as_ref().map(|o| &o.pattern.display),
             )
         {
+            self.plane_gen[1] = next_plane_gen();
             self.pattern.encode_stats(
                 engine,
                 &mut enc,
@@ -915,6 +931,12 @@ impl Session {
             Panel::Image => &self.image,
             Panel::Pattern => &self.pattern,
         }
+    }
+
+    /// What a canvas of `panel` shows after [`Session::encode_draw`]: equal keys, equal pixels.
+    pub fn draw_key(&self, panel: Panel, canvas: [u32; 2]) -> Result<(u64, View)> {
+        let g = self.plane_gen[(panel == Panel::Pattern) as usize];
+        Ok((g, self.view_uniform(panel, canvas)?))
     }
 
     /// The render uniform of `panel` on a `canvas` of (width, height) device pixels.

@@ -1,7 +1,7 @@
 // A pool Worker of the viewer's Worker. Two jobs: read ranges of a File (a large range with
 // FileReaderSync: several Workers stream one file faster than one Worker; many small ones,
-// an index's B-tree nodes, all in flight at once with `Blob.arrayBuffer()`, where each
-// synchronous read waited ~0.75 ms for the last), and decode a stored chunk the
+// an index's B-tree nodes, one after another with FileReaderSync when the pool is large, or
+// all in flight with `Blob.arrayBuffer()` when it is not), and decode a stored chunk the
 // WGSL decoder does not take (deflate, shuffle) with the crate's own filter pipeline (the
 // same wasm module). Several run at once, one a CPU core.
 import init, { decodeChunk } from './stem4d.js';
@@ -18,7 +18,13 @@ self.onmessage = async ({ data: job }) => {
       return;
     }
     if (job.op === 'reads') {
-      const out = await Promise.all(job.offsets.map((o, k) => job.file.slice(o, o + job.lens[k]).arrayBuffer()));
+      let out;
+      if (job.sync) {
+        reader = reader || new FileReaderSync();
+        out = job.offsets.map((o, k) => reader.readAsArrayBuffer(job.file.slice(o, o + job.lens[k])));
+      } else {
+        out = await Promise.all(job.offsets.map((o, k) => job.file.slice(o, o + job.lens[k]).arrayBuffer()));
+      }
       self.postMessage({ id: job.id, out }, out);
       return;
     }

@@ -15,7 +15,7 @@ pub struct Header {
     pub block_elems: usize,
 }
 
-pub fn header(chunk: &[u8], elem: usize) -> Result<Header, DecodeError> {
+pub fn header<S: super::Stored + ?Sized>(chunk: &S, elem: usize) -> Result<Header, DecodeError> {
     let total_bytes = be_u64(chunk, 0)?;
     let block_bytes = be_u32(chunk, 8)? as usize;
     let block_elems = if block_bytes == 0 {
@@ -41,8 +41,8 @@ pub fn header(chunk: &[u8], elem: usize) -> Result<Header, DecodeError> {
 
 /// The blocks of a chunk whose logical size is `logical` bytes, after every header check:
 /// LZ4 blocks of bit planes, then the raw tail of the last `n % 8` elements.
-pub fn layout(
-    chunk: &[u8],
+pub fn layout<S: super::Stored + ?Sized>(
+    chunk: &S,
     elem: usize,
     logical: usize,
 ) -> Result<(Header, Vec<BlockRef>), DecodeError> {

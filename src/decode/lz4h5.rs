@@ -6,7 +6,10 @@ use super::{be_u32, be_u64, lz4_block_exact, stored, BlockRef, DecodeError};
 
 /// The block size and blocks of a chunk whose logical size is `logical` bytes, after every
 /// header check; a block whose stored length equals its size is raw.
-pub fn layout(chunk: &[u8], logical: usize) -> Result<(usize, Vec<BlockRef>), DecodeError> {
+pub fn layout<S: super::Stored + ?Sized>(
+    chunk: &S,
+    logical: usize,
+) -> Result<(usize, Vec<BlockRef>), DecodeError> {
     let total = be_u64(chunk, 0)?;
     if total != logical as u64 {
         return Err(DecodeError::new(format!(

@@ -34,29 +34,51 @@ pub struct BlockRef {
     pub raw: bool,
 }
 
+/// A stored chunk as the header walks read it: its length and big-endian words. Bytes in
+/// memory, or (the browser) the File API's buffers, which the GPU path uploads without
+/// copying them into wasm memory first.
+pub trait Stored {
+    fn stored_len(&self) -> usize;
+    /// The big-endian word at `at`, `None` when it passes the end.
+    fn be_u32_at(&self, at: usize) -> Option<u32>;
+}
+
+impl Stored for [u8] {
+    fn stored_len(&self) -> usize {
+        self.len()
+    }
+
+    fn be_u32_at(&self, at: usize) -> Option<u32> {
+        let b = self.get(at..at.checked_add(4)?)?;
+        Some(u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+    }
+}
+
 /// The `len` bytes at `pos` of `chunk`, or the truncation error `what` describes.
-pub(crate) fn stored(
-    chunk: &[u8],
+pub(crate) fn stored<S: Stored + ?Sized>(
+    chunk: &S,
     pos: usize,
     len: usize,
     what: impl FnOnce(usize) -> String,
 ) -> Result<std::ops::Range<usize>, DecodeError> {
+    let n = chunk.stored_len();
     match pos.checked_add(len) {
-        Some(end) if end <= chunk.len() => Ok(pos..end),
-        _ => Err(DecodeError::new(what(chunk.len().saturating_sub(pos)))),
+        Some(end) if end <= n => Ok(pos..end),
+        _ => Err(DecodeError::new(what(n.saturating_sub(pos)))),
     }
 }
 
-pub(crate) fn be_u32(buf: &[u8], at: usize) -> Result<u32, DecodeError> {
-    buf.get(at..at + 4)
-        .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+pub(crate) fn be_u32<S: Stored + ?Sized>(buf: &S, at: usize) -> Result<u32, DecodeError> {
+    buf.be_u32_at(at)
         .ok_or_else(|| DecodeError::new(format!("truncated: header field at byte {at} missing")))
 }
 
-pub(crate) fn be_u64(buf: &[u8], at: usize) -> Result<u64, DecodeError> {
-    buf.get(at..at + 8)
-        .map(|b| u64::from_be_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]))
-        .ok_or_else(|| DecodeError::new(format!("truncated: header field at byte {at} missing")))
+pub(crate) fn be_u64<S: Stored + ?Sized>(buf: &S, at: usize) -> Result<u64, DecodeError> {
+    let hi = be_u32(buf, at)?;
+    let lo = buf
+        .be_u32_at(at + 4)
+        .ok_or_else(|| DecodeError::new(format!("truncated: header field at byte {at} missing")))?;
+    Ok((hi as u64) << 32 | lo as u64)
 }
 
 /// LZ4 block decode into exactly `out.len()` bytes.

@@ -17,6 +17,7 @@ use crate::hdf5_index::{ChunkRef, DatasetIndex};
 use crate::resident::{ResidentPlan, DECODE_SCRATCH, DECODE_SEQS, DECODE_WINDOW};
 
 use super::kernels::{self, grid, DecodeParams};
+use super::window_bytes::WindowBytes;
 use super::{Batch, Engine, Resident, UploadTimes};
 
 /// Frames per chunk when the chunks hold whole frames in frame order.
@@ -163,6 +164,8 @@ fn seq_starts(blocks: &[[u32; 4]], budget: u64) -> Vec<u32> {
 /// the frames `[first_frame, first_frame + frames)` into a resident segment.
 pub struct Window {
     src: wgpu::Buffer,
+    /// Where `src`'s bytes wait to be copied in (the browser's staging buffers).
+    staged: Staged,
     blocks: wgpu::Buffer,
     chunks: wgpu::Buffer,
     frame_map: wgpu::Buffer,
@@ -195,18 +198,38 @@ pub struct Window {
 pub struct SrcSlots {
     slots: Vec<wgpu::Buffer>,
     next: usize,
+    /// The windows' scratch and sequence buffers, reused the same way and cleared before
+    /// each window (as a new buffer would be): in Chromium a new 220 MB buffer per window
+    /// cost more than its clear on the GPU.
+    scratch: [Option<wgpu::Buffer>; 2],
+    seqs: [Option<wgpu::Buffer>; 2],
+    #[cfg(target_arch = "wasm32")]
+    staging: super::window_bytes::Staging,
 }
+
+/// A window's bytes waiting in a staging buffer: copied into its storage buffer first.
+type Staged = Option<(wgpu::Buffer, u64)>;
 
 impl SrcSlots {
     pub fn new() -> SrcSlots {
         SrcSlots {
             slots: Vec::new(),
             next: 0,
+            scratch: [None, None],
+            seqs: [None, None],
+            #[cfg(target_arch = "wasm32")]
+            staging: super::window_bytes::Staging::new(),
         }
     }
 
-    /// A storage buffer holding `bytes` (zero-padded to whole words) from the next submit on.
-    fn fill(&mut self, engine: &Engine, bytes: &[u8], capacity: u64) -> wgpu::Buffer {
+    /// A storage buffer holding `bytes` (zero-padded to whole words) from the next submit on,
+    /// and the staging buffer to copy them from first when they came from the File API.
+    async fn fill(
+        &mut self,
+        engine: &Engine,
+        bytes: &WindowBytes,
+        capacity: u64,
+    ) -> Result<(wgpu::Buffer, Staged)> {
         let need = (bytes.len() as u64).next_multiple_of(4).max(4);
         let k = self.next % 2;
         self.next += 1;
@@ -219,18 +242,36 @@ impl SrcSlots {
                 None => self.slots.push(buffer),
             }
         }
-        let whole = bytes.len() & !3;
-        engine
-            .queue
-            .write_buffer(&self.slots[k], 0, &bytes[..whole]);
-        if whole < bytes.len() {
-            let mut tail = [0u8; 4];
-            tail[..bytes.len() - whole].copy_from_slice(&bytes[whole..]);
-            engine
-                .queue
-                .write_buffer(&self.slots[k], whole as u64, &tail);
+        #[cfg(target_arch = "wasm32")]
+        if let WindowBytes::Js(j) = bytes {
+            if let Some(staged) = self.staging.fill(&engine.device, j).await? {
+                return Ok((self.slots[k].clone(), Some(staged)));
+            }
         }
-        self.slots[k].clone()
+        bytes.write_to(&engine.queue, &self.slots[k])?;
+        Ok((self.slots[k].clone(), None))
+    }
+
+    /// The scratch and sequence buffers of the window [`SrcSlots::fill`] filled last, at
+    /// least `scratch` and `seqs` bytes (cleared by [`Decoder::encode`]).
+    fn work_buffers(&mut self, engine: &Engine, scratch: u64, seqs: u64) -> [wgpu::Buffer; 2] {
+        let k = (self.next + 1) % 2;
+        let take = |slot: &mut Option<wgpu::Buffer>, label, need: u64| {
+            if slot.as_ref().is_none_or(|b| b.size() < need) {
+                *slot = Some(engine.storage(label, need));
+            }
+            slot.clone().unwrap_or_else(|| engine.storage(label, need))
+        };
+        [
+            take(&mut self.scratch[k], "decode scratch", scratch),
+            take(&mut self.seqs[k], "decode sequences", seqs),
+        ]
+    }
+
+    /// The window filled last is submitted: its staging buffer may be mapped again.
+    fn submitted(&mut self) {
+        #[cfg(target_arch = "wasm32")]
+        self.staging.release();
     }
 }
 
@@ -285,6 +326,11 @@ impl Decoder {
         w: &Window,
         to: &PackTarget<'_>,
     ) -> Result<()> {
+        if let Some((staging, bytes)) = &w.staged {
+            enc.copy_buffer_to_buffer(staging, 0, &w.src, 0, *bytes);
+        }
+        enc.clear_buffer(&w.scratch, 0, None);
+        enc.clear_buffer(&w.seqs, 0, None);
         self.encode_inflate(engine, enc, w)?;
         self.encode_pack(engine, enc, w, to)
     }
@@ -465,8 +511,49 @@ async fn read_chunks(slots: &[&ChunkSlot<'_>]) -> Result<Vec<u8>> {
     crate::source::read_coalesced(&ranges).await
 }
 
-/// The window that starts at `mine[*i]`: as many whole chunks as fit the compressed and
-/// decoded budgets (at least one). Advances `*i` past them.
+/// The window of `slots`: in the browser, chunks that lie in order in one file, at most
+/// [`crate::source::SPAN_GAP`] apart, come as one span of the File API's own buffers (the
+/// bytes between them included: a file's B-tree nodes sit among its chunks); anything else
+/// is read into memory, back to back.
+async fn read_window(slots: &[&ChunkSlot<'_>], limit: u64) -> Result<WindowBytes> {
+    #[cfg(not(target_arch = "wasm32"))]
+    let _ = limit;
+    #[cfg(target_arch = "wasm32")]
+    if let Some((f, lo, n)) = file_span(slots, limit) {
+        if let Some(read) = f.read_js(lo, n) {
+            return Ok(WindowBytes::Js(super::window_bytes::JsBytes::new(
+                read.await?,
+                lo,
+            )));
+        }
+    }
+    Ok(WindowBytes::Host(read_chunks(slots).await?))
+}
+
+/// The file, offset and length of the span holding `slots`, when they lie in order in one
+/// file with small gaps and the span stays within two windows and the binding `limit`.
+#[cfg(target_arch = "wasm32")]
+fn file_span<'a>(
+    slots: &[&ChunkSlot<'a>],
+    limit: u64,
+) -> Option<(&'a std::sync::Arc<dyn crate::source::ByteSource>, u64, u64)> {
+    let first = slots.first()?;
+    let (mut end, mut stored) = (first.chunk.offset, 0u64);
+    for s in slots {
+        let same = std::sync::Arc::ptr_eq(&s.part.source, &first.part.source);
+        if !same || s.chunk.offset < end || s.chunk.offset - end > crate::source::SPAN_GAP {
+            return None;
+        }
+        end = s.chunk.offset.checked_add(s.chunk.size)?;
+        stored += s.chunk.size;
+    }
+    let span = end - first.chunk.offset;
+    let bound = (2 * DECODE_WINDOW.min(limit)).min(limit);
+    (span == stored || span <= bound).then_some((&first.part.source, first.chunk.offset, span))
+}
+
+/// The window that starts at `mine[*i]`: as many whole chunks of its file as fit the
+/// compressed and decoded budgets (at least one). Advances `*i` past them.
 fn pick_window(
     limit: u64,
     acq: &Acquisition,
@@ -483,7 +570,9 @@ fn pick_window(
         let cn = chunk_frames(slot.ix, acq.shape.det).unwrap_or(1);
         let logical = cn * (det_len * elem) as u64;
         let fits = src_len + slot.chunk.size <= window_bytes && dst_len + logical <= scratch_bytes;
-        if *i > start && !fits {
+        // A window holds one file's chunks: the browser reads it as one span of that file.
+        let same_file = std::sync::Arc::ptr_eq(&slot.part.source, &mine[start].part.source);
+        if *i > start && !(fits && same_file) {
             break;
         }
         src_len += slot.chunk.size;
@@ -496,13 +585,13 @@ fn pick_window(
 /// A window's stored bytes being read: started at once (the browser's reads run in the
 /// pool's Workers while the host builds the window before), finished when awaited.
 enum Prefetch<'a> {
-    Reading(crate::source::LocalFuture<'a, Result<Vec<u8>>>),
-    Read(Result<Vec<u8>>),
+    Reading(crate::source::LocalFuture<'a, Result<WindowBytes>>),
+    Read(Result<WindowBytes>),
 }
 
 impl<'a> Prefetch<'a> {
-    fn start(slots: &'a [&'a ChunkSlot<'a>]) -> Prefetch<'a> {
-        let mut reading: crate::source::LocalFuture<'a, _> = Box::pin(read_chunks(slots));
+    fn start(slots: &'a [&'a ChunkSlot<'a>], limit: u64) -> Prefetch<'a> {
+        let mut reading: crate::source::LocalFuture<'a, _> = Box::pin(read_window(slots, limit));
         // One poll posts the reads; a source that reads synchronously finishes here.
         let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
         match reading.as_mut().poll(&mut cx) {
@@ -511,7 +600,7 @@ impl<'a> Prefetch<'a> {
         }
     }
 
-    async fn finish(self) -> Result<Vec<u8>> {
+    async fn finish(self) -> Result<WindowBytes> {
         match self {
             Prefetch::Reading(f) => f.await,
             Prefetch::Read(r) => r,
@@ -520,7 +609,8 @@ impl<'a> Prefetch<'a> {
 }
 
 /// Windows whose reads are in flight while the host builds the current one: two keep the
-/// pool's Workers reading through the block tables, the copy and the wait for the GPU.
+/// pool's Workers reading through the block tables, the copy and the wait for the GPU
+/// (three, four, six and eight loaded the 5.6 GB file on the H200 no faster, session 12).
 const READ_AHEAD: usize = 2;
 
 /// Start reading the windows after `mine[*i]` until [`READ_AHEAD`] are in flight.
@@ -533,20 +623,20 @@ fn read_ahead<'a>(
 ) {
     while ahead.len() < READ_AHEAD && *i < mine.len() {
         let range = pick_window(limit, acq, mine, i);
-        ahead.push_back((range.clone(), Prefetch::start(&mine[range])));
+        ahead.push_back((range.clone(), Prefetch::start(&mine[range], limit)));
     }
 }
 
 /// Build the window of `mine[range]` from their stored bytes `src`, for the frames of
 /// `[s0, s1)`.
 #[allow(clippy::too_many_arguments)]
-fn make_window(
+async fn make_window(
     engine: &Engine,
     limit: u64,
     acq: &Acquisition,
     mine: &[&ChunkSlot<'_>],
     range: std::ops::Range<usize>,
-    src: Vec<u8>,
+    src: WindowBytes,
     s0: usize,
     s1: usize,
     slots: &mut SrcSlots,
@@ -568,14 +658,18 @@ fn make_window(
     for (k, &slot) in picked.iter().enumerate() {
         let cn = chunk_frames(slot.ix, acq.shape.det).unwrap_or(1) as usize;
         let logical = cn * det_len * elem;
-        let bytes = &src[src_at..src_at + slot.chunk.size as usize];
+        // A window read as one span of its file keeps the bytes between its chunks.
+        if let Some(lo) = src.file_offset() {
+            src_at = (slot.chunk.offset - lo) as usize;
+        }
+        let bytes = src.chunk(src_at..src_at + slot.chunk.size as usize);
         let (src_base, dst_base) = (src_at as u32, dst_bytes as u32);
         src_at += slot.chunk.size as usize;
         // The CPU decoders' header walks, with their checks: one reading of the format.
         let bad = |e: crate::decode::DecodeError| decode_error(slot, e.0);
         let (be, plain, layout) = match gpu_filter(slot.ix) {
             Some(FilterKind::Lz4) => {
-                let (block, layout) = lz4h5::layout(bytes, logical).map_err(bad)?;
+                let (block, layout) = lz4h5::layout(&bytes, logical).map_err(bad)?;
                 if block % 4 != 0 && logical > block {
                     // Blocks that are not whole words would share output words on the GPU.
                     return Ok(None);
@@ -583,7 +677,7 @@ fn make_window(
                 (0, 1, layout)
             }
             _ => {
-                let (h, layout) = bslz4::layout(bytes, elem, logical).map_err(bad)?;
+                let (h, layout) = bslz4::layout(&bytes, elem, logical).map_err(bad)?;
                 (h.block_elems, 0, layout)
             }
         };
@@ -607,13 +701,16 @@ fn make_window(
         return Ok(None);
     }
     times.lap("block tables", &mut t);
+    let (src_buffer, staged) = slots.fill(engine, &src, window_bytes).await?;
+    let [scratch, seqs] = slots.work_buffers(engine, dst_bytes.max(16), (seq_entries * 8).max(16));
     let window = Window {
-        src: slots.fill(engine, &src, window_bytes),
+        src: src_buffer,
+        staged,
         blocks: engine.input(&blocks.concat()),
         chunks: engine.input(&chunks),
         frame_map: engine.input(&frame_map),
-        scratch: engine.storage("decode scratch", dst_bytes.max(16)),
-        seqs: engine.storage("decode sequences", (seq_entries * 8).max(16)),
+        scratch,
+        seqs,
         seq_at: engine.input(&seq_at),
         bitshuffled,
         chunk_blocks,
@@ -639,11 +736,12 @@ pub async fn first_window(engine: &Engine, acq: &Acquisition) -> Result<Window> 
     let (mut slots, mut times) = (SrcSlots::new(), UploadTimes::default());
     let limit = engine.adapter.limits.max_storage_binding;
     let range = pick_window(limit, acq, &mine, &mut 0);
-    let src = read_chunks(&mine[range.clone()]).await?;
+    let src = WindowBytes::Host(read_chunks(&mine[range.clone()]).await?);
     let frames = acq.shape.frames();
     make_window(
         engine, limit, acq, &mine, range, src, 0, frames, &mut slots, &mut times,
-    )?
+    )
+    .await?
     .ok_or_else(|| {
         Error::param(
             "these LZ4 blocks are not whole words, or too small for the GPU's tables: CPU decode",
@@ -673,10 +771,12 @@ pub async fn upload(
     // Every chunk's first block in the whole upload (sorted), to name a failing block.
     let mut chunk_at: Vec<(u32, &ChunkSlot)> = Vec::new();
     let mut block_base = 0u32;
-    // The host builds the next window while the GPU decodes the last one; at most two
-    // windows are alive (the plan's peak counts two), and the status is read once.
-    let mut in_flight = None;
+    // The host builds the next window while the GPU decodes the last two: their buffers are
+    // the slots' two (the plan's peak counts two), reused in queue order, so the wait only
+    // keeps the host from running ahead. The status is read once.
+    let mut in_flight = std::collections::VecDeque::new();
     let (mut slots, mut times) = (SrcSlots::new(), UploadTimes::default());
+    let mut file_buffer_windows = 0u32;
     for seg in &plan.segments {
         let buffer = engine.storage("resident", seg.bytes.max(4));
         let (s0, s1) = (seg.first_frame, seg.first_frame + seg.frames);
@@ -691,6 +791,7 @@ pub async fn upload(
             let mut t = crate::viewer::now_ms();
             let src = reading.finish().await?;
             times.lap("read (not overlapped)", &mut t);
+            file_buffer_windows += src.file_offset().is_some() as u32;
             // The next windows' reads run while this one is built and submitted.
             read_ahead(plan.max_binding, acq, &mine, &mut i, &mut ahead);
             let built = make_window(
@@ -704,9 +805,10 @@ pub async fn upload(
                 s1,
                 &mut slots,
                 &mut times,
-            )?;
+            )
+            .await?;
             let Some(mut w) = built else {
-                if let Some(prev) = in_flight.take() {
+                for prev in in_flight.drain(..) {
                     engine.finished(prev).await?;
                 }
                 return Ok(None);
@@ -736,9 +838,13 @@ pub async fn upload(
             };
             decoder.encode(engine, &mut enc, &w, &to)?;
             let done = engine.submit_tracked(enc.finish());
+            slots.submitted();
             let mut t = crate::viewer::now_ms();
-            if let Some(prev) = in_flight.replace(done) {
-                engine.finished(prev).await?;
+            in_flight.push_back(done);
+            if in_flight.len() > 2 {
+                if let Some(prev) = in_flight.pop_front() {
+                    engine.finished(prev).await?;
+                }
             }
             times.lap("wait for the GPU", &mut t);
             done_frames += w.frames;
@@ -746,7 +852,7 @@ pub async fn upload(
         }
         buffers.push(buffer);
     }
-    if let Some(prev) = in_flight.take() {
+    for prev in in_flight.drain(..) {
         engine.finished(prev).await?;
     }
     let (failed, overflow, in_place) = decoder.take_status(engine).await?;
@@ -774,6 +880,7 @@ pub async fn upload(
         .await?;
     res.upload_times = times;
     res.gpu_inflated_in_place = in_place;
+    res.file_buffer_windows = file_buffer_windows;
     Ok(Some(res))
 }
 

@@ -15,6 +15,7 @@ pub mod products;
 pub mod radial;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod spirv;
+mod window_bytes;
 
 use std::sync::{Arc, Mutex};
 
@@ -188,6 +189,8 @@ pub struct Resident {
     /// LZ4 blocks the GPU decoder inflated by one invocation each (blocks over 8 KiB, or
     /// with more sequences than their region held) rather than from parsed sequences.
     pub gpu_inflated_in_place: u32,
+    /// Windows uploaded from the File API's own buffers (the browser; see `window_bytes`).
+    pub file_buffer_windows: u32,
     /// Ring sums about the BF centre, once made ([`radial::RadialCache::build`]): masked
     /// sums of disks and annuli about it read them instead of most of their pixels.
     pub radial: Option<radial::RadialCache>,
@@ -571,6 +574,7 @@ impl Engine {
             offloaded_chunks: 0,
             upload_times: UploadTimes::default(),
             gpu_inflated_in_place: 0,
+            file_buffer_windows: 0,
             radial: None,
         })
     }
@@ -679,6 +683,35 @@ impl Engine {
             let _ = tx.send(());
         });
         rx
+    }
+
+    #[cfg(target_arch = "wasm32")]
+    /// A fence recorded at the end of `enc`: a 4-byte buffer cleared there, mapped by
+    /// [`Engine::fence_done`] once the caller has submitted `enc`. Chromium reports a finished
+    /// mapping sooner than `onSubmittedWorkDone` (BENCHMARKS, session 12).
+    pub(crate) fn fence(&self, enc: &mut wgpu::CommandEncoder) -> wgpu::Buffer {
+        let b = self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("fence"),
+            size: 4,
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        enc.clear_buffer(&b, 0, None);
+        b
+    }
+
+    /// Resolves when the submission that cleared `fence` has finished on the GPU.
+    #[cfg(target_arch = "wasm32")]
+    pub(crate) async fn fence_done(&self, fence: wgpu::Buffer) -> Result<()> {
+        let (tx, rx) = futures_channel::oneshot::channel();
+        fence.slice(..).map_async(wgpu::MapMode::Read, move |r| {
+            let _ = tx.send(r);
+        });
+        rx.await
+            .map_err(|_| Error::Gpu("GPU work was dropped (device lost?)".into()))?
+            .map_err(|e| Error::Gpu(format!("waiting for the GPU failed: {e}")))?;
+        fence.unmap();
+        self.check_alive()
     }
 
     /// Wait (asynchronously on the web) until a tracked submission has finished on the GPU.

@@ -131,6 +131,15 @@ impl ByteSource for Gathering {
     fn read_many<'a>(&'a self, reads: Vec<(u64, &'a mut [u8])>) -> LocalFuture<'a, Result<()>> {
         self.inner.read_many(reads)
     }
+
+    #[cfg(target_arch = "wasm32")]
+    fn read_js(
+        &self,
+        offset: u64,
+        len: u64,
+    ) -> Option<LocalFuture<'_, Result<Vec<js_sys::Uint8Array>>>> {
+        self.inner.read_js(offset, len)
+    }
 }
 
 /// Run `open` over `sources` (which it must read through), fetching each attempt's misses

@@ -30,6 +30,18 @@ pub trait ByteSource: Send + Sync {
         Ok(buf)
     }
 
+    /// The browser: `len` bytes from `offset` as the File API delivers them, buffers of at
+    /// most [`JS_PIECE`] bytes in order, read in parallel and never copied into wasm memory;
+    /// `None` where the source cannot read that way.
+    #[cfg(target_arch = "wasm32")]
+    fn read_js(
+        &self,
+        _offset: u64,
+        _len: u64,
+    ) -> Option<LocalFuture<'_, Result<Vec<js_sys::Uint8Array>>>> {
+        None
+    }
+
     /// Fill each `(offset, buffer)` at once. A browser overlaps the reads (one File API read
     /// is slow, several in flight are not); elsewhere they run one after another.
     fn read_many<'a>(&'a self, reads: Vec<(u64, &'a mut [u8])>) -> LocalFuture<'a, Result<()>> {
@@ -40,8 +52,18 @@ pub trait ByteSource: Send + Sync {
     }
 }
 
+/// The largest single File API read of [`ByteSource::read_js`]: on the H200 machine 15
+/// Workers read 3.1–3.5 GB/s together in 32–64 MiB reads against 1.8 GB/s in 4 MiB ones
+/// (BENCHMARKS, session 12).
+#[cfg(target_arch = "wasm32")]
+pub const JS_PIECE: u64 = 32 << 20;
+
 /// A future that stays on its thread (the browser's futures hold JS handles).
 pub type LocalFuture<'a, T> = Pin<Box<dyn Future<Output = T> + 'a>>;
+
+/// Ranges of a file at most this far apart are read as one span, the bytes between included:
+/// one File API read costs about a millisecond whatever its size.
+pub const SPAN_GAP: u64 = 1 << 20;
 
 /// The byte ranges `(source, offset, len)`, back to back, read in as few calls as possible:
 /// ranges lying close together in one file come in one span, cut into pieces that are read
@@ -50,7 +72,7 @@ pub type LocalFuture<'a, T> = Pin<Box<dyn Future<Output = T> + 'a>>;
 /// window-sized ones take a fraction of that, and pieces in flight together go faster still.
 pub async fn read_coalesced(ranges: &[(&Arc<dyn ByteSource>, u64, u64)]) -> Result<Vec<u8>> {
     // Merge ranges at most this far apart (the bytes between are read and dropped) …
-    const GAP: u64 = 1 << 20;
+    const GAP: u64 = SPAN_GAP;
     // … into spans of at most this many bytes, read in pieces of this size.
     const SPAN: u64 = 256 << 20;
     const PIECE: usize = 4 << 20;

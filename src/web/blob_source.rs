@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use wasm_bindgen::JsValue;
 
 use crate::error::{Error, Result};
-use crate::source::{check_range, ByteSource, LocalFuture};
+use crate::source::{check_range, ByteSource, LocalFuture, JS_PIECE};
 
 /// Microseconds spent in file reads since the page loaded (the profile's "read" stage).
 static READ_MICROS: AtomicU64 = AtomicU64::new(0);
@@ -70,6 +70,16 @@ impl ByteSource for BlobSource {
         Ok(())
     }
 
+    /// Through the pool's Workers; a page without a pool reads into wasm memory instead.
+    fn read_js(
+        &self,
+        offset: u64,
+        len: u64,
+    ) -> Option<LocalFuture<'_, Result<Vec<js_sys::Uint8Array>>>> {
+        self.pool.as_ref()?;
+        Some(Box::pin(self.read_pieces(offset, len)))
+    }
+
     /// All reads in flight at once: through the page's pool Workers, or as
     /// `Blob.arrayBuffer()` calls. Chromium streams several ranges of a file in parallel,
     /// where `FileReaderSync` takes them one by one.
@@ -109,6 +119,42 @@ impl ByteSource for BlobSource {
 }
 
 impl BlobSource {
+    /// `len` bytes from `offset` in pieces of at most [`JS_PIECE`] bytes, read by the pool.
+    async fn read_pieces(&self, offset: u64, len: u64) -> Result<Vec<js_sys::Uint8Array>> {
+        check_range(&self.name, self.len, offset, len)?;
+        let t = crate::viewer::now_ms();
+        let pool = self
+            .pool
+            .as_ref()
+            .ok_or_else(|| self.io("reading", offset, len as usize))?;
+        let (offsets, lens) = (js_sys::Array::new(), js_sys::Array::new());
+        let mut at = offset;
+        while at < offset + len {
+            let n = JS_PIECE.min(offset + len - at);
+            offsets.push(&(at as f64).into());
+            lens.push(&(n as f64).into());
+            at += n;
+        }
+        let all = pool
+            .call3(&JsValue::NULL, &self.file, &offsets, &lens)
+            .map(|p| js_sys::Promise::resolve(&p))
+            .map_err(|_| self.io("reading", offset, len as usize))?;
+        let all = wasm_bindgen_futures::JsFuture::from(all)
+            .await
+            .map_err(|_| self.io("reading", offset, len as usize))?;
+        let all = js_sys::Array::from(&all);
+        let mut pieces = Vec::with_capacity(all.length() as usize);
+        for (i, want) in lens.iter().enumerate() {
+            let piece = js_sys::Uint8Array::new(&all.get(i as u32));
+            if piece.length() as f64 != want.as_f64().unwrap_or(-1.0) {
+                return Err(self.io("short read of", offset, len as usize));
+            }
+            pieces.push(piece);
+        }
+        count_read_time(t);
+        Ok(pieces)
+    }
+
     /// A failed File API step on `len` bytes at `offset`, named by file.
     fn io(&self, what: &str, offset: u64, len: usize) -> Error {
         Error::Io {

@@ -29,6 +29,8 @@ struct Canvas {
     surface: wgpu::Surface<'static>,
     format: wgpu::TextureFormat,
     size: [u32; 2],
+    /// The [`Session::draw_key`] of what the canvas shows now.
+    shown: Option<(u64, crate::gpu::kernels::View)>,
 }
 
 struct Inner {
@@ -133,8 +135,12 @@ fn set(obj: &js_sys::Object, key: &str, v: &JsValue) -> Result<(), JsValue> {
     js_sys::Reflect::set(obj, &key.into(), v).map(|_| ())
 }
 
-async fn work_done(engine: &Engine) {
-    let _ = engine.work_done().await;
+/// Wait for an update's `fence`. Chromium reports a mapped fence sooner than
+/// `onSubmittedWorkDone` (BENCHMARKS, session 12: pattern at cursor computed 0.9–1.1 against
+/// 2.9–3.2 ms, BF drawn 4.3–4.9 against 5.9–6.7 ms on the H200), and racing the two was no
+/// faster than the fence alone.
+async fn finish(engine: &Engine, fence: wgpu::Buffer) -> Result<(), JsValue> {
+    engine.fence_done(fence).await.map_err(js_err)
 }
 
 #[wasm_bindgen]
@@ -278,6 +284,7 @@ impl Viewer {
                 surface,
                 format,
                 size: [0, 0],
+                shown: None,
             },
         ));
         Ok(())
@@ -297,8 +304,7 @@ impl Viewer {
             let mut s = inner.take()?;
             let r = draw(&inner, &mut s, &st, &sizes).await;
             inner.put(s);
-            r?;
-            work_done(&inner.engine).await;
+            finish(&inner.engine, r?).await?;
             inner.engine.check_alive().map_err(js_err)?;
             Ok(json!({"ms": now_ms() - t0}).to_string().into())
         })
@@ -319,7 +325,13 @@ impl Viewer {
             // The engine's own part (state parsed, work recorded and submitted) apart from
             // the wait for the GPU and Chromium's completion round trip.
             let submitted = now_ms() - t0;
-            work_done(&inner.engine).await;
+            let mut enc = inner
+                .engine
+                .device
+                .create_command_encoder(&Default::default());
+            let fence = inner.engine.fence(&mut enc);
+            inner.engine.queue.submit([enc.finish()]);
+            finish(&inner.engine, fence).await?;
             inner.engine.check_alive().map_err(js_err)?;
             Ok(json!({"ms": now_ms() - t0, "submit_ms": submitted})
                 .to_string()
@@ -390,13 +402,13 @@ async fn draw(
     s: &mut Session,
     st: &ViewState,
     sizes: &std::collections::HashMap<String, [u32; 2]>,
-) -> Result<(), JsValue> {
+) -> Result<wgpu::Buffer, JsValue> {
     let engine = &inner.engine;
     s.update(engine, st).await.map_err(js_err)?;
     let mut canvases = inner.canvases.borrow_mut();
-    let mut frames = Vec::new();
+    let (mut frames, mut shown) = (Vec::new(), Vec::new());
     let mut enc = engine.device.create_command_encoder(&Default::default());
-    for (panel, c) in canvases.iter_mut() {
+    for (k, (panel, c)) in canvases.iter_mut().enumerate() {
         let key = match panel {
             Panel::Image => "image",
             Panel::Pattern => "pattern",
@@ -405,6 +417,11 @@ async fn draw(
             continue;
         };
         let size = [w.clamp(1, 8192), h.clamp(1, 8192)];
+        let shows = s.draw_key(*panel, size).map_err(js_err)?;
+        if size == c.size && c.shown == Some(shows) {
+            continue;
+        }
+        c.shown = None;
         if size != c.size {
             c.canvas.set_width(size[0]);
             c.canvas.set_height(size[1]);
@@ -433,11 +450,16 @@ async fn draw(
         let view = texture.texture.create_view(&Default::default());
         s.encode_draw(engine, &mut enc, *panel, &view, c.format, size)
             .map_err(js_err)?;
+        shown.push((k, shows));
         frames.push(texture);
     }
+    let fence = engine.fence(&mut enc);
     engine.queue.submit([enc.finish()]);
     for t in frames {
         engine.queue.present(t);
     }
-    Ok(())
+    for (k, shows) in shown {
+        canvases[k].1.shown = Some(shows);
+    }
+    Ok(fence)
 }

@@ -1,0 +1,320 @@
+//! A decode window's stored bytes as they arrived: in memory, or (the browser) as the File
+//! API's buffers. Those go through the header walks and into the GPU without being copied
+//! into wasm memory: the copy and its zeroed allocation were ~1.5 s of a 5.6 GB load in
+//! Chromium, on the one thread that also builds and submits every window.
+
+use std::ops::Range;
+
+use crate::decode::Stored;
+use crate::error::Result;
+
+pub enum WindowBytes {
+    Host(Vec<u8>),
+    #[cfg(target_arch = "wasm32")]
+    Js(JsBytes),
+}
+
+/// The stored bytes of one chunk of a window.
+pub enum ChunkBytes<'a> {
+    Host(&'a [u8]),
+    #[cfg(target_arch = "wasm32")]
+    Js {
+        bytes: &'a JsBytes,
+        base: usize,
+        len: usize,
+    },
+}
+
+impl WindowBytes {
+    pub fn len(&self) -> usize {
+        match self {
+            WindowBytes::Host(v) => v.len(),
+            #[cfg(target_arch = "wasm32")]
+            WindowBytes::Js(j) => j.len,
+        }
+    }
+
+    /// Where the window starts in its file, when it holds a span of the file as it is (the
+    /// bytes between chunks included); `None` when its chunks lie back to back.
+    pub fn file_offset(&self) -> Option<u64> {
+        match self {
+            WindowBytes::Host(_) => None,
+            #[cfg(target_arch = "wasm32")]
+            WindowBytes::Js(j) => Some(j.file_offset),
+        }
+    }
+
+    /// The bytes of `range` (within [`WindowBytes::len`]).
+    pub fn chunk(&self, range: Range<usize>) -> ChunkBytes<'_> {
+        match self {
+            WindowBytes::Host(v) => ChunkBytes::Host(&v[range]),
+            #[cfg(target_arch = "wasm32")]
+            WindowBytes::Js(bytes) => ChunkBytes::Js {
+                bytes,
+                base: range.start,
+                len: range.len(),
+            },
+        }
+    }
+
+    /// Write the window into `buffer` from its start, the last word zero-padded.
+    pub fn write_to(&self, queue: &wgpu::Queue, buffer: &wgpu::Buffer) -> Result<()> {
+        match self {
+            WindowBytes::Host(v) => {
+                write_words(queue, buffer, 0, v);
+                Ok(())
+            }
+            #[cfg(target_arch = "wasm32")]
+            WindowBytes::Js(j) => j.write_to(queue, buffer),
+        }
+    }
+}
+
+/// `bytes` at `offset` (a multiple of 4): whole words as they are, the tail padded.
+fn write_words(queue: &wgpu::Queue, buffer: &wgpu::Buffer, offset: u64, bytes: &[u8]) {
+    let whole = bytes.len() & !3;
+    queue.write_buffer(buffer, offset, &bytes[..whole]);
+    if whole < bytes.len() {
+        let mut tail = [0u8; 4];
+        tail[..bytes.len() - whole].copy_from_slice(&bytes[whole..]);
+        queue.write_buffer(buffer, offset + whole as u64, &tail);
+    }
+}
+
+impl Stored for ChunkBytes<'_> {
+    fn stored_len(&self) -> usize {
+        match self {
+            ChunkBytes::Host(b) => b.len(),
+            #[cfg(target_arch = "wasm32")]
+            ChunkBytes::Js { len, .. } => *len,
+        }
+    }
+
+    fn be_u32_at(&self, at: usize) -> Option<u32> {
+        match self {
+            ChunkBytes::Host(b) => b.be_u32_at(at),
+            #[cfg(target_arch = "wasm32")]
+            ChunkBytes::Js { bytes, base, len } => {
+                if at.checked_add(4)? > *len {
+                    return None;
+                }
+                bytes.be_u32_at(base + at)
+            }
+        }
+    }
+}
+
+/// A window read by the File API: consecutive pieces, each a JS `Uint8Array`.
+#[cfg(target_arch = "wasm32")]
+pub struct JsBytes {
+    /// Where the span starts in its file.
+    file_offset: u64,
+    pieces: Vec<js_sys::Uint8Array>,
+    views: Vec<js_sys::DataView>,
+    starts: Vec<usize>,
+    len: usize,
+}
+
+#[cfg(target_arch = "wasm32")]
+impl JsBytes {
+    pub fn new(pieces: Vec<js_sys::Uint8Array>, file_offset: u64) -> JsBytes {
+        let mut starts = Vec::with_capacity(pieces.len());
+        let mut len = 0usize;
+        for p in &pieces {
+            starts.push(len);
+            len += p.length() as usize;
+        }
+        let views = pieces
+            .iter()
+            .map(|p| {
+                js_sys::DataView::new(&p.buffer(), p.byte_offset() as usize, p.length() as usize)
+            })
+            .collect();
+        JsBytes {
+            file_offset,
+            pieces,
+            views,
+            starts,
+            len,
+        }
+    }
+
+    fn byte(&self, at: usize) -> Option<u8> {
+        let k = self.starts.partition_point(|&s| s <= at).checked_sub(1)?;
+        let off = at - self.starts[k];
+        (off < self.pieces[k].length() as usize).then(|| self.pieces[k].get_index(off as u32))
+    }
+
+    fn be_u32_at(&self, at: usize) -> Option<u32> {
+        let k = self.starts.partition_point(|&s| s <= at).checked_sub(1)?;
+        let off = at - self.starts[k];
+        if off + 4 <= self.pieces[k].length() as usize {
+            // DataView reads big-endian unless told otherwise.
+            return Some(self.views[k].get_uint32(off));
+        }
+        // A word across two pieces.
+        let mut b = [0u8; 4];
+        for (i, x) in b.iter_mut().enumerate() {
+            *x = self.byte(at + i)?;
+        }
+        Some(u32::from_be_bytes(b))
+    }
+
+    fn to_vec(&self) -> Vec<u8> {
+        let mut all = vec![0u8; self.len];
+        for (p, &s) in self.pieces.iter().zip(&self.starts) {
+            p.copy_to(&mut all[s..s + p.length() as usize]);
+        }
+        all
+    }
+
+    /// Each piece straight from its JS buffer (`GPUQueue.writeBuffer`); only a piece's
+    /// last, partial word passes through wasm memory to be padded.
+    fn write_to(&self, queue: &wgpu::Queue, buffer: &wgpu::Buffer) -> Result<()> {
+        // Pieces are whole words but the last; a window of other pieces is copied whole.
+        let aligned = self.starts.iter().all(|s| s % 4 == 0);
+        let (Some(q), Some(b), true) = (queue.as_webgpu(), buffer.as_webgpu(), aligned) else {
+            write_words(queue, buffer, 0, &self.to_vec());
+            return Ok(());
+        };
+        for (p, &s) in self.pieces.iter().zip(&self.starts) {
+            let n = p.length() as usize;
+            let whole = n & !3;
+            q.write_buffer_with_f64_and_u8_array_and_f64_and_f64(b, s as f64, p, 0.0, whole as f64)
+                .map_err(|e| {
+                    crate::error::Error::Gpu(format!("uploading a decode window failed: {e:?}"))
+                })?;
+            if whole < n {
+                let mut tail = [0u8; 4];
+                p.subarray(whole as u32, n as u32)
+                    .copy_to(&mut tail[..n - whole]);
+                queue.write_buffer(buffer, (s + whole) as u64, &tail);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Mappable buffers the File API's pieces are copied into, then copied on the GPU into a
+/// window's storage buffer. On the H200 machine Chromium took 5.2–5.7 GB/s this way against
+/// 1.9–2.7 GB/s through `GPUQueue.writeBuffer` (BENCHMARKS, session 12): a mapped buffer's
+/// shared memory is the GPU process's copy source, where a queue write is copied in chunks
+/// through the command stream. Each buffer is mapped again once the GPU has copied from it.
+#[cfg(target_arch = "wasm32")]
+pub struct Staging {
+    ring: Vec<StagingSlot>,
+    next: usize,
+    /// The slot filled last, to map again after the submit that copies from it.
+    filled: Option<usize>,
+}
+
+#[cfg(target_arch = "wasm32")]
+struct StagingSlot {
+    buffer: wgpu::Buffer,
+    mapped: Option<wasm_bindgen_futures::JsFuture>,
+}
+
+/// Enough slots for the window being filled while the two before it are copied.
+#[cfg(target_arch = "wasm32")]
+const STAGING_SLOTS: usize = 3;
+
+#[cfg(target_arch = "wasm32")]
+fn map_for_write(b: &wgpu::webgpu::GpuBuffer) -> wasm_bindgen_futures::JsFuture {
+    // GPUMapMode.WRITE
+    wasm_bindgen_futures::JsFuture::from(js_sys::Promise::from(JsValue::from(b.map_async(2))))
+}
+
+#[cfg(target_arch = "wasm32")]
+use wasm_bindgen::JsValue;
+
+#[cfg(target_arch = "wasm32")]
+impl Staging {
+    pub fn new() -> Staging {
+        Staging {
+            ring: Vec::new(),
+            next: 0,
+            filled: None,
+        }
+    }
+
+    /// `bytes`, zero-padded to a whole word, in a staging buffer: it and the bytes to copy.
+    /// `None` where the buffers are not WebGPU's own (the caller writes through the queue).
+    pub async fn fill(
+        &mut self,
+        device: &wgpu::Device,
+        bytes: &JsBytes,
+    ) -> Result<Option<(wgpu::Buffer, u64)>> {
+        let gpu_err = |what: &str, e: JsValue| {
+            crate::error::Error::Gpu(format!("{what} a staging buffer failed: {e:?}"))
+        };
+        let need = (bytes.len as u64).next_multiple_of(4).max(4);
+        let k = self.next % STAGING_SLOTS;
+        self.next += 1;
+        if self.ring.get(k).is_none_or(|s| s.buffer.size() < need) {
+            let buffer = device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("decode staging"),
+                size: need.max(crate::resident::DECODE_WINDOW),
+                usage: wgpu::BufferUsages::MAP_WRITE | wgpu::BufferUsages::COPY_SRC,
+                mapped_at_creation: false,
+            });
+            let Some(raw) = buffer.as_webgpu() else {
+                return Ok(None);
+            };
+            let slot = StagingSlot {
+                mapped: Some(map_for_write(raw)),
+                buffer,
+            };
+            match self.ring.get_mut(k) {
+                Some(s) => *s = slot,
+                None => self.ring.push(slot),
+            }
+        }
+        let slot = &mut self.ring[k];
+        let Some(raw) = slot.buffer.as_webgpu() else {
+            return Ok(None);
+        };
+        if let Some(m) = slot.mapped.take() {
+            m.await.map_err(|e| gpu_err("mapping", e))?;
+        }
+        let range = raw
+            .get_mapped_range_with_f64_and_f64(0.0, need as f64)
+            .map_err(|e| gpu_err("reading the mapping of", e))?;
+        let view = js_sys::Uint8Array::new(&range);
+        for (p, &s) in bytes.pieces.iter().zip(&bytes.starts) {
+            view.set(p, s as u32);
+        }
+        // The padding of the last word: what an earlier window left there.
+        for at in bytes.len..need as usize {
+            view.set_index(at as u32, 0);
+        }
+        raw.unmap();
+        self.filled = Some(k);
+        Ok(Some((slot.buffer.clone(), need)))
+    }
+
+    /// Map the buffer filled last again: call once the copy from it is submitted.
+    pub fn release(&mut self) {
+        if let Some(k) = self.filled.take() {
+            if let Some(raw) = self.ring[k].buffer.as_webgpu() {
+                self.ring[k].mapped = Some(map_for_write(raw));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_chunks_read_their_own_bytes_only() {
+        let w = WindowBytes::Host((0u8..16).collect());
+        let c = w.chunk(4..10);
+        assert_eq!(c.stored_len(), 6);
+        assert_eq!(c.be_u32_at(0), Some(0x0405_0607));
+        assert_eq!(c.be_u32_at(2), Some(0x0607_0809));
+        // A word that would run into the next chunk's bytes is past this chunk's end.
+        assert_eq!(c.be_u32_at(3), None);
+        assert_eq!(c.be_u32_at(usize::MAX), None);
+    }
+}
