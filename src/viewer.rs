@@ -165,6 +165,9 @@ fn default_limits() -> Limits {
 fn one_f32() -> f32 {
     1.0
 }
+fn yes() -> bool {
+    true
+}
 
 impl Default for PanelDisplay {
     fn default() -> Self {
@@ -214,6 +217,10 @@ pub struct ImageView {
     pub display: PanelDisplay,
     #[serde(default)]
     pub cursor: [usize; 2],
+    /// Draw the cursor into the image (default). The page draws it on its overlay instead,
+    /// so that moving the cursor redraws the pattern canvas alone.
+    #[serde(default = "yes")]
+    pub cursor_marker: bool,
     pub roi: Option<[usize; 4]>,
     /// A disk-shaped scan ROI `[centre_row, centre_col, radius]` (instead of `roi`).
     pub roi_circle: Option<[f64; 3]>,
@@ -972,9 +979,11 @@ impl Session {
         };
         match panel {
             Panel::Image => {
-                v.cursor_on = 1;
-                v.cursor_r = st.image.cursor[0] as f32;
-                v.cursor_c = st.image.cursor[1] as f32;
+                if st.image.cursor_marker {
+                    v.cursor_on = 1;
+                    v.cursor_r = st.image.cursor[0] as f32;
+                    v.cursor_c = st.image.cursor[1] as f32;
+                }
                 if let Some(roi) = st.image.roi {
                     rect(&mut v, roi);
                 }

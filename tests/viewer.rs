@@ -316,3 +316,49 @@ fn a_scan_crop_opens_the_sub_scan_and_says_so() {
     let got = pollster::block_on(s.value_at(&engine, Panel::Image, 0, 0)).unwrap();
     assert_eq!(got, cpu_at(&acq, &p, cols + 2));
 }
+
+/// A canvas is redrawn only when its key changes: the key must change whenever its pixels
+/// would (a new plane, new limits, a new view) and stay put otherwise.
+#[test]
+fn draw_keys_change_exactly_with_what_a_canvas_shows() {
+    let Some(engine) = engine() else { return };
+    let (mut s, _) = open_unbinned(&engine, "arina_u16");
+    let canvas = [64, 48];
+    let view = |marker: bool, cursor: [usize; 2], radius: f64, cmap: &str| {
+        state(json!({
+            "image": {"kind": "bf", "center": [4.0, 5.0], "radius": radius, "cursor": cursor,
+                      "cursorMarker": marker, "display": {"cmap": cmap}},
+            "pattern": {"source": "cursor"}
+        }))
+    };
+    let mut keys = |st: &ViewState| {
+        pollster::block_on(s.update(&engine, st)).unwrap();
+        (
+            s.draw_key(Panel::Image, canvas).unwrap(),
+            s.draw_key(Panel::Pattern, canvas).unwrap(),
+        )
+    };
+    let (im0, pat0) = keys(&view(false, [0, 0], 2.0, "inferno"));
+    // Same view again: nothing to redraw.
+    assert_eq!(keys(&view(false, [0, 0], 2.0, "inferno")), (im0, pat0));
+    // The cursor moves, drawn on the page's overlay: only the pattern changes.
+    let (im1, pat1) = keys(&view(false, [1, 2], 2.0, "inferno"));
+    assert_eq!(im1, im0, "the image shows no cursor");
+    assert_ne!(pat1, pat0, "the pattern at the new cursor");
+    // Drawn into the image, the cursor changes the image too.
+    let (im2, pat2) = keys(&view(true, [1, 2], 2.0, "inferno"));
+    assert_ne!(im2, im1);
+    assert_eq!(pat2, pat1);
+    let (im3, _) = keys(&view(true, [2, 2], 2.0, "inferno"));
+    assert_ne!(im3, im2, "the marker moved");
+    // A new detector is a new image (new plane and limits); the pattern's outline moves too.
+    let (im4, pat4) = keys(&view(true, [2, 2], 3.0, "inferno"));
+    assert_ne!(im4.0, im3.0, "a new plane generation");
+    assert_ne!(pat4, pat2);
+    // A colour map is a new view of the same plane.
+    let (im5, _) = keys(&view(true, [2, 2], 3.0, "viridis"));
+    assert_eq!(im5.0, im4.0);
+    assert_ne!(im5, im4);
+    // Another canvas size is another picture.
+    assert_ne!(s.draw_key(Panel::Image, [65, 48]).unwrap(), im5);
+}

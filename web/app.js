@@ -256,7 +256,8 @@ function applyPatch(patch) {
 
 function viewState() {
   const im = S.image;
-  const keep = { kind: im.kind, axis: im.axis, rotation: im.rotation, flip: im.flip, cursor: im.cursor, roi: im.roi, roiCircle: im.roiCircle, display: im.display };
+  // The cursor is drawn on the overlay (drawCursor): moving it redraws the pattern canvas only.
+  const keep = { kind: im.kind, axis: im.axis, rotation: im.rotation, flip: im.flip, cursor: im.cursor, cursorMarker: false, roi: im.roi, roiCircle: im.roiCircle, display: im.display };
   if (['bf', 'df', 'adf'].includes(im.kind)) keep.center = im.center;
   if (['bf', 'df'].includes(im.kind)) keep.radius = im.radius;
   if (im.kind === 'adf') { keep.inner = im.inner; keep.outer = im.outer; }
@@ -274,6 +275,7 @@ function canvasSize(panel) {
 // At most one render in flight; gestures in between collapse into the next one.
 function requestRender() {
   if (!current) return;
+  drawOverlays();
   if (renderState.inflight) { renderState.dirty = true; return; }
   renderState.inflight = true;
   renderState.dirty = false;
@@ -490,7 +492,31 @@ function calibText(panel, r, c) {
   return step ? `  [${fmtNum(r * step)}, ${fmtNum(c * step)}] ${units || ''}` : '';
 }
 
-// Scale bars from calibration, drawn over the GPU canvas.
+// The cursor on the image overlay, as display.wgsl draws it with its `cursor_on`: the
+// pixel's outline and a cross through its centre, beyond 1.5 pixels from it, in the plane.
+function drawCursor(g, cw, ch) {
+  const [h, w] = planeSize('image');
+  const d = S.image.display;
+  const fit = Math.min(cw / w, ch / h) * d.zoom;
+  const [pr, pc] = d.pan ?? [h / 2, w / 2];
+  const X = (c) => (c - pc) * fit + cw / 2, Y = (r) => (r - pr) * fit + ch / 2;
+  const px = (v) => Math.floor(v) + 0.5;  // a 1-pixel line on a pixel, not across two
+  const [r, c] = S.image.cursor;
+  g.save();
+  g.beginPath(); g.rect(X(0), Y(0), w * fit, h * fit); g.clip();
+  g.strokeStyle = 'rgb(26, 230, 255)'; g.lineWidth = 1;
+  g.beginPath();
+  const xc = px(X(c + 0.5)), yc = px(Y(r + 0.5)), gap = 1.5 * fit;
+  g.moveTo(X(0), yc); g.lineTo(xc - gap, yc); g.moveTo(xc + gap, yc); g.lineTo(X(w), yc);
+  g.moveTo(xc, Y(0)); g.lineTo(xc, yc - gap); g.moveTo(xc, yc + gap); g.lineTo(xc, Y(h));
+  g.stroke();
+  // The outline straddles the pixel's edges, a device pixel each side.
+  g.lineWidth = 2;
+  g.strokeRect(Math.round(X(c)), Math.round(Y(r)), Math.round(fit), Math.round(fit));
+  g.restore();
+}
+
+// The cursor and scale bars from calibration, drawn over the GPU canvas.
 function drawOverlays() {
   for (const panel of ['image', 'pattern']) {
     const el = $(panel + '-overlay');
@@ -499,6 +525,7 @@ function drawOverlays() {
     const g = el.getContext('2d');
     g.clearRect(0, 0, cw, ch);
     if (!current) continue;
+    if (panel === 'image') drawCursor(g, cw, ch);
     const cal = current.info.calibration || {};
     const step = panel === 'image' ? cal.scan_step : cal.detector_step && cal.detector_step * (current.profile.bin || 1);
     const units = panel === 'image' ? cal.scan_units : cal.detector_units;
