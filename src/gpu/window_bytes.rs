@@ -1,7 +1,8 @@
 //! A decode window's stored bytes as they arrived: in memory, or (the browser) as the File
 //! API's buffers. Those go through the header walks and into the GPU without being copied
-//! into wasm memory: the copy and its zeroed allocation were ~1.5 s of a 5.6 GB load in
-//! Chromium, on the one thread that also builds and submits every window.
+//! into wasm memory, which the one thread that builds and submits every window had to do
+//! before: with it gone the 5.6 GB file loaded in 7.1 s instead of 10.4 s in Chromium on the
+//! H200, and in 5.2 s with the staging ring below (BENCHMARKS, session 12).
 
 use std::ops::Range;
 
@@ -196,10 +197,11 @@ impl JsBytes {
 }
 
 /// Mappable buffers the File API's pieces are copied into, then copied on the GPU into a
-/// window's storage buffer. On the H200 machine Chromium took 5.2–5.7 GB/s this way against
-/// 1.9–2.7 GB/s through `GPUQueue.writeBuffer` (BENCHMARKS, session 12): a mapped buffer's
-/// shared memory is the GPU process's copy source, where a queue write is copied in chunks
-/// through the command stream. Each buffer is mapped again once the GPU has copied from it.
+/// window's storage buffer. On the H200 machine Chromium took 5.0–5.7 GB/s this way against
+/// 1.9–2.7 GB/s through `GPUQueue.writeBuffer` (BENCHMARKS, session 12; presumably as a
+/// mapping is shared memory the GPU process copies once, where a queue write travels in
+/// pieces through its command stream). Each buffer is mapped again once the GPU has copied
+/// from it.
 #[cfg(target_arch = "wasm32")]
 pub struct Staging {
     ring: Vec<StagingSlot>,
