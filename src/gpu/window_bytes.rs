@@ -113,16 +113,20 @@ pub struct JsBytes {
     pieces: Vec<js_sys::Uint8Array>,
     views: Vec<js_sys::DataView>,
     starts: Vec<usize>,
+    /// Each piece's length, kept here: asking a piece is a call into JS, and the header
+    /// walks read a few million words of a large file.
+    lens: Vec<usize>,
     len: usize,
 }
 
 #[cfg(target_arch = "wasm32")]
 impl JsBytes {
     pub fn new(pieces: Vec<js_sys::Uint8Array>, file_offset: u64) -> JsBytes {
-        let mut starts = Vec::with_capacity(pieces.len());
+        let (mut starts, mut lens) = (Vec::with_capacity(pieces.len()), Vec::new());
         let mut len = 0usize;
         for p in &pieces {
             starts.push(len);
+            lens.push(p.length() as usize);
             len += p.length() as usize;
         }
         let views = pieces
@@ -136,6 +140,7 @@ impl JsBytes {
             pieces,
             views,
             starts,
+            lens,
             len,
         }
     }
@@ -143,13 +148,13 @@ impl JsBytes {
     fn byte(&self, at: usize) -> Option<u8> {
         let k = self.starts.partition_point(|&s| s <= at).checked_sub(1)?;
         let off = at - self.starts[k];
-        (off < self.pieces[k].length() as usize).then(|| self.pieces[k].get_index(off as u32))
+        (off < self.lens[k]).then(|| self.pieces[k].get_index(off as u32))
     }
 
     fn be_u32_at(&self, at: usize) -> Option<u32> {
         let k = self.starts.partition_point(|&s| s <= at).checked_sub(1)?;
         let off = at - self.starts[k];
-        if off + 4 <= self.pieces[k].length() as usize {
+        if off + 4 <= self.lens[k] {
             // DataView reads big-endian unless told otherwise.
             return Some(self.views[k].get_uint32(off));
         }
