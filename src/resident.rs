@@ -115,11 +115,16 @@ impl ResidentPlan {
             frame_words: frame_words as u32,
             segments,
             payload_bytes,
-            // The CPU path stages one window; the GPU decoder holds two compressed windows
-            // (each in a mappable upload buffer and a storage copy), their parsed sequences
-            // and their decoded scratch (one decoding while the next is built): the larger.
+            // The CPU path stages one window; the GPU decoder holds two windows' storage
+            // buffers (compressed bytes, parsed sequences, decoded scratch: reused window
+            // after window) and the compressed bytes of up to three more on their way in
+            // (the browser's staging ring, or the queue's staging of two windows on the
+            // GPU and the one being built): the larger.
             peak_bytes: payload_bytes
-                + staging.max(2 * (2 * DECODE_WINDOW + DECODE_SEQS + DECODE_SCRATCH))
+                + staging.max(
+                    2 * (DECODE_WINDOW + DECODE_SEQS + DECODE_SCRATCH)
+                        + DECODE_STAGING_SLOTS as u64 * DECODE_WINDOW,
+                )
                 + products,
             max_binding: limits.max_storage_binding,
         })
@@ -313,6 +318,9 @@ impl FloatRange {
 pub const UPLOAD_WINDOW: u64 = 64 << 20;
 /// Compressed bytes per GPU-decode window.
 pub const DECODE_WINDOW: u64 = 64 << 20;
+/// Mappable buffers the browser stages windows in: one filled while the GPU copies from the
+/// two before it.
+pub const DECODE_STAGING_SLOTS: usize = 3;
 /// Decoded bytes per GPU-decode window (capped by the binding limit): more blocks per
 /// dispatch keep more of the GPU busy.
 pub const DECODE_SCRATCH: u64 = 256 << 20;

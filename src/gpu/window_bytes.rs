@@ -221,9 +221,8 @@ struct StagingSlot {
     mapped: Option<wasm_bindgen_futures::JsFuture>,
 }
 
-/// Enough slots for the window being filled while the two before it are copied.
 #[cfg(target_arch = "wasm32")]
-const STAGING_SLOTS: usize = 3;
+use crate::resident::DECODE_STAGING_SLOTS as STAGING_SLOTS;
 
 #[cfg(target_arch = "wasm32")]
 fn map_for_write(b: &wgpu::webgpu::GpuBuffer) -> wasm_bindgen_futures::JsFuture {
