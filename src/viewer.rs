@@ -367,6 +367,9 @@ struct Derived {
     com_mean: [f64; 2],
 }
 
+/// A panel's plane generation and view uniform: what its canvas shows.
+pub type DrawKey = (u64, View);
+
 /// Generations of [`Session::plane_gen`], unique across sessions.
 fn next_plane_gen() -> u64 {
     static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
@@ -941,7 +944,7 @@ impl Session {
     }
 
     /// What a canvas of `panel` shows after [`Session::encode_draw`]: equal keys, equal pixels.
-    pub fn draw_key(&self, panel: Panel, canvas: [u32; 2]) -> Result<(u64, View)> {
+    pub fn draw_key(&self, panel: Panel, canvas: [u32; 2]) -> Result<DrawKey> {
         let g = self.plane_gen[(panel == Panel::Pattern) as usize];
         Ok((g, self.view_uniform(panel, canvas)?))
     }

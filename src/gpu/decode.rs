@@ -189,14 +189,15 @@ pub struct Window {
     pub decoded_bytes: u64,
 }
 
-/// Reused storage buffers for the compressed windows, written through the queue. A buffer
-/// mapped at creation is a fresh shared-memory allocation in Chromium (3.9 s of a 5.6 GB
-/// load on the H200), and re-mapping a reused one copies its contents both ways (5.5 s).
-/// Two slots: the host fills the next window while the GPU decodes the last one (queue
-/// writes are ordered after the work already submitted, so a slot is never overwritten
-/// under a running decode).
+/// Reused storage buffers for the compressed windows: written through the queue, or in the
+/// browser copied on the GPU from the staging ring the File API's buffers go into (a buffer
+/// mapped at creation per window was a fresh shared-memory allocation in Chromium, 3.9 s of
+/// a 5.6 GB load on the H200; wgpu's own mapped ranges copy through wasm memory, 5.5 s).
+/// Two slots: the host fills the next window while the GPU decodes the last ones (writes
+/// and copies are queue operations ordered after the work already submitted, so a slot is
+/// never overwritten under a running decode).
 pub struct SrcSlots {
-    slots: Vec<wgpu::Buffer>,
+    slots: [Option<wgpu::Buffer>; 2],
     next: usize,
     /// The windows' scratch and sequence buffers, reused the same way and cleared before
     /// each window (as a new buffer would be): in Chromium a new 220 MB buffer per window
@@ -210,10 +211,22 @@ pub struct SrcSlots {
 /// A window's bytes waiting in a staging buffer: copied into its storage buffer first.
 type Staged = Option<(wgpu::Buffer, u64)>;
 
+/// The buffer in `slot`, replaced by `make()` when there is none or it is under `need` bytes.
+fn reuse(
+    slot: &mut Option<wgpu::Buffer>,
+    need: u64,
+    make: impl FnOnce() -> wgpu::Buffer,
+) -> wgpu::Buffer {
+    if slot.as_ref().is_some_and(|b| b.size() < need) {
+        *slot = None;
+    }
+    slot.get_or_insert_with(make).clone()
+}
+
 impl SrcSlots {
     pub fn new() -> SrcSlots {
         SrcSlots {
-            slots: Vec::new(),
+            slots: [None, None],
             next: 0,
             scratch: [None, None],
             seqs: [None, None],
@@ -233,38 +246,32 @@ impl SrcSlots {
         let need = (bytes.len() as u64).next_multiple_of(4).max(4);
         let k = self.next % 2;
         self.next += 1;
-        if self.slots.get(k).is_none_or(|b| b.size() < need) {
-            // Room for a full window, unless this one is small (a small acquisition).
-            let size = need.next_power_of_two().min(capacity).max(need);
-            let buffer = engine.storage("decode window", size);
-            match self.slots.get_mut(k) {
-                Some(b) => *b = buffer,
-                None => self.slots.push(buffer),
-            }
-        }
+        // Room for a full window, unless this one is small (a small acquisition).
+        let size = need.next_power_of_two().min(capacity).max(need);
+        let src = reuse(&mut self.slots[k], need, || {
+            engine.storage("decode window", size)
+        });
         #[cfg(target_arch = "wasm32")]
         if let WindowBytes::Js(j) = bytes {
             if let Some(staged) = self.staging.fill(&engine.device, j).await? {
-                return Ok((self.slots[k].clone(), Some(staged)));
+                return Ok((src, Some(staged)));
             }
         }
-        bytes.write_to(&engine.queue, &self.slots[k])?;
-        Ok((self.slots[k].clone(), None))
+        bytes.write_to(&engine.queue, &src);
+        Ok((src, None))
     }
 
     /// The scratch and sequence buffers of the window [`SrcSlots::fill`] filled last, at
     /// least `scratch` and `seqs` bytes (cleared by [`Decoder::encode`]).
     fn work_buffers(&mut self, engine: &Engine, scratch: u64, seqs: u64) -> [wgpu::Buffer; 2] {
         let k = (self.next + 1) % 2;
-        let take = |slot: &mut Option<wgpu::Buffer>, label, need: u64| {
-            if slot.as_ref().is_none_or(|b| b.size() < need) {
-                *slot = Some(engine.storage(label, need));
-            }
-            slot.clone().unwrap_or_else(|| engine.storage(label, need))
-        };
         [
-            take(&mut self.scratch[k], "decode scratch", scratch),
-            take(&mut self.seqs[k], "decode sequences", seqs),
+            reuse(&mut self.scratch[k], scratch, || {
+                engine.storage("decode scratch", scratch)
+            }),
+            reuse(&mut self.seqs[k], seqs, || {
+                engine.storage("decode sequences", seqs)
+            }),
         ]
     }
 

@@ -7,6 +7,7 @@
 use std::ops::Range;
 
 use crate::decode::Stored;
+#[cfg(target_arch = "wasm32")]
 use crate::error::Result;
 
 pub enum WindowBytes {
@@ -59,12 +60,9 @@ impl WindowBytes {
     }
 
     /// Write the window into `buffer` from its start, the last word zero-padded.
-    pub fn write_to(&self, queue: &wgpu::Queue, buffer: &wgpu::Buffer) -> Result<()> {
+    pub fn write_to(&self, queue: &wgpu::Queue, buffer: &wgpu::Buffer) {
         match self {
-            WindowBytes::Host(v) => {
-                write_words(queue, buffer, 0, v);
-                Ok(())
-            }
+            WindowBytes::Host(v) => write_words(queue, buffer, 0, v),
             #[cfg(target_arch = "wasm32")]
             WindowBytes::Js(j) => j.write_to(queue, buffer),
         }
@@ -166,38 +164,14 @@ impl JsBytes {
         Some(u32::from_be_bytes(b))
     }
 
-    fn to_vec(&self) -> Vec<u8> {
+    /// Through wasm memory and the queue: where the buffers are not WebGPU's own, so that
+    /// [`Staging`] cannot take them either.
+    fn write_to(&self, queue: &wgpu::Queue, buffer: &wgpu::Buffer) {
         let mut all = vec![0u8; self.len];
-        for (p, &s) in self.pieces.iter().zip(&self.starts) {
-            p.copy_to(&mut all[s..s + p.length() as usize]);
+        for (p, (&s, &n)) in self.pieces.iter().zip(self.starts.iter().zip(&self.lens)) {
+            p.copy_to(&mut all[s..s + n]);
         }
-        all
-    }
-
-    /// Each piece straight from its JS buffer (`GPUQueue.writeBuffer`); only a piece's
-    /// last, partial word passes through wasm memory to be padded.
-    fn write_to(&self, queue: &wgpu::Queue, buffer: &wgpu::Buffer) -> Result<()> {
-        // Pieces are whole words but the last; a window of other pieces is copied whole.
-        let aligned = self.starts.iter().all(|s| s % 4 == 0);
-        let (Some(q), Some(b), true) = (queue.as_webgpu(), buffer.as_webgpu(), aligned) else {
-            write_words(queue, buffer, 0, &self.to_vec());
-            return Ok(());
-        };
-        for (p, &s) in self.pieces.iter().zip(&self.starts) {
-            let n = p.length() as usize;
-            let whole = n & !3;
-            q.write_buffer_with_f64_and_u8_array_and_f64_and_f64(b, s as f64, p, 0.0, whole as f64)
-                .map_err(|e| {
-                    crate::error::Error::Gpu(format!("uploading a decode window failed: {e:?}"))
-                })?;
-            if whole < n {
-                let mut tail = [0u8; 4];
-                p.subarray(whole as u32, n as u32)
-                    .copy_to(&mut tail[..n - whole]);
-                queue.write_buffer(buffer, (s + whole) as u64, &tail);
-            }
-        }
-        Ok(())
+        write_words(queue, buffer, 0, &all);
     }
 }
 

@@ -76,8 +76,8 @@ impl ByteSource for BlobSource {
         offset: u64,
         len: u64,
     ) -> Option<LocalFuture<'_, Result<Vec<js_sys::Uint8Array>>>> {
-        self.pool.as_ref()?;
-        Some(Box::pin(self.read_pieces(offset, len)))
+        let pool = self.pool.as_ref()?;
+        Some(Box::pin(self.read_pieces(pool, offset, len)))
     }
 
     /// All reads in flight at once: through the page's pool Workers, or as
@@ -99,16 +99,14 @@ impl ByteSource for BlobSource {
                 }
             }
             let all = match &self.pool {
-                Some(pool) => pool
-                    .call3(&JsValue::NULL, &self.file, &offsets, &lens)
-                    .map(|p| js_sys::Promise::resolve(&p))
-                    .map_err(|_| self.io("reading", first, len))?,
-                None => js_sys::Promise::all(&pending),
+                Some(pool) => self.pool_reads(pool, &offsets, &lens, first, len).await?,
+                None => {
+                    let all = wasm_bindgen_futures::JsFuture::from(js_sys::Promise::all(&pending))
+                        .await
+                        .map_err(|_| self.io("reading", first, len))?;
+                    js_sys::Array::from(&all)
+                }
             };
-            let all = wasm_bindgen_futures::JsFuture::from(all)
-                .await
-                .map_err(|_| self.io("reading", first, len))?;
-            let all = js_sys::Array::from(&all);
             for (i, (offset, buf)) in reads.into_iter().enumerate() {
                 self.copy_out(&all.get(i as u32), offset, buf)?;
             }
@@ -119,40 +117,57 @@ impl ByteSource for BlobSource {
 }
 
 impl BlobSource {
-    /// `len` bytes from `offset` in pieces of at most [`JS_PIECE`] bytes, read by the pool.
-    async fn read_pieces(&self, offset: u64, len: u64) -> Result<Vec<js_sys::Uint8Array>> {
+    /// `len` bytes from `offset` in pieces of at most [`JS_PIECE`] bytes, read by `pool`.
+    async fn read_pieces(
+        &self,
+        pool: &js_sys::Function,
+        offset: u64,
+        len: u64,
+    ) -> Result<Vec<js_sys::Uint8Array>> {
         check_range(&self.name, self.len, offset, len)?;
         let t = crate::viewer::now_ms();
-        let pool = self
-            .pool
-            .as_ref()
-            .ok_or_else(|| self.io("reading", offset, len as usize))?;
-        let (offsets, lens) = (js_sys::Array::new(), js_sys::Array::new());
+        let (offsets, lens, mut sizes) = (js_sys::Array::new(), js_sys::Array::new(), Vec::new());
         let mut at = offset;
         while at < offset + len {
             let n = JS_PIECE.min(offset + len - at);
             offsets.push(&(at as f64).into());
             lens.push(&(n as f64).into());
+            sizes.push(n);
             at += n;
         }
-        let all = pool
-            .call3(&JsValue::NULL, &self.file, &offsets, &lens)
-            .map(|p| js_sys::Promise::resolve(&p))
-            .map_err(|_| self.io("reading", offset, len as usize))?;
-        let all = wasm_bindgen_futures::JsFuture::from(all)
-            .await
-            .map_err(|_| self.io("reading", offset, len as usize))?;
-        let all = js_sys::Array::from(&all);
-        let mut pieces = Vec::with_capacity(all.length() as usize);
-        for (i, want) in lens.iter().enumerate() {
+        let all = self
+            .pool_reads(pool, &offsets, &lens, offset, len as usize)
+            .await?;
+        let mut pieces = Vec::with_capacity(sizes.len());
+        for (i, n) in sizes.into_iter().enumerate() {
             let piece = js_sys::Uint8Array::new(&all.get(i as u32));
-            if piece.length() as f64 != want.as_f64().unwrap_or(-1.0) {
+            if piece.length() as u64 != n {
                 return Err(self.io("short read of", offset, len as usize));
             }
             pieces.push(piece);
         }
         count_read_time(t);
         Ok(pieces)
+    }
+
+    /// The ranges `offsets`/`lens` of the file read by the page's `pool` (`readRanges`): an
+    /// ArrayBuffer each. A failure names the file and the first range, `first` and `len`.
+    async fn pool_reads(
+        &self,
+        pool: &js_sys::Function,
+        offsets: &js_sys::Array,
+        lens: &js_sys::Array,
+        first: u64,
+        len: usize,
+    ) -> Result<js_sys::Array> {
+        let all = pool
+            .call3(&JsValue::NULL, &self.file, offsets, lens)
+            .map(|p| js_sys::Promise::resolve(&p))
+            .map_err(|_| self.io("reading", first, len))?;
+        let all = wasm_bindgen_futures::JsFuture::from(all)
+            .await
+            .map_err(|_| self.io("reading", first, len))?;
+        Ok(js_sys::Array::from(&all))
     }
 
     /// A failed File API step on `len` bytes at `offset`, named by file.

@@ -17,7 +17,7 @@ use crate::formats::{Acquisition, OpenOptions};
 use crate::gpu::Engine;
 use crate::products::{ArrayData, ProductParams};
 use crate::source::ByteSource;
-use crate::viewer::{now_ms, OpenRequest, Panel, Session, Stage, ViewState};
+use crate::viewer::{now_ms, DrawKey, OpenRequest, Panel, Session, Stage, ViewState};
 use blob_source::BlobSource;
 
 fn js_err(e: impl std::fmt::Display) -> JsValue {
@@ -30,7 +30,7 @@ struct Canvas {
     format: wgpu::TextureFormat,
     size: [u32; 2],
     /// The [`Session::draw_key`] of what the canvas shows now.
-    shown: Option<(u64, crate::gpu::kernels::View)>,
+    shown: Option<DrawKey>,
 }
 
 struct Inner {
