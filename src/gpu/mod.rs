@@ -703,14 +703,25 @@ impl Engine {
     /// Resolves when the submission that cleared `fence` has finished on the GPU.
     #[cfg(target_arch = "wasm32")]
     pub(crate) async fn fence_done(&self, fence: wgpu::Buffer) -> Result<()> {
+        self.mapped_for_read(&fence, "waiting for the GPU").await?;
+        fence.unmap();
+        Ok(())
+    }
+
+    /// Map `buffer` (MAP_READ) whole and wait for it, asynchronously on the web; a failure
+    /// is `what` failing.
+    async fn mapped_for_read(&self, buffer: &wgpu::Buffer, what: &str) -> Result<()> {
         let (tx, rx) = futures_channel::oneshot::channel();
-        fence.slice(..).map_async(wgpu::MapMode::Read, move |r| {
+        buffer.slice(..).map_async(wgpu::MapMode::Read, move |r| {
             let _ = tx.send(r);
         });
-        rx.await
-            .map_err(|_| Error::Gpu("GPU work was dropped (device lost?)".into()))?
+        #[cfg(not(target_arch = "wasm32"))]
+        self.device
+            .poll(wgpu::PollType::wait_indefinitely())
             .map_err(|e| Error::Gpu(format!("waiting for the GPU failed: {e}")))?;
-        fence.unmap();
+        rx.await
+            .map_err(|_| Error::Gpu(format!("{what} was cancelled (device lost?)")))?
+            .map_err(|e| Error::Gpu(format!("{what} failed: {e}")))?;
         self.check_alive()
     }
 
@@ -784,19 +795,7 @@ impl Engine {
         let mut encoder = self.device.create_command_encoder(&Default::default());
         encoder.copy_buffer_to_buffer(buffer, offset, &staging, 0, bytes);
         self.queue.submit([encoder.finish()]);
-        let (tx, rx) = futures_channel::oneshot::channel();
-        staging.slice(..).map_async(wgpu::MapMode::Read, move |r| {
-            let _ = tx.send(r);
-        });
-        #[cfg(not(target_arch = "wasm32"))]
-        self.device
-            .poll(wgpu::PollType::wait_indefinitely())
-            .map_err(|e| Error::Gpu(format!("waiting for the GPU failed: {e}")))?;
-        let mapped = rx
-            .await
-            .map_err(|_| Error::Gpu("readback was cancelled (device lost?)".into()))?;
-        mapped.map_err(|e| Error::Gpu(format!("readback failed: {e}")))?;
-        self.check_alive()?;
+        self.mapped_for_read(&staging, "readback").await?;
         let view = staging
             .get_mapped_range(..)
             .map_err(|e| Error::Gpu(format!("readback mapping failed: {e:?}")))?;
