@@ -109,6 +109,8 @@ export async function runSuite(opts = {}) {
         if (prof.products_on === 'gpu' && prof.decode_workers > 0) {
           check(prof.file_buffer_windows > 0,
             `${fx.name}: decode windows uploaded from the File API's buffers (${prof.file_buffer_windows})`);
+          check(prof.worker_walked_windows === prof.file_buffer_windows,
+            `${fx.name}: every such window's headers walked by the Workers that read it (${prof.worker_walked_windows})`);
         }
       }
       if (fx.filters.includes('deflate')) {

@@ -132,6 +132,8 @@ pub struct Profile {
     /// Decode windows uploaded from the File API's own buffers, never copied into wasm
     /// memory (the browser with its pool of Workers; 0 elsewhere).
     pub file_buffer_windows: u32,
+    /// Of those, windows whose chunk headers the pool's Workers walked as they read them.
+    pub worker_walked_windows: u32,
     /// Rounds of gathered metadata reads the page's open took (each fetches what the last
     /// attempt missed, all at once); 0 where files are read as they are parsed.
     pub index_read_rounds: usize,
@@ -520,6 +522,7 @@ impl Session {
                     .map(|r| r.gpu_inflated_in_place)
                     .sum(),
                 file_buffer_windows: resident.iter().map(|r| r.file_buffer_windows).sum(),
+                worker_walked_windows: resident.iter().map(|r| r.worker_walked_windows).sum(),
                 index_read_rounds: 0,
                 adapter: engine.adapter.clone(),
                 warnings,

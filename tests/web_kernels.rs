@@ -11,7 +11,7 @@ use stem4d::formats::{Acquisition, OpenOptions};
 use stem4d::gpu::display::{Plane, PlaneSource};
 use stem4d::gpu::{products, Engine};
 use stem4d::products::{ArrayData, ProductKind, ProductParams};
-use stem4d::source::{ByteSource, FileSet, MemSource};
+use stem4d::source::{ByteSource, FileSet, JsPiece, JsRead, MemSource};
 use wasm_bindgen_test::*;
 
 wasm_bindgen_test_configure!(run_in_browser);
@@ -42,13 +42,14 @@ fn open(files: &[(&str, &[u8])], scan: Option<[usize; 2]>) -> Acquisition {
     Acquisition::open(FileSet::new(sources).expect("file set"), &opts).expect("fixture opens")
 }
 
-/// A file the way the browser's pool delivers it to the GPU decoder: `read_js` hands out
-/// JS buffers of `piece` bytes (odd-sized here, so that header words straddle two buffers
-/// and buffers start off word boundaries).
+/// A file the way the browser's pool delivers it to the GPU decoder. `piece: Some(n)`: each
+/// asked piece as JS buffers of `n` bytes (odd-sized here, so that header words straddle
+/// two buffers and buffers start off word boundaries), unwalked; `None`: as asked, its
+/// chunks walked as a pool Worker walks them.
 struct PiecedSource {
     mem: MemSource,
     bytes: Vec<u8>,
-    piece: usize,
+    piece: Option<usize>,
 }
 
 impl ByteSource for PiecedSource {
@@ -63,20 +64,38 @@ impl ByteSource for PiecedSource {
     }
     fn read_js(
         &self,
-        offset: u64,
-        len: u64,
-    ) -> Option<stem4d::source::LocalFuture<'_, stem4d::error::Result<Vec<js_sys::Uint8Array>>>>
-    {
-        let span = &self.bytes[offset as usize..(offset + len) as usize];
-        let pieces = span
-            .chunks(self.piece)
-            .map(js_sys::Uint8Array::from)
-            .collect();
-        Some(Box::pin(std::future::ready(Ok(pieces))))
+        pieces: Vec<JsPiece>,
+    ) -> Option<stem4d::source::LocalFuture<'_, stem4d::error::Result<Vec<JsRead>>>> {
+        let mut out = Vec::new();
+        for p in pieces {
+            let span = &self.bytes[p.offset as usize..(p.offset + p.len) as usize];
+            match (self.piece, &p.walk) {
+                (Some(n), _) => out.extend(span.chunks(n).map(|b| JsRead {
+                    bytes: js_sys::Uint8Array::from(b),
+                    walk: None,
+                })),
+                (None, Some(jobs)) => {
+                    let (words, failed) = stem4d::decode::walk::walk(span, jobs);
+                    out.push(JsRead {
+                        bytes: js_sys::Uint8Array::from(span),
+                        walk: Some(stem4d::decode::walk::PieceWalk {
+                            words,
+                            failed: failed.map(|(k, e)| (k, e.0)),
+                        }),
+                    });
+                }
+                (None, None) => panic!("a span piece without its walk jobs"),
+            }
+        }
+        Some(Box::pin(std::future::ready(Ok(out))))
     }
 }
 
-fn open_pieced(files: &[(&str, &[u8])], scan: Option<[usize; 2]>, piece: usize) -> Acquisition {
+fn open_pieced(
+    files: &[(&str, &[u8])],
+    scan: Option<[usize; 2]>,
+    piece: Option<usize>,
+) -> Acquisition {
     let sources: Vec<Arc<dyn ByteSource>> = files
         .iter()
         .map(|(n, b)| {
@@ -256,12 +275,13 @@ async fn display_and_synthetic_kernels_run_in_the_browser() {
 }
 
 /// The browser's own path into the GPU decoder: windows that stay in JS buffers, their
-/// headers read across buffer boundaries, uploaded through the staging ring (reused for
-/// every window) and decoded with reused scratch; every product equals the CPU reference.
+/// headers read across buffer boundaries or walked by the Workers that read them, uploaded
+/// through the staging ring (reused for every window) and decoded with reused scratch;
+/// every product equals the CPU reference.
 #[wasm_bindgen_test]
 async fn file_api_windows_decode_exactly_in_the_browser() {
     let engine = Engine::new().await.expect("a WebGPU adapter");
-    for piece in [7, 4097] {
+    for piece in [Some(7), Some(4097), None] {
         let arina = open_pieced(
             &[
                 fixture!("arina_u16_master.h5"),
@@ -280,7 +300,12 @@ async fn file_api_windows_decode_exactly_in_the_browser() {
                 .expect("upload");
             assert!(
                 res.file_buffer_windows > 0,
-                "{label}: windows from JS buffers of {piece} bytes"
+                "{label}: windows from JS buffers of {piece:?} bytes"
+            );
+            assert_eq!(
+                res.worker_walked_windows > 0,
+                piece.is_none(),
+                "{label}: walked windows with pieces of {piece:?} bytes"
             );
             assert_eq!(check_all(acq, &engine, label).await, 4 * 12, "{label}");
         }

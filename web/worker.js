@@ -58,10 +58,13 @@ const BATCH_BELOW = 1 << 20;
 // flight with Blob.arrayBuffer()); a pool of one to three reads them all in flight, which
 // was faster with a single Worker (2.2 s against 3.3 s, session 6).
 const SYNC_SMALL_READS = POOL_WORKERS >= 4;
-function readRanges(file, offsets, lengths) {
+// `walks[i]`, if given, is the job list of the chunks range i holds: its Worker walks their
+// headers, and the answer is `{bytes, tables, failed, message}`.
+function readRanges(file, offsets, lengths, walks) {
   const small = [];
   const jobs = offsets.map((offset, i) => {
-    if (lengths[i] >= BATCH_BELOW) return post({ op: 'read', file, offset, len: lengths[i] }, []);
+    const walk = walks && walks[i];
+    if (walk || lengths[i] >= BATCH_BELOW) return post({ op: 'read', file, offset, len: lengths[i], walk }, []);
     small.push(i);
     return null;
   });
@@ -74,7 +77,7 @@ function readRanges(file, offsets, lengths) {
     mine.forEach((i, k) => { jobs[i] = batch.then((outs) => (Array.isArray(outs) ? outs[k] : outs)); });
   }
   return Promise.all(jobs.map((job) => job
-    .then((out) => (out instanceof ArrayBuffer ? out : Promise.reject(new Error(out))))));
+    .then((out) => (out instanceof ArrayBuffer || out.bytes instanceof ArrayBuffer ? out : Promise.reject(new Error(out))))));
 }
 const ready = (async () => {
   try {

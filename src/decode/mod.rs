@@ -9,6 +9,7 @@ pub mod deflate;
 pub mod lz4h5;
 pub mod pipeline;
 pub mod shuffle;
+pub mod walk;
 
 pub use pipeline::{decode_chunk, Filter, FilterKind};
 

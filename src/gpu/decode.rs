@@ -9,7 +9,7 @@
 
 use crate::contract::Dtype;
 use crate::decode::pipeline::FilterKind;
-use crate::decode::{bslz4, lz4h5, BlockRef};
+use crate::decode::walk;
 use crate::error::{Error, Result};
 use crate::formats::{Acquisition, Part, PartKind};
 use crate::frames::Correction;
@@ -107,17 +107,18 @@ fn decode_error(slot: &ChunkSlot, message: String) -> Error {
     }
 }
 
-/// The GPU block table entries of `blocks` (source bytes at `src_base` of the window,
-/// output at `dst_base` of the scratch): (source byte, length, output byte, length | raw).
-fn table_entries(blocks: &[BlockRef], src_base: u32, dst_base: u32, out: &mut Vec<[u32; 4]>) {
-    out.extend(blocks.iter().map(|b| {
-        [
-            src_base + b.src.start as u32,
-            b.src.len() as u32,
-            dst_base + b.dst.start as u32,
-            b.dst.len() as u32 | (b.raw as u32) << 31,
-        ]
-    }));
+/// The walk kind of a chunk of `ix` (the GPU decoder takes bitshuffle+LZ4 and LZ4 only).
+fn walk_kind(ix: &DatasetIndex) -> u32 {
+    match gpu_filter(ix) {
+        Some(FilterKind::Lz4) => walk::KIND_LZ4,
+        _ => walk::KIND_BSLZ4,
+    }
+}
+
+/// Logical bytes of one of `acq`'s chunks.
+fn logical_bytes(acq: &Acquisition, ix: &DatasetIndex) -> usize {
+    let cn = chunk_frames(ix, acq.shape.det).unwrap_or(1) as usize;
+    cn * acq.shape.det_len() * acq.dtype.size()
 }
 
 /// Largest LZ4 block inflated from parsed sequences (`LOCAL_BYTES` in `wgsl/bslz4.wgsl`);
@@ -237,11 +238,15 @@ impl SrcSlots {
 
     /// A storage buffer holding `bytes` (zero-padded to whole words) from the next submit on,
     /// and the staging buffer to copy them from first when they came from the File API.
+    /// `times` and `t` as [`UploadTimes::lap`] takes them: the browser's waits for a staging
+    /// buffer are timed apart from the copies.
     async fn fill(
         &mut self,
         engine: &Engine,
         bytes: &WindowBytes,
         capacity: u64,
+        times: &mut UploadTimes,
+        t: &mut f64,
     ) -> Result<(wgpu::Buffer, Staged)> {
         let need = (bytes.len() as u64).next_multiple_of(4).max(4);
         let k = self.next % 2;
@@ -253,10 +258,11 @@ impl SrcSlots {
         });
         #[cfg(target_arch = "wasm32")]
         if let WindowBytes::Js(j) = bytes {
-            if let Some(staged) = self.staging.fill(&engine.device, j).await? {
+            if let Some(staged) = self.staging.fill(&engine.device, j, times, t).await? {
                 return Ok((src, Some(staged)));
             }
         }
+        let _ = (times, t);
         bytes.write_to(&engine.queue, &src);
         Ok((src, None))
     }
@@ -520,21 +526,62 @@ async fn read_chunks(slots: &[&ChunkSlot<'_>]) -> Result<Vec<u8>> {
 
 /// The window of `slots`: in the browser, chunks that lie in order in one file, at most
 /// [`crate::source::SPAN_GAP`] apart, come as one span of the File API's own buffers (the
-/// bytes between them included: a file's B-tree nodes sit among its chunks); anything else
-/// is read into memory, back to back.
-async fn read_window(slots: &[&ChunkSlot<'_>], limit: u64) -> Result<WindowBytes> {
+/// bytes between them included: a file's B-tree nodes sit among its chunks), in pieces cut
+/// between chunks so that the Workers reading them walk their headers; anything else is
+/// read into memory, back to back.
+async fn read_window(
+    acq: &Acquisition,
+    slots: &[&ChunkSlot<'_>],
+    limit: u64,
+) -> Result<WindowBytes> {
     #[cfg(not(target_arch = "wasm32"))]
-    let _ = limit;
+    let _ = (acq, limit);
     #[cfg(target_arch = "wasm32")]
     if let Some((f, lo, n)) = file_span(slots, limit) {
-        if let Some(read) = f.read_js(lo, n) {
-            return Ok(WindowBytes::Js(super::window_bytes::JsBytes::new(
-                read.await?,
-                lo,
-            )));
+        if let Some(read) = f.read_js(walked_pieces(acq, slots, lo, n)) {
+            let bytes = super::window_bytes::JsBytes::new(read.await?, lo)?;
+            return Ok(WindowBytes::Js(bytes));
         }
     }
     Ok(WindowBytes::Host(read_chunks(slots).await?))
+}
+
+/// The span `[lo, lo + n)` holding `slots` in pieces of about [`crate::source::JS_PIECE`]
+/// bytes cut where a chunk starts (a gap goes with the chunk before it), each with the walk
+/// jobs of its chunks.
+#[cfg(target_arch = "wasm32")]
+fn walked_pieces(
+    acq: &Acquisition,
+    slots: &[&ChunkSlot<'_>],
+    lo: u64,
+    n: u64,
+) -> Vec<crate::source::JsPiece> {
+    let elem = acq.dtype.size();
+    let mut pieces = Vec::new();
+    let (mut start, mut jobs) = (lo, Vec::new());
+    let mut cut = |start: u64, end: u64, jobs: &mut Vec<walk::Job>| {
+        pieces.push(crate::source::JsPiece {
+            offset: start,
+            len: end - start,
+            walk: Some(walk::encode_jobs(elem, jobs)),
+        });
+        jobs.clear();
+    };
+    for s in slots {
+        let end = s.chunk.offset + s.chunk.size;
+        if !jobs.is_empty() && end - start > crate::source::JS_PIECE {
+            cut(start, s.chunk.offset, &mut jobs);
+            start = s.chunk.offset;
+        }
+        jobs.push(walk::Job {
+            at: (s.chunk.offset - start) as usize,
+            stored: s.chunk.size as usize,
+            logical: logical_bytes(acq, s.ix),
+            kind: walk_kind(s.ix),
+        });
+    }
+    cut(start, lo + n, &mut jobs);
+    pieces
 }
 
 /// The file, offset and length of the span holding `slots`, when they lie in order in one
@@ -597,8 +644,9 @@ enum Prefetch<'a> {
 }
 
 impl<'a> Prefetch<'a> {
-    fn start(slots: &'a [&'a ChunkSlot<'a>], limit: u64) -> Prefetch<'a> {
-        let mut reading: crate::source::LocalFuture<'a, _> = Box::pin(read_window(slots, limit));
+    fn start(acq: &'a Acquisition, slots: &'a [&'a ChunkSlot<'a>], limit: u64) -> Prefetch<'a> {
+        let mut reading: crate::source::LocalFuture<'a, _> =
+            Box::pin(read_window(acq, slots, limit));
         // One poll posts the reads; a source that reads synchronously finishes here.
         let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
         match reading.as_mut().poll(&mut cx) {
@@ -623,14 +671,14 @@ const READ_AHEAD: usize = 2;
 /// Start reading the windows after `mine[*i]` until [`READ_AHEAD`] are in flight.
 fn read_ahead<'a>(
     limit: u64,
-    acq: &Acquisition,
+    acq: &'a Acquisition,
     mine: &'a [&'a ChunkSlot<'a>],
     i: &mut usize,
     ahead: &mut std::collections::VecDeque<(std::ops::Range<usize>, Prefetch<'a>)>,
 ) {
     while ahead.len() < READ_AHEAD && *i < mine.len() {
         let range = pick_window(limit, acq, mine, i);
-        ahead.push_back((range.clone(), Prefetch::start(&mine[range], limit)));
+        ahead.push_back((range.clone(), Prefetch::start(acq, &mine[range], limit)));
     }
 }
 
@@ -664,7 +712,7 @@ async fn make_window(
     let mut src_at = 0usize;
     for (k, &slot) in picked.iter().enumerate() {
         let cn = chunk_frames(slot.ix, acq.shape.det).unwrap_or(1) as usize;
-        let logical = cn * det_len * elem;
+        let logical = logical_bytes(acq, slot.ix);
         // A window read as one span of its file keeps the bytes between its chunks.
         if let Some(lo) = src.file_offset() {
             src_at = (slot.chunk.offset - lo) as usize;
@@ -672,26 +720,51 @@ async fn make_window(
         let bytes = src.chunk(src_at..src_at + slot.chunk.size as usize);
         let (src_base, dst_base) = (src_at as u32, dst_bytes as u32);
         src_at += slot.chunk.size as usize;
-        // The CPU decoders' header walks, with their checks: one reading of the format.
+        // The header walk, with the CPU decoders' checks: one reading of the format. Done
+        // by the Workers that read the window where they could.
         let bad = |e: crate::decode::DecodeError| decode_error(slot, e.0);
-        let (be, plain, layout) = match gpu_filter(slot.ix) {
-            Some(FilterKind::Lz4) => {
-                let (block, layout) = lz4h5::layout(&bytes, logical).map_err(bad)?;
-                if block % 4 != 0 && logical > block {
+        let kind = walk_kind(slot.ix);
+        chunk_blocks.push((blocks.len() as u32, start + k));
+        let param = match src.walked() {
+            Some(w) => {
+                if let Some((f, why)) = &w.failed {
+                    if *f == k {
+                        return Err(decode_error(slot, why.clone()));
+                    }
+                }
+                let (param, words) = w.chunk(k).ok_or_else(|| {
+                    decode_error(slot, "the Workers' header walk lacks this chunk".into())
+                })?;
+                blocks.extend(
+                    words
+                        .chunks_exact(walk::BLOCK_WORDS)
+                        .map(|b| [src_base + b[0], b[1], dst_base + b[2], b[3]]),
+                );
+                param
+            }
+            None => {
+                let (param, layout) =
+                    walk::chunk_layout(&bytes, elem, logical, kind).map_err(bad)?;
+                blocks.extend(
+                    layout
+                        .iter()
+                        .map(|b| walk::block_words(b, src_base, dst_base)),
+                );
+                param
+            }
+        };
+        let (be, plain) = match kind {
+            walk::KIND_LZ4 => {
+                if param % 4 != 0 && logical > param as usize {
                     // Blocks that are not whole words would share output words on the GPU.
                     return Ok(None);
                 }
-                (0, 1, layout)
+                (0, 1)
             }
-            _ => {
-                let (h, layout) = bslz4::layout(&bytes, elem, logical).map_err(bad)?;
-                (h.block_elems, 0, layout)
-            }
+            _ => (param, 0),
         };
-        chunk_blocks.push((blocks.len() as u32, start + k));
-        table_entries(&layout, src_base, dst_base, &mut blocks);
         let entry = (chunks.len() / 4) as u32;
-        chunks.extend_from_slice(&[dst_base, be as u32, (cn * det_len) as u32, plain]);
+        chunks.extend_from_slice(&[dst_base, be, (cn * det_len) as u32, plain]);
         for g in slot.first.max(s0)..(slot.first + slot.frames).min(s1) {
             frame_map.extend_from_slice(&[entry, (g - slot.first) as u32]);
             last_frame = g + 1;
@@ -708,7 +781,9 @@ async fn make_window(
         return Ok(None);
     }
     times.lap("block tables", &mut t);
-    let (src_buffer, staged) = slots.fill(engine, &src, window_bytes).await?;
+    let (src_buffer, staged) = slots
+        .fill(engine, &src, window_bytes, times, &mut t)
+        .await?;
     let [scratch, seqs] = slots.work_buffers(engine, dst_bytes.max(16), (seq_entries * 8).max(16));
     let window = Window {
         src: src_buffer,
@@ -783,7 +858,7 @@ pub async fn upload(
     // keeps the host from running ahead. The status is read once.
     let mut in_flight = std::collections::VecDeque::new();
     let (mut slots, mut times) = (SrcSlots::new(), UploadTimes::default());
-    let mut file_buffer_windows = 0u32;
+    let (mut file_buffer_windows, mut walked_windows) = (0u32, 0u32);
     for seg in &plan.segments {
         let buffer = engine.storage("resident", seg.bytes.max(4));
         let (s0, s1) = (seg.first_frame, seg.first_frame + seg.frames);
@@ -799,6 +874,7 @@ pub async fn upload(
             let src = reading.finish().await?;
             times.lap("read (not overlapped)", &mut t);
             file_buffer_windows += src.file_offset().is_some() as u32;
+            walked_windows += src.walked().is_some() as u32;
             // The next windows' reads run while this one is built and submitted.
             read_ahead(plan.max_binding, acq, &mine, &mut i, &mut ahead);
             let built = make_window(
@@ -888,6 +964,7 @@ pub async fn upload(
     res.upload_times = times;
     res.gpu_inflated_in_place = in_place;
     res.file_buffer_windows = file_buffer_windows;
+    res.worker_walked_windows = walked_windows;
     Ok(Some(res))
 }
 

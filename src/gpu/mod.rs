@@ -191,6 +191,8 @@ pub struct Resident {
     pub gpu_inflated_in_place: u32,
     /// Windows uploaded from the File API's own buffers (the browser; see `window_bytes`).
     pub file_buffer_windows: u32,
+    /// Of those, windows whose chunk headers the Workers that read them walked.
+    pub worker_walked_windows: u32,
     /// Ring sums about the BF centre, once made ([`radial::RadialCache::build`]): masked
     /// sums of disks and annuli about it read them instead of most of their pixels.
     pub radial: Option<radial::RadialCache>,
@@ -575,6 +577,7 @@ impl Engine {
             upload_times: UploadTimes::default(),
             gpu_inflated_in_place: 0,
             file_buffer_windows: 0,
+            worker_walked_windows: 0,
             radial: None,
         })
     }

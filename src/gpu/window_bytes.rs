@@ -6,6 +6,7 @@
 
 use std::ops::Range;
 
+use crate::decode::walk::Walked;
 use crate::decode::Stored;
 #[cfg(target_arch = "wasm32")]
 use crate::error::Result;
@@ -43,6 +44,15 @@ impl WindowBytes {
             WindowBytes::Host(_) => None,
             #[cfg(target_arch = "wasm32")]
             WindowBytes::Js(j) => Some(j.file_offset),
+        }
+    }
+
+    /// The header walks of the window's chunks, where the Workers that read it did them.
+    pub fn walked(&self) -> Option<&Walked> {
+        match self {
+            WindowBytes::Host(_) => None,
+            #[cfg(target_arch = "wasm32")]
+            WindowBytes::Js(j) => j.walked.as_ref(),
         }
     }
 
@@ -115,32 +125,57 @@ pub struct JsBytes {
     /// walks read a few million words of a large file.
     lens: Vec<usize>,
     len: usize,
+    walked: Option<Walked>,
 }
 
 #[cfg(target_arch = "wasm32")]
 impl JsBytes {
-    pub fn new(pieces: Vec<js_sys::Uint8Array>, file_offset: u64) -> JsBytes {
-        let (mut starts, mut lens) = (Vec::with_capacity(pieces.len()), Vec::new());
+    /// The pieces of a span read from `file_offset` on, with their Workers' walks if every
+    /// piece has one (a failed walk ends them: the chunks after it are not walked).
+    pub fn new(reads: Vec<crate::source::JsRead>, file_offset: u64) -> Result<JsBytes> {
+        let (mut starts, mut lens) = (Vec::with_capacity(reads.len()), Vec::new());
         let mut len = 0usize;
-        for p in &pieces {
+        let mut walks = reads
+            .iter()
+            .all(|r| r.walk.is_some())
+            .then(|| (Vec::new(), None));
+        let mut pieces = Vec::with_capacity(reads.len());
+        for r in reads {
             starts.push(len);
-            lens.push(p.length() as usize);
-            len += p.length() as usize;
+            lens.push(r.bytes.length() as usize);
+            len += r.bytes.length() as usize;
+            if let (Some((words, failed)), Some(piece)) = (&mut walks, r.walk) {
+                if failed.is_none() {
+                    // This piece's chunks follow those walked so far.
+                    let before = Walked::count(words);
+                    words.extend_from_slice(&piece.words);
+                    *failed = piece.failed.map(|(k, why)| (before + k, why));
+                }
+            }
+            pieces.push(r.bytes);
         }
+        let walked = match walks {
+            Some((words, failed)) => Some(
+                Walked::new(words, failed)
+                    .map_err(|e| crate::error::Error::Gpu(format!("chunk header walks: {e}")))?,
+            ),
+            None => None,
+        };
         let views = pieces
             .iter()
             .map(|p| {
                 js_sys::DataView::new(&p.buffer(), p.byte_offset() as usize, p.length() as usize)
             })
             .collect();
-        JsBytes {
+        Ok(JsBytes {
             file_offset,
             pieces,
             views,
             starts,
             lens,
             len,
-        }
+            walked,
+        })
     }
 
     fn byte(&self, at: usize) -> Option<u8> {
@@ -223,6 +258,8 @@ impl Staging {
         &mut self,
         device: &wgpu::Device,
         bytes: &JsBytes,
+        times: &mut crate::gpu::UploadTimes,
+        t: &mut f64,
     ) -> Result<Option<(wgpu::Buffer, u64)>> {
         let gpu_err = |what: &str, e: JsValue| {
             crate::error::Error::Gpu(format!("{what} a staging buffer failed: {e:?}"))
@@ -254,7 +291,9 @@ impl Staging {
             return Ok(None);
         };
         if let Some(m) = slot.mapped.take() {
+            times.lap("copy to the GPU", t);
             m.await.map_err(|e| gpu_err("mapping", e))?;
+            times.lap("staging buffer waits", t);
         }
         let range = raw
             .get_mapped_range_with_f64_and_f64(0.0, need as f64)

@@ -135,10 +135,9 @@ impl ByteSource for Gathering {
     #[cfg(target_arch = "wasm32")]
     fn read_js(
         &self,
-        offset: u64,
-        len: u64,
-    ) -> Option<LocalFuture<'_, Result<Vec<js_sys::Uint8Array>>>> {
-        self.inner.read_js(offset, len)
+        pieces: Vec<super::JsPiece>,
+    ) -> Option<LocalFuture<'_, Result<Vec<super::JsRead>>>> {
+        self.inner.read_js(pieces)
     }
 }
 

@@ -30,15 +30,11 @@ pub trait ByteSource: Send + Sync {
         Ok(buf)
     }
 
-    /// The browser: `len` bytes from `offset` as the File API delivers them, buffers of at
-    /// most [`JS_PIECE`] bytes in order, read in parallel and never copied into wasm memory;
-    /// `None` where the source cannot read that way.
+    /// The browser: the file's `pieces` as the File API delivers them, read in parallel by
+    /// the page's Workers and never copied into wasm memory, each Worker walking the chunk
+    /// headers its piece was asked to; `None` where the source cannot read that way.
     #[cfg(target_arch = "wasm32")]
-    fn read_js(
-        &self,
-        _offset: u64,
-        _len: u64,
-    ) -> Option<LocalFuture<'_, Result<Vec<js_sys::Uint8Array>>>> {
+    fn read_js(&self, _pieces: Vec<JsPiece>) -> Option<LocalFuture<'_, Result<Vec<JsRead>>>> {
         None
     }
 
@@ -52,11 +48,28 @@ pub trait ByteSource: Send + Sync {
     }
 }
 
-/// The largest single File API read of [`ByteSource::read_js`]: on the H200 machine 15
-/// Workers read 3.1–3.5 GB/s together in 32–64 MiB reads against 1.8 GB/s in 4 MiB ones
-/// (BENCHMARKS, session 12).
+/// The largest single File API read of [`ByteSource::read_js`] (one chunk may pass it): on
+/// the H200 machine 15 Workers read 3.1–3.5 GB/s together in 32–64 MiB reads against
+/// 1.8 GB/s in 4 MiB ones (BENCHMARKS, session 12).
 #[cfg(target_arch = "wasm32")]
 pub const JS_PIECE: u64 = 32 << 20;
+
+/// One range of a [`ByteSource::read_js`] read, and the chunks its Worker walks
+/// (a `decode::walk` job list; offsets within the piece).
+#[cfg(target_arch = "wasm32")]
+pub struct JsPiece {
+    pub offset: u64,
+    pub len: u64,
+    pub walk: Option<Vec<u32>>,
+}
+
+/// A piece as read: its bytes and, when asked, the walks of its chunks up to the first that
+/// failed (its place in the piece's list and why).
+#[cfg(target_arch = "wasm32")]
+pub struct JsRead {
+    pub bytes: js_sys::Uint8Array,
+    pub walk: Option<crate::decode::walk::PieceWalk>,
+}
 
 /// A future that stays on its thread (the browser's futures hold JS handles).
 pub type LocalFuture<'a, T> = Pin<Box<dyn Future<Output = T> + 'a>>;

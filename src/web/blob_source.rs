@@ -3,10 +3,10 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use wasm_bindgen::JsValue;
+use wasm_bindgen::{JsCast, JsValue};
 
 use crate::error::{Error, Result};
-use crate::source::{check_range, ByteSource, LocalFuture, JS_PIECE};
+use crate::source::{check_range, ByteSource, JsPiece, JsRead, LocalFuture};
 
 /// Microseconds spent in file reads since the page loaded (the profile's "read" stage).
 static READ_MICROS: AtomicU64 = AtomicU64::new(0);
@@ -71,13 +71,9 @@ impl ByteSource for BlobSource {
     }
 
     /// Through the pool's Workers; a page without a pool reads into wasm memory instead.
-    fn read_js(
-        &self,
-        offset: u64,
-        len: u64,
-    ) -> Option<LocalFuture<'_, Result<Vec<js_sys::Uint8Array>>>> {
+    fn read_js(&self, pieces: Vec<JsPiece>) -> Option<LocalFuture<'_, Result<Vec<JsRead>>>> {
         let pool = self.pool.as_ref()?;
-        Some(Box::pin(self.read_pieces(pool, offset, len)))
+        Some(Box::pin(self.read_pieces(pool, pieces)))
     }
 
     /// All reads in flight at once: through the page's pool Workers, or as
@@ -99,7 +95,15 @@ impl ByteSource for BlobSource {
                 }
             }
             let all = match &self.pool {
-                Some(pool) => self.pool_reads(pool, &offsets, &lens, first, len).await?,
+                Some(pool) => {
+                    self.pool_call(
+                        pool,
+                        &[self.file.as_ref(), offsets.as_ref(), lens.as_ref()],
+                        first,
+                        len,
+                    )
+                    .await?
+                }
                 None => {
                     let all = wasm_bindgen_futures::JsFuture::from(js_sys::Promise::all(&pending))
                         .await
@@ -117,51 +121,102 @@ impl ByteSource for BlobSource {
 }
 
 impl BlobSource {
-    /// `len` bytes from `offset` in pieces of at most [`JS_PIECE`] bytes, read by `pool`.
+    /// `pieces` read (and walked) by `pool`.
     async fn read_pieces(
         &self,
         pool: &js_sys::Function,
-        offset: u64,
-        len: u64,
-    ) -> Result<Vec<js_sys::Uint8Array>> {
-        check_range(&self.name, self.len, offset, len)?;
+        pieces: Vec<JsPiece>,
+    ) -> Result<Vec<JsRead>> {
         let t = crate::viewer::now_ms();
-        let (offsets, lens, mut sizes) = (js_sys::Array::new(), js_sys::Array::new(), Vec::new());
-        let mut at = offset;
-        while at < offset + len {
-            let n = JS_PIECE.min(offset + len - at);
-            offsets.push(&(at as f64).into());
-            lens.push(&(n as f64).into());
-            sizes.push(n);
-            at += n;
+        let (offsets, lens, walks) = (
+            js_sys::Array::new(),
+            js_sys::Array::new(),
+            js_sys::Array::new(),
+        );
+        for p in &pieces {
+            check_range(&self.name, self.len, p.offset, p.len)?;
+            offsets.push(&(p.offset as f64).into());
+            lens.push(&(p.len as f64).into());
+            walks.push(&match &p.walk {
+                Some(jobs) => js_sys::Uint32Array::from(&jobs[..]).into(),
+                None => JsValue::UNDEFINED,
+            });
         }
+        let (first, len) = pieces
+            .first()
+            .map_or((0, 0), |p| (p.offset, p.len as usize));
         let all = self
-            .pool_reads(pool, &offsets, &lens, offset, len as usize)
+            .pool_call(
+                pool,
+                &[
+                    self.file.as_ref(),
+                    offsets.as_ref(),
+                    lens.as_ref(),
+                    walks.as_ref(),
+                ],
+                first,
+                len,
+            )
             .await?;
-        let mut pieces = Vec::with_capacity(sizes.len());
-        for (i, n) in sizes.into_iter().enumerate() {
-            let piece = js_sys::Uint8Array::new(&all.get(i as u32));
-            if piece.length() as u64 != n {
-                return Err(self.io("short read of", offset, len as usize));
+        let mut out = Vec::with_capacity(pieces.len());
+        for (i, p) in pieces.iter().enumerate() {
+            let got = all.get(i as u32);
+            let read = match &p.walk {
+                None => JsRead {
+                    bytes: js_sys::Uint8Array::new(&got),
+                    walk: None,
+                },
+                Some(_) => self.walked_read(&got, p)?,
+            };
+            if read.bytes.length() as u64 != p.len {
+                return Err(self.io("short read of", p.offset, p.len as usize));
             }
-            pieces.push(piece);
+            out.push(read);
         }
         count_read_time(t);
-        Ok(pieces)
+        Ok(out)
     }
 
-    /// The ranges `offsets`/`lens` of the file read by the page's `pool` (`readRanges`): an
-    /// ArrayBuffer each. A failure names the file and the first range, `first` and `len`.
-    async fn pool_reads(
+    /// A walked piece's answer `{bytes, tables, failed, message}` (`web/pool_worker.js`).
+    fn walked_read(&self, got: &JsValue, p: &JsPiece) -> Result<JsRead> {
+        let field = |k: &str| js_sys::Reflect::get(got, &k.into()).ok();
+        let bad = || self.io("walking the chunks of", p.offset, p.len as usize);
+        let bytes = field("bytes").filter(|b| b.is_instance_of::<js_sys::ArrayBuffer>());
+        let tables = field("tables").filter(|t| t.is_instance_of::<js_sys::Uint32Array>());
+        let (Some(bytes), Some(tables)) = (bytes, tables) else {
+            return Err(bad());
+        };
+        let failed = match field("failed").and_then(|f| f.as_f64()) {
+            Some(k) if k >= 0.0 => {
+                let why = field("message")
+                    .and_then(|m| m.as_string())
+                    .unwrap_or_default();
+                Some((k as usize, why))
+            }
+            Some(_) => None,
+            None => return Err(bad()),
+        };
+        Ok(JsRead {
+            bytes: js_sys::Uint8Array::new(&bytes),
+            walk: Some(crate::decode::walk::PieceWalk {
+                words: js_sys::Uint32Array::from(tables).to_vec(),
+                failed,
+            }),
+        })
+    }
+
+    /// `readRanges(file, offsets, lens[, walks])` awaited: an answer a range. A failure names
+    /// the file and the first range, `first` and `len`.
+    async fn pool_call(
         &self,
         pool: &js_sys::Function,
-        offsets: &js_sys::Array,
-        lens: &js_sys::Array,
+        args: &[&JsValue],
         first: u64,
         len: usize,
     ) -> Result<js_sys::Array> {
+        let args: js_sys::Array = args.iter().copied().collect();
         let all = pool
-            .call3(&JsValue::NULL, &self.file, offsets, lens)
+            .apply(&JsValue::NULL, &args)
             .map(|p| js_sys::Promise::resolve(&p))
             .map_err(|_| self.io("reading", first, len))?;
         let all = wasm_bindgen_futures::JsFuture::from(all)

@@ -94,3 +94,21 @@ pub fn decode_chunk(
     crate::decode::decode_chunk(&filters, mask, raw, expected, elem)
         .map_err(|e| JsValue::from_str(&e.0))
 }
+
+/// Run in a pool Worker on a piece it read: the header walks of the chunks `jobs` names in
+/// `bytes` (`decode::walk`), as `{tables: Uint32Array, failed, message}`; `failed` is the
+/// first failing chunk's place in `jobs` (its `message` says why), or -1.
+#[wasm_bindgen(js_name = walkChunks)]
+pub fn walk_chunks(bytes: &[u8], jobs: &[u32]) -> Result<js_sys::Object, JsValue> {
+    let (words, failed) = crate::decode::walk::walk(bytes, jobs);
+    let out = js_sys::Object::new();
+    let (k, message) = match failed {
+        Some((k, e)) => (k as f64, e.0),
+        None => (-1.0, String::new()),
+    };
+    let set = |key: &str, v: JsValue| js_sys::Reflect::set(&out, &key.into(), &v);
+    set("tables", js_sys::Uint32Array::from(&words[..]).into())
+        .and(set("failed", k.into()))
+        .and(set("message", message.into()))?;
+    Ok(out)
+}
