@@ -75,13 +75,14 @@ impl ByteSource for PiecedSource {
                     walk: None,
                 })),
                 (None, Some(jobs)) => {
-                    let (words, failed) = stem4d::decode::walk::walk(span, jobs);
+                    // As a pool Worker walks a piece it read, and as its answer comes back.
+                    let piece = js_sys::Uint8Array::from(span);
+                    let answer = stem4d::web::walk_chunks(piece.clone(), jobs).expect("walk");
+                    js_sys::Reflect::set(&answer, &"bytes".into(), &piece.buffer()).expect("set");
+                    let (bytes, walk) = stem4d::web::walked_answer(&answer).expect("an answer");
                     out.push(JsRead {
-                        bytes: js_sys::Uint8Array::from(span),
-                        walk: Some(stem4d::decode::walk::PieceWalk {
-                            words,
-                            failed: failed.map(|(k, e)| (k, e.0)),
-                        }),
+                        bytes,
+                        walk: Some(walk),
                     });
                 }
                 (None, None) => panic!("a span piece without its walk jobs"),
@@ -310,4 +311,33 @@ async fn file_api_windows_decode_exactly_in_the_browser() {
             assert_eq!(check_all(acq, &engine, label).await, 4 * 12, "{label}");
         }
     }
+}
+
+/// A corrupt chunk walked by the Workers that read it fails the load as the viewer's own
+/// walk does: the same message, naming the file and the chunk.
+#[wasm_bindgen_test]
+async fn file_api_walk_failures_name_the_chunk_as_the_viewer_walk_does() {
+    let engine = Engine::new().await.expect("a WebGPU adapter");
+    let bad = (
+        "data.h5",
+        include_bytes!(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/bad/bslz4_truncated_chunk/data.h5"
+        ))
+        .as_slice(),
+    );
+    let mut messages = Vec::new();
+    for piece in [Some(4097), None] {
+        let acq = open_pieced(&[bad], Some([4, 6]), piece);
+        match engine.upload(&acq, Default::default()).await {
+            Ok(_) => panic!("a truncated chunk uploaded with pieces of {piece:?} bytes"),
+            Err(e) => messages.push(e.to_string()),
+        }
+    }
+    assert_eq!(messages[0], messages[1]);
+    assert!(
+        messages[0].contains("data.h5") && messages[0].contains("truncated"),
+        "{}",
+        messages[0]
+    );
 }

@@ -55,6 +55,27 @@ impl Stored for [u8] {
     }
 }
 
+/// The `len` stored bytes at `base` of `inner` (a chunk of a larger buffer): nothing past
+/// them is readable through it.
+pub struct Slice<'a, S: ?Sized> {
+    pub inner: &'a S,
+    pub base: usize,
+    pub len: usize,
+}
+
+impl<S: Stored + ?Sized> Stored for Slice<'_, S> {
+    fn stored_len(&self) -> usize {
+        self.len
+    }
+
+    fn be_u32_at(&self, at: usize) -> Option<u32> {
+        if at.checked_add(4)? > self.len {
+            return None;
+        }
+        self.inner.be_u32_at(self.base + at)
+    }
+}
+
 /// The `len` bytes at `pos` of `chunk`, or the truncation error `what` describes.
 pub(crate) fn stored<S: Stored + ?Sized>(
     chunk: &S,

@@ -9,7 +9,7 @@
 //! `[param, n, then n blocks of BLOCK_WORDS]`, `param` being the bitshuffle block's elements
 //! or the LZ4 block's bytes.
 
-use super::{bslz4, lz4h5, BlockRef, DecodeError, Stored};
+use super::{bslz4, lz4h5, BlockRef, DecodeError, Slice, Stored};
 
 pub const KIND_BSLZ4: u32 = 0;
 pub const KIND_LZ4: u32 = 1;
@@ -67,21 +67,30 @@ pub fn encode_jobs(elem: usize, jobs: &[Job]) -> Vec<u32> {
 
 /// Walk every chunk of the job list `jobs` in `bytes`, up to the first that fails: the walks
 /// of the chunks before it, and its place in the list with what is wrong with it.
-pub fn walk(bytes: &[u8], jobs: &[u32]) -> (Vec<u32>, Option<(usize, DecodeError)>) {
+pub fn walk<S: Stored + ?Sized>(
+    bytes: &S,
+    jobs: &[u32],
+) -> (Vec<u32>, Option<(usize, DecodeError)>) {
     let mut out = Vec::new();
     let malformed = (0, DecodeError::new("malformed chunk walk job list"));
     let Some((&elem, list)) = jobs.split_first().filter(|(_, l)| l.len() % 4 == 0) else {
         return (out, Some(malformed));
     };
     for (k, j) in list.chunks_exact(4).enumerate() {
-        let (at, stored) = (j[0] as usize, j[1] as usize);
-        let Some(chunk) = at.checked_add(stored).and_then(|end| bytes.get(at..end)) else {
-            return (
-                out,
-                Some((k, DecodeError::new("chunk lies outside the bytes read"))),
-            );
+        let (base, len) = (j[0] as usize, j[1] as usize);
+        if base
+            .checked_add(len)
+            .is_none_or(|end| end > bytes.stored_len())
+        {
+            let outside = DecodeError::new("chunk lies outside the bytes read");
+            return (out, Some((k, outside)));
+        }
+        let chunk = Slice {
+            inner: bytes,
+            base,
+            len,
         };
-        match chunk_layout(chunk, elem as usize, j[2] as usize, j[3]) {
+        match chunk_layout(&chunk, elem as usize, j[2] as usize, j[3]) {
             Ok((param, blocks)) => {
                 out.extend_from_slice(&[param, blocks.len() as u32]);
                 for b in &blocks {
@@ -205,7 +214,7 @@ mod tests {
                 kind: KIND_LZ4,
             },
         ];
-        let (words, failed) = walk(&bytes, &encode_jobs(2, &jobs));
+        let (words, failed) = walk(&bytes[..], &encode_jobs(2, &jobs));
         assert_eq!(failed, None);
         let walked = Walked::new(words, None).unwrap();
         assert_eq!(walked.chunks(), 3);
@@ -238,7 +247,7 @@ mod tests {
             kind: KIND_BSLZ4,
         };
         let jobs = encode_jobs(2, &[job(0, a.len()), job(a.len(), a.len() - 3)]);
-        let (words, failed) = walk(&bytes, &jobs);
+        let (words, failed) = walk(&bytes[..], &jobs);
         let (k, e) = failed.unwrap();
         assert_eq!(k, 1);
         // The chunk before it walked.
@@ -247,7 +256,7 @@ mod tests {
         assert_eq!(e, direct);
         assert!(e.0.contains("truncated"), "{e}");
         // A chunk said to lie past the bytes read, and a wrong logical size.
-        let past = walk(&bytes, &encode_jobs(2, &[job(4, bytes.len())]));
+        let past = walk(&bytes[..], &encode_jobs(2, &[job(4, bytes.len())]));
         assert_eq!(past.1.unwrap().0, 0);
         let wrong = encode_jobs(
             2,
@@ -256,7 +265,7 @@ mod tests {
                 ..job(0, a.len())
             }],
         );
-        assert!(walk(&bytes, &wrong)
+        assert!(walk(&bytes[..], &wrong)
             .1
             .unwrap()
             .1
@@ -266,9 +275,10 @@ mod tests {
 
     #[test]
     fn malformed_lists_are_errors_not_panics() {
-        assert!(walk(&[], &[]).1.is_some());
-        assert!(walk(&[], &[2, 0, 0]).1.is_some());
-        assert_eq!(walk(&[], &[2]), (vec![], None));
+        let none: &[u8] = &[];
+        assert!(walk(none, &[]).1.is_some());
+        assert!(walk(none, &[2, 0, 0]).1.is_some());
+        assert_eq!(walk(none, &[2]), (vec![], None));
         assert!(Walked::new(vec![1], None).is_err());
         assert!(Walked::new(vec![1, 2, 0, 0, 0, 0], None).is_err());
         assert!(Walked::new(vec![1, u32::MAX], None).is_err());

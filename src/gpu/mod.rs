@@ -15,7 +15,7 @@ pub mod products;
 pub mod radial;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod spirv;
-mod window_bytes;
+pub(crate) mod window_bytes;
 
 use std::sync::{Arc, Mutex};
 

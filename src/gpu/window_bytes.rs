@@ -7,6 +7,8 @@
 use std::ops::Range;
 
 use crate::decode::walk::Walked;
+#[cfg(target_arch = "wasm32")]
+use crate::decode::Slice;
 use crate::decode::Stored;
 #[cfg(target_arch = "wasm32")]
 use crate::error::Result;
@@ -21,11 +23,7 @@ pub enum WindowBytes {
 pub enum ChunkBytes<'a> {
     Host(&'a [u8]),
     #[cfg(target_arch = "wasm32")]
-    Js {
-        bytes: &'a JsBytes,
-        base: usize,
-        len: usize,
-    },
+    Js(Slice<'a, JsBytes>),
 }
 
 impl WindowBytes {
@@ -61,11 +59,11 @@ impl WindowBytes {
         match self {
             WindowBytes::Host(v) => ChunkBytes::Host(&v[range]),
             #[cfg(target_arch = "wasm32")]
-            WindowBytes::Js(bytes) => ChunkBytes::Js {
-                bytes,
+            WindowBytes::Js(bytes) => ChunkBytes::Js(Slice {
+                inner: bytes,
                 base: range.start,
                 len: range.len(),
-            },
+            }),
         }
     }
 
@@ -95,7 +93,7 @@ impl Stored for ChunkBytes<'_> {
         match self {
             ChunkBytes::Host(b) => b.len(),
             #[cfg(target_arch = "wasm32")]
-            ChunkBytes::Js { len, .. } => *len,
+            ChunkBytes::Js(s) => s.stored_len(),
         }
     }
 
@@ -103,12 +101,7 @@ impl Stored for ChunkBytes<'_> {
         match self {
             ChunkBytes::Host(b) => b.be_u32_at(at),
             #[cfg(target_arch = "wasm32")]
-            ChunkBytes::Js { bytes, base, len } => {
-                if at.checked_add(4)? > *len {
-                    return None;
-                }
-                bytes.be_u32_at(base + at)
-            }
+            ChunkBytes::Js(s) => s.be_u32_at(at),
         }
     }
 }
@@ -184,6 +177,23 @@ impl JsBytes {
         (off < self.lens[k]).then(|| self.pieces[k].get_index(off as u32))
     }
 
+    /// Through wasm memory and the queue: where the buffers are not WebGPU's own, so that
+    /// [`Staging`] cannot take them either.
+    fn write_to(&self, queue: &wgpu::Queue, buffer: &wgpu::Buffer) {
+        let mut all = vec![0u8; self.len];
+        for (p, (&s, &n)) in self.pieces.iter().zip(self.starts.iter().zip(&self.lens)) {
+            p.copy_to(&mut all[s..s + n]);
+        }
+        write_words(queue, buffer, 0, &all);
+    }
+}
+
+#[cfg(target_arch = "wasm32")]
+impl Stored for JsBytes {
+    fn stored_len(&self) -> usize {
+        self.len
+    }
+
     fn be_u32_at(&self, at: usize) -> Option<u32> {
         let k = self.starts.partition_point(|&s| s <= at).checked_sub(1)?;
         let off = at - self.starts[k];
@@ -197,16 +207,6 @@ impl JsBytes {
             *x = self.byte(at + i)?;
         }
         Some(u32::from_be_bytes(b))
-    }
-
-    /// Through wasm memory and the queue: where the buffers are not WebGPU's own, so that
-    /// [`Staging`] cannot take them either.
-    fn write_to(&self, queue: &wgpu::Queue, buffer: &wgpu::Buffer) {
-        let mut all = vec![0u8; self.len];
-        for (p, (&s, &n)) in self.pieces.iter().zip(self.starts.iter().zip(&self.lens)) {
-            p.copy_to(&mut all[s..s + n]);
-        }
-        write_words(queue, buffer, 0, &all);
     }
 }
 

@@ -3,7 +3,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use wasm_bindgen::{JsCast, JsValue};
+use wasm_bindgen::JsValue;
 
 use crate::error::{Error, Result};
 use crate::source::{check_range, ByteSource, JsPiece, JsRead, LocalFuture};
@@ -166,7 +166,16 @@ impl BlobSource {
                     bytes: js_sys::Uint8Array::new(&got),
                     walk: None,
                 },
-                Some(_) => self.walked_read(&got, p)?,
+                Some(_) => {
+                    let (bytes, walk) =
+                        super::chunk_workers::walked_answer(&got).ok_or_else(|| {
+                            self.io("walking the chunks of", p.offset, p.len as usize)
+                        })?;
+                    JsRead {
+                        bytes,
+                        walk: Some(walk),
+                    }
+                }
             };
             if read.bytes.length() as u64 != p.len {
                 return Err(self.io("short read of", p.offset, p.len as usize));
@@ -175,34 +184,6 @@ impl BlobSource {
         }
         count_read_time(t);
         Ok(out)
-    }
-
-    /// A walked piece's answer `{bytes, tables, failed, message}` (`web/pool_worker.js`).
-    fn walked_read(&self, got: &JsValue, p: &JsPiece) -> Result<JsRead> {
-        let field = |k: &str| js_sys::Reflect::get(got, &k.into()).ok();
-        let bad = || self.io("walking the chunks of", p.offset, p.len as usize);
-        let bytes = field("bytes").filter(|b| b.is_instance_of::<js_sys::ArrayBuffer>());
-        let tables = field("tables").filter(|t| t.is_instance_of::<js_sys::Uint32Array>());
-        let (Some(bytes), Some(tables)) = (bytes, tables) else {
-            return Err(bad());
-        };
-        let failed = match field("failed").and_then(|f| f.as_f64()) {
-            Some(k) if k >= 0.0 => {
-                let why = field("message")
-                    .and_then(|m| m.as_string())
-                    .unwrap_or_default();
-                Some((k as usize, why))
-            }
-            Some(_) => None,
-            None => return Err(bad()),
-        };
-        Ok(JsRead {
-            bytes: js_sys::Uint8Array::new(&bytes),
-            walk: Some(crate::decode::walk::PieceWalk {
-                words: js_sys::Uint32Array::from(tables).to_vec(),
-                failed,
-            }),
-        })
     }
 
     /// `readRanges(file, offsets, lens[, walks])` awaited: an answer a range. A failure names

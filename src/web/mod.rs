@@ -5,6 +5,8 @@
 mod blob_source;
 mod chunk_workers;
 
+pub use chunk_workers::{walk_chunks, walked_answer};
+
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::Arc;
