@@ -119,7 +119,8 @@ impl ResidentPlan {
             // buffers (compressed bytes, parsed sequences, decoded scratch: reused window
             // after window) and the compressed bytes of up to three more on their way in
             // (the browser's staging ring, or the queue's staging of two windows on the
-            // GPU and the one being built): the larger.
+            // GPU and the one being built): the larger. A window's compressed bytes, the
+            // bytes between its chunks included, stay within DECODE_WINDOW (`pick_window`).
             peak_bytes: payload_bytes
                 + staging.max(
                     2 * (DECODE_WINDOW + DECODE_SEQS + DECODE_SCRATCH)

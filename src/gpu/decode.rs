@@ -585,7 +585,8 @@ fn walked_pieces(
 }
 
 /// The file, offset and length of the span holding `slots`, when they lie in order in one
-/// file with small gaps and the span stays within two windows and the binding `limit`.
+/// file with small gaps ([`pick_window`] keeps such a span within a window, unless it is a
+/// single chunk).
 #[cfg(target_arch = "wasm32")]
 fn file_span<'a>(
     slots: &[&ChunkSlot<'a>],
@@ -602,12 +603,16 @@ fn file_span<'a>(
         stored += s.chunk.size;
     }
     let span = end - first.chunk.offset;
-    let bound = (2 * DECODE_WINDOW.min(limit)).min(limit);
+    let bound = DECODE_WINDOW.min(limit);
     (span == stored || span <= bound).then_some((&first.part.source, first.chunk.offset, span))
 }
 
 /// The window that starts at `mine[*i]`: as many whole chunks of its file as fit the
-/// compressed and decoded budgets (at least one). Advances `*i` past them.
+/// compressed and decoded budgets (at least one). Advances `*i` past them. The compressed
+/// budget counts the bytes between chunks that lie in order close together, which the
+/// browser reads with them as one span: so a window's bytes as read, and its source and
+/// staging buffers, stay within [`DECODE_WINDOW`] as the memory plan counts them (unless
+/// one chunk alone is larger).
 fn pick_window(
     limit: u64,
     acq: &Acquisition,
@@ -616,24 +621,57 @@ fn pick_window(
 ) -> std::ops::Range<usize> {
     let det_len = acq.shape.det_len();
     let elem = acq.dtype.size();
-    let (window_bytes, scratch_bytes) = (DECODE_WINDOW.min(limit), DECODE_SCRATCH.min(limit));
-    let start = *i;
-    let (mut src_len, mut dst_len) = (0u64, 0u64);
-    while *i < mine.len() {
-        let slot = mine[*i];
+    let first = mine.get(*i).map(|s| &s.part.source);
+    let chunks = mine[*i..].iter().map(|slot| {
         let cn = chunk_frames(slot.ix, acq.shape.det).unwrap_or(1);
-        let logical = cn * (det_len * elem) as u64;
-        let fits = src_len + slot.chunk.size <= window_bytes && dst_len + logical <= scratch_bytes;
-        // A window holds one file's chunks: the browser reads it as one span of that file.
-        let same_file = std::sync::Arc::ptr_eq(&slot.part.source, &mine[start].part.source);
-        if *i > start && !(fits && same_file) {
+        WindowChunk {
+            offset: slot.chunk.offset,
+            size: slot.chunk.size,
+            logical: cn * (det_len * elem) as u64,
+            // A window holds one file's chunks: the browser reads it as one span of that file.
+            same_file: first.is_some_and(|f| std::sync::Arc::ptr_eq(&slot.part.source, f)),
+        }
+    });
+    let n = window_len(chunks, DECODE_WINDOW.min(limit), DECODE_SCRATCH.min(limit));
+    let start = *i;
+    *i += n;
+    start..*i
+}
+
+/// A chunk as [`window_len`] weighs it.
+struct WindowChunk {
+    offset: u64,
+    size: u64,
+    logical: u64,
+    same_file: bool,
+}
+
+/// How many of `chunks` (at least one) the window takes: while they are in the first one's
+/// file and fit `window_bytes` read (the bytes between chunks that lie in order at most
+/// [`crate::source::SPAN_GAP`] apart included) and `scratch_bytes` decoded.
+fn window_len(
+    chunks: impl Iterator<Item = WindowChunk>,
+    window_bytes: u64,
+    scratch_bytes: u64,
+) -> usize {
+    let (mut n, mut src_len, mut dst_len) = (0usize, 0u64, 0u64);
+    let mut end: Option<u64> = None;
+    for c in chunks {
+        let gap = end
+            .and_then(|e| c.offset.checked_sub(e))
+            .filter(|&g| g <= crate::source::SPAN_GAP)
+            .unwrap_or(0);
+        let read = gap + c.size;
+        let fits = src_len + read <= window_bytes && dst_len + c.logical <= scratch_bytes;
+        if n > 0 && !(fits && c.same_file) {
             break;
         }
-        src_len += slot.chunk.size;
-        dst_len = (dst_len + logical).next_multiple_of(8);
-        *i += 1;
+        src_len += read;
+        dst_len = (dst_len + c.logical).next_multiple_of(8);
+        end = Some(c.offset + c.size);
+        n += 1;
     }
-    start..*i
+    n
 }
 
 /// A window's stored bytes being read: started at once (the browser's reads run in the
@@ -1011,5 +1049,41 @@ mod tests {
         // The count words come out of the budget first: 3 of 23, then one region of 11.
         assert_eq!(seq_starts(&blocks, 23), vec![0, 12, 12, 13, 14]);
         assert_eq!(seq_starts(&blocks, 36), vec![0, 12, 12, 24, 36]);
+    }
+
+    fn chunk(offset: u64, size: u64) -> WindowChunk {
+        WindowChunk {
+            offset,
+            size,
+            logical: 100,
+            same_file: true,
+        }
+    }
+
+    #[test]
+    fn windows_count_the_bytes_read_between_their_chunks() {
+        // Back to back: 10 of 10 bytes fit 100.
+        let tight = (0..20).map(|k| chunk(10 * k, 10));
+        assert_eq!(window_len(tight, 100, u64::MAX), 10);
+        // 6 bytes between chunks are read with them: 16 a chunk but the first.
+        let gapped = (0..20).map(|k| chunk(16 * k, 10));
+        assert_eq!(window_len(gapped, 100, u64::MAX), 6);
+        // Far apart or out of order: the span is not read, the chunks come back to back.
+        let far = (0..20).map(|k| chunk((crate::source::SPAN_GAP + 20) * k, 10));
+        assert_eq!(window_len(far, 100, u64::MAX), 10);
+        let backwards = (0..20).map(|k| chunk(1000 - 10 * k, 10));
+        assert_eq!(window_len(backwards, 100, u64::MAX), 10);
+    }
+
+    #[test]
+    fn windows_stop_at_the_decoded_budget_a_file_or_take_one_chunk_at_least() {
+        assert_eq!(window_len((0..20).map(|k| chunk(10 * k, 10)), 1000, 350), 3);
+        let mut files = (0..20).map(|k| WindowChunk {
+            same_file: k < 4,
+            ..chunk(10 * k, 10)
+        });
+        assert_eq!(window_len(&mut files, 1000, u64::MAX), 4);
+        assert_eq!(window_len([chunk(0, 500)].into_iter(), 100, 10), 1);
+        assert_eq!(window_len(std::iter::empty(), 100, 10), 0);
     }
 }
