@@ -200,6 +200,8 @@ pub struct Window {
 pub struct SrcSlots {
     slots: [Option<wgpu::Buffer>; 2],
     next: usize,
+    /// The slot [`SrcSlots::fill`] filled last: its window's work buffers go with it.
+    filled: usize,
     /// The windows' scratch and sequence buffers, reused the same way and cleared before
     /// each window (as a new buffer would be): in Chromium a new 220 MB buffer per window
     /// cost more than its clear on the GPU.
@@ -229,6 +231,7 @@ impl SrcSlots {
         SrcSlots {
             slots: [None, None],
             next: 0,
+            filled: 0,
             scratch: [None, None],
             seqs: [None, None],
             #[cfg(target_arch = "wasm32")]
@@ -250,7 +253,7 @@ impl SrcSlots {
     ) -> Result<(wgpu::Buffer, Staged)> {
         let need = (bytes.len() as u64).next_multiple_of(4).max(4);
         let k = self.next % 2;
-        self.next += 1;
+        (self.next, self.filled) = (self.next + 1, k);
         // Room for a full window, unless this one is small (a small acquisition).
         let size = need.next_power_of_two().min(capacity).max(need);
         let src = reuse(&mut self.slots[k], need, || {
@@ -270,7 +273,7 @@ impl SrcSlots {
     /// The scratch and sequence buffers of the window [`SrcSlots::fill`] filled last, at
     /// least `scratch` and `seqs` bytes (cleared by [`Decoder::encode`]).
     fn work_buffers(&mut self, engine: &Engine, scratch: u64, seqs: u64) -> [wgpu::Buffer; 2] {
-        let k = (self.next + 1) % 2;
+        let k = self.filled;
         [
             reuse(&mut self.scratch[k], scratch, || {
                 engine.storage("decode scratch", scratch)

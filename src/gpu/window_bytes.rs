@@ -274,11 +274,8 @@ impl Staging {
                 usage: wgpu::BufferUsages::MAP_WRITE | wgpu::BufferUsages::COPY_SRC,
                 mapped_at_creation: false,
             });
-            let Some(raw) = buffer.as_webgpu() else {
-                return Ok(None);
-            };
             let slot = StagingSlot {
-                mapped: Some(map_for_write(raw)),
+                mapped: buffer.as_webgpu().map(map_for_write),
                 buffer,
             };
             match self.ring.get_mut(k) {
