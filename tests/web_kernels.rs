@@ -44,15 +44,25 @@ fn open(files: &[(&str, &[u8])], scan: Option<[usize; 2]>) -> Acquisition {
 
 /// A file the way the browser's pool delivers it to the GPU decoder. `piece: Some(n)`: each
 /// asked piece as JS buffers of `n` bytes (odd-sized here, so that header words straddle
-/// two buffers and buffers start off word boundaries), unwalked; `None`: as asked, its
-/// chunks walked as a pool Worker walks them.
+/// two buffers and buffers start off word boundaries), unwalked; `None`: as asked (cut at
+/// [`WALKED_PIECE`] bytes, a few chunks, so that a window comes in many pieces), its chunks
+/// walked as a pool Worker walks them.
 struct PiecedSource {
     mem: MemSource,
     bytes: Vec<u8>,
     piece: Option<usize>,
 }
 
+/// Where walked reads are cut: a few of the fixtures' chunks (~230 bytes each).
+const WALKED_PIECE: u64 = 500;
+
+/// The most pieces one window was read in.
+static MOST_PIECES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
 impl ByteSource for PiecedSource {
+    fn js_piece(&self) -> u64 {
+        WALKED_PIECE
+    }
     fn name(&self) -> &str {
         self.mem.name()
     }
@@ -67,6 +77,7 @@ impl ByteSource for PiecedSource {
         pieces: Vec<JsPiece>,
     ) -> Option<stem4d::source::LocalFuture<'_, stem4d::error::Result<Vec<JsRead>>>> {
         let mut out = Vec::new();
+        MOST_PIECES.fetch_max(pieces.len(), std::sync::atomic::Ordering::Relaxed);
         for p in pieces {
             let span = &self.bytes[p.offset as usize..(p.offset + p.len) as usize];
             match (self.piece, &p.walk) {
@@ -311,6 +322,8 @@ async fn file_api_windows_decode_exactly_in_the_browser() {
             assert_eq!(check_all(acq, &engine, label).await, 4 * 12, "{label}");
         }
     }
+    let most = MOST_PIECES.load(std::sync::atomic::Ordering::Relaxed);
+    assert!(most >= 4, "a window came in {most} pieces at most");
 }
 
 /// A corrupt chunk walked by the Workers that read it fails the load as the viewer's own

@@ -541,7 +541,7 @@ async fn read_window(
     let _ = (acq, limit);
     #[cfg(target_arch = "wasm32")]
     if let Some((f, lo, n)) = file_span(slots, limit) {
-        if let Some(read) = f.read_js(walked_pieces(acq, slots, lo, n)) {
+        if let Some(read) = f.read_js(walked_pieces(acq, slots, lo, n, f.js_piece())) {
             let bytes = super::window_bytes::JsBytes::new(read.await?, lo)?;
             return Ok(WindowBytes::Js(bytes));
         }
@@ -549,15 +549,15 @@ async fn read_window(
     Ok(WindowBytes::Host(read_chunks(slots).await?))
 }
 
-/// The span `[lo, lo + n)` holding `slots` in pieces of about [`crate::source::JS_PIECE`]
-/// bytes cut where a chunk starts (a gap goes with the chunk before it), each with the walk
-/// jobs of its chunks.
+/// The span `[lo, lo + n)` holding `slots` in pieces of about `piece` bytes cut where a
+/// chunk starts (a gap goes with the chunk before it), each with the walk jobs of its chunks.
 #[cfg(target_arch = "wasm32")]
 fn walked_pieces(
     acq: &Acquisition,
     slots: &[&ChunkSlot<'_>],
     lo: u64,
     n: u64,
+    piece: u64,
 ) -> Vec<crate::source::JsPiece> {
     let elem = acq.dtype.size();
     let mut pieces = Vec::new();
@@ -572,7 +572,7 @@ fn walked_pieces(
     };
     for s in slots {
         let end = s.chunk.offset + s.chunk.size;
-        if !jobs.is_empty() && end - start > crate::source::JS_PIECE {
+        if !jobs.is_empty() && end - start > piece {
             cut(start, s.chunk.offset, &mut jobs);
             start = s.chunk.offset;
         }

@@ -139,6 +139,11 @@ impl ByteSource for Gathering {
     ) -> Option<LocalFuture<'_, Result<Vec<super::JsRead>>>> {
         self.inner.read_js(pieces)
     }
+
+    #[cfg(target_arch = "wasm32")]
+    fn js_piece(&self) -> u64 {
+        self.inner.js_piece()
+    }
 }
 
 /// Run `open` over `sources` (which it must read through), fetching each attempt's misses

@@ -38,6 +38,13 @@ pub trait ByteSource: Send + Sync {
         None
     }
 
+    /// The size [`ByteSource::read_js`] pieces are cut at (between chunks; one chunk may pass
+    /// it): [`JS_PIECE`], smaller in tests.
+    #[cfg(target_arch = "wasm32")]
+    fn js_piece(&self) -> u64 {
+        JS_PIECE
+    }
+
     /// Fill each `(offset, buffer)` at once. A browser overlaps the reads (one File API read
     /// is slow, several in flight are not); elsewhere they run one after another.
     fn read_many<'a>(&'a self, reads: Vec<(u64, &'a mut [u8])>) -> LocalFuture<'a, Result<()>> {
