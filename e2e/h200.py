@@ -10,7 +10,11 @@ $CHROMIUM_FLAGS, waits for the page's stem4d-ready, runs runSuite() and writes i
 With CEILINGS=1 it first measures the File API and GPU upload ceilings on the first LOCAL_FILE
 (e2e/ceilings.js). With LOCAL_FILE=PATH[,PATH...] it then opens each file as a user would (a file input, read
 by the page's Workers) and times open → first image drawn (issue #4's load target), once per
-open-options object of LOCAL_OPTIONS (a JSON list, default [{}]; e.g. {"reads": "blob"})."""
+open-options object of LOCAL_OPTIONS (a JSON list, default [{}]; e.g. {"reads": "blob"}).
+With LOCAL_SYNTHETIC=R,C,KR,KC (the last file holds the synthetic acquisition of that shape,
+made by `stem4d bench export-chunks --synthetic … --compressed` and scripts/synthetic_h5.py)
+it then checks that the file's products equal, byte for byte, those of the same acquisition
+generated on the GPU; a mismatch fails the run."""
 import functools
 import http.server
 import json
@@ -110,6 +114,20 @@ def open_local_file(chrome, session, path, options):
     })()""" % (json.dumps(options), json.dumps(options)), timeout=600.0)
 
 
+def same_as_synthetic(chrome, session, dims):
+    """The products of the file opened last against those of the synthetic acquisition of
+    `dims` ("R,C,KR,KC") generated on the GPU (LOCAL_SYNTHETIC: the file holds that data)."""
+    return chrome.evaluate(session, """(async () => {
+        const m = await import('/e2e/suite.js');
+        const dims = %s;
+        const file = await m.digests(dims);
+        await window.stem4d.open([], {synthetic: dims});
+        const generated = await m.digests(dims);
+        const same = Object.keys(file).every((k) => file[k] === generated[k]);
+        return {same, file, generated};
+    })()""" % json.dumps([int(x) for x in dims.split(",")]), timeout=600.0)
+
+
 def file_input(chrome, session, path):
     """A hidden file input holding `path`, given as a user's pick (DOM.setFileInputFiles)."""
     chrome.evaluate(session, "(() => { if (document.getElementById('bench-file')) return;"
@@ -159,6 +177,9 @@ def main():
             for options in json.loads(os.environ.get("LOCAL_OPTIONS", "[{}]")):
                 result["local_files"].append(open_local_file(chrome, session, path, options))
                 print("local file:", json.dumps(result["local_files"][-1]), flush=True)
+        if os.environ.get("LOCAL_SYNTHETIC") and result["local_files"]:
+            result["synthetic_match"] = same_as_synthetic(chrome, session, os.environ["LOCAL_SYNTHETIC"])
+            print("synthetic match:", json.dumps(result["synthetic_match"]), flush=True)
     except Exception as e:  # the result file says what failed
         result["error"] = repr(e)
     finally:
@@ -180,7 +201,8 @@ def main():
     print(json.dumps((suite.get("figures") or {}).get("bench"), indent=1))
     if "error" in result:
         print("error:", result["error"])
-    sys.exit(0 if suite and suite.get("fail") == 0 and "error" not in result else 1)
+    same = result.get("synthetic_match", {"same": True}).get("same")
+    sys.exit(0 if suite and suite.get("fail") == 0 and "error" not in result and same else 1)
 
 
 if __name__ == "__main__":

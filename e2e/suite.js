@@ -189,3 +189,31 @@ export async function bench(dims, reps) {
   await series('mean_pattern_roi_ms', 'bf', (k) => ({ pattern: { source: 'mean' }, image: { roi: [0, 1 + (k % dims[0]), 0, dims[1]] } }));
   return out;
 }
+
+// A digest of each of a few products of the open acquisition (integer sums, CoM, patterns):
+// an acquisition opened from a file of the synthetic data (`stem4d bench export-chunks
+// --synthetic … --compressed` + scripts/synthetic_h5.py) must give the digests of the same
+// acquisition generated on the GPU, byte for byte, however its windows were read.
+export async function digests(dims) {
+  const [r, c, kr, kc] = dims;
+  const params = [
+    { kind: 'bf', center: [kr / 2, kc / 2], radius: 0.16 * Math.min(kr, kc) },
+    { kind: 'adf', center: [kr / 2 - 0.5, kc / 2 + 1], inner: 0.3 * kr, outer: 0.45 * kr },
+    { kind: 'sum-dp' },
+    { kind: 'max-dp' },
+    { kind: 'com' },
+    { kind: 'pattern', at: [r - 1, Math.floor(c / 3)] },
+  ];
+  const out = {};
+  for (const p of params) {
+    const got = await window.stem4d.product(p);
+    const parts = Array.isArray(got.data) ? got.data : [got.data];
+    let h = 0x811c9dc5;
+    for (const a of parts) {
+      const bytes = new Uint8Array(a.buffer, a.byteOffset, a.byteLength);
+      for (let i = 0; i < bytes.length; i++) h = Math.imul(h ^ bytes[i], 0x01000193) >>> 0;
+    }
+    out[p.kind] = `${got.dtype} ${got.shape} ${h.toString(16)}`;
+  }
+  return out;
+}

@@ -144,6 +144,16 @@ fn params(kind: ProductKind) -> ProductParams {
 }
 
 async fn check_all(acq: &Acquisition, engine: &Engine, label: &str) -> usize {
+    check_all_within(acq, engine, label, engine.adapter.limits).await
+}
+
+/// [`check_all`] with the acquisition uploaded under `limits`.
+async fn check_all_within(
+    acq: &Acquisition,
+    engine: &Engine,
+    label: &str,
+    limits: stem4d::resident::DeviceLimits,
+) -> usize {
     let mut checked = 0;
     for bin in [1, 2] {
         for masked in [false, true] {
@@ -151,7 +161,10 @@ async fn check_all(acq: &Acquisition, engine: &Engine, label: &str) -> usize {
                 mask_bad_pixels: masked,
                 bin,
             };
-            let res = engine.upload(acq, corr).await.expect("upload");
+            let res = engine
+                .upload_with_limits(acq, corr, limits)
+                .await
+                .expect("upload");
             for kind in [
                 ProductKind::Total,
                 ProductKind::Bf,
@@ -320,6 +333,24 @@ async fn file_api_windows_decode_exactly_in_the_browser() {
                 "{label}: walked windows with pieces of {piece:?} bytes"
             );
             assert_eq!(check_all(acq, &engine, label).await, 4 * 12, "{label}");
+            // One tile per buffer: many windows, each through the staging ring in turn.
+            let mut limits = engine.adapter.limits;
+            limits.max_storage_binding = res.plan.tile_words as u64 * 4;
+            let split = engine
+                .upload_with_limits(acq, Default::default(), limits)
+                .await
+                .expect("split upload");
+            assert!(
+                split.file_buffer_windows >= 3,
+                "{label}: {} windows",
+                split.file_buffer_windows
+            );
+            let split_label = format!("{label} split");
+            assert_eq!(
+                check_all_within(acq, &engine, &split_label, limits).await,
+                4 * 12,
+                "{split_label}"
+            );
         }
     }
     let most = MOST_PIECES.load(std::sync::atomic::Ordering::Relaxed);
