@@ -42,15 +42,24 @@ fn open(files: &[(&str, &[u8])], scan: Option<[usize; 2]>) -> Acquisition {
     Acquisition::open(FileSet::new(sources).expect("file set"), &opts).expect("fixture opens")
 }
 
-/// A file the way the browser's pool delivers it to the GPU decoder. `piece: Some(n)`: each
-/// asked piece as JS buffers of `n` bytes (odd-sized here, so that header words straddle
-/// two buffers and buffers start off word boundaries), unwalked; `None`: as asked (cut at
-/// [`WALKED_PIECE`] bytes, a few chunks, so that a window comes in many pieces), its chunks
-/// walked as a pool Worker walks them.
+/// How [`PiecedSource`] hands out the pieces it is asked for.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Delivery {
+    /// Each piece as JS buffers of this many bytes (odd-sized here, so that header words
+    /// straddle two buffers and buffers start off word boundaries), unwalked.
+    Split(usize),
+    /// As asked, its chunks walked as a pool Worker walks them.
+    Walked,
+    /// As asked, every other piece unwalked (a Worker that could not walk).
+    HalfWalked,
+}
+
+/// A file the way the browser's pool delivers it to the GPU decoder, its reads cut at
+/// [`WALKED_PIECE`] bytes (a few chunks, so that a window comes in many pieces).
 struct PiecedSource {
     mem: MemSource,
     bytes: Vec<u8>,
-    piece: Option<usize>,
+    delivery: Delivery,
 }
 
 /// Where walked reads are cut: a few of the fixtures' chunks (~230 bytes each).
@@ -78,17 +87,22 @@ impl ByteSource for PiecedSource {
     ) -> Option<stem4d::source::LocalFuture<'_, stem4d::error::Result<Vec<JsRead>>>> {
         let mut out = Vec::new();
         MOST_PIECES.fetch_max(pieces.len(), std::sync::atomic::Ordering::Relaxed);
-        for p in pieces {
+        for (k, p) in pieces.into_iter().enumerate() {
             let span = &self.bytes[p.offset as usize..(p.offset + p.len) as usize];
-            match (self.piece, &p.walk) {
-                (Some(n), _) => out.extend(span.chunks(n).map(|b| JsRead {
+            let jobs = p.walk.expect("a span piece with its walk jobs");
+            match self.delivery {
+                Delivery::Split(n) => out.extend(span.chunks(n).map(|b| JsRead {
                     bytes: js_sys::Uint8Array::from(b),
                     walk: None,
                 })),
-                (None, Some(jobs)) => {
+                Delivery::HalfWalked if k % 2 == 1 => out.push(JsRead {
+                    bytes: js_sys::Uint8Array::from(span),
+                    walk: None,
+                }),
+                Delivery::Walked | Delivery::HalfWalked => {
                     // As a pool Worker walks a piece it read, and as its answer comes back.
                     let piece = js_sys::Uint8Array::from(span);
-                    let answer = stem4d::web::walk_chunks(piece.clone(), jobs).expect("walk");
+                    let answer = stem4d::web::walk_chunks(piece.clone(), &jobs).expect("walk");
                     js_sys::Reflect::set(&answer, &"bytes".into(), &piece.buffer()).expect("set");
                     let (bytes, walk) = stem4d::web::walked_answer(&answer).expect("an answer");
                     out.push(JsRead {
@@ -96,7 +110,6 @@ impl ByteSource for PiecedSource {
                         walk: Some(walk),
                     });
                 }
-                (None, None) => panic!("a span piece without its walk jobs"),
             }
         }
         Some(Box::pin(std::future::ready(Ok(out))))
@@ -106,7 +119,7 @@ impl ByteSource for PiecedSource {
 fn open_pieced(
     files: &[(&str, &[u8])],
     scan: Option<[usize; 2]>,
-    piece: Option<usize>,
+    delivery: Delivery,
 ) -> Acquisition {
     let sources: Vec<Arc<dyn ByteSource>> = files
         .iter()
@@ -114,7 +127,7 @@ fn open_pieced(
             Arc::new(PiecedSource {
                 mem: MemSource::new(*n, b.to_vec()),
                 bytes: b.to_vec(),
-                piece,
+                delivery,
             }) as Arc<dyn ByteSource>
         })
         .collect();
@@ -306,7 +319,12 @@ async fn display_and_synthetic_kernels_run_in_the_browser() {
 #[wasm_bindgen_test]
 async fn file_api_windows_decode_exactly_in_the_browser() {
     let engine = Engine::new().await.expect("a WebGPU adapter");
-    for piece in [Some(7), Some(4097), None] {
+    for delivery in [
+        Delivery::Split(7),
+        Delivery::Split(4097),
+        Delivery::Walked,
+        Delivery::HalfWalked,
+    ] {
         let arina = open_pieced(
             &[
                 fixture!("arina_u16_master.h5"),
@@ -315,9 +333,9 @@ async fn file_api_windows_decode_exactly_in_the_browser() {
                 fixture!("arina_u16.h5"),
             ],
             None,
-            piece,
+            delivery,
         );
-        let lz4 = open_pieced(&[fixture!("lz4_stack_u16.h5")], Some([6, 4]), piece);
+        let lz4 = open_pieced(&[fixture!("lz4_stack_u16.h5")], Some([6, 4]), delivery);
         for (acq, label) in [(&arina, "arina_u16"), (&lz4, "lz4_stack_u16")] {
             let res = engine
                 .upload(acq, Default::default())
@@ -325,12 +343,18 @@ async fn file_api_windows_decode_exactly_in_the_browser() {
                 .expect("upload");
             assert!(
                 res.file_buffer_windows > 0,
-                "{label}: windows from JS buffers of {piece:?} bytes"
+                "{label}: windows from JS buffers, {delivery:?}"
             );
-            assert_eq!(
-                res.worker_walked_windows > 0,
-                piece.is_none(),
-                "{label}: walked windows with pieces of {piece:?} bytes"
+            let (walked, windows) = (res.worker_walked_windows, res.file_buffer_windows);
+            let expected = match delivery {
+                Delivery::Split(_) => walked == 0,
+                Delivery::Walked => walked == windows,
+                // A window with an unwalked piece is walked by the viewer, whole.
+                Delivery::HalfWalked => walked < windows,
+            };
+            assert!(
+                expected,
+                "{label}: {walked} of {windows} windows walked, {delivery:?}"
             );
             assert_eq!(check_all(acq, &engine, label).await, 4 * 12, "{label}");
             // One tile per buffer: many windows, each through the staging ring in turn.
@@ -371,10 +395,10 @@ async fn file_api_walk_failures_name_the_chunk_as_the_viewer_walk_does() {
         .as_slice(),
     );
     let mut messages = Vec::new();
-    for piece in [Some(4097), None] {
-        let acq = open_pieced(&[bad], Some([4, 6]), piece);
+    for delivery in [Delivery::Split(4097), Delivery::Walked] {
+        let acq = open_pieced(&[bad], Some([4, 6]), delivery);
         match engine.upload(&acq, Default::default()).await {
-            Ok(_) => panic!("a truncated chunk uploaded with pieces of {piece:?} bytes"),
+            Ok(_) => panic!("a truncated chunk uploaded, {delivery:?}"),
             Err(e) => messages.push(e.to_string()),
         }
     }

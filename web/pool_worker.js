@@ -22,8 +22,17 @@ self.onmessage = async ({ data: job }) => {
         self.postMessage({ id: job.id, out }, [out]);
         return;
       }
-      await ready;
-      const { tables, failed, message } = walkChunks(new Uint8Array(out), job.walk);
+      let walked;
+      try {
+        await ready;
+        walked = walkChunks(new Uint8Array(out), job.walk);
+      } catch (e) {
+        // This Worker cannot walk (its wasm did not load): the piece goes unwalked, and the
+        // viewer's Worker walks it.
+        self.postMessage({ id: job.id, out }, [out]);
+        return;
+      }
+      const { tables, failed, message } = walked;
       self.postMessage({ id: job.id, out: { bytes: out, tables, failed, message } }, [out, tables.buffer]);
       return;
     }

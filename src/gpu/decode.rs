@@ -758,7 +758,7 @@ async fn make_window(
         if let Some(lo) = src.file_offset() {
             src_at = (slot.chunk.offset - lo) as usize;
         }
-        let bytes = src.chunk(src_at..src_at + slot.chunk.size as usize);
+        let stored = src_at..src_at + slot.chunk.size as usize;
         let (src_base, dst_base) = (src_at as u32, dst_bytes as u32);
         src_at += slot.chunk.size as usize;
         // The header walk, with the CPU decoders' checks: one reading of the format. Done
@@ -784,6 +784,7 @@ async fn make_window(
                 param
             }
             None => {
+                let bytes = src.chunk(stored);
                 let (param, layout) =
                     walk::chunk_layout(&bytes, elem, logical, kind).map_err(bad)?;
                 blocks.extend(

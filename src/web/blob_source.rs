@@ -3,7 +3,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use wasm_bindgen::JsValue;
+use wasm_bindgen::{JsCast, JsValue};
 
 use crate::error::{Error, Result};
 use crate::source::{check_range, ByteSource, JsPiece, JsRead, LocalFuture};
@@ -161,11 +161,14 @@ impl BlobSource {
         let mut out = Vec::with_capacity(pieces.len());
         for (i, p) in pieces.iter().enumerate() {
             let got = all.get(i as u32);
+            // A piece comes unwalked where it was not asked to be walked, or its Worker
+            // could not walk it (then the viewer's Worker does).
             let read = match &p.walk {
-                None => JsRead {
+                _ if got.is_instance_of::<js_sys::ArrayBuffer>() => JsRead {
                     bytes: js_sys::Uint8Array::new(&got),
                     walk: None,
                 },
+                None => return Err(self.io("reading", p.offset, p.len as usize)),
                 Some(_) => {
                     let (bytes, walk) =
                         super::chunk_workers::walked_answer(&got).ok_or_else(|| {
