@@ -1,6 +1,7 @@
 //! Decode on the GPU: bitshuffle+LZ4 (32008) and LZ4 (32004) chunks are uploaded compressed,
-//! in windows of whole chunks; the host only walks the chunk and block headers to build the
-//! block table, `wgsl/bslz4.wgsl` inflates the blocks and `wgsl/unshuffle.wgsl` packs the
+//! in windows of whole chunks (`window_reads`); the host only walks the chunk and block
+//! headers to build the block table (in the browser the Workers that read the chunks walk
+//! them), `wgsl/bslz4.wgsl` inflates the blocks and `wgsl/unshuffle.wgsl` packs the
 //! frames (bad pixels zeroed, detector binned) straight into the resident buffers: the
 //! unbinned volume never exists.
 //! Acquisitions it does not cover (deflate/shuffle, chunks that split frames, LZ4 blocks that
@@ -14,14 +15,15 @@ use crate::error::{Error, Result};
 use crate::formats::{Acquisition, Part, PartKind};
 use crate::frames::Correction;
 use crate::hdf5_index::{ChunkRef, DatasetIndex};
-use crate::resident::{ResidentPlan, DECODE_SCRATCH, DECODE_SEQS, DECODE_WINDOW};
+use crate::resident::{ResidentPlan, DECODE_SEQS, DECODE_WINDOW};
 
 use super::kernels::{self, grid, DecodeParams};
 use super::window_bytes::WindowBytes;
+use super::window_reads::{pick_window, read_ahead, read_chunks};
 use super::{Batch, Engine, Resident, UploadTimes};
 
 /// Frames per chunk when the chunks hold whole frames in frame order.
-fn chunk_frames(ix: &DatasetIndex, det: [usize; 2]) -> Option<u64> {
+pub(super) fn chunk_frames(ix: &DatasetIndex, det: [usize; 2]) -> Option<u64> {
     let det = [det[0] as u64, det[1] as u64];
     match (ix.shape.len(), ix.chunk_shape()?) {
         (3, [n, kr, kc]) if [*kr, *kc] == det => Some(*n),
@@ -56,10 +58,10 @@ pub fn supported(acq: &Acquisition, corr: Correction) -> bool {
 }
 
 /// One chunk in frame order: its part, reference, and global frames it holds.
-struct ChunkSlot<'a> {
-    part: &'a Part,
-    ix: &'a DatasetIndex,
-    chunk: &'a ChunkRef,
+pub(super) struct ChunkSlot<'a> {
+    pub(super) part: &'a Part,
+    pub(super) ix: &'a DatasetIndex,
+    pub(super) chunk: &'a ChunkRef,
     /// Global frame of the chunk's first frame (may be past the data set's end for padding).
     first: usize,
     frames: usize,
@@ -108,7 +110,7 @@ fn decode_error(slot: &ChunkSlot, message: String) -> Error {
 }
 
 /// The walk kind of a chunk of `ix` (the GPU decoder takes bitshuffle+LZ4 and LZ4 only).
-fn walk_kind(ix: &DatasetIndex) -> u32 {
+pub(super) fn walk_kind(ix: &DatasetIndex) -> u32 {
     match gpu_filter(ix) {
         Some(FilterKind::Lz4) => walk::KIND_LZ4,
         _ => walk::KIND_BSLZ4,
@@ -116,7 +118,7 @@ fn walk_kind(ix: &DatasetIndex) -> u32 {
 }
 
 /// Logical bytes of one of `acq`'s chunks.
-fn logical_bytes(acq: &Acquisition, ix: &DatasetIndex) -> usize {
+pub(super) fn logical_bytes(acq: &Acquisition, ix: &DatasetIndex) -> usize {
     let cn = chunk_frames(ix, acq.shape.det).unwrap_or(1) as usize;
     cn * acq.shape.det_len() * acq.dtype.size()
 }
@@ -518,211 +520,6 @@ impl Decoder {
     }
 }
 
-/// The compressed bytes of `slots`, back to back, in as few reads as possible.
-async fn read_chunks(slots: &[&ChunkSlot<'_>]) -> Result<Vec<u8>> {
-    let ranges: Vec<_> = slots
-        .iter()
-        .map(|s| (&s.part.source, s.chunk.offset, s.chunk.size))
-        .collect();
-    crate::source::read_coalesced(&ranges).await
-}
-
-/// The window of `slots`: in the browser, chunks that lie in order in one file, at most
-/// [`crate::source::SPAN_GAP`] apart, come as one span of the File API's own buffers (the
-/// bytes between them included: a file's B-tree nodes sit among its chunks), in pieces cut
-/// between chunks so that the Workers reading them walk their headers; anything else is
-/// read into memory, back to back.
-async fn read_window(
-    acq: &Acquisition,
-    slots: &[&ChunkSlot<'_>],
-    limit: u64,
-) -> Result<WindowBytes> {
-    #[cfg(not(target_arch = "wasm32"))]
-    let _ = (acq, limit);
-    #[cfg(target_arch = "wasm32")]
-    if let Some((f, lo, n)) = file_span(slots, limit) {
-        if let Some(read) = f.read_js(walked_pieces(acq, slots, lo, n, f.js_piece())) {
-            let bytes = super::window_bytes::JsBytes::new(read.await?, lo)?;
-            return Ok(WindowBytes::Js(bytes));
-        }
-    }
-    Ok(WindowBytes::Host(read_chunks(slots).await?))
-}
-
-/// The span `[lo, lo + n)` holding `slots` in pieces of about `piece` bytes cut where a
-/// chunk starts (a gap goes with the chunk before it), each with the walk jobs of its chunks.
-#[cfg(target_arch = "wasm32")]
-fn walked_pieces(
-    acq: &Acquisition,
-    slots: &[&ChunkSlot<'_>],
-    lo: u64,
-    n: u64,
-    piece: u64,
-) -> Vec<crate::source::JsPiece> {
-    let elem = acq.dtype.size();
-    let mut pieces = Vec::new();
-    let (mut start, mut jobs) = (lo, Vec::new());
-    let mut cut = |start: u64, end: u64, jobs: &mut Vec<walk::Job>| {
-        pieces.push(crate::source::JsPiece {
-            offset: start,
-            len: end - start,
-            walk: Some(walk::encode_jobs(elem, jobs)),
-        });
-        jobs.clear();
-    };
-    for s in slots {
-        let end = s.chunk.offset + s.chunk.size;
-        if !jobs.is_empty() && end - start > piece {
-            cut(start, s.chunk.offset, &mut jobs);
-            start = s.chunk.offset;
-        }
-        jobs.push(walk::Job {
-            at: (s.chunk.offset - start) as usize,
-            stored: s.chunk.size as usize,
-            logical: logical_bytes(acq, s.ix),
-            kind: walk_kind(s.ix),
-        });
-    }
-    cut(start, lo + n, &mut jobs);
-    pieces
-}
-
-/// The file, offset and length of the span holding `slots`, when they lie in order in one
-/// file with small gaps ([`pick_window`] keeps such a span within a window, unless it is a
-/// single chunk).
-#[cfg(target_arch = "wasm32")]
-fn file_span<'a>(
-    slots: &[&ChunkSlot<'a>],
-    limit: u64,
-) -> Option<(&'a std::sync::Arc<dyn crate::source::ByteSource>, u64, u64)> {
-    let first = slots.first()?;
-    let (mut end, mut stored) = (first.chunk.offset, 0u64);
-    for s in slots {
-        let same = std::sync::Arc::ptr_eq(&s.part.source, &first.part.source);
-        if !same || s.chunk.offset < end || s.chunk.offset - end > crate::source::SPAN_GAP {
-            return None;
-        }
-        end = s.chunk.offset.checked_add(s.chunk.size)?;
-        stored += s.chunk.size;
-    }
-    let span = end - first.chunk.offset;
-    let bound = DECODE_WINDOW.min(limit);
-    (span == stored || span <= bound).then_some((&first.part.source, first.chunk.offset, span))
-}
-
-/// The window that starts at `mine[*i]`: as many whole chunks of its file as fit the
-/// compressed and decoded budgets (at least one). Advances `*i` past them. The compressed
-/// budget counts the bytes between chunks that lie in order close together, which the
-/// browser reads with them as one span: so a window's bytes as read, and its source and
-/// staging buffers, stay within [`DECODE_WINDOW`] as the memory plan counts them (unless
-/// one chunk alone is larger).
-fn pick_window(
-    limit: u64,
-    acq: &Acquisition,
-    mine: &[&ChunkSlot<'_>],
-    i: &mut usize,
-) -> std::ops::Range<usize> {
-    let det_len = acq.shape.det_len();
-    let elem = acq.dtype.size();
-    let first = mine.get(*i).map(|s| &s.part.source);
-    let chunks = mine[*i..].iter().map(|slot| {
-        let cn = chunk_frames(slot.ix, acq.shape.det).unwrap_or(1);
-        WindowChunk {
-            offset: slot.chunk.offset,
-            size: slot.chunk.size,
-            logical: cn * (det_len * elem) as u64,
-            // A window holds one file's chunks: the browser reads it as one span of that file.
-            same_file: first.is_some_and(|f| std::sync::Arc::ptr_eq(&slot.part.source, f)),
-        }
-    });
-    let n = window_len(chunks, DECODE_WINDOW.min(limit), DECODE_SCRATCH.min(limit));
-    let start = *i;
-    *i += n;
-    start..*i
-}
-
-/// A chunk as [`window_len`] weighs it.
-struct WindowChunk {
-    offset: u64,
-    size: u64,
-    logical: u64,
-    same_file: bool,
-}
-
-/// How many of `chunks` (at least one) the window takes: while they are in the first one's
-/// file and fit `window_bytes` read (the bytes between chunks that lie in order at most
-/// [`crate::source::SPAN_GAP`] apart included) and `scratch_bytes` decoded.
-fn window_len(
-    chunks: impl Iterator<Item = WindowChunk>,
-    window_bytes: u64,
-    scratch_bytes: u64,
-) -> usize {
-    let (mut n, mut src_len, mut dst_len) = (0usize, 0u64, 0u64);
-    let mut end: Option<u64> = None;
-    for c in chunks {
-        let gap = end
-            .and_then(|e| c.offset.checked_sub(e))
-            .filter(|&g| g <= crate::source::SPAN_GAP)
-            .unwrap_or(0);
-        let read = gap + c.size;
-        let fits = src_len + read <= window_bytes && dst_len + c.logical <= scratch_bytes;
-        if n > 0 && !(fits && c.same_file) {
-            break;
-        }
-        src_len += read;
-        dst_len = (dst_len + c.logical).next_multiple_of(8);
-        end = Some(c.offset + c.size);
-        n += 1;
-    }
-    n
-}
-
-/// A window's stored bytes being read: started at once (the browser's reads run in the
-/// pool's Workers while the host builds the window before), finished when awaited.
-enum Prefetch<'a> {
-    Reading(crate::source::LocalFuture<'a, Result<WindowBytes>>),
-    Read(Result<WindowBytes>),
-}
-
-impl<'a> Prefetch<'a> {
-    fn start(acq: &'a Acquisition, slots: &'a [&'a ChunkSlot<'a>], limit: u64) -> Prefetch<'a> {
-        let mut reading: crate::source::LocalFuture<'a, _> =
-            Box::pin(read_window(acq, slots, limit));
-        // One poll posts the reads; a source that reads synchronously finishes here.
-        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
-        match reading.as_mut().poll(&mut cx) {
-            std::task::Poll::Ready(r) => Prefetch::Read(r),
-            std::task::Poll::Pending => Prefetch::Reading(reading),
-        }
-    }
-
-    async fn finish(self) -> Result<WindowBytes> {
-        match self {
-            Prefetch::Reading(f) => f.await,
-            Prefetch::Read(r) => r,
-        }
-    }
-}
-
-/// Windows whose reads are in flight while the host builds the current one: two keep the
-/// pool's Workers reading through the block tables, the copy and the wait for the GPU
-/// (three, four, six and eight loaded the 5.6 GB file on the H200 no faster, session 12).
-const READ_AHEAD: usize = 2;
-
-/// Start reading the windows after `mine[*i]` until [`READ_AHEAD`] are in flight.
-fn read_ahead<'a>(
-    limit: u64,
-    acq: &'a Acquisition,
-    mine: &'a [&'a ChunkSlot<'a>],
-    i: &mut usize,
-    ahead: &mut std::collections::VecDeque<(std::ops::Range<usize>, Prefetch<'a>)>,
-) {
-    while ahead.len() < READ_AHEAD && *i < mine.len() {
-        let range = pick_window(limit, acq, mine, i);
-        ahead.push_back((range.clone(), Prefetch::start(acq, &mine[range], limit)));
-    }
-}
-
 /// Build the window of `mine[range]` from their stored bytes `src`, for the frames of
 /// `[s0, s1)`.
 #[allow(clippy::too_many_arguments)]
@@ -1053,41 +850,5 @@ mod tests {
         // The count words come out of the budget first: 3 of 23, then one region of 11.
         assert_eq!(seq_starts(&blocks, 23), vec![0, 12, 12, 13, 14]);
         assert_eq!(seq_starts(&blocks, 36), vec![0, 12, 12, 24, 36]);
-    }
-
-    fn chunk(offset: u64, size: u64) -> WindowChunk {
-        WindowChunk {
-            offset,
-            size,
-            logical: 100,
-            same_file: true,
-        }
-    }
-
-    #[test]
-    fn windows_count_the_bytes_read_between_their_chunks() {
-        // Back to back: 10 of 10 bytes fit 100.
-        let tight = (0..20).map(|k| chunk(10 * k, 10));
-        assert_eq!(window_len(tight, 100, u64::MAX), 10);
-        // 6 bytes between chunks are read with them: 16 a chunk but the first.
-        let gapped = (0..20).map(|k| chunk(16 * k, 10));
-        assert_eq!(window_len(gapped, 100, u64::MAX), 6);
-        // Far apart or out of order: the span is not read, the chunks come back to back.
-        let far = (0..20).map(|k| chunk((crate::source::SPAN_GAP + 20) * k, 10));
-        assert_eq!(window_len(far, 100, u64::MAX), 10);
-        let backwards = (0..20).map(|k| chunk(1000 - 10 * k, 10));
-        assert_eq!(window_len(backwards, 100, u64::MAX), 10);
-    }
-
-    #[test]
-    fn windows_stop_at_the_decoded_budget_a_file_or_take_one_chunk_at_least() {
-        assert_eq!(window_len((0..20).map(|k| chunk(10 * k, 10)), 1000, 350), 3);
-        let mut files = (0..20).map(|k| WindowChunk {
-            same_file: k < 4,
-            ..chunk(10 * k, 10)
-        });
-        assert_eq!(window_len(&mut files, 1000, u64::MAX), 4);
-        assert_eq!(window_len([chunk(0, 500)].into_iter(), 100, 10), 1);
-        assert_eq!(window_len(std::iter::empty(), 100, 10), 0);
     }
 }

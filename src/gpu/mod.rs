@@ -16,6 +16,7 @@ pub mod radial;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod spirv;
 pub(crate) mod window_bytes;
+mod window_reads;
 
 use std::sync::{Arc, Mutex};
 
