@@ -93,3 +93,57 @@ fn every_bad_input_fails_with_a_clear_message() {
         failures.join("\n  ")
     );
 }
+
+/// A chunk index may claim a stored size that lies inside the file yet is more than any
+/// supported filter writes for the chunk: the open refuses it by name, before a read of that
+/// size (the browser would read it into one buffer, the CPU into memory).
+#[test]
+fn a_stored_size_no_filter_writes_is_refused_at_open() {
+    use std::sync::Arc;
+    use stem4d::source::{ByteSource, FileSet, MemSource};
+    let data_name = "arina_u8_data_000001.h5";
+    let read = |n: &str| std::fs::read(fixtures().join("data").join(n)).expect("fixture");
+    let (master, mut data) = (read("arina_u8_master.h5"), read(data_name));
+    let open = |data: &[u8]| {
+        let sources: Vec<Arc<dyn ByteSource>> = vec![
+            Arc::new(MemSource::new("arina_u8_master.h5", master.clone())),
+            Arc::new(MemSource::new(data_name, data.to_vec())),
+        ];
+        let opts = stem4d::formats::OpenOptions {
+            scan_shape: Some([4, 6]),
+            dataset: None,
+        };
+        stem4d::formats::Acquisition::open(FileSet::new(sources).expect("files"), &opts)
+    };
+    let acq = open(&data).expect("the fixture opens");
+    let stem4d::formats::PartKind::Hdf5(ix) = &acq.parts[0].kind else {
+        panic!("an HDF5 part");
+    };
+    let chunk = ix.chunks[0].clone();
+    let logical = 9 * 14;
+    // Room in the file for the lie: its chunk still ends before the end of the file.
+    data.resize(data.len() + 16 * 1024, 0);
+    let claim = stem4d::hdf5_index::max_stored_bytes(logical) + 1;
+    assert!(chunk.offset + claim <= data.len() as u64);
+    // The chunk's B-tree key: stored size, filter mask, offsets (rank + 1), child address.
+    let mut key = (chunk.size as u32).to_le_bytes().to_vec();
+    key.extend_from_slice(&0u32.to_le_bytes());
+    key.extend_from_slice(&[0u8; 32]);
+    key.extend_from_slice(&chunk.offset.to_le_bytes());
+    let at: Vec<usize> = (0..data.len() - key.len())
+        .filter(|&i| data[i..i + key.len()] == key[..])
+        .collect();
+    assert_eq!(at.len(), 1, "chunk 0's key once in the file");
+    data[at[0]..at[0] + 4].copy_from_slice(&(claim as u32).to_le_bytes());
+    let msg = open(&data)
+        .err()
+        .expect("a lying stored size is refused")
+        .to_string();
+    assert!(
+        msg.contains(data_name) && msg.contains("corrupt chunk index"),
+        "{msg}"
+    );
+    // Exactly at the bound it opens (and fails later, on what the chunk holds).
+    data[at[0]..at[0] + 4].copy_from_slice(&((claim - 1) as u32).to_le_bytes());
+    assert!(open(&data).is_ok());
+}

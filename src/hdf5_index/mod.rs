@@ -537,6 +537,15 @@ impl DatasetIndex {
                             ),
                         ));
                     }
+                    if size > max_stored_bytes(chunk_logical) {
+                        return Err(Error::format(
+                            file,
+                            format!(
+                                "data set {path}: chunk at {:?} claims {size} stored bytes for {chunk_logical} decoded bytes, more than any supported filter writes: corrupt chunk index",
+                                e.offsets
+                            ),
+                        ));
+                    }
                     chunks.push(ChunkRef {
                         coords: e.offsets,
                         offset: e.address,
@@ -641,6 +650,15 @@ fn check_chunk_grid(
             ),
         )),
     }
+}
+
+/// The most stored bytes a chunk of `logical` decoded bytes can take under the supported
+/// filters, with room to spare: HDF5's LZ4 filter in one-byte blocks writes 21 bytes a byte
+/// (a 4-byte length and LZ4's worst case of 16 bytes more), bitshuffle/LZ4 in blocks of 8
+/// elements 3.5, deflate its stored blocks a few bytes per 16 KiB. A larger claim is a lying
+/// index, refused before anything reads (or allocates) that many bytes.
+pub fn max_stored_bytes(logical: u64) -> u64 {
+    logical.saturating_mul(32).saturating_add(64)
 }
 
 pub fn logical_bytes(shape: &[u64], dtype: Dtype) -> Result<u64> {
