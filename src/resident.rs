@@ -100,14 +100,7 @@ impl ResidentPlan {
             f += n;
         }
         let payload_bytes: u64 = segments.iter().map(|s| s.bytes).sum();
-        let products = frames as u64 * 3 * 8 + det * 16;
-        let staging = segments
-            .iter()
-            .map(|s| s.bytes)
-            .max()
-            .unwrap_or(0)
-            .min(UPLOAD_WINDOW);
-        Ok(ResidentPlan {
+        let mut plan = ResidentPlan {
             shape,
             bits,
             tile: tile as u32,
@@ -115,20 +108,39 @@ impl ResidentPlan {
             frame_words: frame_words as u32,
             segments,
             payload_bytes,
-            // The CPU path stages one window; the GPU decoder holds two windows' storage
-            // buffers (compressed bytes, parsed sequences, decoded scratch: reused window
-            // after window) and the compressed bytes of up to three more on their way in
-            // (the browser's staging ring, or the queue's staging of two windows on the
-            // GPU and the one being built): the larger. A window's compressed bytes, the
-            // bytes between its chunks included, stay within DECODE_WINDOW (`pick_window`).
-            peak_bytes: payload_bytes
-                + staging.max(
-                    2 * (DECODE_WINDOW + DECODE_SEQS + DECODE_SCRATCH)
-                        + DECODE_STAGING_SLOTS as u64 * DECODE_WINDOW,
-                )
-                + products,
+            peak_bytes: 0,
             max_binding: limits.max_storage_binding,
-        })
+        };
+        plan.peak_bytes = plan.peak(DECODE_WINDOW, DECODE_SCRATCH);
+        Ok(plan)
+    }
+
+    /// The plan's peak for an acquisition whose largest chunk is `stored` bytes in its file
+    /// and `logical` decoded: a window holds at least one chunk, so such a chunk makes the
+    /// GPU decoder's windows and scratch larger than their usual size.
+    pub fn with_largest_chunk(mut self, stored: u64, logical: u64) -> Self {
+        self.peak_bytes = self.peak(DECODE_WINDOW.max(stored), DECODE_SCRATCH.max(logical));
+        self
+    }
+
+    /// Payload, product buffers, and the larger of what the two upload paths hold beside
+    /// them: the CPU path stages one window; the GPU decoder holds two windows' storage
+    /// buffers (compressed bytes, parsed sequences, decoded scratch: reused window after
+    /// window) and the compressed bytes of up to three more on their way in (the browser's
+    /// staging ring, or the queue's staging of two windows on the GPU and the one being
+    /// built), for windows of `window` compressed bytes (the bytes between their chunks
+    /// included: `pick_window`) and `scratch` decoded.
+    fn peak(&self, window: u64, scratch: u64) -> u64 {
+        let products = self.shape.frames() as u64 * 3 * 8 + self.shape.det_len() as u64 * 16;
+        let staging = self
+            .segments
+            .iter()
+            .map(|s| s.bytes)
+            .max()
+            .unwrap_or(0)
+            .min(UPLOAD_WINDOW);
+        let decode = 2 * (window + DECODE_SEQS + scratch) + DECODE_STAGING_SLOTS as u64 * window;
+        self.payload_bytes + staging.max(decode) + products
     }
 
     /// Samples per resident word.
@@ -371,6 +383,25 @@ mod tests {
         assert_eq!(plan.locate(100), None);
         let u8_plan = ResidentPlan::new(shape, Dtype::U8, false, limits).unwrap();
         assert_eq!((u8_plan.tile, u8_plan.segments.len()), (32, 2));
+    }
+
+    #[test]
+    fn the_peak_counts_a_chunk_larger_than_a_window() {
+        let shape = Shape4 {
+            scan: [64, 64],
+            det: [96, 96],
+        };
+        let plan = ResidentPlan::new(shape, Dtype::U16, false, roomy()).unwrap();
+        // Chunks within the usual windows change nothing.
+        let same = plan
+            .clone()
+            .with_largest_chunk(DECODE_WINDOW, DECODE_SCRATCH);
+        assert_eq!(same.peak_bytes, plan.peak_bytes);
+        // One larger chunk: five compressed windows (two on the GPU, three staged) and two
+        // scratch buffers grow by what it exceeds them by.
+        let (stored, logical) = (DECODE_WINDOW + 1000, DECODE_SCRATCH + 10);
+        let big = plan.clone().with_largest_chunk(stored, logical);
+        assert_eq!(big.peak_bytes, plan.peak_bytes + 5 * 1000 + 2 * 10);
     }
 
     #[test]

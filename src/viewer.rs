@@ -451,7 +451,9 @@ impl Session {
             );
             (None, None, None)
         } else {
-            let plan = ResidentPlan::new(shape, acq.dtype, req.bin > 1, engine.adapter.limits)?;
+            let (stored, logical) = acq.largest_chunk();
+            let plan = ResidentPlan::new(shape, acq.dtype, req.bin > 1, engine.adapter.limits)?
+                .with_largest_chunk(stored, logical);
             let res = upload_profiled(
                 engine,
                 &acq,

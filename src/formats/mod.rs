@@ -115,6 +115,27 @@ pub struct ScanCrop {
 }
 
 impl Acquisition {
+    /// The largest chunk of its HDF5 parts: bytes stored, and bytes decoded (0 and 0 where
+    /// no part is chunked). The memory plan counts it (`ResidentPlan::with_largest_chunk`).
+    pub fn largest_chunk(&self) -> (u64, u64) {
+        let mut out = (0u64, 0u64);
+        for part in &self.parts {
+            let PartKind::Hdf5(ix) = &part.kind else {
+                continue;
+            };
+            let Some(dims) = ix.chunk_shape() else {
+                continue;
+            };
+            let logical = dims
+                .iter()
+                .try_fold(ix.dtype.size() as u64, |a, &d| a.checked_mul(d))
+                .unwrap_or(u64::MAX);
+            let stored = ix.chunks.iter().map(|c| c.size).max().unwrap_or(0);
+            out = (out.0.max(stored), out.1.max(logical));
+        }
+        out
+    }
+
     /// Detect the format of `files` and describe the acquisition, reading metadata only.
     pub fn open(files: FileSet, opts: &OpenOptions) -> Result<Acquisition> {
         if let Some(first) = files.files().iter().find(|f| empad::is_raw_name(f.name())) {

@@ -415,7 +415,9 @@ impl Engine {
         corr: Correction,
         limits: DeviceLimits,
     ) -> Result<Resident> {
-        let plan = ResidentPlan::new(acq.shape.binned(corr.bin), acq.dtype, corr.bin > 1, limits)?;
+        let (stored, logical) = acq.largest_chunk();
+        let plan = ResidentPlan::new(acq.shape.binned(corr.bin), acq.dtype, corr.bin > 1, limits)?
+            .with_largest_chunk(stored, logical);
         self.upload_plan(acq, corr, plan, &mut |_, _| {}).await
     }
 
