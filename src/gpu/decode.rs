@@ -23,7 +23,7 @@ use super::window_reads::{pick_window, read_ahead, read_chunks};
 use super::{Batch, Engine, Resident, UploadTimes};
 
 /// Frames per chunk when the chunks hold whole frames in frame order.
-pub(super) fn chunk_frames(ix: &DatasetIndex, det: [usize; 2]) -> Option<u64> {
+fn chunk_frames(ix: &DatasetIndex, det: [usize; 2]) -> Option<u64> {
     let det = [det[0] as u64, det[1] as u64];
     match (ix.shape.len(), ix.chunk_shape()?) {
         (3, [n, kr, kc]) if [*kr, *kc] == det => Some(*n),

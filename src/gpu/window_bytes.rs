@@ -7,9 +7,7 @@
 use std::ops::Range;
 
 use crate::decode::walk::Walked;
-#[cfg(target_arch = "wasm32")]
-use crate::decode::Slice;
-use crate::decode::Stored;
+use crate::decode::{Slice, Stored};
 #[cfg(target_arch = "wasm32")]
 use crate::error::Result;
 
@@ -17,13 +15,6 @@ pub enum WindowBytes {
     Host(Vec<u8>),
     #[cfg(target_arch = "wasm32")]
     Js(JsBytes),
-}
-
-/// The stored bytes of one chunk of a window.
-pub enum ChunkBytes<'a> {
-    Host(&'a [u8]),
-    #[cfg(target_arch = "wasm32")]
-    Js(Slice<'a, JsBytes>),
 }
 
 impl WindowBytes {
@@ -54,16 +45,12 @@ impl WindowBytes {
         }
     }
 
-    /// The bytes of `range` (within [`WindowBytes::len`]).
-    pub fn chunk(&self, range: Range<usize>) -> ChunkBytes<'_> {
-        match self {
-            WindowBytes::Host(v) => ChunkBytes::Host(&v[range]),
-            #[cfg(target_arch = "wasm32")]
-            WindowBytes::Js(bytes) => ChunkBytes::Js(Slice {
-                inner: bytes,
-                base: range.start,
-                len: range.len(),
-            }),
+    /// The bytes of `range` (within [`WindowBytes::len`]): one chunk's, nothing past them.
+    pub fn chunk(&self, range: Range<usize>) -> Slice<'_, WindowBytes> {
+        Slice {
+            inner: self,
+            base: range.start,
+            len: range.len(),
         }
     }
 
@@ -88,20 +75,16 @@ fn write_words(queue: &wgpu::Queue, buffer: &wgpu::Buffer, offset: u64, bytes: &
     }
 }
 
-impl Stored for ChunkBytes<'_> {
+impl Stored for WindowBytes {
     fn stored_len(&self) -> usize {
-        match self {
-            ChunkBytes::Host(b) => b.len(),
-            #[cfg(target_arch = "wasm32")]
-            ChunkBytes::Js(s) => s.stored_len(),
-        }
+        self.len()
     }
 
     fn be_u32_at(&self, at: usize) -> Option<u32> {
         match self {
-            ChunkBytes::Host(b) => b.be_u32_at(at),
+            WindowBytes::Host(v) => v[..].be_u32_at(at),
             #[cfg(target_arch = "wasm32")]
-            ChunkBytes::Js(s) => s.be_u32_at(at),
+            WindowBytes::Js(j) => j.be_u32_at(at),
         }
     }
 }
@@ -128,27 +111,28 @@ impl JsBytes {
     pub fn new(reads: Vec<crate::source::JsRead>, file_offset: u64) -> Result<JsBytes> {
         let (mut starts, mut lens) = (Vec::with_capacity(reads.len()), Vec::new());
         let mut len = 0usize;
+        // The walks so far, how many chunks they cover, and the first failure.
         let mut walks = reads
             .iter()
             .all(|r| r.walk.is_some())
-            .then(|| (Vec::new(), None));
+            .then(|| (Vec::new(), 0usize, None));
         let mut pieces = Vec::with_capacity(reads.len());
         for r in reads {
             starts.push(len);
             lens.push(r.bytes.length() as usize);
             len += r.bytes.length() as usize;
-            if let (Some((words, failed)), Some(piece)) = (&mut walks, r.walk) {
+            if let (Some((words, walked, failed)), Some(piece)) = (&mut walks, r.walk) {
                 if failed.is_none() {
                     // This piece's chunks follow those walked so far.
-                    let before = Walked::count(words);
+                    *failed = piece.failed.map(|(k, why)| (*walked + k, why));
+                    *walked += Walked::count(&piece.words);
                     words.extend_from_slice(&piece.words);
-                    *failed = piece.failed.map(|(k, why)| (before + k, why));
                 }
             }
             pieces.push(r.bytes);
         }
         let walked = match walks {
-            Some((words, failed)) => Some(
+            Some((words, _, failed)) => Some(
                 Walked::new(words, failed)
                     .map_err(|e| crate::error::Error::Gpu(format!("chunk header walks: {e}")))?,
             ),

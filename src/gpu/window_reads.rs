@@ -7,9 +7,9 @@ use crate::error::Result;
 use crate::formats::Acquisition;
 use crate::resident::{DECODE_SCRATCH, DECODE_WINDOW};
 
-use super::decode::{chunk_frames, ChunkSlot};
 #[cfg(target_arch = "wasm32")]
-use super::decode::{logical_bytes, walk_kind};
+use super::decode::walk_kind;
+use super::decode::{logical_bytes, ChunkSlot};
 use super::window_bytes::WindowBytes;
 #[cfg(target_arch = "wasm32")]
 use crate::decode::walk;
@@ -118,15 +118,12 @@ pub(super) fn pick_window(
     mine: &[&ChunkSlot<'_>],
     i: &mut usize,
 ) -> std::ops::Range<usize> {
-    let det_len = acq.shape.det_len();
-    let elem = acq.dtype.size();
     let first = mine.get(*i).map(|s| &s.part.source);
     let chunks = mine[*i..].iter().map(|slot| {
-        let cn = chunk_frames(slot.ix, acq.shape.det).unwrap_or(1);
         WindowChunk {
             offset: slot.chunk.offset,
             size: slot.chunk.size,
-            logical: cn * (det_len * elem) as u64,
+            logical: logical_bytes(acq, slot.ix) as u64,
             // A window holds one file's chunks: the browser reads it as one span of that file.
             same_file: first.is_some_and(|f| std::sync::Arc::ptr_eq(&slot.part.source, f)),
         }
