@@ -23,7 +23,7 @@ step "wasm32-unknown-unknown build of the library"
 cargo clippy --lib --target wasm32-unknown-unknown -- -D warnings
 step "the kernels in headless Chromium's WebGPU (wasm-bindgen-test, SwiftShader)"
 # SwiftShader builds every pipeline per engine: the runner's default 20 s is too close.
-WASM_BINDGEN_TEST_TIMEOUT=180 CHROMEDRIVER=/usr/bin/chromedriver cargo test --target wasm32-unknown-unknown --test web_kernels
+WASM_BINDGEN_TEST_TIMEOUT=400 CHROMEDRIVER=/usr/bin/chromedriver cargo test --target wasm32-unknown-unknown --test web_kernels
 step "viewer build (trunk build --release)"
 trunk build --release
 step "browser end-to-end tests (Chromium + SwiftShader WebGPU, headed under Xvfb)"
