@@ -20,7 +20,16 @@ onmessage = async ({ data: m }) => {
 self.addEventListener('message', async ({ data: m }) => {
   if (m.op !== 'small') return;
   const t0 = performance.now();
+  try {
   if (m.api === 'sync') { rs = rs || new FileReaderSync(); for (const o of m.offs) rs.readAsArrayBuffer(file.slice(o, o + m.len)); }
-  else await Promise.all(m.offs.map((o) => file.slice(o, o + m.len).arrayBuffer()));
+  else if (m.api === 'composite') {
+    // `per` ranges a read: one Blob made of their slices, read at once.
+    rs = rs || new FileReaderSync();
+    for (let i = 0; i < m.offs.length; i += m.per) {
+      const b = rs.readAsArrayBuffer(new Blob(m.offs.slice(i, i + m.per).map((o) => file.slice(o, o + m.len))));
+      if (b.byteLength !== Math.min(m.per, m.offs.length - i) * m.len) throw new Error('short composite read');
+    }
+  } else await Promise.all(m.offs.map((o) => file.slice(o, o + m.len).arrayBuffer()));
+  } catch (e) { return postMessage({ n: 0, err: String(e) }); }
   postMessage({ n: m.offs.length, ms: performance.now() - t0 });
 });

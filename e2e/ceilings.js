@@ -18,11 +18,36 @@ export const READS = [
   { api: 'sync', workers: 15, piece: 64 * MiB, total: 6 * GiB },
 ];
 
-export async function run(file) {
+export async function run(file, which = 'all') {
+  if (which === 'small') return { reads: await smallTest(file), uploads: [] };
   return { reads: await readTest(file, READS), uploads: await uploadTest() };
 }
 
-export async function readTest(file, configs) {
+// 4,100 node-sized reads spread over `file` (`nodes` Workers, `api`, `per` ranges a
+// composite read), alone or while 15 Workers read 2 GiB of it in 32 MiB pieces: how much
+// the two kinds of read slow each other (a deferred index reads its leaves during the load).
+export async function smallTest(file) {
+  const out = [];
+  const offs = Array.from({ length: 4100 }, (_, k) => Math.floor(k * (file.size - 8192) / 4100));
+  const small = async (workers, api, per) => {
+    const ws = Array.from({ length: workers }, () => new Worker('/e2e/ceiling_worker.js'));
+    await Promise.all(ws.map((w) => new Promise((r) => { w.onmessage = r; w.postMessage({ op: 'ping', file }); })));
+    const t0 = performance.now();
+    await Promise.all(ws.map((w, i) => new Promise((r) => { w.onmessage = ({ data }) => r(data); w.postMessage({ op: 'small', api, per, len: 3136, offs: offs.filter((_, k) => k % workers === i) }); })));
+    ws.forEach((w) => w.terminate());
+    return performance.now() - t0;
+  };
+  const big = [{ api: 'sync', workers: 15, piece: 32 * MiB, total: 2 * GiB }];
+  for (const [workers, api, per] of [[4, 'sync', 1], [1, 'composite', 32], [1, 'composite', 256], [4, 'composite', 32], [1, 'composite', 4100]]) {
+    const alone = await small(workers, api, per);
+    const both = await Promise.all([small(workers, api, per), readTest(file, big, true)]);
+    out.push({ small_nodes: 4100, workers, api, per, alone_ms: alone, with_big_ms: both[0], big_with_small: both[1][0] });
+  }
+  out.push({ big_alone: (await readTest(file, big, true))[0] });
+  return out;
+}
+
+export async function readTest(file, configs, bigOnly = false) {
   const out = [];
   const sink = new Uint8Array(256 << 20);
   for (const cfg of configs) {
@@ -59,6 +84,7 @@ export async function readTest(file, configs) {
     out.push({ ...cfg, ms, gbps: bytes / ms / 1e6, copyMs, errs: errs.slice(0, 3) });
     ws.forEach((w) => w.terminate());
   }
+  if (bigOnly) return out;
   // 4,100 node-sized reads spread over the file, shared by W Workers.
   for (const [workers, api] of [[15, 'sync'], [15, 'blob'], [4, 'sync'], [8, 'sync']]) {
     const ws = Array.from({ length: workers }, () => new Worker('/e2e/ceiling_worker.js'));

@@ -8,7 +8,7 @@ H200 machine, where Chromium's WebGPU runs on the real GPU (../shared/setup/chro
 Serves dist/, tests/fixtures (as /fixtures/) and e2e/ on 127.0.0.1, launches "$CHROMIUM" with
 $CHROMIUM_FLAGS, waits for the page's stem4d-ready, runs runSuite() and writes its result.
 With CEILINGS=1 it first measures the File API and GPU upload ceilings on the first LOCAL_FILE
-(e2e/ceilings.js). With LOCAL_FILE=PATH[,PATH...] it then opens each file as a user would (a file input, read
+(e2e/ceilings.js; CEILINGS=small: only its small reads, alone and beside large ones). With LOCAL_FILE=PATH[,PATH...] it then opens each file as a user would (a file input, read
 by the page's Workers) and times open → first image drawn (issue #4's load target), once per
 open-options object of LOCAL_OPTIONS (a JSON list, default [{}]; e.g. {"reads": "blob"}).
 With LOCAL_SYNTHETIC=R,C,KR,KC (the last file holds the synthetic acquisition of that shape,
@@ -142,8 +142,10 @@ def file_input(chrome, session, path):
 def file_api_ceilings(chrome, session, path):
     """e2e/ceilings.js on `path`: File API read and GPU upload rates, no viewer involved."""
     file_input(chrome, session, path)
+    which = "small" if os.environ.get("CEILINGS") == "small" else "all"
     return chrome.evaluate(session, "import('/e2e/ceilings.js').then(m => m.run("
-                                    "document.getElementById('bench-file').files[0]))", timeout=300.0)
+                                    "document.getElementById('bench-file').files[0], '%s'))" % which,
+                           timeout=300.0)
 
 
 def main():
@@ -167,7 +169,7 @@ def main():
         expr = ("import('/e2e/suite.js').then(m => m.runSuite({parts: %s, benchShape: %s, reps: 30}))"
                 % (json.dumps(os.environ.get("PARTS", "parity,bad,bench").split(",")), json.dumps(bench)))
         result["suite"] = chrome.evaluate(session, expr, timeout=float(os.environ.get("SUITE_TIMEOUT", "480")))
-        if os.environ.get("CEILINGS") == "1" and os.environ.get("LOCAL_FILE"):
+        if os.environ.get("CEILINGS") in ("1", "small") and os.environ.get("LOCAL_FILE"):
             result["ceilings"] = file_api_ceilings(chrome, session, os.environ["LOCAL_FILE"].split(",")[0])
             for k in ("reads", "uploads"):
                 for row in result["ceilings"][k]:

@@ -128,6 +128,23 @@ export async function runSuite(opts = {}) {
         } catch (e) { check(false, `${what}: ${e.message}`); }
       }
     }
+    // B-trees with a level above their leaves: the page's open leaves the leaves to the GPU
+    // upload, which reads them alongside the chunks before them.
+    for (const name of ['btree_k4_bslz4', 'btree_k4_lz4']) {
+      try {
+        const info = await window.stem4d.open(await filesFrom([`/fixtures/index/${name}.h5`]), { scanShape: [13, 23] });
+        const prof = await window.stem4d.profile();
+        const stages = prof.stages.map((st) => st.name);
+        check(prof.products_on === 'gpu' && stages.includes('of which chunk index (not overlapped)'),
+          `${name}: the leaves read by the GPU upload (${prof.products_on}; ${stages.join(', ')})`);
+        check(JSON.stringify(info.shape.slice(0, 2)) === '[13,23]', `${name}: info ${info.shape}`);
+        for (const kind of ['total', 'sum-dp']) {
+          const got = await window.stem4d.product(await apiParams(kind, {}));
+          const err = compare(kind, got, parseNpy(await fetchBuf(`/fixtures/index/${name}_${kind}.npy`)));
+          check(err === null, `${name} ${kind}: ${err}`);
+        }
+      } catch (e) { check(false, `${name}: ${e.message}`); }
+    }
     res.figures.kinds = [...kinds].sort();
     check(kinds.size === 15 || res.skipped.length > 0, `every product kind checked (${res.figures.kinds.join(', ')})`);
   }

@@ -16,6 +16,10 @@ B=${3:?DIST_B}
 FILE=${LOCAL_FILE:-/tmp/syn.h5}
 mkdir -p "$OUT"
 keep=$(mktemp -d)
+# Either build may be ./dist itself, which each turn replaces: copy both first.
+cp -r "$A" "$keep/a" && cp -r "$B" "$keep/b" || exit 1
+A=$keep/a
+B=$keep/b
 [ -d dist ] && mv dist "$keep/dist"
 i=0
 for v in ${4:-a b a}; do

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use crate::contract::{DetectorMask, Dtype, Region, ScanRoi, SparseMask};
 use crate::display::{self, Limits, Stats};
 use crate::error::{Error, Result};
-use crate::formats::Acquisition;
+use crate::formats::{Acquisition, IndexFeed};
 use crate::frames::Correction;
 use crate::gpu::display::{Plane, PlaneSource, Renderer};
 use crate::gpu::kernels::View;
@@ -75,22 +75,57 @@ pub struct Stage {
     pub ms: f64,
 }
 
-/// Make `acq` resident along `plan`, reporting progress as the load's upload stage and
-/// adding the upload's time and its parts to `stages`.
+/// The memory plan of `acq` binned by `bin` on `engine`'s adapter.
+fn plan_for(engine: &Engine, acq: &Acquisition, bin: usize) -> Result<ResidentPlan> {
+    let (stored, logical) = acq.largest_chunk();
+    Ok(ResidentPlan::new(
+        acq.shape.binned(bin),
+        acq.dtype,
+        bin > 1,
+        engine.adapter.limits,
+    )?
+    .with_largest_chunk(stored, logical))
+}
+
+/// Make `acq` resident, reporting progress as the load's upload stage and adding the
+/// upload's time and its parts to `stages`. The leaves of a deferred chunk index come from
+/// `feed` while the upload reads the chunks before them; the index is complete afterwards.
+/// Returns the resident and the plan it follows.
 async fn upload_profiled(
     engine: &Engine,
-    acq: &Acquisition,
+    acq: &mut Acquisition,
+    feed: Option<IndexFeed>,
     corr: Correction,
-    plan: ResidentPlan,
     progress: &mut dyn FnMut(&str, u64, u64),
     stages: &mut Vec<Stage>,
-) -> Result<Resident> {
+) -> Result<(Resident, ResidentPlan)> {
     let t = now_ms();
-    let res = engine
-        .upload_plan(acq, corr, plan, &mut |f, n| {
-            progress("read, decode, upload", f as u64, n as u64)
-        })
-        .await?;
+    let mut report = |f: usize, n: usize| progress("read, decode, upload", f as u64, n as u64);
+    let mut plan = plan_for(engine, acq, corr.bin)?;
+    let fed = match &feed {
+        Some(feed) => {
+            engine
+                .upload_fed(acq, feed, corr, plan.clone(), &mut report)
+                .await?
+        }
+        None => None,
+    };
+    let res = match (fed, feed) {
+        (Some(res), Some(feed)) => {
+            acq.finish_index(feed).await?;
+            res
+        }
+        (_, feed) => {
+            if let Some(feed) = feed {
+                // Not as planned (a chunk the GPU decoder skips): the whole index, a new plan.
+                acq.finish_index(feed).await?;
+                plan = plan_for(engine, acq, corr.bin)?;
+            }
+            engine
+                .upload_plan(acq, corr, plan.clone(), &mut report)
+                .await?
+        }
+    };
     stages.push(Stage {
         name: "read + decode + upload".into(),
         ms: now_ms() - t,
@@ -99,7 +134,7 @@ async fn upload_profiled(
         name: format!("of which {name}"),
         ms,
     }));
-    Ok(res)
+    Ok((res, plan))
 }
 
 /// The load profile and provenance shown after loading (`stem4d.profile()`).
@@ -417,7 +452,7 @@ impl Session {
         opened_ms: f64,
         progress: &mut dyn FnMut(&str, u64, u64),
     ) -> Result<Session> {
-        let acq = match req.crop {
+        let mut acq = match req.crop {
             Some([r0, r1, c0, c1]) => acq.crop_scan(crate::contract::Region { r0, r1, c0, c1 })?,
             None => acq,
         };
@@ -432,8 +467,19 @@ impl Session {
         let mut probe = ProductParams::new(ProductKind::Total);
         probe.bin = req.bin;
         probe.validate(acq.shape)?;
-        let info = serde_json::to_value(Info::of(&acq, false))
-            .map_err(|e| Error::Gpu(format!("info does not serialise: {e}")))?;
+        let float = acq.dtype == Dtype::F32;
+        let mut feed = acq.index_pending().then(|| IndexFeed::new(&acq));
+        if !crate::gpu::decode::supported(&acq, correction) || (float && req.bin > 1) {
+            // Only the GPU decoder reads a deferred index as it goes.
+            if let Some(feed) = feed.take() {
+                let t = now_ms();
+                acq.finish_index(feed).await?;
+                stages.push(Stage {
+                    name: "chunk index leaves".into(),
+                    ms: now_ms() - t,
+                });
+            }
+        }
         let shape = acq.shape.binned(req.bin);
         let [rows, cols] = shape.scan;
         let mut warnings = Vec::new();
@@ -444,25 +490,14 @@ impl Session {
             ));
         }
         let mut float_resident = None;
-        let float = acq.dtype == Dtype::F32;
         let (resident, derived, plan) = if float && req.bin > 1 {
             warnings.push(
                 "binned float32 acquisition: products are computed on the CPU reference".into(),
             );
             (None, None, None)
         } else {
-            let (stored, logical) = acq.largest_chunk();
-            let plan = ResidentPlan::new(shape, acq.dtype, req.bin > 1, engine.adapter.limits)?
-                .with_largest_chunk(stored, logical);
-            let res = upload_profiled(
-                engine,
-                &acq,
-                correction,
-                plan.clone(),
-                progress,
-                &mut stages,
-            )
-            .await?;
+            let (res, plan) =
+                upload_profiled(engine, &mut acq, feed, correction, progress, &mut stages).await?;
             if float {
                 warnings.push(
                     "float32 acquisition: exact sums on the GPU, each image read back for its one rounding"
@@ -481,6 +516,8 @@ impl Session {
                 (Some(res), Some(derived), Some(plan))
             }
         };
+        let info = serde_json::to_value(Info::of(&acq, false))
+            .map_err(|e| Error::Gpu(format!("info does not serialise: {e}")))?;
         let t = now_ms();
         let mut fit = ProductParams::new(ProductKind::FitBf);
         fit.bin = req.bin;

@@ -875,6 +875,7 @@ fn lz4_chunks_take_the_gpu_decoder() {
     let res = pollster::block_on(stem4d::gpu::decode::upload(
         &engine,
         &acq,
+        None,
         corr,
         &plan,
         &mut |_, _| {},

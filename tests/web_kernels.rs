@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use stem4d::contract::Region;
-use stem4d::formats::{Acquisition, OpenOptions};
+use stem4d::formats::{Acquisition, IndexFeed, OpenOptions};
 use stem4d::frames::{FrameReader, Samples};
 use stem4d::gpu::display::{Plane, PlaneSource};
 use stem4d::gpu::{products, Engine, Resident};
@@ -122,6 +122,16 @@ fn open_pieced(
     scan: Option<[usize; 2]>,
     delivery: Delivery,
 ) -> Acquisition {
+    open_pieced_with(files, scan, delivery, false)
+}
+
+/// [`open_pieced`], with `defer_leaves` as the page's open has it.
+fn open_pieced_with(
+    files: &[(&str, &[u8])],
+    scan: Option<[usize; 2]>,
+    delivery: Delivery,
+    defer_leaves: bool,
+) -> Acquisition {
     let sources: Vec<Arc<dyn ByteSource>> = files
         .iter()
         .map(|(n, b)| {
@@ -136,7 +146,8 @@ fn open_pieced(
         scan_shape: scan,
         dataset: None,
     };
-    Acquisition::open(FileSet::new(sources).expect("file set"), &opts).expect("fixture opens")
+    let files = FileSet::new(sources).expect("file set");
+    Acquisition::open_with(files, &opts, defer_leaves).expect("fixture opens")
 }
 
 fn params(kind: ProductKind) -> ProductParams {
@@ -430,4 +441,39 @@ async fn file_api_walk_failures_name_the_chunk_as_the_viewer_walk_does() {
         "{}",
         messages[0]
     );
+}
+
+/// The page's load of a B-tree with a level above its leaves: the open leaves them unread,
+/// the upload reads them in batches alongside windows the Workers walk, and the index is
+/// completed afterwards; every sample equals the CPU decode of an ordinary open.
+#[wasm_bindgen_test]
+async fn deferred_leaves_upload_exactly_in_the_browser() {
+    let engine = Engine::new().await.expect("a WebGPU adapter");
+    let file = (
+        "btree_k4_bslz4.h5",
+        include_bytes!(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/index/btree_k4_bslz4.h5"
+        ))
+        .as_slice(),
+    );
+    let mut acq = open_pieced_with(&[file], None, Delivery::Walked, true);
+    assert!(acq.index_pending());
+    let feed = IndexFeed::with_batch(&acq, 3);
+    assert!(feed.len() > 1, "{} batches", feed.len());
+    let plan =
+        stem4d::resident::ResidentPlan::new(acq.shape, acq.dtype, false, engine.adapter.limits)
+            .expect("plan");
+    let res = engine
+        .upload_fed(&acq, &feed, Default::default(), plan, &mut |_, _| {})
+        .await
+        .expect("upload")
+        .expect("the GPU decoder takes it all");
+    assert!(
+        res.worker_walked_windows > 0,
+        "windows walked by the Workers"
+    );
+    acq.finish_index(feed).await.expect("the index completes");
+    let eager = open_pieced(&[file], None, Delivery::Walked);
+    assert_frames_exact(&eager, &engine, &res, "deferred leaves").await;
 }

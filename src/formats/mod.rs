@@ -5,7 +5,10 @@
 mod arina;
 mod empad;
 mod generic;
+mod index_feed;
 pub mod synthetic;
+
+pub use index_feed::IndexFeed;
 
 use std::sync::Arc;
 
@@ -138,11 +141,22 @@ impl Acquisition {
 
     /// Detect the format of `files` and describe the acquisition, reading metadata only.
     pub fn open(files: FileSet, opts: &OpenOptions) -> Result<Acquisition> {
+        Acquisition::open_with(files, opts, false)
+    }
+
+    /// [`Acquisition::open`], with `defer_leaves` leaving the leaves of chunk B-trees of two
+    /// levels or more unread: their chunks come through an [`IndexFeed`] and
+    /// [`Acquisition::finish_index`] before anything else reads the acquisition.
+    pub fn open_with(
+        files: FileSet,
+        opts: &OpenOptions,
+        defer_leaves: bool,
+    ) -> Result<Acquisition> {
         if let Some(first) = files.files().iter().find(|f| empad::is_raw_name(f.name())) {
             let name = first.name().to_string();
             return empad::open(files, &name, opts);
         }
-        let h5 = H5Set::new(files.clone());
+        let h5 = H5Set::with_leaves(files.clone(), defer_leaves);
         let primary = choose_primary(&files)?;
         let file = h5.open(&primary)?;
         if opts.dataset.is_none() && arina::is_master(&file) {
@@ -153,10 +167,11 @@ impl Acquisition {
 
     /// [`Acquisition::open`] for files where every read is a round trip (a browser's): the
     /// metadata reads are gathered, each round fetching together what the last attempt
-    /// missed (`source::gather`). The same result as `open`, and the rounds it took.
+    /// missed (`source::gather`). The same result as `open_with`, and the rounds it took.
     pub async fn open_gathered(
         files: Vec<Arc<dyn ByteSource>>,
         opts: &OpenOptions,
+        defer_leaves: bool,
     ) -> (Result<Acquisition>, usize) {
         let gathering: Vec<Arc<Gathering>> = files.into_iter().map(Gathering::new).collect();
         open_gathered(&gathering, || {
@@ -164,9 +179,42 @@ impl Acquisition {
                 .iter()
                 .map(|g| g.clone() as Arc<dyn ByteSource>)
                 .collect();
-            Acquisition::open(FileSet::new(files)?, opts)
+            Acquisition::open_with(FileSet::new(files)?, opts, defer_leaves)
         })
         .await
+    }
+
+    /// Whether a part's chunk index still has unread leaves (an open that deferred them).
+    pub fn index_pending(&self) -> bool {
+        self.parts
+            .iter()
+            .any(|p| matches!(&p.kind, PartKind::Hdf5(ix) if ix.pending.is_some()))
+    }
+
+    /// Complete the parts' chunk indexes with the chunks `feed` read (reading the leaves it
+    /// did not), checked as an open that read them checks them: sorted, without repeats,
+    /// every chunk of the grid stored.
+    pub async fn finish_index(&mut self, feed: IndexFeed) -> Result<()> {
+        for (part, chunks) in feed.into_chunks().await? {
+            let Some(Part {
+                kind: PartKind::Hdf5(ix),
+                ..
+            }) = self.parts.get_mut(part)
+            else {
+                continue;
+            };
+            ix.chunks.extend(chunks);
+            ix.chunks.sort_by(|a, b| a.coords.cmp(&b.coords));
+            ix.chunks.dedup_by(|a, b| a.coords == b.coords);
+        }
+        for part in &mut self.parts {
+            if let PartKind::Hdf5(ix) = &mut part.kind {
+                if ix.pending.take().is_some() {
+                    check_chunk_coverage(ix)?;
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Keep only the scan positions of `region` (rows r0..r1, cols c0..c1 of the scan as
@@ -310,6 +358,10 @@ pub(crate) fn check_frames(file: &str, frames: u64) -> Result<u64> {
 /// Every frame of a chunked data set must be written: a missing chunk means an incomplete
 /// or corrupt acquisition, never silent zeros.
 pub(crate) fn check_chunk_coverage(ix: &DatasetIndex) -> Result<()> {
+    if ix.pending.is_some() {
+        // Checked by `Acquisition::finish_index` once the leaves are read.
+        return Ok(());
+    }
     if let Some(cs) = ix.chunk_shape() {
         let expected: u64 = ix
             .shape

@@ -186,6 +186,7 @@ pub fn chunked(
         },
         filters: vec![filter],
         chunks: refs,
+        pending: None,
     };
     Ok(Acquisition {
         format: Format::Synthetic,

@@ -12,18 +12,20 @@ use crate::contract::Dtype;
 use crate::decode::pipeline::FilterKind;
 use crate::decode::walk;
 use crate::error::{Error, Result};
-use crate::formats::{Acquisition, Part, PartKind};
+use crate::formats::{Acquisition, IndexFeed, PartKind};
 use crate::frames::Correction;
-use crate::hdf5_index::{ChunkRef, DatasetIndex};
+use crate::hdf5_index::DatasetIndex;
 use crate::resident::{ResidentPlan, DECODE_SEQS, DECODE_WINDOW};
 
+pub(super) use super::chunk_slots::ChunkSlot;
+use super::chunk_slots::{batches, slots, Next, SlotStream};
 use super::kernels::{self, grid, DecodeParams};
 use super::window_bytes::WindowBytes;
-use super::window_reads::{pick_window, read_ahead, read_chunks};
+use super::window_reads::{pick_window, read_ahead, read_chunks, slots_wanted};
 use super::{Batch, Engine, Resident, UploadTimes};
 
 /// Frames per chunk when the chunks hold whole frames in frame order.
-fn chunk_frames(ix: &DatasetIndex, det: [usize; 2]) -> Option<u64> {
+pub(super) fn chunk_frames(ix: &DatasetIndex, det: [usize; 2]) -> Option<u64> {
     let det = [det[0] as u64, det[1] as u64];
     match (ix.shape.len(), ix.chunk_shape()?) {
         (3, [n, kr, kc]) if [*kr, *kc] == det => Some(*n),
@@ -55,50 +57,6 @@ pub fn supported(acq: &Acquisition, corr: Correction) -> bool {
             }
             _ => false,
         })
-}
-
-/// One chunk in frame order: its part, reference, and global frames it holds.
-pub(super) struct ChunkSlot<'a> {
-    pub(super) part: &'a Part,
-    pub(super) ix: &'a DatasetIndex,
-    pub(super) chunk: &'a ChunkRef,
-    /// Global frame of the chunk's first frame (may be past the data set's end for padding).
-    first: usize,
-    frames: usize,
-}
-
-fn slots(acq: &Acquisition) -> Vec<ChunkSlot<'_>> {
-    let mut out = Vec::new();
-    for part in &acq.parts {
-        let PartKind::Hdf5(ix) = &part.kind else {
-            continue;
-        };
-        let Some(cn) = chunk_frames(ix, acq.shape.det) else {
-            continue;
-        };
-        for chunk in &ix.chunks {
-            let local = match ix.shape.len() {
-                3 => chunk.coords.first().copied().unwrap_or(0),
-                _ => {
-                    let c = &chunk.coords;
-                    c.first().copied().unwrap_or(0) * ix.shape.get(1).copied().unwrap_or(1)
-                        + c.get(1).copied().unwrap_or(0)
-                }
-            } as usize;
-            let frames = (cn as usize).min(part.frames.saturating_sub(local));
-            if frames > 0 {
-                out.push(ChunkSlot {
-                    part,
-                    ix,
-                    chunk,
-                    first: part.first_frame + local,
-                    frames,
-                });
-            }
-        }
-    }
-    out.sort_by_key(|s| s.first);
-    out
 }
 
 fn decode_error(slot: &ChunkSlot, message: String) -> Error {
@@ -647,6 +605,90 @@ async fn make_window(
     Ok(Some(window))
 }
 
+/// The slots of one resident segment's frames `[s0, s1)`, as the stream hands them out.
+struct SegmentSlots<'s, 'a> {
+    s0: usize,
+    s1: usize,
+    mine: Vec<&'s ChunkSlot<'a>>,
+    /// The stream has handed out every slot of the segment.
+    complete: bool,
+}
+
+impl<'s, 'a> SegmentSlots<'s, 'a> {
+    /// Start with the slots of earlier segments that reach into this one (`carried`, which
+    /// keeps those that reach past it).
+    fn new(s0: usize, s1: usize, carried: &mut Vec<&'s ChunkSlot<'a>>) -> Self {
+        let mut seg = SegmentSlots {
+            s0,
+            s1,
+            mine: Vec::new(),
+            complete: false,
+        };
+        for s in std::mem::take(carried) {
+            seg.take(s, carried);
+        }
+        seg
+    }
+
+    /// Keep `s` if it holds frames of the segment; pass it on in `later` if it holds frames
+    /// of a later one (slots come in frame order, so the segment then has all of its own).
+    fn take(&mut self, s: &'s ChunkSlot<'a>, later: &mut Vec<&'s ChunkSlot<'a>>) {
+        let end = s.first + s.frames;
+        if s.first < self.s1 && end > self.s0 {
+            self.mine.push(s);
+        }
+        if end > self.s1 {
+            later.push(s);
+            self.complete = true;
+        }
+    }
+
+    /// Take slots from `stream` until those from `mine[i]` on hold `wanted` stored bytes or
+    /// the segment has them all; false when the stream found a chunk not as planned.
+    async fn fill(
+        &mut self,
+        stream: &mut SlotStream<'s, 'a>,
+        i: usize,
+        wanted: u64,
+        later: &mut Vec<&'s ChunkSlot<'a>>,
+        times: &mut UploadTimes,
+    ) -> Result<bool> {
+        let mut t = crate::viewer::now_ms();
+        let mut unread: u64 = self.mine[i.min(self.mine.len())..]
+            .iter()
+            .map(|s| s.chunk.size)
+            .sum();
+        while !self.complete && unread < wanted {
+            match stream.next().await? {
+                Next::Slots(batch) => {
+                    for s in batch {
+                        let before = self.mine.len();
+                        self.take(s, later);
+                        if self.mine.len() > before {
+                            unread += s.chunk.size;
+                        }
+                    }
+                }
+                Next::Done => self.complete = true,
+                Next::NotAsPlanned => return Ok(false),
+            }
+        }
+        times.lap("chunk index (not overlapped)", &mut t);
+        Ok(true)
+    }
+}
+
+/// Wait for the windows still on the GPU, then hand the acquisition to the CPU path.
+async fn finish_in_flight(
+    engine: &Engine,
+    in_flight: std::collections::VecDeque<super::Submitted>,
+) -> Result<Option<Resident>> {
+    for prev in in_flight {
+        engine.finished(prev).await?;
+    }
+    Ok(None)
+}
+
 /// The first window of `acq` (benchmarks time decoding it repeatedly).
 pub async fn first_window(engine: &Engine, acq: &Acquisition) -> Result<Window> {
     let all = slots(acq);
@@ -673,15 +715,24 @@ pub async fn first_window(engine: &Engine, acq: &Acquisition) -> Result<Window> 
 /// Decode and upload along `plan`, window by window, calling `progress(frames_done, total)`;
 /// `None` when a chunk turns out to need the CPU path (LZ4 blocks that are not whole words,
 /// or so small that a window's block or sequence tables would pass the binding limit).
+///
+/// The chunks of parts whose index an open deferred come from `feed`, batch by batch; `None`
+/// also when one of them is not as planned ([`Next::NotAsPlanned`]).
 pub async fn upload(
     engine: &Engine,
     acq: &Acquisition,
+    feed: Option<&IndexFeed>,
     corr: Correction,
     plan: &ResidentPlan,
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<Option<Resident>> {
     let total = plan.shape.frames();
-    let all = slots(acq);
+    let order = batches(acq, feed);
+    let cells: Vec<_> = order.iter().map(|_| std::cell::OnceCell::new()).collect();
+    let mut stream = SlotStream::new(acq, feed, &order, &cells, plan.max_binding);
+    // Slots that reach past the segment being uploaded, for the next.
+    let mut carried: Vec<&ChunkSlot> = Vec::new();
+    let wanted = slots_wanted(plan.max_binding);
     let decoder = Decoder::new(engine, acq);
     decoder.reset(engine);
     let scope = engine
@@ -701,26 +752,36 @@ pub async fn upload(
     for seg in &plan.segments {
         let buffer = engine.storage("resident", seg.bytes.max(4));
         let (s0, s1) = (seg.first_frame, seg.first_frame + seg.frames);
-        let mine: Vec<&ChunkSlot> = all
-            .iter()
-            .filter(|s| s.first < s1 && s.first + s.frames > s0)
-            .collect();
+        let mut segment = SegmentSlots::new(s0, s1, &mut carried);
         let mut i = 0;
         let mut ahead = std::collections::VecDeque::new();
-        read_ahead(plan.max_binding, acq, &mine, &mut i, &mut ahead);
+        if !segment
+            .fill(&mut stream, i, wanted, &mut carried, &mut times)
+            .await?
+        {
+            return finish_in_flight(engine, in_flight).await;
+        }
+        read_ahead(plan.max_binding, acq, &segment.mine, &mut i, &mut ahead);
         while let Some((range, reading)) = ahead.pop_front() {
             let mut t = crate::viewer::now_ms();
             let src = reading.finish().await?;
             times.lap("read (not overlapped)", &mut t);
             file_buffer_windows += src.file_offset().is_some() as u32;
             walked_windows += src.walked().is_some() as u32;
+            if !segment
+                .fill(&mut stream, i, wanted, &mut carried, &mut times)
+                .await?
+            {
+                return finish_in_flight(engine, in_flight).await;
+            }
+            let mine = &segment.mine;
             // The next windows' reads run while this one is built and submitted.
-            read_ahead(plan.max_binding, acq, &mine, &mut i, &mut ahead);
+            read_ahead(plan.max_binding, acq, mine, &mut i, &mut ahead);
             let built = make_window(
                 engine,
                 plan.max_binding,
                 acq,
-                &mine,
+                mine,
                 range,
                 src,
                 s0,
@@ -730,10 +791,7 @@ pub async fn upload(
             )
             .await?;
             let Some(mut w) = built else {
-                for prev in in_flight.drain(..) {
-                    engine.finished(prev).await?;
-                }
-                return Ok(None);
+                return finish_in_flight(engine, in_flight).await;
             };
             if w.frames == 0 {
                 continue;
@@ -773,6 +831,10 @@ pub async fn upload(
             progress(done_frames, total);
         }
         buffers.push(buffer);
+    }
+    if feed.is_some() && done_frames != total {
+        // A feed that lists fewer chunks than the plan's frames (not this acquisition's).
+        return finish_in_flight(engine, in_flight).await;
     }
     for prev in in_flight.drain(..) {
         engine.finished(prev).await?;

@@ -4,6 +4,7 @@
 
 #[cfg(not(target_arch = "wasm32"))]
 pub mod bench;
+mod chunk_slots;
 pub mod decode;
 pub mod display;
 pub mod fft;
@@ -24,7 +25,7 @@ use serde::Serialize;
 use wgpu::util::DeviceExt;
 
 use crate::error::{Error, Result};
-use crate::formats::Acquisition;
+use crate::formats::{Acquisition, IndexFeed};
 use crate::frames::{ChunkDecoder, Correction, FrameReader, Samples};
 use crate::resident::{DeviceLimits, FloatRange, ResidentPlan, UPLOAD_WINDOW};
 use kernels::Kernel;
@@ -430,6 +431,40 @@ impl Engine {
         plan: ResidentPlan,
         progress: &mut dyn FnMut(usize, usize),
     ) -> Result<Resident> {
+        self.upload_from(acq, None, corr, plan, progress)
+            .await?
+            .ok_or_else(|| {
+                Error::param(format!(
+                    "{}: the chunk index is not complete (Acquisition::finish_index)",
+                    acq.primary
+                ))
+            })
+    }
+
+    /// [`Engine::upload_plan`] of an acquisition whose open deferred B-tree leaves: the GPU
+    /// decoder reads them from `feed` as it goes. `None` where it cannot take the whole
+    /// acquisition as planned: finish the index (`Acquisition::finish_index`), plan again
+    /// and upload.
+    pub async fn upload_fed(
+        &self,
+        acq: &Acquisition,
+        feed: &IndexFeed,
+        corr: Correction,
+        plan: ResidentPlan,
+        progress: &mut dyn FnMut(usize, usize),
+    ) -> Result<Option<Resident>> {
+        self.upload_from(acq, Some(feed), corr, plan, progress)
+            .await
+    }
+
+    async fn upload_from(
+        &self,
+        acq: &Acquisition,
+        feed: Option<&IndexFeed>,
+        corr: Correction,
+        plan: ResidentPlan,
+        progress: &mut dyn FnMut(usize, usize),
+    ) -> Result<Option<Resident>> {
         self.check_alive()?;
         let total_frames = plan.shape.frames();
         let generated = matches!(
@@ -440,12 +475,23 @@ impl Engine {
             }]
         );
         if generated && acq.crop.is_none() && corr.bin == 1 && plan.bits == 16 {
-            return self.generate_synthetic(corr, plan, progress).await;
+            return self
+                .generate_synthetic(corr, plan, progress)
+                .await
+                .map(Some);
+        }
+        if acq.index_pending() && feed.is_none() {
+            // Every upload reads chunks through the whole index, or through a feed of it.
+            return Ok(None);
         }
         if decode::supported(acq, corr) {
-            if let Some(res) = decode::upload(self, acq, corr, &plan, progress).await? {
-                return Ok(res);
+            if let Some(res) = decode::upload(self, acq, feed, corr, &plan, progress).await? {
+                return Ok(Some(res));
             }
+        }
+        if acq.index_pending() {
+            // The CPU path reads chunks through the whole index.
+            return Ok(None);
         }
         let reader = FrameReader::new(acq);
         let frame_bytes = plan.frame_words as usize * 4;
@@ -518,7 +564,7 @@ impl Engine {
         res.float = float;
         res.offloaded_chunks = offloaded;
         res.upload_times = times;
-        Ok(res)
+        Ok(Some(res))
     }
 
     /// Submit tiling `frames` staged frames (packed frame after frame) into `resident` from

@@ -7,9 +7,10 @@ use crate::error::Result;
 use crate::formats::Acquisition;
 use crate::resident::{DECODE_SCRATCH, DECODE_WINDOW};
 
+use super::chunk_slots::ChunkSlot;
+use super::decode::logical_bytes;
 #[cfg(target_arch = "wasm32")]
 use super::decode::walk_kind;
-use super::decode::{logical_bytes, ChunkSlot};
 use super::window_bytes::WindowBytes;
 #[cfg(target_arch = "wasm32")]
 use crate::decode::walk;
@@ -172,29 +173,13 @@ fn window_len(
 
 /// A window's stored bytes being read: started at once (the browser's reads run in the
 /// pool's Workers while the host builds the window before), finished when awaited.
-pub(super) enum Prefetch<'a> {
-    Reading(crate::source::LocalFuture<'a, Result<WindowBytes>>),
-    Read(Result<WindowBytes>),
-}
+pub(super) type Prefetch<'a> = crate::source::Started<'a, Result<WindowBytes>>;
 
-impl<'a> Prefetch<'a> {
-    fn start(acq: &'a Acquisition, slots: &'a [&'a ChunkSlot<'a>], limit: u64) -> Prefetch<'a> {
-        let mut reading: crate::source::LocalFuture<'a, _> =
-            Box::pin(read_window(acq, slots, limit));
-        // One poll posts the reads; a source that reads synchronously finishes here.
-        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
-        match reading.as_mut().poll(&mut cx) {
-            std::task::Poll::Ready(r) => Prefetch::Read(r),
-            std::task::Poll::Pending => Prefetch::Reading(reading),
-        }
-    }
-
-    pub(super) async fn finish(self) -> Result<WindowBytes> {
-        match self {
-            Prefetch::Reading(f) => f.await,
-            Prefetch::Read(r) => r,
-        }
-    }
+/// Start reading the window of `slots` (its own list: the caller's may grow meanwhile).
+fn prefetch<'a>(acq: &'a Acquisition, slots: Vec<&'a ChunkSlot<'a>>, limit: u64) -> Prefetch<'a> {
+    crate::source::Started::new(Box::pin(
+        async move { read_window(acq, &slots, limit).await },
+    ))
 }
 
 /// Windows whose reads are in flight while the host builds the current one: two keep the
@@ -206,14 +191,20 @@ const READ_AHEAD: usize = 2;
 pub(super) fn read_ahead<'a>(
     limit: u64,
     acq: &'a Acquisition,
-    mine: &'a [&'a ChunkSlot<'a>],
+    mine: &[&'a ChunkSlot<'a>],
     i: &mut usize,
     ahead: &mut std::collections::VecDeque<(std::ops::Range<usize>, Prefetch<'a>)>,
 ) {
     while ahead.len() < READ_AHEAD && *i < mine.len() {
         let range = pick_window(limit, acq, mine, i);
-        ahead.push_back((range.clone(), Prefetch::start(acq, &mine[range], limit)));
+        ahead.push_back((range.clone(), prefetch(acq, mine[range].to_vec(), limit)));
     }
+}
+
+/// Stored bytes of chunks a segment's windows must have before [`read_ahead`] picks them,
+/// unless the segment has no more: the windows read ahead, and the one after, are whole.
+pub(super) fn slots_wanted(limit: u64) -> u64 {
+    (READ_AHEAD as u64 + 1) * DECODE_WINDOW.min(limit)
 }
 
 #[cfg(test)]

@@ -14,24 +14,31 @@ const RAW_DATA_NODE: u8 = 1;
 /// whole once their entry count is known.
 const USUAL_CHILDREN: usize = 64;
 
+/// A child of an inner node: its address, and the level its parent says it has.
+type Child = (u64, Option<u8>);
+
+/// What a walk of the tree found: its chunk entries, or with `defer_leaves` the addresses of
+/// its leaves (in key order, so in chunk order) for [`leaf_entries`] to read later.
+pub struct Walked {
+    pub entries: Vec<ChunkEntry>,
+    pub leaves: Vec<u64>,
+}
+
 /// Every chunk entry of the tree rooted at `root` (`os`: the file's offset size; `rank`: the
 /// data set's rank; keys hold `rank + 1` offsets, the last one for the element size). A
 /// level holding more than `max_entries` nodes or entries is a corrupt (cyclic) tree: a tree
-/// over the data set's chunk grid never does.
+/// over the data set's chunk grid never does. With `defer_leaves` the walk stops above the
+/// leaves of a tree of two levels or more: their thousands of small reads can then run
+/// while the chunks they list are read (the browser's load, where they take a second).
 pub fn chunk_entries(
     src: &dyn ByteSource,
     root: u64,
     os: u8,
     rank: usize,
     max_entries: usize,
-) -> Result<Vec<ChunkEntry>, String> {
-    let os = os as usize;
-    if !matches!(os, 2 | 4 | 8) {
-        return Err(format!("offset size {os} is not 2, 4 or 8"));
-    }
-    let key = 8 + 8 * (rank + 1);
-    let header = 8 + 2 * os;
-    let node_len = |children: usize| header + children * (key + os) + key;
+    defer_leaves: bool,
+) -> Result<Walked, String> {
+    let shape = NodeShape::new(os, rank)?;
     let mut level: Vec<(u64, Option<u8>)> = vec![(root, None)];
     let mut entries = Vec::new();
     while !level.is_empty() {
@@ -40,62 +47,165 @@ pub fn chunk_entries(
                 "more than {max_entries} B-tree nodes or chunks for the chunk grid (a cycle?)"
             ));
         }
-        let mut nodes = read_all(src, &level, |_| node_len(USUAL_CHILDREN))?;
-        // Nodes with more children than usual: read again whole, together.
-        let used: Vec<usize> = nodes.iter().map(|n| entries_used(n)).collect();
-        let long: Vec<usize> = (0..nodes.len())
-            .filter(|&i| nodes[i].len() < node_len(used[i]))
-            .collect();
-        if !long.is_empty() {
-            let again: Vec<(u64, Option<u8>)> = long.iter().map(|&i| level[i]).collect();
-            let whole = read_all(src, &again, |k| node_len(used[long[k]]))?;
-            for (i, bytes) in long.into_iter().zip(whole) {
-                nodes[i] = bytes;
-            }
+        if defer_leaves && level.iter().all(|&(_, want)| want == Some(0)) {
+            let leaves = level.into_iter().map(|(addr, _)| addr).collect();
+            return Ok(Walked { entries, leaves });
         }
+        let nodes = read_nodes(src, &level, &shape)?;
         let mut next = Vec::new();
         for ((addr, want), node) in level.iter().zip(&nodes) {
-            let bad = |what: String| format!("B-tree node at {addr}: {what}");
-            if node.len() < header {
-                return Err(bad("truncated: it runs past the end of the file".into()));
-            }
-            if &node[..4] != SIGNATURE {
-                return Err(bad("no TREE signature".into()));
-            }
-            if node[4] != RAW_DATA_NODE {
-                return Err(bad(format!("node type {} is not a chunk node", node[4])));
-            }
-            let node_level = node[5];
-            if want.is_some_and(|w| w != node_level) {
-                return Err(bad(format!(
-                    "level {node_level} under a node of level {}",
-                    want.unwrap_or(0) + 1
-                )));
-            }
-            let n = entries_used(node);
-            if node.len() < node_len(n) {
-                return Err(bad(format!(
-                    "truncated: its {n} entries run past the end of the file"
-                )));
-            }
-            for e in 0..n {
-                let k = &node[header + e * (key + os)..];
-                let child = uint(&k[key..key + os]);
-                if node_level == 0 {
-                    entries.push(ChunkEntry {
-                        address: child,
-                        size: u32::from_le_bytes([k[0], k[1], k[2], k[3]]) as u64,
-                        filter_mask: u32::from_le_bytes([k[4], k[5], k[6], k[7]]),
-                        offsets: (0..rank).map(|d| uint(&k[8 + 8 * d..16 + 8 * d])).collect(),
-                    });
-                } else {
-                    next.push((child, Some(node_level - 1)));
-                }
+            if let Some(children) = shape.parse(*addr, *want, node, &mut entries)? {
+                next.extend(children);
             }
         }
         level = next;
     }
+    Ok(Walked {
+        entries,
+        leaves: Vec::new(),
+    })
+}
+
+/// The chunk entries of the leaves at `leaves` (found by a deferred [`chunk_entries`]),
+/// checked as that walk checks them; their reads are all in flight at once.
+pub async fn leaf_entries(
+    src: &dyn ByteSource,
+    leaves: &[u64],
+    os: u8,
+    rank: usize,
+) -> Result<Vec<ChunkEntry>, String> {
+    let shape = NodeShape::new(os, rank)?;
+    let mut nodes: Vec<Vec<u8>> = leaves
+        .iter()
+        .map(|&addr| vec![0u8; shape.read_len(src, addr, USUAL_CHILDREN)])
+        .collect();
+    let reads = leaves
+        .iter()
+        .zip(nodes.iter_mut())
+        .map(|(&addr, b)| (addr, b.as_mut_slice()))
+        .collect();
+    src.read_many(reads).await.map_err(|e| e.to_string())?;
+    let mut entries = Vec::with_capacity(leaves.len() * USUAL_CHILDREN);
+    for (&addr, node) in leaves.iter().zip(&mut nodes) {
+        // A leaf with more children than usual: read again whole.
+        let used = entries_used(node);
+        if node.len() < shape.len(used) {
+            *node = src
+                .read_vec(addr, shape.read_len(src, addr, used) as u64)
+                .map_err(|e| e.to_string())?;
+        }
+        // Asked for as a leaf: a node of another level is refused, never descended.
+        shape.parse(addr, Some(0), node, &mut entries)?;
+    }
     Ok(entries)
+}
+
+/// The byte layout of a chunk B-tree's nodes.
+struct NodeShape {
+    os: usize,
+    rank: usize,
+    key: usize,
+    header: usize,
+}
+
+impl NodeShape {
+    fn new(os: u8, rank: usize) -> Result<NodeShape, String> {
+        let os = os as usize;
+        if !matches!(os, 2 | 4 | 8) {
+            return Err(format!("offset size {os} is not 2, 4 or 8"));
+        }
+        Ok(NodeShape {
+            os,
+            rank,
+            key: 8 + 8 * (rank + 1),
+            header: 8 + 2 * os,
+        })
+    }
+
+    /// Bytes of a node of `children` entries.
+    fn len(&self, children: usize) -> usize {
+        self.header + children * (self.key + self.os) + self.key
+    }
+
+    /// Bytes to read for a node of `children` entries at `addr`: cut at the end of the file.
+    fn read_len(&self, src: &dyn ByteSource, addr: u64, children: usize) -> usize {
+        (self.len(children) as u64).min(src.len().saturating_sub(addr)) as usize
+    }
+
+    /// Check the node read at `addr` (of level `want` when its parent says so): a leaf's
+    /// entries go to `entries`; an inner node's children are returned with their level.
+    fn parse(
+        &self,
+        addr: u64,
+        want: Option<u8>,
+        node: &[u8],
+        entries: &mut Vec<ChunkEntry>,
+    ) -> Result<Option<Vec<Child>>, String> {
+        let bad = |what: String| format!("B-tree node at {addr}: {what}");
+        if node.len() < self.header {
+            return Err(bad("truncated: it runs past the end of the file".into()));
+        }
+        if &node[..4] != SIGNATURE {
+            return Err(bad("no TREE signature".into()));
+        }
+        if node[4] != RAW_DATA_NODE {
+            return Err(bad(format!("node type {} is not a chunk node", node[4])));
+        }
+        let node_level = node[5];
+        if want.is_some_and(|w| w != node_level) {
+            return Err(bad(format!(
+                "level {node_level} under a node of level {}",
+                want.unwrap_or(0) + 1
+            )));
+        }
+        let n = entries_used(node);
+        if node.len() < self.len(n) {
+            return Err(bad(format!(
+                "truncated: its {n} entries run past the end of the file"
+            )));
+        }
+        let (key, os, rank) = (self.key, self.os, self.rank);
+        let at = |e: usize| &node[self.header + e * (key + os)..];
+        if node_level == 0 {
+            entries.extend((0..n).map(|e| {
+                let k = at(e);
+                ChunkEntry {
+                    address: uint(&k[key..key + os]),
+                    size: u32::from_le_bytes([k[0], k[1], k[2], k[3]]) as u64,
+                    filter_mask: u32::from_le_bytes([k[4], k[5], k[6], k[7]]),
+                    offsets: (0..rank).map(|d| uint(&k[8 + 8 * d..16 + 8 * d])).collect(),
+                }
+            }));
+            return Ok(None);
+        }
+        Ok(Some(
+            (0..n)
+                .map(|e| (uint(&at(e)[key..key + os]), Some(node_level - 1)))
+                .collect(),
+        ))
+    }
+}
+
+/// Read a level's nodes: first as nodes of the usual size, then those with more children
+/// than usual again whole, together.
+fn read_nodes(
+    src: &dyn ByteSource,
+    level: &[(u64, Option<u8>)],
+    shape: &NodeShape,
+) -> Result<Vec<Vec<u8>>, String> {
+    let mut nodes = read_all(src, level, |_| shape.len(USUAL_CHILDREN))?;
+    let used: Vec<usize> = nodes.iter().map(|n| entries_used(n)).collect();
+    let long: Vec<usize> = (0..nodes.len())
+        .filter(|&i| nodes[i].len() < shape.len(used[i]))
+        .collect();
+    if !long.is_empty() {
+        let again: Vec<(u64, Option<u8>)> = long.iter().map(|&i| level[i]).collect();
+        let whole = read_all(src, &again, |k| shape.len(used[long[k]]))?;
+        for (i, bytes) in long.into_iter().zip(whole) {
+            nodes[i] = bytes;
+        }
+    }
+    Ok(nodes)
 }
 
 /// Read each node (`len(i)` bytes, cut at the end of the file), asking for all of them
@@ -189,7 +299,9 @@ mod tests {
                 None,
             )
             .unwrap();
-            let ours = chunk_entries(&*src, address, sb.offset_size, rank, 1 << 20).unwrap();
+            let ours = chunk_entries(&*src, address, sb.offset_size, rank, 1 << 20, false)
+                .unwrap()
+                .entries;
             assert!(!ours.is_empty(), "{file}");
             assert_eq!(ours.len(), theirs.len(), "{file}");
             for (o, (key, addr)) in ours.iter().zip(&theirs) {

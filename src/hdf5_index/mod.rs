@@ -113,6 +113,8 @@ pub struct H5Set {
 
 struct H5SetInner {
     files: FileSet,
+    /// Leave chunk B-trees' leaves unread ([`DatasetIndex::pending`]).
+    defer_leaves: bool,
     opened: Mutex<HashMap<String, Hdf5File>>,
     /// Link targets asked for, in order; tells which file a linked data set lives in and
     /// which linked file was missing.
@@ -141,9 +143,16 @@ impl hdf5_reader::ExternalLinkResolver for Resolver {
 
 impl H5Set {
     pub fn new(files: FileSet) -> Self {
+        H5Set::with_leaves(files, false)
+    }
+
+    /// A set whose data sets' chunk B-trees are read down to their leaves' parents only
+    /// (`defer_leaves`): the leaves are read later, by [`PendingLeaves::read`].
+    pub fn with_leaves(files: FileSet, defer_leaves: bool) -> Self {
         H5Set {
             inner: Arc::new(H5SetInner {
                 files,
+                defer_leaves,
                 opened: Mutex::new(HashMap::new()),
                 requested: Mutex::new(Vec::new()),
             }),
@@ -312,8 +321,120 @@ pub struct DatasetIndex {
     pub dtype: Dtype,
     pub layout: Layout,
     pub filters: Vec<Filter>,
-    /// Sorted by dataset coordinates (row-major).
+    /// Sorted by dataset coordinates (row-major). Empty while [`DatasetIndex::pending`]
+    /// holds the leaves that list the chunks.
     pub chunks: Vec<ChunkRef>,
+    /// The chunk B-tree's leaves, not read yet (an open that defers them).
+    #[serde(skip)]
+    pub pending: Option<Arc<PendingLeaves>>,
+}
+
+/// The leaves of a chunk B-tree an open left unread, in key order (so in chunk order), and
+/// what checks the chunks they list as the open checks them.
+pub struct PendingLeaves {
+    pub leaves: Vec<u64>,
+    src: Arc<dyn ByteSource>,
+    os: u8,
+    check: ChunkCheck,
+}
+
+impl std::fmt::Debug for PendingLeaves {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} unread B-tree leaves of {}",
+            self.leaves.len(),
+            self.check.file
+        )
+    }
+}
+
+impl PendingLeaves {
+    /// The chunks listed by `leaves[range]`, checked and sorted as an open's; their reads
+    /// are in flight at once.
+    pub async fn read(&self, range: std::ops::Range<usize>) -> Result<Vec<ChunkRef>> {
+        let leaves = self.leaves.get(range.clone()).ok_or_else(|| {
+            Error::param(format!(
+                "leaves {range:?} of {} asked for",
+                self.leaves.len()
+            ))
+        })?;
+        let entries = btree_v1::leaf_entries(&*self.src, leaves, self.os, self.check.rank)
+            .await
+            .map_err(|m| self.check.index_error(m))?;
+        self.check.chunk_refs(entries)
+    }
+}
+
+/// What every chunk entry of a data set's index must satisfy before it is read.
+#[derive(Clone)]
+struct ChunkCheck {
+    file: String,
+    path: String,
+    shape: Vec<u64>,
+    rank: usize,
+    chunk_logical: u64,
+    file_len: u64,
+}
+
+impl ChunkCheck {
+    fn index_error(&self, m: String) -> Error {
+        Error::format(
+            &self.file,
+            format!("cannot read the chunk index of {}: {m}", self.path),
+        )
+    }
+
+    /// The entries as chunk references sorted by coordinates, without stale chunks (outside
+    /// the extent: legal in HDF5) or repeats; a chunk past the end of the file, or larger
+    /// than any supported filter writes, is refused.
+    fn chunk_refs(
+        &self,
+        entries: Vec<hdf5_reader::chunk_index::ChunkEntry>,
+    ) -> Result<Vec<ChunkRef>> {
+        let (file, path, file_len) = (&self.file, &self.path, self.file_len);
+        let mut chunks = Vec::with_capacity(entries.len());
+        for e in entries {
+            // Unfiltered entries from some indexes report size 0: it is the logical size.
+            let size = if e.size == 0 {
+                self.chunk_logical
+            } else {
+                e.size
+            };
+            if e.offsets.len() != self.rank
+                || e.offsets.iter().zip(&self.shape).any(|(o, s)| o >= s)
+            {
+                continue;
+            }
+            if e.address.checked_add(size).is_none_or(|end| end > file_len) {
+                return Err(Error::format(
+                    file,
+                    format!(
+                        "data set {path}: chunk at {:?} claims {size} bytes at offset {} beyond the end of the file ({file_len} bytes): truncated or corrupt",
+                        e.offsets, e.address
+                    ),
+                ));
+            }
+            if size > max_stored_bytes(self.chunk_logical) {
+                return Err(Error::format(
+                    file,
+                    format!(
+                        "data set {path}: chunk at {:?} claims {size} stored bytes for {} decoded bytes, more than any supported filter writes: corrupt chunk index",
+                        e.offsets, self.chunk_logical
+                    ),
+                ));
+            }
+            chunks.push(ChunkRef {
+                coords: e.offsets,
+                offset: e.address,
+                size,
+                filter_mask: e.filter_mask,
+            });
+        }
+        chunks.sort_by(|a, b| a.coords.cmp(&b.coords));
+        chunks.dedup_by(|a, b| a.coords == b.coords);
+        Ok(chunks)
+    }
 }
 
 /// Map an HDF5 datatype to a supported sample type.
@@ -393,6 +514,7 @@ impl DatasetIndex {
         let sb = h5.superblock();
         let (os, ls) = (sb.offset_size, sb.length_size);
         let file_len = src.len();
+        let mut pending = None;
         let (layout, chunks) = match layout_msg {
             DataLayout::Compact { data } => (Layout::Compact { bytes: data }, Vec::new()),
             DataLayout::Contiguous { address, size } => {
@@ -439,6 +561,15 @@ impl DatasetIndex {
                     ));
                 }
                 check_chunk_grid(file, path, &shape, &dims, dtype, file_len)?;
+                let check = ChunkCheck {
+                    file: file.to_string(),
+                    path: path.to_string(),
+                    shape: shape.clone(),
+                    rank: shape.len(),
+                    chunk_logical: dims.iter().map(|&d| d as u64).product::<u64>()
+                        * dtype.size() as u64,
+                    file_len,
+                };
                 let storage = SourceStorage::new(src.clone());
                 let ndim = shape.len();
                 let h5e = |e| h5_err(file, &format!("cannot read the chunk index of {path}"), e);
@@ -456,13 +587,24 @@ impl DatasetIndex {
                                 .map(|(&s, &d)| s.div_ceil(d as u64).max(1))
                                 .product();
                             let limit = (grid.saturating_mul(2) + 64).min(usize::MAX as u64);
-                            btree_v1::chunk_entries(&*src, address, os, ndim, limit as usize)
-                                .map_err(|m| {
-                                    Error::format(
-                                        file,
-                                        format!("cannot read the chunk index of {path}: {m}"),
-                                    )
-                                })?
+                            let walked = btree_v1::chunk_entries(
+                                &*src,
+                                address,
+                                os,
+                                ndim,
+                                limit as usize,
+                                set.inner.defer_leaves,
+                            )
+                            .map_err(|m| check.index_error(m))?;
+                            if !walked.leaves.is_empty() {
+                                pending = Some(Arc::new(PendingLeaves {
+                                    leaves: walked.leaves,
+                                    src: src.clone(),
+                                    os,
+                                    check: check.clone(),
+                                }));
+                            }
+                            walked.entries
                         }
                         Some(ChunkIndexing::SingleChunk {
                             filtered_size,
@@ -517,44 +659,7 @@ impl DatasetIndex {
                         }
                     }
                 };
-                let chunk_logical: u64 =
-                    dims.iter().map(|&d| d as u64).product::<u64>() * dtype.size() as u64;
-                let mut chunks = Vec::with_capacity(entries.len());
-                for e in entries {
-                    // Unfiltered entries from some indexes report size 0: it is the logical size.
-                    let size = if e.size == 0 { chunk_logical } else { e.size };
-                    if e.offsets.len() != ndim || e.offsets.iter().zip(&shape).any(|(o, s)| o >= s)
-                    {
-                        // Stale chunks outside the extent are legal in HDF5; skip them.
-                        continue;
-                    }
-                    if e.address.checked_add(size).is_none_or(|end| end > file_len) {
-                        return Err(Error::format(
-                            file,
-                            format!(
-                                "data set {path}: chunk at {:?} claims {size} bytes at offset {} beyond the end of the file ({file_len} bytes): truncated or corrupt",
-                                e.offsets, e.address
-                            ),
-                        ));
-                    }
-                    if size > max_stored_bytes(chunk_logical) {
-                        return Err(Error::format(
-                            file,
-                            format!(
-                                "data set {path}: chunk at {:?} claims {size} stored bytes for {chunk_logical} decoded bytes, more than any supported filter writes: corrupt chunk index",
-                                e.offsets
-                            ),
-                        ));
-                    }
-                    chunks.push(ChunkRef {
-                        coords: e.offsets,
-                        offset: e.address,
-                        size,
-                        filter_mask: e.filter_mask,
-                    });
-                }
-                chunks.sort_by(|a, b| a.coords.cmp(&b.coords));
-                chunks.dedup_by(|a, b| a.coords == b.coords);
+                let chunks = check.chunk_refs(entries)?;
                 (
                     Layout::Chunked {
                         chunk_shape: dims.iter().map(|&d| d as u64).collect(),
@@ -571,6 +676,7 @@ impl DatasetIndex {
             layout,
             filters,
             chunks,
+            pending,
         })
     }
 

@@ -81,6 +81,31 @@ pub struct JsRead {
 /// A future that stays on its thread (the browser's futures hold JS handles).
 pub type LocalFuture<'a, T> = Pin<Box<dyn Future<Output = T> + 'a>>;
 
+/// A future polled once when made: the reads it posts (the browser's File API reads, which
+/// run in Workers) are in flight while the caller does other work; awaited later. A source
+/// that reads synchronously finishes in that first poll.
+pub enum Started<'a, T> {
+    Running(LocalFuture<'a, T>),
+    Done(T),
+}
+
+impl<'a, T> Started<'a, T> {
+    pub fn new(mut fut: LocalFuture<'a, T>) -> Started<'a, T> {
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        match fut.as_mut().poll(&mut cx) {
+            std::task::Poll::Ready(v) => Started::Done(v),
+            std::task::Poll::Pending => Started::Running(fut),
+        }
+    }
+
+    pub async fn finish(self) -> T {
+        match self {
+            Started::Running(f) => f.await,
+            Started::Done(v) => v,
+        }
+    }
+}
+
 /// Ranges of a file at most this far apart are read as one span, the bytes between included:
 /// one File API read costs about a millisecond whatever its size.
 pub const SPAN_GAP: u64 = 1 << 20;

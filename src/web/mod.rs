@@ -203,7 +203,8 @@ impl Viewer {
                         scan_shape: req.scan_shape,
                         dataset: req.dataset.clone(),
                     };
-                    let (acq, rounds) = Acquisition::open_gathered(sources, &opts).await;
+                    // The B-tree leaves are read by the upload, alongside the chunks before them.
+                    let (acq, rounds) = Acquisition::open_gathered(sources, &opts, true).await;
                     index_rounds = rounds;
                     acq.map_err(js_err)?
                 }

@@ -1,0 +1,211 @@
+//! The browser's open leaves a chunk B-tree's leaves unread; the GPU upload reads them in
+//! batches a few ahead of the chunks they list (`IndexFeed`), and the index is completed
+//! afterwards. The resident must equal the CPU decode of an ordinary open, the completed
+//! index that open's chunk table, and a bad leaf must fail the upload as it fails the open.
+
+mod common;
+
+use std::sync::Arc;
+
+use common::*;
+use stem4d::formats::{Acquisition, IndexFeed, OpenOptions, PartKind};
+use stem4d::frames::{Correction, FrameReader, Samples};
+use stem4d::hdf5_index::ChunkRef;
+use stem4d::resident::ResidentPlan;
+use stem4d::source::{ByteSource, FileSet, MemSource};
+
+/// The two K = 4 index fixtures the GPU decoder takes, with the scan shape each needs.
+const CASES: [(&str, Option<[usize; 2]>); 2] = [
+    ("btree_k4_bslz4.h5", None),
+    ("btree_k4_lz4.h5", Some([13, 23])),
+];
+
+fn bytes_of(name: &str) -> Vec<u8> {
+    std::fs::read(fixtures().join("index").join(name)).unwrap()
+}
+
+fn open(
+    name: &str,
+    bytes: &[u8],
+    scan: Option<[usize; 2]>,
+    defer: bool,
+) -> stem4d::Result<Acquisition> {
+    let src = Arc::new(MemSource::new(name, bytes.to_vec())) as Arc<dyn ByteSource>;
+    let opts = OpenOptions {
+        scan_shape: scan,
+        dataset: None,
+    };
+    Acquisition::open_with(FileSet::new(vec![src])?, &opts, defer)
+}
+
+fn chunks(acq: &Acquisition) -> Vec<ChunkRef> {
+    acq.parts
+        .iter()
+        .flat_map(|p| match &p.kind {
+            PartKind::Hdf5(ix) => ix.chunks.clone(),
+            _ => Vec::new(),
+        })
+        .collect()
+}
+
+fn cpu_frames(acq: &Acquisition) -> Vec<u32> {
+    let n = acq.shape.frames();
+    match FrameReader::new(acq)
+        .block(0, n, Correction::default())
+        .unwrap()
+        .samples
+    {
+        Samples::Int(v) => v,
+        Samples::Float(_) => panic!("integer fixtures"),
+    }
+}
+
+/// Offsets of the B-tree nodes of `level` in `bytes`.
+fn nodes_of_level(bytes: &[u8], level: u8) -> Vec<usize> {
+    bytes
+        .windows(6)
+        .enumerate()
+        .filter(|(_, w)| &w[..4] == b"TREE" && w[4] == 1 && w[5] == level)
+        .map(|(i, _)| i)
+        .collect()
+}
+
+#[test]
+fn a_deferred_index_uploads_exactly_and_completes_as_an_open() {
+    let Some(engine) = engine() else { return };
+    for (name, scan) in CASES {
+        let bytes = bytes_of(name);
+        let eager = open(name, &bytes, scan, false).unwrap();
+        let (want, eager_chunks) = (cpu_frames(&eager), chunks(&eager));
+        assert_eq!(eager_chunks.len(), 299, "{name}");
+        let n = eager.shape.frames();
+        for per_batch in [1, 3, 32] {
+            for split in [false, true] {
+                let what = format!("{name}, {per_batch} leaves a batch, split {split}");
+                let mut acq = open(name, &bytes, scan, true).unwrap();
+                assert!(acq.index_pending() && chunks(&acq).is_empty(), "{what}");
+                let feed = IndexFeed::with_batch(&acq, per_batch);
+                assert!(
+                    feed.len() > usize::from(per_batch < 32),
+                    "{what}: {} batches",
+                    feed.len()
+                );
+                let mut limits = engine.adapter.limits;
+                let plan = ResidentPlan::new(acq.shape, acq.dtype, false, limits).unwrap();
+                if split {
+                    // One tile a buffer: segments whose first and last chunks come in
+                    // different batches.
+                    limits.max_storage_binding = plan.tile_words as u64 * 4;
+                }
+                let plan = ResidentPlan::new(acq.shape, acq.dtype, false, limits).unwrap();
+                assert!(!split || plan.segments.len() >= 3, "{what}");
+                let res = pollster::block_on(engine.upload_fed(
+                    &acq,
+                    &feed,
+                    Correction::default(),
+                    plan,
+                    &mut |_, _| {},
+                ))
+                .unwrap()
+                .unwrap_or_else(|| panic!("{what}: the GPU decoder takes it all"));
+                let got =
+                    pollster::block_on(stem4d::gpu::products::frames(&engine, &res, 0, n)).unwrap();
+                assert!(
+                    got == want,
+                    "{what}: resident frames differ from the CPU decode"
+                );
+                pollster::block_on(acq.finish_index(feed)).unwrap();
+                assert!(!acq.index_pending(), "{what}");
+                assert_eq!(chunks(&acq), eager_chunks, "{what}");
+            }
+        }
+    }
+}
+
+/// Leaves whose parent lists them out of key order: an open sorts their chunks, the fed
+/// upload cannot take them in frame order and hands the acquisition back; the completed
+/// index is the open's, and the ordinary upload of it is exact.
+#[test]
+fn leaves_out_of_key_order_go_back_to_the_whole_index() {
+    let Some(engine) = engine() else { return };
+    let (name, scan) = CASES[0];
+    let mut bytes = bytes_of(name);
+    let parents = nodes_of_level(&bytes, 1);
+    assert!(!parents.is_empty(), "{name}: a level above the leaves");
+    // Swap the first two children of a parent (rank 4: keys of 8 + 8 * 5 bytes).
+    let (header, key, os) = (24, 48, 8);
+    let child = |e: usize| parents[0] + header + e * (key + os) + key;
+    let (a, b) = (child(0), child(1));
+    let first: Vec<u8> = bytes[a..a + os].to_vec();
+    bytes.copy_within(b..b + os, a);
+    bytes[b..b + os].copy_from_slice(&first);
+    let eager = open(name, &bytes, scan, false).unwrap();
+    let mut acq = open(name, &bytes, scan, true).unwrap();
+    let feed = IndexFeed::with_batch(&acq, 1);
+    let plan = ResidentPlan::new(acq.shape, acq.dtype, false, engine.adapter.limits).unwrap();
+    let fed = pollster::block_on(engine.upload_fed(
+        &acq,
+        &feed,
+        Correction::default(),
+        plan.clone(),
+        &mut |_, _| {},
+    ))
+    .unwrap();
+    assert!(
+        fed.is_none(),
+        "leaves out of order were uploaded as they came"
+    );
+    // The ordinary upload refuses an index that is not complete.
+    let refused = pollster::block_on(engine.upload_plan(
+        &acq,
+        Correction::default(),
+        plan.clone(),
+        &mut |_, _| {},
+    ));
+    assert!(refused.is_err());
+    pollster::block_on(acq.finish_index(feed)).unwrap();
+    assert_eq!(chunks(&acq), chunks(&eager));
+    let res =
+        pollster::block_on(engine.upload_plan(&acq, Correction::default(), plan, &mut |_, _| {}))
+            .unwrap();
+    let n = acq.shape.frames();
+    let got = pollster::block_on(stem4d::gpu::products::frames(&engine, &res, 0, n)).unwrap();
+    assert!(
+        got == cpu_frames(&eager),
+        "the whole index's upload is exact"
+    );
+}
+
+/// A leaf that is not a B-tree node fails the fed upload with the message the open that
+/// reads it gives: the file, the data set and the node.
+#[test]
+fn a_bad_leaf_fails_the_upload_as_it_fails_the_open() {
+    let Some(engine) = engine() else { return };
+    for (name, scan) in CASES {
+        let mut bytes = bytes_of(name);
+        let leaves = nodes_of_level(&bytes, 0);
+        let bad = leaves[leaves.len() / 2];
+        bytes[bad..bad + 4].copy_from_slice(b"JUNK");
+        let Err(opened) = open(name, &bytes, scan, false) else {
+            panic!("{name}: a bad leaf opened");
+        };
+        let acq = open(name, &bytes, scan, true).unwrap();
+        let feed = IndexFeed::with_batch(&acq, 3);
+        let plan = ResidentPlan::new(acq.shape, acq.dtype, false, engine.adapter.limits).unwrap();
+        let uploaded = pollster::block_on(engine.upload_fed(
+            &acq,
+            &feed,
+            Correction::default(),
+            plan,
+            &mut |_, _| {},
+        ));
+        let Err(e) = uploaded else {
+            panic!("{name}: a bad leaf uploaded");
+        };
+        assert_eq!(e.to_string(), opened.to_string(), "{name}");
+        assert!(
+            e.to_string().contains(name) && e.to_string().contains("no TREE signature"),
+            "{e}"
+        );
+    }
+}
