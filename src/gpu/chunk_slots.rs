@@ -152,6 +152,11 @@ impl<'s, 'a> SlotStream<'s, 'a> {
         stream
     }
 
+    /// Whether some of the slots come from a feed (the leaves of a deferred index).
+    pub(super) fn fed(&self) -> bool {
+        self.order.iter().any(|b| matches!(b, BatchOf::Feed(_)))
+    }
+
     /// Start reading the feed batches among the next [`FEED_AHEAD`].
     fn read_ahead(&mut self) {
         let Some(feed) = self.feed else {

@@ -673,7 +673,9 @@ impl<'s, 'a> SegmentSlots<'s, 'a> {
                 Next::NotAsPlanned => return Ok(false),
             }
         }
-        times.lap("chunk index (not overlapped)", &mut t);
+        if stream.fed() {
+            times.lap("chunk index (not overlapped)", &mut t);
+        }
         Ok(true)
     }
 }
