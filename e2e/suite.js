@@ -130,20 +130,33 @@ export async function runSuite(opts = {}) {
     }
     // B-trees with a level above their leaves: the page's open leaves the leaves to the GPU
     // upload, which reads them alongside the chunks before them.
-    for (const name of ['btree_k4_bslz4', 'btree_k4_lz4']) {
+    // Each way of reading them (open option `leaves`): batches of leaves read alone, read as
+    // the file spans of their chunks (frames written one by one keep them there), or read by
+    // the open.
+    const deferred = [
+      ['btree_k4_bslz4', { scanShape: [13, 23] }, [13, 23]],
+      ['btree_k4_lz4', { scanShape: [13, 23] }, [13, 23]],
+      ['stream_k32_bslz4', { leaves: 'spans' }, [12, 40]],
+      ['stream_k32_bslz4', { leaves: 'open' }, [12, 40]],
+    ];
+    for (const [name, options, scan] of deferred) {
+      const label = `${name} ${JSON.stringify(options)}`;
       try {
-        const info = await window.stem4d.open(await filesFrom([`/fixtures/index/${name}.h5`]), { scanShape: [13, 23] });
+        const info = await window.stem4d.open(await filesFrom([`/fixtures/index/${name}.h5`]), options);
         const prof = await window.stem4d.profile();
         const stages = prof.stages.map((st) => st.name);
-        check(prof.products_on === 'gpu' && stages.includes('of which chunk index (not overlapped)'),
-          `${name}: the leaves read by the GPU upload (${prof.products_on}; ${stages.join(', ')})`);
-        check(JSON.stringify(info.shape.slice(0, 2)) === '[13,23]', `${name}: info ${info.shape}`);
+        const fed = stages.includes('of which chunk index (not overlapped)');
+        check(prof.products_on === 'gpu' && fed === (options.leaves !== 'open'),
+          `${label}: the leaves read by the GPU upload unless the open reads them (${prof.products_on}; ${stages.join(', ')})`);
+        check((prof.leaf_span_windows > 0) === (options.leaves === 'spans'),
+          `${label}: windows read as leaf spans only when asked (${prof.leaf_span_windows})`);
+        check(JSON.stringify(info.shape.slice(0, 2)) === JSON.stringify(scan), `${label}: info ${info.shape}`);
         for (const kind of ['total', 'sum-dp']) {
           const got = await window.stem4d.product(await apiParams(kind, {}));
           const err = compare(kind, got, parseNpy(await fetchBuf(`/fixtures/index/${name}_${kind}.npy`)));
-          check(err === null, `${name} ${kind}: ${err}`);
+          check(err === null, `${label} ${kind}: ${err}`);
         }
-      } catch (e) { check(false, `${name}: ${e.message}`); }
+      } catch (e) { check(false, `${label}: ${e.message}`); }
     }
     res.figures.kinds = [...kinds].sort();
     check(kinds.size === 15 || res.skipped.length > 0, `every product kind checked (${res.figures.kinds.join(', ')})`);

@@ -62,6 +62,34 @@ pub struct OpenRequest {
     /// calls in flight together in the viewer's Worker).
     #[serde(default)]
     pub reads: Option<String>,
+    /// How the leaves of chunk B-trees are read: `"reads"` (the default: the GPU upload reads
+    /// them in batches a few ahead of the chunks they list), `"spans"` (the upload reads each
+    /// batch of leaves as the file span that holds them and their chunks, and walks the
+    /// chunks' headers itself: no small reads where a file was written chunk by chunk) or
+    /// `"open"` (the open reads them, before any chunk).
+    #[serde(default)]
+    pub leaves: Option<String>,
+}
+
+/// How an open's chunk B-tree leaves are read ([`OpenRequest::leaves`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LeafReads {
+    Open,
+    Reads,
+    Spans,
+}
+
+impl OpenRequest {
+    pub fn leaf_reads(&self) -> Result<LeafReads> {
+        match self.leaves.as_deref() {
+            None | Some("reads") => Ok(LeafReads::Reads),
+            Some("spans") => Ok(LeafReads::Spans),
+            Some("open") => Ok(LeafReads::Open),
+            Some(other) => Err(Error::param(format!(
+                "open option leaves: '{other}' is not \"reads\", \"spans\" or \"open\""
+            ))),
+        }
+    }
 }
 
 fn one() -> usize {
@@ -167,7 +195,10 @@ pub struct Profile {
     /// Decode windows uploaded from the File API's own buffers, never copied into wasm
     /// memory (the browser with its pool of Workers; 0 elsewhere).
     pub file_buffer_windows: u32,
-    /// Of those, windows whose chunk headers the pool's Workers walked as they read them.
+    /// Decode windows read as the file span of their chunks' B-tree leaves, the leaves
+    /// parsed out of it (a deferred index; the viewer walks these windows' chunk headers).
+    pub leaf_span_windows: u32,
+    /// Of the File API windows, windows whose chunk headers the pool's Workers walked as they read them.
     pub worker_walked_windows: u32,
     /// Rounds of gathered metadata reads the page's open took (each fetches what the last
     /// attempt missed, all at once); 0 where files are read as they are parsed.
@@ -468,7 +499,10 @@ impl Session {
         probe.bin = req.bin;
         probe.validate(acq.shape)?;
         let float = acq.dtype == Dtype::F32;
-        let mut feed = acq.index_pending().then(|| IndexFeed::new(&acq));
+        let mut feed = acq.index_pending().then(|| match req.leaf_reads() {
+            Ok(LeafReads::Spans) => IndexFeed::with_spans(&acq, crate::resident::DECODE_WINDOW),
+            _ => IndexFeed::new(&acq),
+        });
         if !crate::gpu::decode::supported(&acq, correction) || (float && req.bin > 1) {
             // Only the GPU decoder reads a deferred index as it goes.
             if let Some(feed) = feed.take() {
@@ -561,6 +595,7 @@ impl Session {
                     .map(|r| r.gpu_inflated_in_place)
                     .sum(),
                 file_buffer_windows: resident.iter().map(|r| r.file_buffer_windows).sum(),
+                leaf_span_windows: resident.iter().map(|r| r.leaf_span_windows).sum(),
                 worker_walked_windows: resident.iter().map(|r| r.worker_walked_windows).sum(),
                 index_read_rounds: 0,
                 adapter: engine.adapter.clone(),

@@ -122,6 +122,61 @@ fn a_deferred_index_uploads_exactly_and_completes_as_an_open() {
     }
 }
 
+/// The page's feed: batches read as the file spans of their leaves (the leaves parsed out of
+/// the span, the span the window of their chunks) where the chunks lie inside, windows of
+/// their own where not; exact either way, and spans used where the layout allows.
+#[test]
+fn leaf_spans_upload_exactly() {
+    let Some(engine) = engine() else { return };
+    let stream = ("stream_k32_bslz4.h5", None);
+    for (name, scan) in [CASES[0], CASES[1], stream] {
+        let bytes = bytes_of(name);
+        let eager = open(name, &bytes, scan, false).unwrap();
+        let (want, eager_chunks) = (cpu_frames(&eager), chunks(&eager));
+        let n = eager.shape.frames();
+        let mut spans_used = 0;
+        for max_span in [2_000, 6_000, 20_000, 1 << 26] {
+            let what = format!("{name}, spans of {max_span} bytes at most");
+            let mut acq = open(name, &bytes, scan, true).unwrap();
+            let feed = IndexFeed::with_spans(&acq, max_span);
+            let spans = (0..feed.len()).filter(|&b| feed.span(b).is_some()).count();
+            assert!(
+                spans > 0 || max_span < 20_000,
+                "{what}: no batch has a span"
+            );
+            let plan =
+                ResidentPlan::new(acq.shape, acq.dtype, false, engine.adapter.limits).unwrap();
+            let res = pollster::block_on(engine.upload_fed(
+                &acq,
+                &feed,
+                Correction::default(),
+                plan,
+                &mut |_, _| {},
+            ))
+            .unwrap()
+            .unwrap_or_else(|| panic!("{what}: the GPU decoder takes it all"));
+            spans_used += res.leaf_span_windows;
+            let got =
+                pollster::block_on(stem4d::gpu::products::frames(&engine, &res, 0, n)).unwrap();
+            assert!(
+                got == want,
+                "{what}: resident frames differ from the CPU decode"
+            );
+            pollster::block_on(acq.finish_index(feed)).unwrap();
+            assert_eq!(chunks(&acq), eager_chunks, "{what}");
+            eprintln!(
+                "{what}: {spans} span batches, {} windows from spans",
+                res.leaf_span_windows
+            );
+        }
+        // Frames written one by one keep each leaf among its chunks: the spans hold them.
+        assert!(
+            spans_used > 0 || name != stream.0,
+            "{name}: no window came from a leaf span"
+        );
+    }
+}
+
 /// Leaves whose parent lists them out of key order: an open sorts their chunks, the fed
 /// upload cannot take them in frame order and hands the acquisition back; the completed
 /// index is the open's, and the ordinary upload of it is exact.

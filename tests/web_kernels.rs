@@ -90,7 +90,14 @@ impl ByteSource for PiecedSource {
         MOST_PIECES.fetch_max(pieces.len(), std::sync::atomic::Ordering::Relaxed);
         for (k, p) in pieces.into_iter().enumerate() {
             let span = &self.bytes[p.offset as usize..(p.offset + p.len) as usize];
-            let jobs = p.walk.expect("a span piece with its walk jobs");
+            // A leaf span's pieces come unwalked: nobody knows their chunks yet.
+            let Some(jobs) = p.walk else {
+                out.push(JsRead {
+                    bytes: js_sys::Uint8Array::from(span),
+                    walk: None,
+                });
+                continue;
+            };
             match self.delivery {
                 Delivery::Split(n) => out.extend(span.chunks(n).map(|b| JsRead {
                     bytes: js_sys::Uint8Array::from(b),
@@ -476,4 +483,30 @@ async fn deferred_leaves_upload_exactly_in_the_browser() {
     acq.finish_index(feed).await.expect("the index completes");
     let eager = open_pieced(&[file], None, Delivery::Walked);
     assert_frames_exact(&eager, &engine, &res, "deferred leaves").await;
+
+    // Frames written one by one: batches of leaves read as the spans of their chunks, from
+    // the File API's buffers, the headers walked by the viewer.
+    let file = (
+        "stream_k32_bslz4.h5",
+        include_bytes!(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/index/stream_k32_bslz4.h5"
+        ))
+        .as_slice(),
+    );
+    let mut acq = open_pieced_with(&[file], None, Delivery::Walked, true);
+    let feed = IndexFeed::with_spans(&acq, 20_000);
+    let plan =
+        stem4d::resident::ResidentPlan::new(acq.shape, acq.dtype, false, engine.adapter.limits)
+            .expect("plan");
+    let res = engine
+        .upload_fed(&acq, &feed, Default::default(), plan, &mut |_, _| {})
+        .await
+        .expect("upload")
+        .expect("the GPU decoder takes it all");
+    assert!(res.leaf_span_windows > 0, "windows read as leaf spans");
+    assert!(res.file_buffer_windows >= res.leaf_span_windows);
+    acq.finish_index(feed).await.expect("the index completes");
+    let eager = open_pieced(&[file], None, Delivery::Walked);
+    assert_frames_exact(&eager, &engine, &res, "leaf spans").await;
 }

@@ -24,6 +24,9 @@ struct Batch {
     leaves: Range<usize>,
     pending: Arc<PendingLeaves>,
     chunks: OnceLock<Vec<ChunkRef>>,
+    /// The file bytes from the batch's first leaf to the next batch's: where a file written
+    /// chunk by chunk keeps these leaves and the chunks they list.
+    span: Option<Range<u64>>,
 }
 
 impl IndexFeed {
@@ -49,9 +52,103 @@ impl IndexFeed {
                 leaves: s..(s + per_batch).min(n),
                 pending: pending.clone(),
                 chunks: OnceLock::new(),
+                span: None,
             }));
         }
         IndexFeed { batches }
+    }
+
+    /// The unread leaves of `acq` in batches whose spans ([`IndexFeed::span`]) are at most
+    /// `max_span` bytes, where the leaves lie in the file in key order (as a file written
+    /// chunk by chunk keeps them, each among the chunks it lists: from a little before it
+    /// to the next leaf); [`LEAVES_PER_BATCH`] a batch without spans elsewhere, and for a
+    /// part's last leaves, which no later leaf bounds.
+    pub fn with_spans(acq: &Acquisition, max_span: u64) -> IndexFeed {
+        let mut batches = Vec::new();
+        for (part, p) in acq.parts.iter().enumerate() {
+            let PartKind::Hdf5(ix) = &p.kind else {
+                continue;
+            };
+            let Some(pending) = &ix.pending else {
+                continue;
+            };
+            let at = &pending.leaves;
+            let batch = |leaves: Range<usize>, span: Option<Range<u64>>| Batch {
+                part,
+                leaves,
+                pending: pending.clone(),
+                chunks: OnceLock::new(),
+                span,
+            };
+            // Leaves not in a span, gathered into batches of their own.
+            let mut plain: Option<Range<usize>> = None;
+            let flush = |plain: &mut Option<Range<usize>>, batches: &mut Vec<Batch>| {
+                if let Some(r) = plain.take() {
+                    batches.push(batch(r, None));
+                }
+            };
+            let n = at.len();
+            // The first leaf is the tree's first root moved aside when it split: it lies after
+            // the chunks it lists. Read on its own.
+            batches.push(batch(0..n.min(1), None));
+            let mut s = 1;
+            while s < n {
+                // The last leaf that still bounds a span of at most `max_span` bytes (its
+                // margin included), the leaves before it in the file in key order.
+                let e = (s + 1..n)
+                    .take_while(|&e| at[e] > at[e - 1] && (at[e] - at[s]) / 4 * 5 <= max_span)
+                    .last();
+                match e {
+                    Some(e) => {
+                        flush(&mut plain, &mut batches);
+                        // A leaf split off a full one (HDF5 splits the last leaf at 90%) took
+                        // the last chunks of the full one, which lie before it.
+                        let margin = (at[e] - at[s]) / (e - s) as u64 / 4;
+                        batches.push(batch(s..e, Some(at[s].saturating_sub(margin)..at[e])));
+                        s = e;
+                    }
+                    None => {
+                        let r = plain.get_or_insert(s..s);
+                        r.end = s + 1;
+                        if r.len() == LEAVES_PER_BATCH {
+                            flush(&mut plain, &mut batches);
+                        }
+                        s += 1;
+                    }
+                }
+            }
+            flush(&mut plain, &mut batches);
+        }
+        IndexFeed { batches }
+    }
+
+    /// The bytes of the file that hold batch `b`'s leaves (and, presumably, their chunks).
+    pub fn span(&self, b: usize) -> Option<Range<u64>> {
+        self.batches.get(b).and_then(|x| x.span.clone())
+    }
+
+    /// The chunks of batch `b` from its leaves' bytes at hand (`node(addr, len)`); `None`
+    /// where they do not hold every leaf whole (read the batch instead).
+    pub fn read_from(
+        &self,
+        b: usize,
+        node: &dyn Fn(u64, usize) -> Option<Vec<u8>>,
+    ) -> Result<Option<&[ChunkRef]>> {
+        let Some(batch) = self.batches.get(b) else {
+            return Ok(None);
+        };
+        if let Some(c) = batch.chunks.get() {
+            return Ok(Some(c));
+        }
+        Ok(batch
+            .pending
+            .read_from(batch.leaves.clone(), node)?
+            .map(|chunks| batch.chunks.get_or_init(|| chunks).as_slice()))
+    }
+
+    /// The file of batch `b`'s leaves.
+    pub fn source(&self, b: usize) -> Option<&Arc<dyn crate::source::ByteSource>> {
+        self.batches.get(b).map(|x| x.pending.source())
     }
 
     /// Batches, in frame order: parts in order, each part's leaves in key order.

@@ -9,10 +9,12 @@ use std::collections::VecDeque;
 use crate::error::Result;
 use crate::formats::{Acquisition, IndexFeed, Part, PartKind};
 use crate::hdf5_index::{ChunkRef, DatasetIndex};
-use crate::resident::DECODE_WINDOW;
+use crate::resident::{DECODE_SCRATCH, DECODE_WINDOW};
 use crate::source::Started;
 
-use super::decode::chunk_frames;
+use super::decode::{chunk_frames, logical_bytes};
+use super::window_bytes::WindowBytes;
+use super::window_reads::read_span;
 
 /// One chunk in frame order: its part, reference, and global frames it holds.
 pub(super) struct ChunkSlot<'a> {
@@ -102,7 +104,8 @@ pub(super) fn batches(acq: &Acquisition, feed: Option<&IndexFeed>) -> Vec<BatchO
 
 /// What [`SlotStream::next`] found.
 pub(super) enum Next<'s, 'a> {
-    Slots(&'s [ChunkSlot<'a>]),
+    /// A batch's slots, with the window of their file span where it was read as one.
+    Slots(&'s [ChunkSlot<'a>], Option<WindowBytes>),
     Done,
     /// A chunk the GPU decoder does not take as planned (a filter skipped, a chunk larger
     /// than a window), or leaves out of key order: the whole index is read and the CPU path
@@ -114,6 +117,14 @@ pub(super) enum Next<'s, 'a> {
 /// one-frame chunks, two windows are read ahead, so eight batches of 32 leaves keep the
 /// leaves' reads ahead of the chunks' (~250 small File API reads in flight).
 const FEED_AHEAD: usize = 8;
+/// Batches read as their file spans (a decode window each) ahead of the one being used.
+const SPANS_AHEAD: usize = 3;
+
+/// A feed batch being read: its leaves alone, or its file span (leaves and chunks).
+enum Reading<'a> {
+    Leaves(Started<'a, Result<&'a [ChunkRef]>>),
+    Span(Started<'a, Result<WindowBytes>>),
+}
 
 /// An upload's chunk slots, batch by batch in frame order. The slots live in `cells` (one a
 /// batch, made by the caller), so that the slots handed out stay put while more come.
@@ -123,11 +134,13 @@ pub(super) struct SlotStream<'s, 'a> {
     order: &'s [BatchOf],
     cells: &'s [OnceCell<Vec<ChunkSlot<'a>>>],
     next: usize,
-    reading: VecDeque<(usize, Started<'a, Result<&'a [ChunkRef]>>)>,
+    reading: VecDeque<(usize, Reading<'a>)>,
     /// The frame the last batch handed out ended at (batches must follow each other).
     end: usize,
-    /// The largest chunk the GPU decoder takes as planned.
+    /// The largest chunk, and window, the GPU decoder takes as planned.
     largest: u64,
+    /// The decoded bytes a window holds at most.
+    scratch: u64,
 }
 
 impl<'s, 'a> SlotStream<'s, 'a> {
@@ -147,6 +160,7 @@ impl<'s, 'a> SlotStream<'s, 'a> {
             reading: VecDeque::new(),
             end: 0,
             largest: DECODE_WINDOW.min(limit),
+            scratch: DECODE_SCRATCH.min(limit),
         };
         stream.read_ahead();
         stream
@@ -157,17 +171,36 @@ impl<'s, 'a> SlotStream<'s, 'a> {
         self.order.iter().any(|b| matches!(b, BatchOf::Feed(_)))
     }
 
-    /// Start reading the feed batches among the next [`FEED_AHEAD`].
+    /// The span to read feed batch `b` as, if it is one window's.
+    fn span_of(
+        &self,
+        b: usize,
+    ) -> Option<(
+        std::ops::Range<u64>,
+        &'a std::sync::Arc<dyn crate::source::ByteSource>,
+    )> {
+        let feed = self.feed?;
+        let span = feed.span(b)?;
+        (span.end - span.start <= self.largest).then_some((span, feed.source(b)?))
+    }
+
+    /// Start reading the feed batches among the next [`FEED_AHEAD`] ([`SPANS_AHEAD`] for
+    /// those read as spans), in order.
     fn read_ahead(&mut self) {
         let Some(feed) = self.feed else {
             return;
         };
         let from = self.reading.back().map_or(self.next, |(k, _)| k + 1);
         for k in from..(self.next + FEED_AHEAD).min(self.order.len()) {
-            if let BatchOf::Feed(b) = self.order[k] {
-                self.reading
-                    .push_back((k, Started::new(Box::pin(feed.read(b)))));
-            }
+            let BatchOf::Feed(b) = self.order[k] else {
+                continue;
+            };
+            let read = match self.span_of(b) {
+                Some(_) if k >= self.next + SPANS_AHEAD => break,
+                Some((span, src)) => Reading::Span(Started::new(Box::pin(read_span(src, span)))),
+                None => Reading::Leaves(Started::new(Box::pin(feed.read(b)))),
+            };
+            self.reading.push_back((k, read));
         }
     }
 
@@ -177,28 +210,45 @@ impl<'s, 'a> SlotStream<'s, 'a> {
         };
         let k = self.next;
         self.next += 1;
-        let slots = match batch {
+        let (slots, window) = match batch {
             BatchOf::Part(p) => match &self.acq.parts[p].kind {
-                PartKind::Hdf5(ix) => part_slots(self.acq, &self.acq.parts[p], &ix.chunks),
-                _ => Vec::new(),
+                PartKind::Hdf5(ix) => (part_slots(self.acq, &self.acq.parts[p], &ix.chunks), None),
+                _ => (Vec::new(), None),
             },
             BatchOf::Feed(b) => {
-                let chunks = match self.reading.pop_front() {
-                    Some((at, read)) if at == k => read.finish().await?,
-                    // Batches are read ahead in order; a feed batch not started is read now.
-                    _ => match self.feed {
-                        Some(f) => f.read(b).await?,
-                        None => return Ok(Next::NotAsPlanned),
-                    },
+                let Some(feed) = self.feed else {
+                    return Ok(Next::NotAsPlanned);
+                };
+                let reading = match self.reading.front() {
+                    Some((at, _)) if *at == k => self.reading.pop_front().map(|r| r.1),
+                    _ => None,
+                };
+                let (chunks, window) = match reading {
+                    Some(Reading::Span(read)) => {
+                        let bytes = read.finish().await?;
+                        let lo = feed.span(b).map_or(0, |s| s.start);
+                        let node = |addr: u64, len: usize| {
+                            bytes.copy_out(addr.checked_sub(lo)? as usize, len)
+                        };
+                        match feed.read_from(b, &node)? {
+                            Some(chunks) => (chunks, Some(bytes)),
+                            None => (feed.read(b).await?, None),
+                        }
+                    }
+                    Some(Reading::Leaves(read)) => (read.finish().await?, None),
+                    // Batches are read ahead in order; one not started is read now.
+                    None => (feed.read(b).await?, None),
                 };
                 let as_planned = chunks
                     .iter()
                     .all(|c| c.filter_mask == 0 && c.size <= self.largest);
-                let part = self.feed.and_then(|f| f.part(b));
-                match (as_planned, part.and_then(|p| self.acq.parts.get(p))) {
-                    (true, Some(part)) => part_slots(self.acq, part, chunks),
-                    _ => return Ok(Next::NotAsPlanned),
-                }
+                let part = feed.part(b).and_then(|p| self.acq.parts.get(p));
+                let Some(part) = part.filter(|_| as_planned) else {
+                    return Ok(Next::NotAsPlanned);
+                };
+                let slots = part_slots(self.acq, part, chunks);
+                let window = window.filter(|w| self.whole_window(&slots, w));
+                (slots, window)
             }
         };
         self.read_ahead();
@@ -208,6 +258,20 @@ impl<'s, 'a> SlotStream<'s, 'a> {
         if let Some(last) = slots.last() {
             self.end = last.first + last.frames;
         }
-        Ok(Next::Slots(self.cells[k].get_or_init(|| slots)))
+        Ok(Next::Slots(self.cells[k].get_or_init(|| slots), window))
+    }
+
+    /// Whether `window`, a span read, holds every chunk of `slots` within one window's
+    /// decoded budget (else they are read as windows of their own, as in any other file).
+    fn whole_window(&self, slots: &[ChunkSlot], window: &WindowBytes) -> bool {
+        let (Some(lo), Some(first)) = (window.file_offset(), slots.first()) else {
+            return false;
+        };
+        let hi = lo + window.len() as u64;
+        let inside = slots
+            .iter()
+            .all(|s| s.chunk.offset >= lo && s.chunk.offset + s.chunk.size <= hi);
+        let decoded = slots.len() as u64 * logical_bytes(self.acq, first.ix) as u64;
+        inside && decoded <= self.scratch
     }
 }

@@ -21,7 +21,7 @@ pub(super) use super::chunk_slots::ChunkSlot;
 use super::chunk_slots::{batches, slots, Next, SlotStream};
 use super::kernels::{self, grid, DecodeParams};
 use super::window_bytes::WindowBytes;
-use super::window_reads::{pick_window, read_ahead, read_chunks, slots_wanted};
+use super::window_reads::{pick_window, read_ahead, read_chunks, slots_wanted, ReadWindows};
 use super::{Batch, Engine, Resident, UploadTimes};
 
 /// Frames per chunk when the chunks hold whole frames in frame order.
@@ -610,6 +610,8 @@ struct SegmentSlots<'s, 'a> {
     s0: usize,
     s1: usize,
     mine: Vec<&'s ChunkSlot<'a>>,
+    /// Windows of `mine` read already (batches of leaves read as their file spans).
+    read: ReadWindows,
     /// The stream has handed out every slot of the segment.
     complete: bool,
 }
@@ -622,6 +624,7 @@ impl<'s, 'a> SegmentSlots<'s, 'a> {
             s0,
             s1,
             mine: Vec::new(),
+            read: ReadWindows::new(),
             complete: false,
         };
         for s in std::mem::take(carried) {
@@ -660,13 +663,18 @@ impl<'s, 'a> SegmentSlots<'s, 'a> {
             .sum();
         while !self.complete && unread < wanted {
             match stream.next().await? {
-                Next::Slots(batch) => {
+                Next::Slots(batch, window) => {
+                    let start = self.mine.len();
                     for s in batch {
                         let before = self.mine.len();
                         self.take(s, later);
                         if self.mine.len() > before {
                             unread += s.chunk.size;
                         }
+                    }
+                    let taken = self.mine.len() - start;
+                    if let Some(w) = window.filter(|_| taken > 0) {
+                        self.read.push_back((start, taken, w));
                     }
                 }
                 Next::Done => self.complete = true,
@@ -750,7 +758,7 @@ pub async fn upload(
     // keeps the host from running ahead. The status is read once.
     let mut in_flight = std::collections::VecDeque::new();
     let (mut slots, mut times) = (SrcSlots::new(), UploadTimes::default());
-    let (mut file_buffer_windows, mut walked_windows) = (0u32, 0u32);
+    let (mut file_buffer_windows, mut walked_windows, mut span_windows) = (0u32, 0u32, 0u32);
     for seg in &plan.segments {
         let buffer = engine.storage("resident", seg.bytes.max(4));
         let (s0, s1) = (seg.first_frame, seg.first_frame + seg.frames);
@@ -763,12 +771,19 @@ pub async fn upload(
         {
             return finish_in_flight(engine, in_flight).await;
         }
-        read_ahead(plan.max_binding, acq, &segment.mine, &mut i, &mut ahead);
+        span_windows += read_ahead(
+            plan.max_binding,
+            acq,
+            &segment.mine,
+            &mut segment.read,
+            &mut i,
+            &mut ahead,
+        );
         while let Some((range, reading)) = ahead.pop_front() {
             let mut t = crate::viewer::now_ms();
             let src = reading.finish().await?;
             times.lap("read (not overlapped)", &mut t);
-            file_buffer_windows += src.file_offset().is_some() as u32;
+            file_buffer_windows += src.is_file_api() as u32;
             walked_windows += src.walked().is_some() as u32;
             if !segment
                 .fill(&mut stream, i, wanted, &mut carried, &mut times)
@@ -776,9 +791,16 @@ pub async fn upload(
             {
                 return finish_in_flight(engine, in_flight).await;
             }
-            let mine = &segment.mine;
             // The next windows' reads run while this one is built and submitted.
-            read_ahead(plan.max_binding, acq, mine, &mut i, &mut ahead);
+            span_windows += read_ahead(
+                plan.max_binding,
+                acq,
+                &segment.mine,
+                &mut segment.read,
+                &mut i,
+                &mut ahead,
+            );
+            let mine = &segment.mine;
             let built = make_window(
                 engine,
                 plan.max_binding,
@@ -867,6 +889,7 @@ pub async fn upload(
     res.upload_times = times;
     res.gpu_inflated_in_place = in_place;
     res.file_buffer_windows = file_buffer_windows;
+    res.leaf_span_windows = span_windows;
     res.worker_walked_windows = walked_windows;
     Ok(Some(res))
 }

@@ -193,6 +193,8 @@ pub struct Resident {
     pub gpu_inflated_in_place: u32,
     /// Windows uploaded from the File API's own buffers (the browser; see `window_bytes`).
     pub file_buffer_windows: u32,
+    /// Windows read as the file spans of their chunks' B-tree leaves (a deferred index).
+    pub leaf_span_windows: u32,
     /// Of those, windows whose chunk headers the Workers that read them walked.
     pub worker_walked_windows: u32,
     /// Ring sums about the BF centre, once made ([`radial::RadialCache::build`]): masked
@@ -626,6 +628,7 @@ impl Engine {
             upload_times: UploadTimes::default(),
             gpu_inflated_in_place: 0,
             file_buffer_windows: 0,
+            leaf_span_windows: 0,
             worker_walked_windows: 0,
             radial: None,
         })

@@ -12,7 +12,10 @@ use crate::decode::{Slice, Stored};
 use crate::error::Result;
 
 pub enum WindowBytes {
+    /// Chunks back to back.
     Host(Vec<u8>),
+    /// A span of the file as it is, from this offset.
+    HostSpan(Vec<u8>, u64),
     #[cfg(target_arch = "wasm32")]
     Js(JsBytes),
 }
@@ -20,7 +23,7 @@ pub enum WindowBytes {
 impl WindowBytes {
     pub fn len(&self) -> usize {
         match self {
-            WindowBytes::Host(v) => v.len(),
+            WindowBytes::Host(v) | WindowBytes::HostSpan(v, _) => v.len(),
             #[cfg(target_arch = "wasm32")]
             WindowBytes::Js(j) => j.len,
         }
@@ -31,6 +34,7 @@ impl WindowBytes {
     pub fn file_offset(&self) -> Option<u64> {
         match self {
             WindowBytes::Host(_) => None,
+            WindowBytes::HostSpan(_, lo) => Some(*lo),
             #[cfg(target_arch = "wasm32")]
             WindowBytes::Js(j) => Some(j.file_offset),
         }
@@ -39,9 +43,29 @@ impl WindowBytes {
     /// The header walks of the window's chunks, where the Workers that read it did them.
     pub fn walked(&self) -> Option<&Walked> {
         match self {
-            WindowBytes::Host(_) => None,
+            WindowBytes::Host(_) | WindowBytes::HostSpan(..) => None,
             #[cfg(target_arch = "wasm32")]
             WindowBytes::Js(j) => j.walked.as_ref(),
+        }
+    }
+
+    /// Whether the bytes are the File API's own buffers (the browser's reads).
+    pub fn is_file_api(&self) -> bool {
+        match self {
+            WindowBytes::Host(_) | WindowBytes::HostSpan(..) => false,
+            #[cfg(target_arch = "wasm32")]
+            WindowBytes::Js(_) => true,
+        }
+    }
+
+    /// A copy of the `len` bytes at `at`, if the window holds them.
+    pub fn copy_out(&self, at: usize, len: usize) -> Option<Vec<u8>> {
+        match self {
+            WindowBytes::Host(v) | WindowBytes::HostSpan(v, _) => {
+                v.get(at..at.checked_add(len)?).map(<[u8]>::to_vec)
+            }
+            #[cfg(target_arch = "wasm32")]
+            WindowBytes::Js(j) => j.copy_out(at, len),
         }
     }
 
@@ -57,7 +81,7 @@ impl WindowBytes {
     /// Write the window into `buffer` from its start, the last word zero-padded.
     pub fn write_to(&self, queue: &wgpu::Queue, buffer: &wgpu::Buffer) {
         match self {
-            WindowBytes::Host(v) => write_words(queue, buffer, 0, v),
+            WindowBytes::Host(v) | WindowBytes::HostSpan(v, _) => write_words(queue, buffer, 0, v),
             #[cfg(target_arch = "wasm32")]
             WindowBytes::Js(j) => j.write_to(queue, buffer),
         }
@@ -82,7 +106,7 @@ impl Stored for WindowBytes {
 
     fn be_u32_at(&self, at: usize) -> Option<u32> {
         match self {
-            WindowBytes::Host(v) => v[..].be_u32_at(at),
+            WindowBytes::Host(v) | WindowBytes::HostSpan(v, _) => v[..].be_u32_at(at),
             #[cfg(target_arch = "wasm32")]
             WindowBytes::Js(j) => j.be_u32_at(at),
         }
@@ -159,6 +183,23 @@ impl JsBytes {
         let k = self.starts.partition_point(|&s| s <= at).checked_sub(1)?;
         let off = at - self.starts[k];
         (off < self.lens[k]).then(|| self.pieces[k].get_index(off as u32))
+    }
+
+    /// A copy of the `len` bytes at `at` (a B-tree node: small), if the span holds them.
+    fn copy_out(&self, at: usize, len: usize) -> Option<Vec<u8>> {
+        if at.checked_add(len)? > self.len {
+            return None;
+        }
+        let k = self.starts.partition_point(|&s| s <= at).checked_sub(1)?;
+        let off = at - self.starts[k];
+        if off + len <= self.lens[k] {
+            let mut out = vec![0u8; len];
+            self.pieces[k]
+                .subarray(off as u32, (off + len) as u32)
+                .copy_to(&mut out);
+            return Some(out);
+        }
+        (at..at + len).map(|i| self.byte(i)).collect()
     }
 
     /// Through wasm memory and the queue: where the buffers are not WebGPU's own, so that

@@ -46,6 +46,32 @@ async fn read_window(
     Ok(WindowBytes::Host(read_chunks(slots).await?))
 }
 
+/// The bytes `span` of `src` as they lie in the file: in the browser the File API's buffers,
+/// in pieces the pool's Workers read (nobody walks chunk headers: they are not known yet).
+pub(super) async fn read_span(
+    src: &std::sync::Arc<dyn crate::source::ByteSource>,
+    span: std::ops::Range<u64>,
+) -> Result<WindowBytes> {
+    #[cfg(target_arch = "wasm32")]
+    {
+        let piece = src.js_piece().max(1);
+        let pieces = (span.start..span.end)
+            .step_by(piece as usize)
+            .map(|offset| crate::source::JsPiece {
+                offset,
+                len: piece.min(span.end - offset),
+                walk: None,
+            })
+            .collect();
+        if let Some(read) = src.read_js(pieces) {
+            let bytes = super::window_bytes::JsBytes::new(read.await?, span.start)?;
+            return Ok(WindowBytes::Js(bytes));
+        }
+    }
+    let bytes = src.read_vec(span.start, span.end - span.start)?;
+    Ok(WindowBytes::HostSpan(bytes, span.start))
+}
+
 /// The span `[lo, lo + n)` holding `slots` in pieces of about `piece` bytes cut where a
 /// chunk starts (a gap goes with the chunk before it), each with the walk jobs of its chunks.
 #[cfg(target_arch = "wasm32")]
@@ -187,18 +213,39 @@ fn prefetch<'a>(acq: &'a Acquisition, slots: Vec<&'a ChunkSlot<'a>>, limit: u64)
 /// (three, four, six and eight loaded the 5.6 GB file on the H200 no faster, session 12).
 const READ_AHEAD: usize = 2;
 
-/// Start reading the windows after `mine[*i]` until [`READ_AHEAD`] are in flight.
+/// Windows of `mine` whose bytes were read already, as leaf spans (`chunk_slots`): the
+/// window's first slot, its slots, and its bytes.
+pub(super) type ReadWindows = std::collections::VecDeque<(usize, usize, WindowBytes)>;
+
+/// Start reading the windows after `mine[*i]` until [`READ_AHEAD`] are in flight; a window
+/// read already (`done`) is taken as it is. Returns how many were.
 pub(super) fn read_ahead<'a>(
     limit: u64,
     acq: &'a Acquisition,
     mine: &[&'a ChunkSlot<'a>],
+    done: &mut ReadWindows,
     i: &mut usize,
     ahead: &mut std::collections::VecDeque<(std::ops::Range<usize>, Prefetch<'a>)>,
-) {
+) -> u32 {
+    let mut taken = 0;
     while ahead.len() < READ_AHEAD && *i < mine.len() {
-        let range = pick_window(limit, acq, mine, i);
+        while done.front().is_some_and(|d| d.0 < *i) {
+            done.pop_front();
+        }
+        if done.front().is_some_and(|d| d.0 == *i) {
+            if let Some((start, n, bytes)) = done.pop_front() {
+                *i = start + n;
+                ahead.push_back((start..*i, crate::source::Started::Done(Ok(bytes))));
+                taken += 1;
+                continue;
+            }
+        }
+        // Windows to pick stop where a window read already starts.
+        let stop = done.front().map_or(mine.len(), |d| d.0.min(mine.len()));
+        let range = pick_window(limit, acq, &mine[..stop], i);
         ahead.push_back((range.clone(), prefetch(acq, mine[range].to_vec(), limit)));
     }
+    taken
 }
 
 /// Stored bytes of chunks a segment's windows must have before [`read_ahead`] picks them,

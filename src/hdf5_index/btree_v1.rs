@@ -100,6 +100,37 @@ pub async fn leaf_entries(
     Ok(entries)
 }
 
+/// [`leaf_entries`] of leaves whose bytes are at hand: `node(addr, len)` gives the `len`
+/// bytes at `addr` (cut at the end of the file, as a read would be), `None` where it does
+/// not hold them (the caller reads those leaves instead).
+pub fn leaf_entries_from(
+    node: &dyn Fn(u64, usize) -> Option<Vec<u8>>,
+    file_len: u64,
+    leaves: &[u64],
+    os: u8,
+    rank: usize,
+) -> Result<Option<Vec<ChunkEntry>>, String> {
+    let shape = NodeShape::new(os, rank)?;
+    let cut = |addr: u64, children: usize| {
+        (shape.len(children) as u64).min(file_len.saturating_sub(addr)) as usize
+    };
+    let mut entries = Vec::with_capacity(leaves.len() * USUAL_CHILDREN);
+    for &addr in leaves {
+        let Some(mut bytes) = node(addr, cut(addr, USUAL_CHILDREN)) else {
+            return Ok(None);
+        };
+        let used = entries_used(&bytes);
+        if bytes.len() < shape.len(used) {
+            match node(addr, cut(addr, used)) {
+                Some(whole) => bytes = whole,
+                None => return Ok(None),
+            }
+        }
+        shape.parse(addr, Some(0), &bytes, &mut entries)?;
+    }
+    Ok(Some(entries))
+}
+
 /// The byte layout of a chunk B-tree's nodes.
 struct NodeShape {
     os: usize,

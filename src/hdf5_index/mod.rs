@@ -364,6 +364,32 @@ impl PendingLeaves {
             .map_err(|m| self.check.index_error(m))?;
         self.check.chunk_refs(entries)
     }
+
+    /// [`PendingLeaves::read`] from bytes at hand (`node(addr, len)`, see
+    /// `btree_v1::leaf_entries_from`); `None` where they do not hold every leaf whole.
+    pub fn read_from(
+        &self,
+        range: std::ops::Range<usize>,
+        node: &dyn Fn(u64, usize) -> Option<Vec<u8>>,
+    ) -> Result<Option<Vec<ChunkRef>>> {
+        let Some(leaves) = self.leaves.get(range) else {
+            return Ok(None);
+        };
+        let entries = btree_v1::leaf_entries_from(
+            node,
+            self.check.file_len,
+            leaves,
+            self.os,
+            self.check.rank,
+        )
+        .map_err(|m| self.check.index_error(m))?;
+        entries.map(|e| self.check.chunk_refs(e)).transpose()
+    }
+
+    /// The file the leaves are in.
+    pub fn source(&self) -> &std::sync::Arc<dyn ByteSource> {
+        &self.src
+    }
 }
 
 /// What every chunk entry of a data set's index must satisfy before it is read.

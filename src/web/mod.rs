@@ -19,7 +19,7 @@ use crate::formats::{Acquisition, OpenOptions};
 use crate::gpu::Engine;
 use crate::products::{ArrayData, ProductParams};
 use crate::source::ByteSource;
-use crate::viewer::{now_ms, DrawKey, OpenRequest, Panel, Session, Stage, ViewState};
+use crate::viewer::{now_ms, DrawKey, LeafReads, OpenRequest, Panel, Session, Stage, ViewState};
 use blob_source::BlobSource;
 
 fn js_err(e: impl std::fmt::Display) -> JsValue {
@@ -203,8 +203,10 @@ impl Viewer {
                         scan_shape: req.scan_shape,
                         dataset: req.dataset.clone(),
                     };
-                    // The B-tree leaves are read by the upload, alongside the chunks before them.
-                    let (acq, rounds) = Acquisition::open_gathered(sources, &opts, true).await;
+                    // The B-tree leaves are read by the upload, alongside the chunks before
+                    // them, unless the open is asked to read them.
+                    let defer = req.leaf_reads().map_err(js_err)? != LeafReads::Open;
+                    let (acq, rounds) = Acquisition::open_gathered(sources, &opts, defer).await;
                     index_rounds = rounds;
                     acq.map_err(js_err)?
                 }
