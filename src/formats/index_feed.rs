@@ -73,6 +73,12 @@ impl IndexFeed {
                 continue;
             };
             let at = &pending.leaves;
+            // A span is decoded as one window: as many leaves as a usual leaf's 64 chunks
+            // fill the decoded budget with (larger leaves make windows of their own).
+            let chunk = ix
+                .chunk_shape()
+                .map_or(1, |d| d.iter().product::<u64>() * ix.dtype.size() as u64);
+            let most = (crate::resident::DECODE_SCRATCH / (64 * chunk.max(1))).max(1) as usize;
             let batch = |leaves: Range<usize>, span: Option<Range<u64>>| Batch {
                 part,
                 leaves,
@@ -95,7 +101,7 @@ impl IndexFeed {
             while s < n {
                 // The last leaf that still bounds a span of at most `max_span` bytes (its
                 // margin included), the leaves before it in the file in key order.
-                let e = (s + 1..n)
+                let e = (s + 1..n.min(s + most + 1))
                     .take_while(|&e| at[e] > at[e - 1] && (at[e] - at[s]) / 4 * 5 <= max_span)
                     .last();
                 match e {
