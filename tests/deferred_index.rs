@@ -10,6 +10,7 @@ use std::sync::Arc;
 use common::*;
 use stem4d::formats::{Acquisition, IndexFeed, OpenOptions, PartKind};
 use stem4d::frames::{Correction, FrameReader, Samples};
+use stem4d::gpu::{Engine, Resident};
 use stem4d::hdf5_index::ChunkRef;
 use stem4d::resident::ResidentPlan;
 use stem4d::source::{ByteSource, FileSet, MemSource};
@@ -60,6 +61,22 @@ fn cpu_frames(acq: &Acquisition) -> Vec<u32> {
     }
 }
 
+/// The fed upload of `acq` along `plan`, uncorrected.
+fn upload_fed(
+    engine: &Engine,
+    acq: &Acquisition,
+    feed: &IndexFeed,
+    plan: ResidentPlan,
+) -> stem4d::Result<Option<Resident>> {
+    pollster::block_on(engine.upload_fed(acq, feed, Correction::default(), plan, &mut |_, _| {}))
+}
+
+/// The resident's frames, all of them.
+fn resident_frames(engine: &Engine, acq: &Acquisition, res: &Resident) -> Vec<u32> {
+    let n = acq.shape.frames();
+    pollster::block_on(stem4d::gpu::products::frames(engine, res, 0, n)).unwrap()
+}
+
 /// Offsets of the B-tree nodes of `level` in `bytes`.
 fn nodes_of_level(bytes: &[u8], level: u8) -> Vec<usize> {
     bytes
@@ -78,7 +95,6 @@ fn a_deferred_index_uploads_exactly_and_completes_as_an_open() {
         let eager = open(name, &bytes, scan, false).unwrap();
         let (want, eager_chunks) = (cpu_frames(&eager), chunks(&eager));
         assert_eq!(eager_chunks.len(), 299, "{name}");
-        let n = eager.shape.frames();
         for per_batch in [1, 3, 32] {
             for split in [false, true] {
                 let what = format!("{name}, {per_batch} leaves a batch, split {split}");
@@ -99,17 +115,10 @@ fn a_deferred_index_uploads_exactly_and_completes_as_an_open() {
                 }
                 let plan = ResidentPlan::new(acq.shape, acq.dtype, false, limits).unwrap();
                 assert!(!split || plan.segments.len() >= 3, "{what}");
-                let res = pollster::block_on(engine.upload_fed(
-                    &acq,
-                    &feed,
-                    Correction::default(),
-                    plan,
-                    &mut |_, _| {},
-                ))
-                .unwrap()
-                .unwrap_or_else(|| panic!("{what}: the GPU decoder takes it all"));
-                let got =
-                    pollster::block_on(stem4d::gpu::products::frames(&engine, &res, 0, n)).unwrap();
+                let res = upload_fed(&engine, &acq, &feed, plan)
+                    .unwrap()
+                    .unwrap_or_else(|| panic!("{what}: the GPU decoder takes it all"));
+                let got = resident_frames(&engine, &acq, &res);
                 assert!(
                     got == want,
                     "{what}: resident frames differ from the CPU decode"
@@ -133,7 +142,6 @@ fn leaf_spans_upload_exactly() {
         let bytes = bytes_of(name);
         let eager = open(name, &bytes, scan, false).unwrap();
         let (want, eager_chunks) = (cpu_frames(&eager), chunks(&eager));
-        let n = eager.shape.frames();
         let mut spans_used = 0;
         for max_span in [2_000, 6_000, 20_000, 1 << 26] {
             let what = format!("{name}, spans of {max_span} bytes at most");
@@ -152,18 +160,11 @@ fn leaf_spans_upload_exactly() {
             );
             let plan =
                 ResidentPlan::new(acq.shape, acq.dtype, false, engine.adapter.limits).unwrap();
-            let res = pollster::block_on(engine.upload_fed(
-                &acq,
-                &feed,
-                Correction::default(),
-                plan,
-                &mut |_, _| {},
-            ))
-            .unwrap()
-            .unwrap_or_else(|| panic!("{what}: the GPU decoder takes it all"));
+            let res = upload_fed(&engine, &acq, &feed, plan)
+                .unwrap()
+                .unwrap_or_else(|| panic!("{what}: the GPU decoder takes it all"));
             spans_used += res.leaf_span_windows;
-            let got =
-                pollster::block_on(stem4d::gpu::products::frames(&engine, &res, 0, n)).unwrap();
+            let got = resident_frames(&engine, &acq, &res);
             assert!(
                 got == want,
                 "{what}: resident frames differ from the CPU decode"
@@ -204,14 +205,7 @@ fn leaves_out_of_key_order_go_back_to_the_whole_index() {
     let mut acq = open(name, &bytes, scan, true).unwrap();
     let feed = IndexFeed::with_batch(&acq, 1);
     let plan = ResidentPlan::new(acq.shape, acq.dtype, false, engine.adapter.limits).unwrap();
-    let fed = pollster::block_on(engine.upload_fed(
-        &acq,
-        &feed,
-        Correction::default(),
-        plan.clone(),
-        &mut |_, _| {},
-    ))
-    .unwrap();
+    let fed = upload_fed(&engine, &acq, &feed, plan.clone()).unwrap();
     assert!(
         fed.is_none(),
         "leaves out of order were uploaded as they came"
@@ -229,8 +223,7 @@ fn leaves_out_of_key_order_go_back_to_the_whole_index() {
     let res =
         pollster::block_on(engine.upload_plan(&acq, Correction::default(), plan, &mut |_, _| {}))
             .unwrap();
-    let n = acq.shape.frames();
-    let got = pollster::block_on(stem4d::gpu::products::frames(&engine, &res, 0, n)).unwrap();
+    let got = resident_frames(&engine, &acq, &res);
     assert!(
         got == cpu_frames(&eager),
         "the whole index's upload is exact"
@@ -253,13 +246,7 @@ fn a_bad_leaf_fails_the_upload_as_it_fails_the_open() {
         let acq = open(name, &bytes, scan, true).unwrap();
         let feed = IndexFeed::with_batch(&acq, 3);
         let plan = ResidentPlan::new(acq.shape, acq.dtype, false, engine.adapter.limits).unwrap();
-        let uploaded = pollster::block_on(engine.upload_fed(
-            &acq,
-            &feed,
-            Correction::default(),
-            plan,
-            &mut |_, _| {},
-        ));
+        let uploaded = upload_fed(&engine, &acq, &feed, plan);
         let Err(e) = uploaded else {
             panic!("{name}: a bad leaf uploaded");
         };

@@ -450,13 +450,41 @@ async fn file_api_walk_failures_name_the_chunk_as_the_viewer_walk_does() {
     );
 }
 
+/// Upload `file` as the page does, its open deferring the B-tree leaves to `feed` (made
+/// from the open acquisition); every sample must equal the CPU decode of an ordinary open,
+/// and the index completes. Returns the resident.
+async fn fed_exactly(
+    engine: &Engine,
+    file: (&str, &[u8]),
+    feed: impl Fn(&Acquisition) -> IndexFeed,
+    label: &str,
+) -> Resident {
+    let mut acq = open_pieced_with(&[file], None, Delivery::Walked, true);
+    assert!(acq.index_pending(), "{label}");
+    let feed = feed(&acq);
+    assert!(feed.len() > 1, "{label}: {} batches", feed.len());
+    let plan =
+        stem4d::resident::ResidentPlan::new(acq.shape, acq.dtype, false, engine.adapter.limits)
+            .expect("plan");
+    let res = engine
+        .upload_fed(&acq, &feed, Default::default(), plan, &mut |_, _| {})
+        .await
+        .expect("upload")
+        .expect("the GPU decoder takes it all");
+    acq.finish_index(feed).await.expect("the index completes");
+    let eager = open_pieced(&[file], None, Delivery::Walked);
+    assert_frames_exact(&eager, engine, &res, label).await;
+    res
+}
+
 /// The page's load of a B-tree with a level above its leaves: the open leaves them unread,
-/// the upload reads them in batches alongside windows the Workers walk, and the index is
-/// completed afterwards; every sample equals the CPU decode of an ordinary open.
+/// the upload reads them in batches alongside windows the Workers walk, or (frames written
+/// one by one) reads batches of them as the spans of their chunks from the File API's
+/// buffers, the viewer walking those chunks' headers.
 #[wasm_bindgen_test]
 async fn deferred_leaves_upload_exactly_in_the_browser() {
     let engine = Engine::new().await.expect("a WebGPU adapter");
-    let file = (
+    let k4 = (
         "btree_k4_bslz4.h5",
         include_bytes!(concat!(
             env!("CARGO_MANIFEST_DIR"),
@@ -464,29 +492,12 @@ async fn deferred_leaves_upload_exactly_in_the_browser() {
         ))
         .as_slice(),
     );
-    let mut acq = open_pieced_with(&[file], None, Delivery::Walked, true);
-    assert!(acq.index_pending());
-    let feed = IndexFeed::with_batch(&acq, 3);
-    assert!(feed.len() > 1, "{} batches", feed.len());
-    let plan =
-        stem4d::resident::ResidentPlan::new(acq.shape, acq.dtype, false, engine.adapter.limits)
-            .expect("plan");
-    let res = engine
-        .upload_fed(&acq, &feed, Default::default(), plan, &mut |_, _| {})
-        .await
-        .expect("upload")
-        .expect("the GPU decoder takes it all");
+    let res = fed_exactly(&engine, k4, |a| IndexFeed::with_batch(a, 3), "leaves").await;
     assert!(
         res.worker_walked_windows > 0,
         "windows walked by the Workers"
     );
-    acq.finish_index(feed).await.expect("the index completes");
-    let eager = open_pieced(&[file], None, Delivery::Walked);
-    assert_frames_exact(&eager, &engine, &res, "deferred leaves").await;
-
-    // Frames written one by one: batches of leaves read as the spans of their chunks, from
-    // the File API's buffers, the headers walked by the viewer.
-    let file = (
+    let stream = (
         "stream_k32_bslz4.h5",
         include_bytes!(concat!(
             env!("CARGO_MANIFEST_DIR"),
@@ -494,19 +505,13 @@ async fn deferred_leaves_upload_exactly_in_the_browser() {
         ))
         .as_slice(),
     );
-    let mut acq = open_pieced_with(&[file], None, Delivery::Walked, true);
-    let feed = IndexFeed::with_spans(&acq, 20_000);
-    let plan =
-        stem4d::resident::ResidentPlan::new(acq.shape, acq.dtype, false, engine.adapter.limits)
-            .expect("plan");
-    let res = engine
-        .upload_fed(&acq, &feed, Default::default(), plan, &mut |_, _| {})
-        .await
-        .expect("upload")
-        .expect("the GPU decoder takes it all");
+    let res = fed_exactly(
+        &engine,
+        stream,
+        |a| IndexFeed::with_spans(a, 20_000),
+        "spans",
+    )
+    .await;
     assert!(res.leaf_span_windows > 0, "windows read as leaf spans");
     assert!(res.file_buffer_windows >= res.leaf_span_windows);
-    acq.finish_index(feed).await.expect("the index completes");
-    let eager = open_pieced(&[file], None, Delivery::Walked);
-    assert_frames_exact(&eager, &engine, &res, "leaf spans").await;
 }

@@ -8,7 +8,7 @@ use std::sync::{Arc, OnceLock};
 
 use super::{Acquisition, PartKind};
 use crate::error::Result;
-use crate::hdf5_index::{ChunkRef, PendingLeaves};
+use crate::hdf5_index::{ChunkRef, DatasetIndex, PendingLeaves};
 
 /// Leaves a batch reads at once (one frame a chunk: ~64 chunks a leaf, so ~2,000 chunks, a
 /// few tens of MB, a batch).
@@ -39,13 +39,7 @@ impl IndexFeed {
     pub fn with_batch(acq: &Acquisition, per_batch: usize) -> IndexFeed {
         let per_batch = per_batch.max(1);
         let mut batches = Vec::new();
-        for (part, p) in acq.parts.iter().enumerate() {
-            let PartKind::Hdf5(ix) = &p.kind else {
-                continue;
-            };
-            let Some(pending) = &ix.pending else {
-                continue;
-            };
+        for (part, _, pending) in pending_parts(acq) {
             let n = pending.leaves.len();
             batches.extend((0..n).step_by(per_batch).map(|s| Batch {
                 part,
@@ -65,13 +59,7 @@ impl IndexFeed {
     /// part's last leaves, which no later leaf bounds.
     pub fn with_spans(acq: &Acquisition, max_span: u64) -> IndexFeed {
         let mut batches = Vec::new();
-        for (part, p) in acq.parts.iter().enumerate() {
-            let PartKind::Hdf5(ix) = &p.kind else {
-                continue;
-            };
-            let Some(pending) = &ix.pending else {
-                continue;
-            };
+        for (part, ix, pending) in pending_parts(acq) {
             let at = &pending.leaves;
             // A span is decoded as one window: as many leaves as a usual leaf's 64 chunks
             // fill the decoded budget with (larger leaves make windows of their own).
@@ -220,6 +208,19 @@ impl IndexFeed {
         read_run(&mut out, run).await?;
         Ok(out)
     }
+}
+
+/// The parts of `acq` whose chunk index has unread leaves: their place, index and leaves.
+fn pending_parts(
+    acq: &Acquisition,
+) -> impl Iterator<Item = (usize, &DatasetIndex, &Arc<PendingLeaves>)> {
+    acq.parts
+        .iter()
+        .enumerate()
+        .filter_map(|(part, p)| match &p.kind {
+            PartKind::Hdf5(ix) => ix.pending.as_ref().map(|pending| (part, ix, pending)),
+            _ => None,
+        })
 }
 
 /// Read the chunks of a run of unread leaves (if any) into its part's list.

@@ -21,7 +21,9 @@ pub(super) use super::chunk_slots::ChunkSlot;
 use super::chunk_slots::{batches, slots, Next, SlotStream};
 use super::kernels::{self, grid, DecodeParams};
 use super::window_bytes::WindowBytes;
-use super::window_reads::{pick_window, read_ahead, read_chunks, slots_wanted, ReadWindows};
+use super::window_reads::{
+    pick_window, read_ahead, read_chunks, slots_wanted, Prefetch, ReadWindows,
+};
 use super::{Batch, Engine, Resident, UploadTimes};
 
 /// Frames per chunk when the chunks hold whole frames in frame order.
@@ -607,8 +609,13 @@ async fn make_window(
 
 /// The slots of one resident segment's frames `[s0, s1)`, as the stream hands them out.
 struct SegmentSlots<'s, 'a> {
+    acq: &'a Acquisition,
+    /// The binding limit the windows are planned under.
+    limit: u64,
     s0: usize,
     s1: usize,
+    /// Windows taken as read already (leaf spans).
+    span_windows: u32,
     mine: Vec<&'s ChunkSlot<'a>>,
     /// Windows of `mine` read already (batches of leaves read as their file spans).
     read: ReadWindows,
@@ -616,13 +623,21 @@ struct SegmentSlots<'s, 'a> {
     complete: bool,
 }
 
-impl<'s, 'a> SegmentSlots<'s, 'a> {
+impl<'s, 'a: 's> SegmentSlots<'s, 'a> {
     /// Start with the slots of earlier segments that reach into this one (`carried`, which
     /// keeps those that reach past it).
-    fn new(s0: usize, s1: usize, carried: &mut Vec<&'s ChunkSlot<'a>>) -> Self {
+    fn new(
+        acq: &'a Acquisition,
+        limit: u64,
+        frames: std::ops::Range<usize>,
+        carried: &mut Vec<&'s ChunkSlot<'a>>,
+    ) -> Self {
         let mut seg = SegmentSlots {
-            s0,
-            s1,
+            acq,
+            limit,
+            s0: frames.start,
+            s1: frames.end,
+            span_windows: 0,
             mine: Vec::new(),
             read: ReadWindows::new(),
             complete: false,
@@ -646,16 +661,34 @@ impl<'s, 'a> SegmentSlots<'s, 'a> {
         }
     }
 
-    /// Take slots from `stream` until those from `mine[i]` on hold `wanted` stored bytes or
-    /// the segment has them all; false when the stream found a chunk not as planned.
+    /// Take slots from `stream` until those from `mine[*i]` on hold enough stored bytes for
+    /// the windows read ahead ([`slots_wanted`]) or the segment has them all, then start
+    /// reading those windows; false when the stream found a chunk not as planned.
+    async fn advance(
+        &mut self,
+        stream: &mut SlotStream<'s, 'a>,
+        later: &mut Vec<&'s ChunkSlot<'a>>,
+        i: &mut usize,
+        ahead: &mut std::collections::VecDeque<(std::ops::Range<usize>, Prefetch<'s>)>,
+        times: &mut UploadTimes,
+    ) -> Result<bool> {
+        if !self.fill(stream, *i, later, times).await? {
+            return Ok(false);
+        }
+        let (acq, limit) = (self.acq, self.limit);
+        self.span_windows += read_ahead(limit, acq, &self.mine, &mut self.read, i, ahead);
+        Ok(true)
+    }
+
+    /// The slot-taking half of [`SegmentSlots::advance`].
     async fn fill(
         &mut self,
         stream: &mut SlotStream<'s, 'a>,
         i: usize,
-        wanted: u64,
         later: &mut Vec<&'s ChunkSlot<'a>>,
         times: &mut UploadTimes,
     ) -> Result<bool> {
+        let wanted = slots_wanted(self.limit);
         let mut t = crate::viewer::now_ms();
         let mut unread: u64 = self.mine[i.min(self.mine.len())..]
             .iter()
@@ -742,7 +775,7 @@ pub async fn upload(
     let mut stream = SlotStream::new(acq, feed, &order, &cells, plan.max_binding);
     // Slots that reach past the segment being uploaded, for the next.
     let mut carried: Vec<&ChunkSlot> = Vec::new();
-    let wanted = slots_wanted(plan.max_binding);
+    let mut span_windows = 0u32;
     let decoder = Decoder::new(engine, acq);
     decoder.reset(engine);
     let scope = engine
@@ -758,48 +791,32 @@ pub async fn upload(
     // keeps the host from running ahead. The status is read once.
     let mut in_flight = std::collections::VecDeque::new();
     let (mut slots, mut times) = (SrcSlots::new(), UploadTimes::default());
-    let (mut file_buffer_windows, mut walked_windows, mut span_windows) = (0u32, 0u32, 0u32);
+    let (mut file_buffer_windows, mut walked_windows) = (0u32, 0u32);
     for seg in &plan.segments {
         let buffer = engine.storage("resident", seg.bytes.max(4));
         let (s0, s1) = (seg.first_frame, seg.first_frame + seg.frames);
-        let mut segment = SegmentSlots::new(s0, s1, &mut carried);
+        let mut segment = SegmentSlots::new(acq, plan.max_binding, s0..s1, &mut carried);
         let mut i = 0;
         let mut ahead = std::collections::VecDeque::new();
         if !segment
-            .fill(&mut stream, i, wanted, &mut carried, &mut times)
+            .advance(&mut stream, &mut carried, &mut i, &mut ahead, &mut times)
             .await?
         {
             return finish_in_flight(engine, in_flight).await;
         }
-        span_windows += read_ahead(
-            plan.max_binding,
-            acq,
-            &segment.mine,
-            &mut segment.read,
-            &mut i,
-            &mut ahead,
-        );
         while let Some((range, reading)) = ahead.pop_front() {
             let mut t = crate::viewer::now_ms();
             let src = reading.finish().await?;
             times.lap("read (not overlapped)", &mut t);
             file_buffer_windows += src.is_file_api() as u32;
             walked_windows += src.walked().is_some() as u32;
+            // The next windows' reads run while this one is built and submitted.
             if !segment
-                .fill(&mut stream, i, wanted, &mut carried, &mut times)
+                .advance(&mut stream, &mut carried, &mut i, &mut ahead, &mut times)
                 .await?
             {
                 return finish_in_flight(engine, in_flight).await;
             }
-            // The next windows' reads run while this one is built and submitted.
-            span_windows += read_ahead(
-                plan.max_binding,
-                acq,
-                &segment.mine,
-                &mut segment.read,
-                &mut i,
-                &mut ahead,
-            );
             let mine = &segment.mine;
             let built = make_window(
                 engine,
@@ -854,6 +871,7 @@ pub async fn upload(
             done_frames += w.frames;
             progress(done_frames, total);
         }
+        span_windows += segment.span_windows;
         buffers.push(buffer);
     }
     if feed.is_some() && done_frames != total {
