@@ -235,7 +235,20 @@ fn leaves_out_of_key_order_go_back_to_the_whole_index() {
 #[test]
 fn a_bad_leaf_fails_the_upload_as_it_fails_the_open() {
     let Some(engine) = engine() else { return };
-    for (name, scan) in CASES {
+    // Leaves read in batches of three, and (frames written one by one) parsed out of the
+    // span of their chunks.
+    type FeedOf = fn(&Acquisition) -> IndexFeed;
+    let ways: [(&str, Option<[usize; 2]>, FeedOf); 4] = [
+        (CASES[0].0, CASES[0].1, |a| IndexFeed::with_batch(a, 3)),
+        (CASES[1].0, CASES[1].1, |a| IndexFeed::with_batch(a, 3)),
+        ("stream_k32_bslz4.h5", None, |a| {
+            IndexFeed::with_spans(a, 20_000)
+        }),
+        ("stream_k32_bslz4.h5", None, |a| {
+            IndexFeed::with_spans(a, 1 << 26)
+        }),
+    ];
+    for (name, scan, feed_of) in ways {
         let mut bytes = bytes_of(name);
         let leaves = nodes_of_level(&bytes, 0);
         let bad = leaves[leaves.len() / 2];
@@ -244,7 +257,7 @@ fn a_bad_leaf_fails_the_upload_as_it_fails_the_open() {
             panic!("{name}: a bad leaf opened");
         };
         let acq = open(name, &bytes, scan, true).unwrap();
-        let feed = IndexFeed::with_batch(&acq, 3);
+        let feed = feed_of(&acq);
         let plan = ResidentPlan::new(acq.shape, acq.dtype, false, engine.adapter.limits).unwrap();
         let uploaded = upload_fed(&engine, &acq, &feed, plan);
         let Err(e) = uploaded else {

@@ -90,7 +90,11 @@ impl IndexFeed {
                 // The last leaf that still bounds a span of at most `max_span` bytes (its
                 // margin included), the leaves before it in the file in key order.
                 let e = (s + 1..n.min(s + most + 1))
-                    .take_while(|&e| at[e] > at[e - 1] && (at[e] - at[s]) / 4 * 5 <= max_span)
+                    .take_while(|&e| {
+                        at[e] > at[e - 1]
+                            && at[e] <= pending.file_len()
+                            && (at[e] - at[s]) / 4 * 5 <= max_span
+                    })
                     .last();
                 match e {
                     Some(e) => {

@@ -386,9 +386,13 @@ impl PendingLeaves {
         entries.map(|e| self.check.chunk_refs(e)).transpose()
     }
 
-    /// The file the leaves are in.
+    /// The file the leaves are in, and its length.
     pub fn source(&self) -> &std::sync::Arc<dyn ByteSource> {
         &self.src
+    }
+
+    pub fn file_len(&self) -> u64 {
+        self.check.file_len
     }
 }
 
