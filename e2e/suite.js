@@ -133,16 +133,21 @@ export async function runSuite(opts = {}) {
     // Each way of reading them (open option `leaves`): batches of leaves read alone, read as
     // the file spans of their chunks (frames written one by one keep them there), or read by
     // the open.
+    const arina = ['arina_stream_master', 'arina_stream_data_000001', 'arina_stream_data_000002'];
     const deferred = [
-      ['btree_k4_bslz4', { scanShape: [13, 23] }, [13, 23]],
-      ['btree_k4_lz4', { scanShape: [13, 23] }, [13, 23]],
-      ['stream_k32_bslz4', { leaves: 'spans' }, [12, 40]],
-      ['stream_k32_bslz4', { leaves: 'open' }, [12, 40]],
+      ['btree_k4_bslz4', [], { scanShape: [13, 23] }, [13, 23]],
+      ['btree_k4_lz4', [], { scanShape: [13, 23] }, [13, 23]],
+      ['stream_k32_bslz4', [], { leaves: 'spans' }, [12, 40]],
+      ['stream_k32_bslz4', [], { leaves: 'open' }, [12, 40]],
+      // Two parts, each a tree of two levels, fed in frame order across them.
+      ['arina_stream', arina, { scanShape: [20, 24], leaves: 'spans' }, [20, 24]],
+      ['arina_stream', arina, { scanShape: [20, 24] }, [20, 24]],
     ];
-    for (const [name, options, scan] of deferred) {
+    for (const [name, files, options, scan] of deferred) {
       const label = `${name} ${JSON.stringify(options)}`;
       try {
-        const info = await window.stem4d.open(await filesFrom([`/fixtures/index/${name}.h5`]), options);
+        const urls = (files.length ? files : [name]).map((f) => `/fixtures/index/${f}.h5`);
+        const info = await window.stem4d.open(await filesFrom(urls), options);
         const prof = await window.stem4d.profile();
         const stages = prof.stages.map((st) => st.name);
         const fed = stages.includes('of which chunk index (not overlapped)');

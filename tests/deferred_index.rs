@@ -184,6 +184,56 @@ fn leaf_spans_upload_exactly() {
     }
 }
 
+/// An Arina master linking two data files, each a tree of two levels: both parts' leaves
+/// deferred, fed in frame order across the parts (alone, and as spans), exact either way.
+#[test]
+fn a_deferred_arina_acquisition_uploads_exactly() {
+    let Some(engine) = engine() else { return };
+    let names = [
+        "arina_stream_master.h5",
+        "arina_stream_data_000001.h5",
+        "arina_stream_data_000002.h5",
+    ];
+    let open_all = |defer: bool| {
+        let files = names
+            .iter()
+            .map(|n| Arc::new(MemSource::new(*n, bytes_of(n))) as Arc<dyn ByteSource>)
+            .collect();
+        let opts = OpenOptions {
+            scan_shape: Some([20, 24]),
+            dataset: None,
+        };
+        Acquisition::open_with(FileSet::new(files).unwrap(), &opts, defer).unwrap()
+    };
+    let eager = open_all(false);
+    assert_eq!(eager.parts.len(), 2);
+    let (want, eager_chunks) = (cpu_frames(&eager), chunks(&eager));
+    type FeedOf = fn(&Acquisition) -> IndexFeed;
+    let ways: [(&str, FeedOf); 3] = [
+        ("batches of 2 leaves", |a| IndexFeed::with_batch(a, 2)),
+        ("spans of 4 KB", |a| IndexFeed::with_spans(a, 4_000)),
+        ("spans of a window", |a| IndexFeed::with_spans(a, 1 << 26)),
+    ];
+    for (what, feed_of) in ways {
+        let mut acq = open_all(true);
+        assert!(
+            acq.parts
+                .iter()
+                .all(|p| matches!(&p.kind, PartKind::Hdf5(ix) if ix.pending.is_some())),
+            "{what}: both parts deferred"
+        );
+        let feed = feed_of(&acq);
+        let plan = ResidentPlan::new(acq.shape, acq.dtype, false, engine.adapter.limits).unwrap();
+        let res = upload_fed(&engine, &acq, &feed, plan)
+            .unwrap()
+            .unwrap_or_else(|| panic!("{what}: the GPU decoder takes it all"));
+        assert!(resident_frames(&engine, &acq, &res) == want, "{what}");
+        pollster::block_on(acq.finish_index(feed)).unwrap();
+        assert_eq!(chunks(&acq), eager_chunks, "{what}");
+        eprintln!("{what}: {} windows from spans", res.leaf_span_windows);
+    }
+}
+
 /// Leaves whose parent lists them out of key order: an open sorts their chunks, the fed
 /// upload cannot take them in frame order and hands the acquisition back; the completed
 /// index is the open's, and the ordinary upload of it is exact.
