@@ -1,7 +1,9 @@
 //! The chunks of B-tree leaves an open left unread, read batch by batch in frame order. In
 //! the browser a 5.6 GB acquisition's index is ~4,100 leaves of 3 KB, and Chromium serves
 //! small File API reads ~4,000 a second: read before the load they took a second of it. Read
-//! by the GPU upload a few batches ahead of the chunks it reads, they run alongside.
+//! by the GPU upload a few batches ahead of the chunks it reads, they run alongside, but
+//! share Chromium's read capacity with them; read as the file spans that hold them and
+//! their chunks ([`IndexFeed::with_spans`]), they cost no read of their own.
 
 use std::ops::Range;
 use std::sync::{Arc, OnceLock};
