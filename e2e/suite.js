@@ -133,6 +133,11 @@ export async function runSuite(opts = {}) {
     // Each way of reading them (open option `leaves`): batches of leaves read alone, read as
     // the file spans of their chunks (frames written one by one keep them there), or read by
     // the open.
+    let refused = null;
+    try {
+      await window.stem4d.open(await filesFrom(['/fixtures/index/stream_k32_bslz4.h5']), { leaves: 'sometimes' });
+    } catch (e) { refused = e.message; }
+    check(refused && refused.includes('leaves') && refused.includes('sometimes'), `open option leaves: 'sometimes' refused (${refused})`);
     const arina = ['arina_stream_master', 'arina_stream_data_000001', 'arina_stream_data_000002'];
     const deferred = [
       ['btree_k4_bslz4', [], { scanShape: [13, 23] }, [13, 23]],

@@ -362,3 +362,110 @@ fn draw_keys_change_exactly_with_what_a_canvas_shows() {
     // Another canvas size is another picture.
     assert_ne!(s.draw_key(Panel::Image, [65, 48]).unwrap(), im5);
 }
+
+/// The page's open leaves B-tree leaves unread: the session reads them during the upload
+/// (alone, or as the spans of their chunks), or first where the GPU decoder does not take
+/// the acquisition (a crop); either way it ends with the info and products of a session on
+/// an ordinary open. Two data files, each a tree of two levels.
+#[test]
+fn a_deferred_index_opens_the_same_session() {
+    use std::sync::Arc;
+    use stem4d::source::{ByteSource, FileSet, FsSource};
+    let Some(engine) = engine() else { return };
+    let open_set = |defer: bool| {
+        let files = [
+            "arina_stream_master.h5",
+            "arina_stream_data_000001.h5",
+            "arina_stream_data_000002.h5",
+        ]
+        .iter()
+        .map(|n| {
+            Arc::new(FsSource::open(&fixtures().join("index").join(n)).unwrap())
+                as Arc<dyn ByteSource>
+        })
+        .collect();
+        let opts = stem4d::formats::OpenOptions {
+            scan_shape: Some([20, 24]),
+            dataset: None,
+        };
+        Acquisition::open_with(FileSet::new(files).unwrap(), &opts, defer).unwrap()
+    };
+    let spans = || Some("spans".to_string());
+    let cases = [
+        (
+            "leaves read alone",
+            OpenRequest {
+                bin: 1,
+                ..Default::default()
+            },
+            true,
+        ),
+        (
+            "leaves as spans",
+            OpenRequest {
+                bin: 1,
+                leaves: spans(),
+                ..Default::default()
+            },
+            true,
+        ),
+        (
+            "binned 2",
+            OpenRequest {
+                bin: 2,
+                ..Default::default()
+            },
+            true,
+        ),
+        (
+            "spans, binned 2",
+            OpenRequest {
+                bin: 2,
+                leaves: spans(),
+                ..Default::default()
+            },
+            true,
+        ),
+        (
+            "cropped",
+            OpenRequest {
+                bin: 1,
+                crop: Some([2, 9, 3, 17]),
+                ..Default::default()
+            },
+            false,
+        ),
+    ];
+    for (what, req, fed) in cases {
+        let session = |defer: bool| {
+            pollster::block_on(Session::open(
+                &engine,
+                open_set(defer),
+                &req,
+                0.0,
+                &mut |_, _, _| {},
+            ))
+            .unwrap_or_else(|e| panic!("{what}: {e}"))
+        };
+        let (mut plain, mut deferred) = (session(false), session(true));
+        assert_eq!(deferred.info, plain.info, "{what}");
+        let stages: Vec<&str> = deferred
+            .profile
+            .stages
+            .iter()
+            .map(|s| s.name.as_str())
+            .collect();
+        let during = stages.contains(&"of which chunk index (not overlapped)");
+        let first = stages.contains(&"chunk index leaves");
+        assert_eq!((during, first), (fed, !fed), "{what}: {stages:?}");
+        for kind in [ProductKind::Total, ProductKind::SumDp, ProductKind::Bf] {
+            let mut p = ProductParams::new(kind);
+            p.bin = req.bin;
+            p.center = Some([3.6, 4.1]);
+            p.radius = Some(2.5);
+            let got = pollster::block_on(deferred.product(&engine, &p)).unwrap();
+            let want = pollster::block_on(plain.product(&engine, &p)).unwrap();
+            assert_eq!(got, want, "{what} {kind:?}");
+        }
+    }
+}
