@@ -198,7 +198,8 @@ pub struct Profile {
     /// Decode windows read as the file span of their chunks' B-tree leaves, the leaves
     /// parsed out of it (a deferred index; the viewer walks these windows' chunk headers).
     pub leaf_span_windows: u32,
-    /// Of the File API windows, windows whose chunk headers the pool's Workers walked as they read them.
+    /// Of the File API windows, windows whose chunk headers the pool's Workers walked as
+    /// they read them.
     pub worker_walked_windows: u32,
     /// Rounds of gathered metadata reads the page's open took (each fetches what the last
     /// attempt missed, all at once); 0 where files are read as they are parsed.
@@ -499,9 +500,10 @@ impl Session {
         probe.bin = req.bin;
         probe.validate(acq.shape)?;
         let float = acq.dtype == Dtype::F32;
-        let mut feed = acq.index_pending().then(|| match req.leaf_reads() {
-            Ok(LeafReads::Spans) => IndexFeed::with_spans(&acq, crate::resident::DECODE_WINDOW),
-            _ => IndexFeed::new(&acq),
+        let spans = req.leaf_reads()? == LeafReads::Spans;
+        let mut feed = acq.index_pending().then(|| match spans {
+            true => IndexFeed::with_spans(&acq, crate::resident::DECODE_WINDOW),
+            false => IndexFeed::new(&acq),
         });
         if !crate::gpu::decode::supported(&acq, correction) || (float && req.bin > 1) {
             // Only the GPU decoder reads a deferred index as it goes.

@@ -468,4 +468,18 @@ fn a_deferred_index_opens_the_same_session() {
             assert_eq!(got, want, "{what} {kind:?}");
         }
     }
+    let bad = OpenRequest {
+        bin: 1,
+        leaves: Some("sometimes".into()),
+        ..Default::default()
+    };
+    let refused = pollster::block_on(Session::open(
+        &engine,
+        open_set(true),
+        &bad,
+        0.0,
+        &mut |_, _, _| {},
+    ));
+    let msg = refused.err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(msg.contains("leaves") && msg.contains("sometimes"), "{msg}");
 }
