@@ -695,7 +695,16 @@ impl<'s, 'a: 's> SegmentSlots<'s, 'a> {
             .map(|s| s.chunk.size)
             .sum();
         while !self.complete && unread < wanted {
-            match stream.next().await? {
+            let next = stream.next().await?;
+            if stream.fed() {
+                // Waiting for a leaf span is waiting for a window's read.
+                let what = match &next {
+                    Next::Slots(_, Some(_)) => "read (not overlapped)",
+                    _ => "chunk index (not overlapped)",
+                };
+                times.lap(what, &mut t);
+            }
+            match next {
                 Next::Slots(batch, window) => {
                     let start = self.mine.len();
                     for s in batch {
@@ -713,9 +722,6 @@ impl<'s, 'a: 's> SegmentSlots<'s, 'a> {
                 Next::Done => self.complete = true,
                 Next::NotAsPlanned => return Ok(false),
             }
-        }
-        if stream.fed() {
-            times.lap("chunk index (not overlapped)", &mut t);
         }
         Ok(true)
     }
