@@ -103,18 +103,6 @@ pub struct Stage {
     pub ms: f64,
 }
 
-/// The memory plan of `acq` binned by `bin` on `engine`'s adapter.
-fn plan_for(engine: &Engine, acq: &Acquisition, bin: usize) -> Result<ResidentPlan> {
-    let (stored, logical) = acq.largest_chunk();
-    Ok(ResidentPlan::new(
-        acq.shape.binned(bin),
-        acq.dtype,
-        bin > 1,
-        engine.adapter.limits,
-    )?
-    .with_largest_chunk(stored, logical))
-}
-
 /// Make `acq` resident, reporting progress as the load's upload stage and adding the
 /// upload's time and its parts to `stages`. The leaves of a deferred chunk index come from
 /// `feed` while the upload reads the chunks before them; the index is complete afterwards.
@@ -129,29 +117,30 @@ async fn upload_profiled(
 ) -> Result<(Resident, ResidentPlan)> {
     let t = now_ms();
     let mut report = |f: usize, n: usize| progress("read, decode, upload", f as u64, n as u64);
-    let mut plan = plan_for(engine, acq, corr.bin)?;
-    let fed = match &feed {
-        Some(feed) => {
-            engine
-                .upload_fed(acq, feed, corr, plan.clone(), &mut report)
-                .await?
-        }
-        None => None,
-    };
-    let res = match (fed, feed) {
-        (Some(res), Some(feed)) => {
-            acq.finish_index(feed).await?;
-            res
-        }
-        (_, feed) => {
-            if let Some(feed) = feed {
-                // Not as planned (a chunk the GPU decoder skips): the whole index, a new plan.
-                acq.finish_index(feed).await?;
-                plan = plan_for(engine, acq, corr.bin)?;
-            }
+    let limits = engine.adapter.limits;
+    let mut plan = crate::gpu::plan_of(acq, corr.bin, limits)?;
+    let res = match feed {
+        None => {
             engine
                 .upload_plan(acq, corr, plan.clone(), &mut report)
                 .await?
+        }
+        Some(feed) => {
+            let fed = engine
+                .upload_fed(acq, &feed, corr, plan.clone(), &mut report)
+                .await?;
+            acq.finish_index(feed).await?;
+            match fed {
+                Some(res) => res,
+                None => {
+                    // Not as planned (a chunk the GPU decoder skips): the whole index, a
+                    // new plan.
+                    plan = crate::gpu::plan_of(acq, corr.bin, limits)?;
+                    engine
+                        .upload_plan(acq, corr, plan.clone(), &mut report)
+                        .await?
+                }
+            }
         }
     };
     stages.push(Stage {
@@ -501,9 +490,12 @@ impl Session {
         probe.validate(acq.shape)?;
         let float = acq.dtype == Dtype::F32;
         let spans = req.leaf_reads()? == LeafReads::Spans;
-        let mut feed = acq.index_pending().then(|| match spans {
-            true => IndexFeed::with_spans(&acq, crate::resident::DECODE_WINDOW),
-            false => IndexFeed::new(&acq),
+        let mut feed = acq.index_pending().then(|| {
+            if spans {
+                IndexFeed::with_spans(&acq, crate::resident::DECODE_WINDOW)
+            } else {
+                IndexFeed::new(&acq)
+            }
         });
         if !crate::gpu::decode::supported(&acq, correction) || (float && req.bin > 1) {
             // Only the GPU decoder reads a deferred index as it goes.

@@ -17,13 +17,19 @@ use wasm_bindgen_test::*;
 
 wasm_bindgen_test_configure!(run_in_browser);
 
+/// A fixture's name and bytes, from `tests/fixtures/data/` or the folder given.
 macro_rules! fixture {
     ($name:literal) => {
+        fixture!("data", $name)
+    };
+    ($dir:literal, $name:literal) => {
         (
             $name,
             include_bytes!(concat!(
                 env!("CARGO_MANIFEST_DIR"),
-                "/tests/fixtures/data/",
+                "/tests/fixtures/",
+                $dir,
+                "/",
                 $name
             ))
             .as_slice(),
@@ -426,14 +432,7 @@ async fn file_api_windows_decode_exactly_in_the_browser() {
 #[wasm_bindgen_test]
 async fn file_api_walk_failures_name_the_chunk_as_the_viewer_walk_does() {
     let engine = Engine::new().await.expect("a WebGPU adapter");
-    let bad = (
-        "data.h5",
-        include_bytes!(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/tests/fixtures/bad/bslz4_truncated_chunk/data.h5"
-        ))
-        .as_slice(),
-    );
+    let bad = fixture!("bad/bslz4_truncated_chunk", "data.h5");
     let mut messages = Vec::new();
     for delivery in [Delivery::Split(4097), Delivery::Walked] {
         let acq = open_pieced(&[bad], Some([4, 6]), delivery);
@@ -484,27 +483,13 @@ async fn fed_exactly(
 #[wasm_bindgen_test]
 async fn deferred_leaves_upload_exactly_in_the_browser() {
     let engine = Engine::new().await.expect("a WebGPU adapter");
-    let k4 = (
-        "btree_k4_bslz4.h5",
-        include_bytes!(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/tests/fixtures/index/btree_k4_bslz4.h5"
-        ))
-        .as_slice(),
-    );
+    let k4 = fixture!("index", "btree_k4_bslz4.h5");
     let res = fed_exactly(&engine, k4, |a| IndexFeed::with_batch(a, 3), "leaves").await;
     assert!(
         res.worker_walked_windows > 0,
         "windows walked by the Workers"
     );
-    let stream = (
-        "stream_k32_bslz4.h5",
-        include_bytes!(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/tests/fixtures/index/stream_k32_bslz4.h5"
-        ))
-        .as_slice(),
-    );
+    let stream = fixture!("index", "stream_k32_bslz4.h5");
     let res = fed_exactly(
         &engine,
         stream,

@@ -65,10 +65,8 @@ impl IndexFeed {
             let at = &pending.leaves;
             // A span is decoded as one window: as many leaves as a usual leaf's 64 chunks
             // fill the decoded budget with (larger leaves make windows of their own).
-            let chunk = ix
-                .chunk_shape()
-                .map_or(1, |d| d.iter().product::<u64>() * ix.dtype.size() as u64);
-            let most = (crate::resident::DECODE_SCRATCH / (64 * chunk.max(1))).max(1) as usize;
+            let chunk = ix.chunk_bytes().unwrap_or(1).max(1);
+            let most = (crate::resident::DECODE_SCRATCH / chunk.saturating_mul(64)).max(1) as usize;
             let batch = |leaves: Range<usize>, span: Option<Range<u64>>| Batch {
                 part,
                 leaves,

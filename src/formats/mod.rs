@@ -126,13 +126,9 @@ impl Acquisition {
             let PartKind::Hdf5(ix) = &part.kind else {
                 continue;
             };
-            let Some(dims) = ix.chunk_shape() else {
+            let Some(logical) = ix.chunk_bytes() else {
                 continue;
             };
-            let logical = dims
-                .iter()
-                .try_fold(ix.dtype.size() as u64, |a, &d| a.checked_mul(d))
-                .unwrap_or(u64::MAX);
             let stored = ix.chunks.iter().map(|c| c.size).max().unwrap_or(0);
             out = (out.0.max(stored), out.1.max(logical));
         }
@@ -204,8 +200,7 @@ impl Acquisition {
                 continue;
             };
             ix.chunks.extend(chunks);
-            ix.chunks.sort_by(|a, b| a.coords.cmp(&b.coords));
-            ix.chunks.dedup_by(|a, b| a.coords == b.coords);
+            crate::hdf5_index::sort_chunks(&mut ix.chunks);
         }
         for part in &mut self.parts {
             if let PartKind::Hdf5(ix) = &mut part.kind {

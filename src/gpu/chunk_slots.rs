@@ -82,24 +82,29 @@ pub(super) enum BatchOf {
     Feed(usize),
 }
 
-/// The batches of `acq`'s chunks, in frame order.
-pub(super) fn batches(acq: &Acquisition, feed: Option<&IndexFeed>) -> Vec<BatchOf> {
+/// The batches of `acq`'s chunks, in frame order; `None` where a part whose index an open
+/// deferred has none in `feed` (its chunks would be missing).
+pub(super) fn batches(acq: &Acquisition, feed: Option<&IndexFeed>) -> Option<Vec<BatchOf>> {
     let mut out = Vec::new();
     for (p, part) in acq.parts.iter().enumerate() {
         match &part.kind {
             PartKind::Hdf5(ix) if ix.pending.is_some() => {
-                let feed_batches = feed.map_or(0, |f| f.len());
+                let feed = feed?;
+                let before = out.len();
                 out.extend(
-                    (0..feed_batches)
-                        .filter(|&b| feed.and_then(|f| f.part(b)) == Some(p))
+                    (0..feed.len())
+                        .filter(|&b| feed.part(b) == Some(p))
                         .map(BatchOf::Feed),
                 );
+                if out.len() == before {
+                    return None;
+                }
             }
             PartKind::Hdf5(_) => out.push(BatchOf::Part(p)),
             _ => {}
         }
     }
-    out
+    Some(out)
 }
 
 /// What [`SlotStream::next`] found.
@@ -226,7 +231,7 @@ impl<'s, 'a> SlotStream<'s, 'a> {
                 let (chunks, window) = match reading {
                     Some(Reading::Span(read)) => {
                         let bytes = read.finish().await?;
-                        let lo = feed.span(b).map_or(0, |s| s.start);
+                        let lo = bytes.file_offset().unwrap_or(0);
                         let node = |addr: u64, len: usize| {
                             bytes.copy_out(addr.checked_sub(lo)? as usize, len)
                         };

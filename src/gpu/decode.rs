@@ -776,7 +776,9 @@ pub async fn upload(
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<Option<Resident>> {
     let total = plan.shape.frames();
-    let order = batches(acq, feed);
+    let Some(order) = batches(acq, feed) else {
+        return Ok(None);
+    };
     let cells: Vec<_> = order.iter().map(|_| std::cell::OnceCell::new()).collect();
     let mut stream = SlotStream::new(acq, feed, &order, &cells, plan.max_binding);
     // Slots that reach past the segment being uploaded, for the next.

@@ -202,6 +202,15 @@ pub struct Resident {
     pub radial: Option<radial::RadialCache>,
 }
 
+/// The memory plan of `acq` binned by `bin` under `limits`, its largest chunk counted.
+pub fn plan_of(acq: &Acquisition, bin: usize, limits: DeviceLimits) -> Result<ResidentPlan> {
+    let (stored, logical) = acq.largest_chunk();
+    Ok(
+        ResidentPlan::new(acq.shape.binned(bin), acq.dtype, bin > 1, limits)?
+            .with_largest_chunk(stored, logical),
+    )
+}
+
 /// Milliseconds an upload spent in each of its steps, in order of first use.
 #[derive(Clone, Debug, Default)]
 pub struct UploadTimes(pub Vec<(&'static str, f64)>);
@@ -418,9 +427,7 @@ impl Engine {
         corr: Correction,
         limits: DeviceLimits,
     ) -> Result<Resident> {
-        let (stored, logical) = acq.largest_chunk();
-        let plan = ResidentPlan::new(acq.shape.binned(corr.bin), acq.dtype, corr.bin > 1, limits)?
-            .with_largest_chunk(stored, logical);
+        let plan = plan_of(acq, corr.bin, limits)?;
         self.upload_plan(acq, corr, plan, &mut |_, _| {}).await
     }
 
@@ -482,17 +489,14 @@ impl Engine {
                 .await
                 .map(Some);
         }
-        if acq.index_pending() && feed.is_none() {
-            // Every upload reads chunks through the whole index, or through a feed of it.
-            return Ok(None);
-        }
         if decode::supported(acq, corr) {
             if let Some(res) = decode::upload(self, acq, feed, corr, &plan, progress).await? {
                 return Ok(Some(res));
             }
         }
         if acq.index_pending() {
-            // The CPU path reads chunks through the whole index.
+            // The CPU path reads chunks through the whole index (the GPU decoder refuses a
+            // deferred index without a feed of it).
             return Ok(None);
         }
         let reader = FrameReader::new(acq);

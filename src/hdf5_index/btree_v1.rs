@@ -75,9 +75,10 @@ pub async fn leaf_entries(
     rank: usize,
 ) -> Result<Vec<ChunkEntry>, String> {
     let shape = NodeShape::new(os, rank)?;
+    let file_len = src.len();
     let mut nodes: Vec<Vec<u8>> = leaves
         .iter()
-        .map(|&addr| vec![0u8; shape.read_len(src, addr, USUAL_CHILDREN)])
+        .map(|&addr| vec![0u8; shape.read_len(file_len, addr, USUAL_CHILDREN)])
         .collect();
     let reads = leaves
         .iter()
@@ -85,19 +86,15 @@ pub async fn leaf_entries(
         .map(|(&addr, b)| (addr, b.as_mut_slice()))
         .collect();
     src.read_many(reads).await.map_err(|e| e.to_string())?;
-    let mut entries = Vec::with_capacity(leaves.len() * USUAL_CHILDREN);
-    for (&addr, node) in leaves.iter().zip(&mut nodes) {
-        // A leaf with more children than usual: read again whole.
-        let used = entries_used(node);
-        if node.len() < shape.len(used) {
-            *node = src
-                .read_vec(addr, shape.read_len(src, addr, used) as u64)
-                .map_err(|e| e.to_string())?;
-        }
-        // Asked for as a leaf: a node of another level is refused, never descended.
-        shape.parse(addr, Some(0), node, &mut entries)?;
-    }
-    Ok(entries)
+    // The usual length as read; a leaf with more children than usual is read again whole.
+    let mut node = |i: usize, addr: u64, len: usize| match nodes[i].get(..len) {
+        Some(held) => Ok(Some(held.to_vec())),
+        None => src
+            .read_vec(addr, len as u64)
+            .map(Some)
+            .map_err(|e| e.to_string()),
+    };
+    parse_leaves(&shape, &mut node, file_len, leaves).map(|e| e.unwrap_or_default())
 }
 
 /// [`leaf_entries`] of leaves whose bytes are at hand: `node(addr, len)` gives the `len`
@@ -111,21 +108,36 @@ pub fn leaf_entries_from(
     rank: usize,
 ) -> Result<Option<Vec<ChunkEntry>>, String> {
     let shape = NodeShape::new(os, rank)?;
-    let cut = |addr: u64, children: usize| {
-        (shape.len(children) as u64).min(file_len.saturating_sub(addr)) as usize
-    };
+    parse_leaves(
+        &shape,
+        &mut |_, addr, len| Ok(node(addr, len)),
+        file_len,
+        leaves,
+    )
+}
+
+/// Parse `leaves` as leaves, each first at its usual length, again at its whole length if it
+/// has more children: `node(i, addr, len)` gives leaf `i`'s bytes (`None`: not at hand,
+/// and so no entries).
+fn parse_leaves(
+    shape: &NodeShape,
+    node: &mut dyn FnMut(usize, u64, usize) -> Result<Option<Vec<u8>>, String>,
+    file_len: u64,
+    leaves: &[u64],
+) -> Result<Option<Vec<ChunkEntry>>, String> {
     let mut entries = Vec::with_capacity(leaves.len() * USUAL_CHILDREN);
-    for &addr in leaves {
-        let Some(mut bytes) = node(addr, cut(addr, USUAL_CHILDREN)) else {
+    for (i, &addr) in leaves.iter().enumerate() {
+        let Some(mut bytes) = node(i, addr, shape.read_len(file_len, addr, USUAL_CHILDREN))? else {
             return Ok(None);
         };
         let used = entries_used(&bytes);
         if bytes.len() < shape.len(used) {
-            match node(addr, cut(addr, used)) {
+            match node(i, addr, shape.read_len(file_len, addr, used))? {
                 Some(whole) => bytes = whole,
                 None => return Ok(None),
             }
         }
+        // Asked for as a leaf: a node of another level is refused, never descended.
         shape.parse(addr, Some(0), &bytes, &mut entries)?;
     }
     Ok(Some(entries))
@@ -158,9 +170,10 @@ impl NodeShape {
         self.header + children * (self.key + self.os) + self.key
     }
 
-    /// Bytes to read for a node of `children` entries at `addr`: cut at the end of the file.
-    fn read_len(&self, src: &dyn ByteSource, addr: u64, children: usize) -> usize {
-        (self.len(children) as u64).min(src.len().saturating_sub(addr)) as usize
+    /// Bytes to read for a node of `children` entries at `addr`: cut at the end of a file of
+    /// `file_len` bytes.
+    fn read_len(&self, file_len: u64, addr: u64, children: usize) -> usize {
+        (self.len(children) as u64).min(file_len.saturating_sub(addr)) as usize
     }
 
     /// Check the node read at `addr` (of level `want` when its parent says so): a leaf's
@@ -224,14 +237,19 @@ fn read_nodes(
     level: &[(u64, Option<u8>)],
     shape: &NodeShape,
 ) -> Result<Vec<Vec<u8>>, String> {
-    let mut nodes = read_all(src, level, |_| shape.len(USUAL_CHILDREN))?;
+    let file_len = src.len();
+    let mut nodes = read_all(src, level, |i| {
+        shape.read_len(file_len, level[i].0, USUAL_CHILDREN)
+    })?;
     let used: Vec<usize> = nodes.iter().map(|n| entries_used(n)).collect();
     let long: Vec<usize> = (0..nodes.len())
         .filter(|&i| nodes[i].len() < shape.len(used[i]))
         .collect();
     if !long.is_empty() {
         let again: Vec<(u64, Option<u8>)> = long.iter().map(|&i| level[i]).collect();
-        let whole = read_all(src, &again, |k| shape.len(used[long[k]]))?;
+        let whole = read_all(src, &again, |k| {
+            shape.read_len(file_len, again[k].0, used[long[k]])
+        })?;
         for (i, bytes) in long.into_iter().zip(whole) {
             nodes[i] = bytes;
         }
@@ -239,8 +257,8 @@ fn read_nodes(
     Ok(nodes)
 }
 
-/// Read each node (`len(i)` bytes, cut at the end of the file), asking for all of them
-/// before failing on the first error: a gathering source sees the whole level's misses.
+/// Read each node (`len(i)` bytes), asking for all of them before failing on the first
+/// error: a gathering source sees the whole level's misses.
 fn read_all(
     src: &dyn ByteSource,
     nodes: &[(u64, Option<u8>)],
@@ -249,8 +267,7 @@ fn read_all(
     let mut first_error = None;
     let mut out = Vec::with_capacity(nodes.len());
     for (i, &(addr, _)) in nodes.iter().enumerate() {
-        let n = (len(i) as u64).min(src.len().saturating_sub(addr));
-        match src.read_vec(addr, n) {
+        match src.read_vec(addr, len(i) as u64) {
             Ok(bytes) => out.push(bytes),
             Err(e) => {
                 first_error.get_or_insert(e.to_string());

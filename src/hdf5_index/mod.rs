@@ -386,11 +386,12 @@ impl PendingLeaves {
         entries.map(|e| self.check.chunk_refs(e)).transpose()
     }
 
-    /// The file the leaves are in, and its length.
+    /// The file the leaves are in.
     pub fn source(&self) -> &std::sync::Arc<dyn ByteSource> {
         &self.src
     }
 
+    /// The length of that file.
     pub fn file_len(&self) -> u64 {
         self.check.file_len
     }
@@ -461,10 +462,16 @@ impl ChunkCheck {
                 filter_mask: e.filter_mask,
             });
         }
-        chunks.sort_by(|a, b| a.coords.cmp(&b.coords));
-        chunks.dedup_by(|a, b| a.coords == b.coords);
+        sort_chunks(&mut chunks);
         Ok(chunks)
     }
+}
+
+/// Sort chunk references by coordinates and keep the first of each (an index may list a
+/// chunk twice), as every chunk table here is kept.
+pub fn sort_chunks(chunks: &mut Vec<ChunkRef>) {
+    chunks.sort_by(|a, b| a.coords.cmp(&b.coords));
+    chunks.dedup_by(|a, b| a.coords == b.coords);
 }
 
 /// Map an HDF5 datatype to a supported sample type.
@@ -715,6 +722,12 @@ impl DatasetIndex {
             Layout::Chunked { chunk_shape } => Some(chunk_shape),
             _ => None,
         }
+    }
+
+    /// Decoded bytes of one chunk (`u64::MAX` where that overflows); `None` unless chunked.
+    pub fn chunk_bytes(&self) -> Option<u64> {
+        let dims = self.chunk_shape()?;
+        Some(logical_bytes(dims, self.dtype).unwrap_or(u64::MAX))
     }
 
     /// Bytes stored in the file for this data set.
