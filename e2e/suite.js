@@ -130,9 +130,9 @@ export async function runSuite(opts = {}) {
     }
     // B-trees with a level above their leaves: the page's open leaves the leaves to the GPU
     // upload, which reads them alongside the chunks before them.
-    // Each way of reading them (open option `leaves`): batches of leaves read alone, read as
-    // the file spans of their chunks (frames written one by one keep them there), or read by
-    // the open.
+    // Each way of reading them (open option `leaves`): batches of leaves read as the file
+    // spans of their chunks (the default; frames written one by one keep them there), read
+    // alone, or read by the open. Whether windows come from leaf spans, where it is known.
     let refused = null;
     try {
       await window.stem4d.open(await filesFrom(['/fixtures/index/stream_k32_bslz4.h5']), { leaves: 'sometimes' });
@@ -140,15 +140,17 @@ export async function runSuite(opts = {}) {
     check(refused && refused.includes('leaves') && refused.includes('sometimes'), `open option leaves: 'sometimes' refused (${refused})`);
     const arina = ['arina_stream_master', 'arina_stream_data_000001', 'arina_stream_data_000002'];
     const deferred = [
-      ['btree_k4_bslz4', [], { scanShape: [13, 23] }, [13, 23]],
-      ['btree_k4_lz4', [], { scanShape: [13, 23] }, [13, 23]],
-      ['stream_k32_bslz4', [], { leaves: 'spans' }, [12, 40]],
-      ['stream_k32_bslz4', [], { leaves: 'open' }, [12, 40]],
+      ['btree_k4_bslz4', [], { scanShape: [13, 23], leaves: 'reads' }, [13, 23], false],
+      ['btree_k4_lz4', [], { scanShape: [13, 23] }, [13, 23], null],
+      ['stream_k32_bslz4', [], {}, [12, 40], true],
+      ['stream_k32_bslz4', [], { leaves: 'spans' }, [12, 40], true],
+      ['stream_k32_bslz4', [], { leaves: 'reads' }, [12, 40], false],
+      ['stream_k32_bslz4', [], { leaves: 'open' }, [12, 40], false],
       // Two parts, each a tree of two levels, fed in frame order across them.
-      ['arina_stream', arina, { scanShape: [20, 24], leaves: 'spans' }, [20, 24]],
-      ['arina_stream', arina, { scanShape: [20, 24] }, [20, 24]],
+      ['arina_stream', arina, { scanShape: [20, 24] }, [20, 24], true],
+      ['arina_stream', arina, { scanShape: [20, 24], leaves: 'reads' }, [20, 24], false],
     ];
-    for (const [name, files, options, scan] of deferred) {
+    for (const [name, files, options, scan, spans] of deferred) {
       const label = `${name} ${JSON.stringify(options)}`;
       try {
         const urls = (files.length ? files : [name]).map((f) => `/fixtures/index/${f}.h5`);
@@ -158,8 +160,13 @@ export async function runSuite(opts = {}) {
         const fed = stages.includes('of which chunk index (not overlapped)');
         check(prof.products_on === 'gpu' && fed === (options.leaves !== 'open'),
           `${label}: the leaves read by the GPU upload unless the open reads them (${prof.products_on}; ${stages.join(', ')})`);
-        check((prof.leaf_span_windows > 0) === (options.leaves === 'spans'),
-          `${label}: windows read as leaf spans only when asked (${prof.leaf_span_windows})`);
+        if (spans !== null) {
+          check((prof.leaf_span_windows > 0) === spans,
+            `${label}: windows read as leaf spans ${spans ? 'by default or when asked' : 'only when asked'} (${prof.leaf_span_windows})`);
+        }
+        // Leaf spans too: their pieces go back to the Workers once the leaves are parsed.
+        check(prof.worker_walked_windows === prof.file_buffer_windows,
+          `${label}: every File API window's headers walked by the Workers (${prof.worker_walked_windows} of ${prof.file_buffer_windows}, ${prof.leaf_span_windows} leaf spans)`);
         check(JSON.stringify(info.shape.slice(0, 2)) === JSON.stringify(scan), `${label}: info ${info.shape}`);
         for (const kind of ['total', 'sum-dp']) {
           const got = await window.stem4d.product(await apiParams(kind, {}));

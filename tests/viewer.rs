@@ -390,29 +390,30 @@ fn a_deferred_index_opens_the_same_session() {
         };
         Acquisition::open_with(FileSet::new(files).unwrap(), &opts, defer).unwrap()
     };
-    let spans = || Some("spans".to_string());
+    let alone = || Some("reads".to_string());
     let cases = [
         (
             "leaves read alone",
             OpenRequest {
                 bin: 1,
+                leaves: alone(),
                 ..Default::default()
             },
             true,
         ),
         (
-            "leaves as spans",
+            "leaves as spans (the default)",
             OpenRequest {
                 bin: 1,
-                leaves: spans(),
                 ..Default::default()
             },
             true,
         ),
         (
-            "binned 2",
+            "leaves read alone, binned 2",
             OpenRequest {
                 bin: 2,
+                leaves: alone(),
                 ..Default::default()
             },
             true,
@@ -421,7 +422,6 @@ fn a_deferred_index_opens_the_same_session() {
             "spans, binned 2",
             OpenRequest {
                 bin: 2,
-                leaves: spans(),
                 ..Default::default()
             },
             true,
@@ -458,6 +458,10 @@ fn a_deferred_index_opens_the_same_session() {
         let during = stages.contains(&"of which chunk index (not overlapped)");
         let first = stages.contains(&"chunk index leaves");
         assert_eq!((during, first), (fed, !fed), "{what}: {stages:?}");
+        // Frames written one by one keep each leaf among its chunks: by default the spans
+        // that hold them are the windows.
+        let spanned = deferred.profile.leaf_span_windows > 0;
+        assert_eq!(spanned, fed && req.leaves.is_none(), "{what}: span windows");
         for kind in [ProductKind::Total, ProductKind::SumDp, ProductKind::Bf] {
             let mut p = ProductParams::new(kind);
             p.bin = req.bin;

@@ -114,19 +114,55 @@ impl ByteSource for PiecedSource {
                     walk: None,
                 }),
                 Delivery::Walked | Delivery::HalfWalked => {
-                    // As a pool Worker walks a piece it read, and as its answer comes back.
-                    let piece = js_sys::Uint8Array::from(span);
-                    let answer = stem4d::web::walk_chunks(piece.clone(), &jobs).expect("walk");
-                    js_sys::Reflect::set(&answer, &"bytes".into(), &piece.buffer()).expect("set");
-                    let (bytes, walk) = stem4d::web::walked_answer(&answer).expect("an answer");
-                    out.push(JsRead {
-                        bytes,
-                        walk: Some(walk),
-                    });
+                    out.push(walked_read(js_sys::Uint8Array::from(span), &jobs))
                 }
             }
         }
         Some(Box::pin(std::future::ready(Ok(out))))
+    }
+    fn walk_js(
+        &self,
+        pieces: Vec<(js_sys::Uint8Array, Vec<u32>)>,
+    ) -> Option<stem4d::source::LocalFuture<'_, stem4d::error::Result<Vec<JsRead>>>> {
+        if self.delivery != Delivery::Walked {
+            return None;
+        }
+        // As the pool's Workers walk the pieces of a leaf span sent back to them: each
+        // buffer moves (the view the caller holds is left empty, as after a postMessage).
+        let out = pieces
+            .into_iter()
+            .map(|(piece, jobs)| walked_read(js_sys::Uint8Array::new(&transfer(&piece)), &jobs))
+            .collect();
+        Some(Box::pin(std::future::ready(Ok(out))))
+    }
+}
+
+/// `piece`'s buffer moved to a new one, as `postMessage` transfers it (the old is detached).
+fn transfer(piece: &js_sys::Uint8Array) -> js_sys::ArrayBuffer {
+    let clone: js_sys::Function =
+        js_sys::Reflect::get(&js_sys::global(), &"structuredClone".into())
+            .expect("structuredClone")
+            .into();
+    let buffer = piece.buffer();
+    let options = js_sys::Object::new();
+    let list = js_sys::Array::of1(&buffer);
+    js_sys::Reflect::set(&options, &"transfer".into(), &list).expect("set");
+    let moved = clone
+        .call2(&wasm_bindgen::JsValue::NULL, &buffer, &options)
+        .expect("transfer");
+    assert_eq!(piece.length(), 0, "the buffer moved");
+    moved.into()
+}
+
+/// `piece` with its chunks `jobs` walked, as a pool Worker walks a piece and as its answer
+/// comes back.
+fn walked_read(piece: js_sys::Uint8Array, jobs: &[u32]) -> JsRead {
+    let answer = stem4d::web::walk_chunks(piece.clone(), jobs).expect("walk");
+    js_sys::Reflect::set(&answer, &"bytes".into(), &piece.buffer()).expect("set");
+    let (bytes, walk) = stem4d::web::walked_answer(&answer).expect("an answer");
+    JsRead {
+        bytes,
+        walk: Some(walk),
     }
 }
 
@@ -499,4 +535,9 @@ async fn deferred_leaves_upload_exactly_in_the_browser() {
     .await;
     assert!(res.leaf_span_windows > 0, "windows read as leaf spans");
     assert!(res.file_buffer_windows >= res.leaf_span_windows);
+    // Their pieces, cut at the leaves, hold whole chunks: the Workers walk them all.
+    assert_eq!(
+        res.worker_walked_windows, res.file_buffer_windows,
+        "leaf spans walked by the Workers"
+    );
 }

@@ -3,7 +3,7 @@
 // an index's B-tree nodes, one after another with FileReaderSync when the pool is large, or
 // all in flight with `Blob.arrayBuffer()` when it is not), walking the headers of the
 // chunks a large range holds when asked (`walkChunks`, so that the viewer's Worker does
-// not), and decode a stored chunk the WGSL decoder does not take (deflate, shuffle) with
+// not), or of a piece read before its chunks were known, and decode a stored chunk the WGSL decoder does not take (deflate, shuffle) with
 // the crate's own filter pipeline. Both run the same wasm module, loaded at once. Several
 // run at once, one a CPU core.
 import init, { decodeChunk, walkChunks } from './stem4d.js';
@@ -12,6 +12,22 @@ const ready = init();
 // A module that cannot load fails the jobs that need it, each with the reason.
 ready.catch(() => {});
 let reader = null;
+
+// Answer job `id` with the piece `bytes` and the header walks of its chunks `walk`.
+async function walkAndAnswer(id, bytes, walk) {
+  let walked;
+  try {
+    await ready;
+    walked = walkChunks(new Uint8Array(bytes), walk);
+  } catch (e) {
+    // This Worker cannot walk (its wasm did not load): the piece goes unwalked, and the
+    // viewer's Worker walks it.
+    self.postMessage({ id, out: bytes }, [bytes]);
+    return;
+  }
+  const { tables, failed, message } = walked;
+  self.postMessage({ id, out: { bytes, tables, failed, message } }, [bytes, tables.buffer]);
+}
 
 self.onmessage = async ({ data: job }) => {
   try {
@@ -22,18 +38,13 @@ self.onmessage = async ({ data: job }) => {
         self.postMessage({ id: job.id, out }, [out]);
         return;
       }
-      let walked;
-      try {
-        await ready;
-        walked = walkChunks(new Uint8Array(out), job.walk);
-      } catch (e) {
-        // This Worker cannot walk (its wasm did not load): the piece goes unwalked, and the
-        // viewer's Worker walks it.
-        self.postMessage({ id: job.id, out }, [out]);
-        return;
-      }
-      const { tables, failed, message } = walked;
-      self.postMessage({ id: job.id, out: { bytes: out, tables, failed, message } }, [out, tables.buffer]);
+      await walkAndAnswer(job.id, out, job.walk);
+      return;
+    }
+    if (job.op === 'walk') {
+      // A piece read before its chunks were known (a span of B-tree leaves and their
+      // chunks), sent here to be walked and sent back.
+      await walkAndAnswer(job.id, job.bytes, job.walk);
       return;
     }
     if (job.op === 'reads') {

@@ -79,6 +79,13 @@ function readRanges(file, offsets, lengths, walks) {
   return Promise.all(jobs.map((job) => job
     .then((out) => (out instanceof ArrayBuffer || out.bytes instanceof ArrayBuffer ? out : Promise.reject(new Error(out))))));
 }
+// The header walks of chunks in buffers read already (`walks[i]` is buffer i's job list):
+// each buffer goes to a pool Worker and comes back as `{bytes, tables, failed, message}`
+// (or as it went, where that Worker could not walk).
+function walkPieces(buffers, walks) {
+  return Promise.all(buffers.map((bytes, i) => post({ op: 'walk', bytes, walk: walks[i] }, [bytes])));
+}
+
 const ready = (async () => {
   try {
     if (!self.navigator.gpu) throw new Error('navigator.gpu is missing');
@@ -90,7 +97,7 @@ const ready = (async () => {
       name: i.description || [i.vendor, i.architecture].filter(Boolean).join(' ') || 'WebGPU adapter',
       software: !!i.isFallbackAdapter || /swiftshader/i.test((i.architecture || '') + (i.description || '')),
     };
-    viewer = await createViewer(JSON.stringify(hint), decodeChunks, readRanges, POOL_WORKERS);
+    viewer = await createViewer(JSON.stringify(hint), decodeChunks, readRanges, POOL_WORKERS, walkPieces);
     const adapter = { ...JSON.parse(viewer.adapter()), vendor: i.vendor, architecture: i.architecture, description: i.description };
     self.postMessage({
       type: 'ready',

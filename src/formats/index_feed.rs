@@ -125,6 +125,15 @@ impl IndexFeed {
         self.batches.get(b).and_then(|x| x.span.clone())
     }
 
+    /// The file addresses of batch `b`'s leaves: no chunk lies across one, so a span is cut
+    /// there into pieces that each hold whole chunks.
+    pub fn leaf_addresses(&self, b: usize) -> &[u64] {
+        self.batches
+            .get(b)
+            .and_then(|x| x.pending.leaves.get(x.leaves.clone()))
+            .unwrap_or(&[])
+    }
+
     /// The chunks of batch `b` from its leaves' bytes at hand (`node(addr, len)`); `None`
     /// where they do not hold every leaf whole (read the batch instead).
     pub fn read_from(

@@ -14,7 +14,7 @@ use crate::source::Started;
 
 use super::decode::{chunk_frames, logical_bytes};
 use super::window_bytes::WindowBytes;
-use super::window_reads::read_span;
+use super::window_reads::{read_span, walk_span, Prefetch};
 
 /// One chunk in frame order: its part, reference, and global frames it holds.
 pub(super) struct ChunkSlot<'a> {
@@ -109,8 +109,9 @@ pub(super) fn batches(acq: &Acquisition, feed: Option<&IndexFeed>) -> Option<Vec
 
 /// What [`SlotStream::next`] found.
 pub(super) enum Next<'s, 'a> {
-    /// A batch's slots, with the window of their file span where it was read as one.
-    Slots(&'s [ChunkSlot<'a>], Option<WindowBytes>),
+    /// A batch's slots, with the window of their file span where it was read as one (its
+    /// chunks' headers being walked).
+    Slots(&'s [ChunkSlot<'a>], Option<Prefetch<'a>>),
     Done,
     /// A chunk the GPU decoder does not take as planned (a filter skipped, a chunk larger
     /// than a window), or leaves out of key order: the whole index is read and the CPU path
@@ -202,7 +203,10 @@ impl<'s, 'a> SlotStream<'s, 'a> {
             };
             let read = match self.span_of(b) {
                 Some(_) if k >= self.next + SPANS_AHEAD => break,
-                Some((span, src)) => Reading::Span(Started::new(Box::pin(read_span(src, span)))),
+                Some((span, src)) => {
+                    let cuts = feed.leaf_addresses(b);
+                    Reading::Span(Started::new(Box::pin(read_span(src, span, cuts))))
+                }
                 None => Reading::Leaves(Started::new(Box::pin(feed.read(b)))),
             };
             self.reading.push_back((k, read));
@@ -253,7 +257,11 @@ impl<'s, 'a> SlotStream<'s, 'a> {
                 };
                 let slots = part_slots(self.acq, part, chunks);
                 let window = window.filter(|w| self.whole_window(&slots, w));
-                (slots, window)
+                let walked = match (window, feed.source(b)) {
+                    (Some(w), Some(src)) => Some(walk_span(self.acq, src, &slots, w)),
+                    _ => None,
+                };
+                (slots, walked)
             }
         };
         self.read_ahead();

@@ -618,7 +618,7 @@ struct SegmentSlots<'s, 'a> {
     span_windows: u32,
     mine: Vec<&'s ChunkSlot<'a>>,
     /// Windows of `mine` read already (batches of leaves read as their file spans).
-    read: ReadWindows,
+    read: ReadWindows<'s>,
     /// The stream has handed out every slot of the segment.
     complete: bool,
 }

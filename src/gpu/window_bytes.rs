@@ -179,6 +179,44 @@ impl JsBytes {
         })
     }
 
+    /// Where the span starts in its file.
+    pub fn file_offset(&self) -> u64 {
+        self.file_offset
+    }
+
+    /// Each piece with the `decode::walk` job list of those of `chunks` (in the window's
+    /// order, offsets within the span) that lie in it, for the Workers to walk; `None` where
+    /// the window is walked already, or a chunk lies across two pieces or before one
+    /// listed ahead of it (the pieces' walks follow each other).
+    pub fn piece_jobs(
+        &self,
+        elem: usize,
+        chunks: impl Iterator<Item = crate::decode::walk::Job>,
+    ) -> Option<Vec<(js_sys::Uint8Array, Vec<u32>)>> {
+        if self.walked.is_some() {
+            return None;
+        }
+        let mut lists: Vec<Vec<crate::decode::walk::Job>> =
+            self.pieces.iter().map(|_| Vec::new()).collect();
+        let mut k = 0;
+        for mut job in chunks {
+            let end = job.at.checked_add(job.stored).filter(|&e| e <= self.len)?;
+            while k < self.pieces.len() && job.at >= self.starts[k] + self.lens[k] {
+                k += 1;
+            }
+            let (s, n) = (*self.starts.get(k)?, self.lens[k]);
+            if job.at < s || end > s + n {
+                return None;
+            }
+            job.at -= s;
+            lists[k].push(job);
+        }
+        let jobs = lists
+            .iter()
+            .map(|l| crate::decode::walk::encode_jobs(elem, l));
+        Some(self.pieces.iter().cloned().zip(jobs).collect())
+    }
+
     fn byte(&self, at: usize) -> Option<u8> {
         let k = self.starts.partition_point(|&s| s <= at).checked_sub(1)?;
         let off = at - self.starts[k];

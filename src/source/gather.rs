@@ -141,6 +141,14 @@ impl ByteSource for Gathering {
     }
 
     #[cfg(target_arch = "wasm32")]
+    fn walk_js(
+        &self,
+        pieces: Vec<(js_sys::Uint8Array, Vec<u32>)>,
+    ) -> Option<LocalFuture<'_, Result<Vec<super::JsRead>>>> {
+        self.inner.walk_js(pieces)
+    }
+
+    #[cfg(target_arch = "wasm32")]
     fn js_piece(&self) -> u64 {
         self.inner.js_piece()
     }

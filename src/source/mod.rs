@@ -38,6 +38,17 @@ pub trait ByteSource: Send + Sync {
         None
     }
 
+    /// The browser: the header walks of chunks in pieces read already (each piece's
+    /// buffer with its `decode::walk` job list), done by the page's Workers, the pieces
+    /// transferred to them and back; `None` where the source has no Workers to walk them.
+    #[cfg(target_arch = "wasm32")]
+    fn walk_js(
+        &self,
+        _pieces: Vec<(js_sys::Uint8Array, Vec<u32>)>,
+    ) -> Option<LocalFuture<'_, Result<Vec<JsRead>>>> {
+        None
+    }
+
     /// The size [`ByteSource::read_js`] pieces are cut at (between chunks; one chunk may pass
     /// it): [`JS_PIECE`], smaller in tests.
     #[cfg(target_arch = "wasm32")]

@@ -23,6 +23,9 @@ pub struct BlobSource {
     /// `readRanges(file, offsets, lengths)` → Promise of ArrayBuffers, read by the page's
     /// Worker pool in parallel; without it, several `Blob.arrayBuffer()` calls in flight.
     pool: Option<js_sys::Function>,
+    /// `walkPieces(buffers, walks)` → Promise of walked answers: the same pool walks chunk
+    /// headers in buffers read already (leaf spans, whose chunks are known once read).
+    walker: Option<js_sys::Function>,
 }
 
 // SAFETY: this crate is built for wasm32 without the `atomics` target feature, so there is
@@ -33,7 +36,11 @@ unsafe impl Send for BlobSource {}
 unsafe impl Sync for BlobSource {}
 
 impl BlobSource {
-    pub fn new(file: web_sys::File, pool: Option<js_sys::Function>) -> Result<BlobSource> {
+    pub fn new(
+        file: web_sys::File,
+        pool: Option<js_sys::Function>,
+        walker: Option<js_sys::Function>,
+    ) -> Result<BlobSource> {
         let name = file.name();
         let reader = web_sys::FileReaderSync::new().map_err(|_| Error::Io {
             file: name.clone(),
@@ -45,6 +52,7 @@ impl BlobSource {
             file,
             reader,
             pool,
+            walker,
         })
     }
 }
@@ -71,9 +79,20 @@ impl ByteSource for BlobSource {
     }
 
     /// Through the pool's Workers; a page without a pool reads into wasm memory instead.
-    fn read_js(&self, pieces: Vec<JsPiece>) -> Option<LocalFuture<'_, Result<Vec<JsRead>>>> {
+    fn read_js(&self, pieces: Vec<JsPiece>) -> Option<JsReads<'_>> {
         let pool = self.pool.as_ref()?;
         Some(Box::pin(self.read_pieces(pool, pieces)))
+    }
+
+    fn walk_js(&self, pieces: Vec<(js_sys::Uint8Array, Vec<u32>)>) -> Option<JsReads<'_>> {
+        let walker = self.walker.as_ref()?;
+        // A buffer goes to a Worker and back whole: a view of part of one cannot.
+        let whole =
+            |p: &js_sys::Uint8Array| p.byte_offset() == 0 && p.length() == p.buffer().byte_length();
+        if !pieces.iter().all(|(p, _)| whole(p)) {
+            return None;
+        }
+        Some(Box::pin(self.walk_pieces(walker, pieces)))
     }
 
     /// All reads in flight at once: through the page's pool Workers, or as
@@ -120,7 +139,72 @@ impl ByteSource for BlobSource {
     }
 }
 
+/// Pieces as the pool delivers them.
+type JsReads<'a> = LocalFuture<'a, Result<Vec<JsRead>>>;
+
 impl BlobSource {
+    /// The chunks of `pieces` walked by `walker`'s Workers, a piece whose job list is empty
+    /// kept here. A piece comes back unwalked where its Worker could not walk (the viewer's
+    /// Worker then walks the window).
+    async fn walk_pieces(
+        &self,
+        walker: &js_sys::Function,
+        pieces: Vec<(js_sys::Uint8Array, Vec<u32>)>,
+    ) -> Result<Vec<JsRead>> {
+        // Taken before the buffers go: a view of a buffer sent away has length 0.
+        let lens: Vec<u32> = pieces.iter().map(|(p, _)| p.length()).collect();
+        let (buffers, walks) = (js_sys::Array::new(), js_sys::Array::new());
+        for (p, jobs) in pieces.iter().filter(|(_, jobs)| has_jobs(jobs)) {
+            buffers.push(&p.buffer());
+            walks.push(&js_sys::Uint32Array::from(&jobs[..]));
+        }
+        let fail = || Error::Io {
+            file: self.name.clone(),
+            message: "the pool Workers did not walk the chunk headers of a span read".into(),
+        };
+        let answers = walker
+            .call2(&JsValue::NULL, &buffers, &walks)
+            .map(|p| js_sys::Promise::resolve(&p))
+            .map_err(|_| fail())?;
+        let answers = js_sys::Array::from(
+            &wasm_bindgen_futures::JsFuture::from(answers)
+                .await
+                .map_err(|_| fail())?,
+        );
+        let mut walked = answers.iter();
+        let mut out = Vec::with_capacity(pieces.len());
+        for ((p, jobs), len) in pieces.into_iter().zip(lens) {
+            let read = if !has_jobs(&jobs) {
+                let walk = crate::decode::walk::PieceWalk {
+                    words: Vec::new(),
+                    failed: None,
+                };
+                JsRead {
+                    bytes: p,
+                    walk: Some(walk),
+                }
+            } else {
+                let got = walked.next().ok_or_else(fail)?;
+                match super::chunk_workers::walked_answer(&got) {
+                    Some((bytes, walk)) => JsRead {
+                        bytes,
+                        walk: Some(walk),
+                    },
+                    None if got.is_instance_of::<js_sys::ArrayBuffer>() => JsRead {
+                        bytes: js_sys::Uint8Array::new(&got),
+                        walk: None,
+                    },
+                    None => return Err(fail()),
+                }
+            };
+            if read.bytes.length() != len {
+                return Err(fail());
+            }
+            out.push(read);
+        }
+        Ok(out)
+    }
+
     /// `pieces` read (and walked) by `pool`.
     async fn read_pieces(
         &self,
@@ -242,4 +326,9 @@ fn count_read_time(since_ms: f64) {
         ((crate::viewer::now_ms() - since_ms) * 1e3) as u64,
         Ordering::Relaxed,
     );
+}
+
+/// Whether a `decode::walk` job list names a chunk (its first word is the element size).
+fn has_jobs(jobs: &[u32]) -> bool {
+    jobs.len() > 1
 }

@@ -39,6 +39,8 @@ struct Inner {
     engine: Engine,
     /// The page's `readRanges(file, offsets, lengths)` (see `BlobSource`).
     read_ranges: Option<js_sys::Function>,
+    /// The page's `walkPieces(buffers, walks)` (see `BlobSource`).
+    walk_pieces: Option<js_sys::Function>,
     session: RefCell<Option<Session>>,
     canvases: RefCell<Vec<(Panel, Canvas)>>,
 }
@@ -84,14 +86,16 @@ struct AdapterHint {
 
 /// Open the GPU. Chromium can return no adapter right after launch: retry once.
 /// `hint` (JSON `{name, software}`) names the adapter in the profile. `decode_chunks(jobs)`
-/// decodes deflate/shuffle chunks and `read_ranges(file, offsets, lengths)` reads files on
-/// the page's `workers` pool Workers (see `chunk_workers`, `BlobSource`).
+/// decodes deflate/shuffle chunks, `read_ranges(file, offsets, lengths)` reads files and
+/// `walk_pieces(buffers, walks)` walks chunk headers in buffers read already, on the page's
+/// `workers` pool Workers (see `chunk_workers`, `BlobSource`).
 #[wasm_bindgen(js_name = createViewer)]
 pub async fn create_viewer(
     hint: String,
     decode_chunks: Option<js_sys::Function>,
     read_ranges: Option<js_sys::Function>,
     workers: u32,
+    walk_pieces: Option<js_sys::Function>,
 ) -> Result<Viewer, JsValue> {
     let mut engine = match Engine::new().await {
         Ok(e) => e,
@@ -116,6 +120,7 @@ pub async fn create_viewer(
         inner: Rc::new(Inner {
             engine,
             read_ranges,
+            walk_pieces,
             session: RefCell::new(None),
             canvases: RefCell::new(Vec::new()),
         }),
@@ -186,13 +191,15 @@ impl Viewer {
                     )))
                 }
             };
+            // Reads without the pool are walked without it too.
+            let walker = pool.as_ref().and(inner.walk_pieces.clone());
             let mut sources: Vec<Arc<dyn ByteSource>> = Vec::new();
             for f in files.iter() {
                 let file: web_sys::File = f
                     .dyn_into()
                     .map_err(|_| js_err("open() takes File objects"))?;
                 sources.push(Arc::new(
-                    BlobSource::new(file, pool.clone()).map_err(js_err)?,
+                    BlobSource::new(file, pool.clone(), walker.clone()).map_err(js_err)?,
                 ));
             }
             let mut index_rounds = 0;
