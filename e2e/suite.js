@@ -150,8 +150,11 @@ export async function runSuite(opts = {}) {
       ['arina_stream', arina, { scanShape: [20, 24] }, [20, 24], true],
       ['arina_stream', arina, { scanShape: [20, 24], leaves: 'reads' }, [20, 24], false],
     ];
+    let before = null;
     for (const [name, files, options, scan, spans] of deferred) {
       const label = `${name} ${JSON.stringify(options)}`;
+      const again = before === name;
+      before = name;
       try {
         const urls = (files.length ? files : [name]).map((f) => `/fixtures/index/${f}.h5`);
         const info = await window.stem4d.open(await filesFrom(urls), options);
@@ -163,6 +166,11 @@ export async function runSuite(opts = {}) {
         if (spans !== null) {
           check((prof.leaf_span_windows > 0) === spans,
             `${label}: windows read as leaf spans ${spans ? 'by default or when asked' : 'only when asked'} (${prof.leaf_span_windows})`);
+        }
+        if (again) {
+          // The same file again: its resident buffers are the last acquisition's, cleared.
+          check(prof.reused_resident_buffers === prof.resident_buffers,
+            `${label}: the last resident's buffers reused (${prof.reused_resident_buffers} of ${prof.resident_buffers})`);
         }
         // Leaf spans too: their pieces go back to the Workers once the leaves are parsed.
         check(prof.worker_walked_windows === prof.file_buffer_windows,

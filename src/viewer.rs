@@ -189,8 +189,10 @@ pub struct Profile {
     /// parsed out of it (a deferred index; the viewer walks these windows' chunk headers).
     pub leaf_span_windows: u32,
     /// Of the File API windows, windows whose chunk headers the pool's Workers walked as
-    /// they read them.
+    /// they read them (or, for leaf spans, once their leaves were parsed).
     pub worker_walked_windows: u32,
+    /// Resident buffers reused from the acquisition this one replaced ([`Engine::set_aside`]).
+    pub reused_resident_buffers: usize,
     /// Rounds of gathered metadata reads the page's open took (each fetches what the last
     /// attempt missed, all at once); 0 where files are read as they are parsed.
     pub index_read_rounds: usize,
@@ -593,6 +595,7 @@ impl Session {
                 leaf_span_windows: resident.iter().map(|r| r.leaf_span_windows).sum(),
                 worker_walked_windows: resident.iter().map(|r| r.worker_walked_windows).sum(),
                 index_read_rounds: 0,
+                reused_resident_buffers: 0,
                 adapter: engine.adapter.clone(),
                 warnings,
             },
@@ -637,6 +640,14 @@ impl Session {
             .sum::<f64>();
         session.profile.stages = stages;
         Ok(session)
+    }
+
+    /// End the session, handing its resident to `engine` for the next upload to reuse
+    /// ([`Engine::set_aside`]); everything else it holds is freed.
+    pub fn set_aside(self, engine: &Engine) {
+        for res in self.resident.into_iter().chain(self.float_resident) {
+            engine.set_aside(res);
+        }
     }
 
     pub fn correction(&self) -> Correction {
@@ -697,10 +708,15 @@ impl Session {
     }
 
     async fn reload(&mut self, engine: &Engine, corr: Correction) -> Result<()> {
-        // Free the old copy first: two residents may not fit together.
-        self.resident = None;
+        // Free the old copy first: two residents may not fit together. Its buffers are
+        // reused where the new plan has their sizes (a changed bad-pixel policy).
+        if let Some(old) = self.resident.take() {
+            engine.set_aside(old);
+        }
         self.derived = None;
-        let res = engine.upload(&self.acq, corr).await?;
+        let res = engine.upload(&self.acq, corr).await;
+        engine.release_set_aside();
+        let res = res?;
         self.derived = Some(derive(engine, &res).await?);
         let shape = res.plan.shape;
         self.pattern = Plane::new(engine, shape.det[1] as u32, shape.det[0] as u32);

@@ -4,7 +4,7 @@ import init, { createViewer } from './stem4d.js';
 
 let viewer = null;
 
-// A pool of Workers, one a spare core, started on first use: they read file ranges in
+// A pool of Workers, one a spare core, started with this Worker: they read file ranges in
 // parallel (`readRanges`) and decode the chunks the WGSL decoder does not take (deflate,
 // shuffle; `decodeChunks`, jobs `{filters, mask, raw, expected, elem}`). A job's answer is
 // its bytes or an error string.
@@ -87,6 +87,10 @@ function walkPieces(buffers, walks) {
 }
 
 const ready = (async () => {
+  // Started now, not on the first open: their start and their wasm module's compile would
+  // otherwise fall in the first load (the index waited for them, and the first leaf span's
+  // walks for the module).
+  pool = pool || startPool();
   try {
     if (!self.navigator.gpu) throw new Error('navigator.gpu is missing');
     await init();

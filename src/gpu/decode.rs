@@ -784,6 +784,7 @@ pub async fn upload(
     // Slots that reach past the segment being uploaded, for the next.
     let mut carried: Vec<&ChunkSlot> = Vec::new();
     let mut span_windows = 0u32;
+    engine.start_resident(plan);
     let decoder = Decoder::new(engine, acq);
     decoder.reset(engine);
     let scope = engine
@@ -801,7 +802,7 @@ pub async fn upload(
     let (mut slots, mut times) = (SrcSlots::new(), UploadTimes::default());
     let (mut file_buffer_windows, mut walked_windows) = (0u32, 0u32);
     for seg in &plan.segments {
-        let buffer = engine.storage("resident", seg.bytes.max(4));
+        let buffer = engine.resident_buffer("resident", seg.bytes);
         let (s0, s1) = (seg.first_frame, seg.first_frame + seg.frames);
         let mut segment = SegmentSlots::new(acq, plan.max_binding, s0..s1, &mut carried);
         let mut i = 0;

@@ -14,6 +14,7 @@ pub mod kernel_stats;
 pub mod kernels;
 pub mod products;
 pub mod radial;
+mod set_aside;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod spirv;
 pub(crate) mod window_bytes;
@@ -80,6 +81,8 @@ pub struct Engine {
     /// uploading thread: the browser's decode Workers. Without one, the reader decodes them
     /// itself (natively on its rayon threads).
     chunk_decoder: Option<Box<dyn ChunkDecoder + Send + Sync>>,
+    /// The segments of a resident being replaced, for the next upload ([`set_aside`]).
+    set_aside: set_aside::SetAside,
 }
 
 /// An acquisition resident on the GPU.
@@ -200,6 +203,11 @@ pub struct Resident {
     /// Ring sums about the BF centre, once made ([`radial::RadialCache::build`]): masked
     /// sums of disks and annuli about it read them instead of most of their pixels.
     pub radial: Option<radial::RadialCache>,
+}
+
+/// The size of a resident segment's buffer of `bytes` (as [`Engine::storage`] makes it).
+fn resident_size(bytes: u64) -> u64 {
+    bytes.max(16)
 }
 
 /// The memory plan of `acq` binned by `bin` under `limits`, its largest chunk counted.
@@ -355,6 +363,7 @@ impl Engine {
             subgroups,
             atomic_sums: prefers_atomic_sums(&info),
             chunk_decoder: None,
+            set_aside: Default::default(),
         })
     }
 
@@ -520,15 +529,9 @@ impl Engine {
             .flatten();
         let sentinel = corr.mask_bad_pixels.then(|| acq.dtype.sentinel()).flatten();
         let scope = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+        self.start_resident(&plan);
         for seg in &plan.segments {
-            let buffer = self.device.create_buffer(&wgpu::BufferDescriptor {
-                label: Some("resident"),
-                size: seg.bytes.max(4),
-                usage: wgpu::BufferUsages::STORAGE
-                    | wgpu::BufferUsages::COPY_DST
-                    | wgpu::BufferUsages::COPY_SRC,
-                mapped_at_creation: false,
-            });
+            let buffer = self.resident_buffer("resident", seg.bytes);
             let mut f = seg.first_frame;
             let end = seg.first_frame + seg.frames;
             let mut words = Vec::new();
@@ -649,8 +652,9 @@ impl Engine {
         let shape = plan.shape;
         let scope = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
         let mut buffers = Vec::with_capacity(plan.segments.len());
+        self.start_resident(&plan);
         for seg in &plan.segments {
-            let buffer = self.storage("resident (synthetic)", seg.bytes.max(4));
+            let buffer = self.resident_buffer("resident (synthetic)", seg.bytes);
             let words = seg.bytes / 4;
             let groups = kernels::grid(words.div_ceil(256) as u32);
             let params = self.uniform(&kernels::SynthParams {
@@ -673,6 +677,49 @@ impl Engine {
     }
 
     /// A storage buffer of `size` bytes (at least 16) that copies and clears reach.
+    /// Keep `res`'s segment buffers for the next upload to reuse where its segments have
+    /// their sizes ([`set_aside`]); the rest of `res` is freed. Call
+    /// [`Engine::release_set_aside`] once that upload is made (or the open failed).
+    pub fn set_aside(&self, res: Resident) {
+        self.set_aside.keep(res.buffers);
+    }
+
+    /// Free the buffers set aside that no upload reused.
+    pub fn release_set_aside(&self) {
+        self.set_aside.release();
+    }
+
+    /// Resident buffers set aside and not yet reused (tests, diagnostics).
+    pub fn set_aside_buffers(&self) -> usize {
+        self.set_aside.len()
+    }
+
+    /// Resident buffers reused from those set aside since the engine started.
+    pub fn reused_resident_buffers(&self) -> usize {
+        self.set_aside.taken()
+    }
+
+    /// Start the resident of `plan`: of the buffers set aside, keep those its segments can
+    /// reuse and free the others, before [`Engine::resident_buffer`] makes new ones.
+    fn start_resident(&self, plan: &ResidentPlan) {
+        self.set_aside
+            .keep_only(plan.segments.iter().map(|s| resident_size(s.bytes)));
+    }
+
+    /// A buffer for a resident segment of `bytes`: one set aside of its size, cleared (a
+    /// new one reads zero, and partial tiles keep what is there), else a new one.
+    fn resident_buffer(&self, label: &str, bytes: u64) -> wgpu::Buffer {
+        match self.set_aside.take(resident_size(bytes)) {
+            Some(buffer) => {
+                let mut enc = self.device.create_command_encoder(&Default::default());
+                enc.clear_buffer(&buffer, 0, None);
+                self.queue.submit([enc.finish()]);
+                buffer
+            }
+            None => self.storage(label, resident_size(bytes)),
+        }
+    }
+
     pub fn storage(&self, label: &str, size: u64) -> wgpu::Buffer {
         self.device.create_buffer(&wgpu::BufferDescriptor {
             label: Some(label),

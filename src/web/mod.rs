@@ -178,69 +178,14 @@ impl Viewer {
         future_to_promise(async move {
             let req: OpenRequest =
                 serde_json::from_str(&options).map_err(|e| js_err(format!("open options: {e}")))?;
-            // The previous acquisition's GPU memory is released before the new one loads.
-            inner.session.borrow_mut().take();
-            let t0 = now_ms();
-            let read0 = blob_source::read_ms();
-            let pool = match req.reads.as_deref() {
-                None | Some("workers") => inner.read_ranges.clone(),
-                Some("blob") => None,
-                Some(other) => {
-                    return Err(js_err(format!(
-                        "open option reads: '{other}' is not \"workers\" or \"blob\""
-                    )))
-                }
-            };
-            // Reads without the pool are walked without it too.
-            let walker = pool.as_ref().and(inner.walk_pieces.clone());
-            let mut sources: Vec<Arc<dyn ByteSource>> = Vec::new();
-            for f in files.iter() {
-                let file: web_sys::File = f
-                    .dyn_into()
-                    .map_err(|_| js_err("open() takes File objects"))?;
-                sources.push(Arc::new(
-                    BlobSource::new(file, pool.clone(), walker.clone()).map_err(js_err)?,
-                ));
+            // The previous acquisition's GPU memory is released before the new one loads,
+            // but for its resident buffers: this one reuses those its plan can.
+            if let Some(old) = inner.session.borrow_mut().take() {
+                old.set_aside(&inner.engine);
             }
-            let mut index_rounds = 0;
-            let acq = match req.synthetic {
-                Some(dims) => crate::formats::synthetic::open(dims).map_err(js_err)?,
-                None => {
-                    let opts = OpenOptions {
-                        scan_shape: req.scan_shape,
-                        dataset: req.dataset.clone(),
-                    };
-                    // The B-tree leaves are read by the upload, alongside the chunks before
-                    // them, unless the open is asked to read them.
-                    let defer = req.leaf_reads().map_err(js_err)? != LeafReads::Open;
-                    let (acq, rounds) = Acquisition::open_gathered(sources, &opts, defer).await;
-                    index_rounds = rounds;
-                    acq.map_err(js_err)?
-                }
-            };
-            let mut report = |stage: &str, done: u64, total: u64| {
-                let _ = progress.call3(
-                    &JsValue::NULL,
-                    &stage.into(),
-                    &JsValue::from(done as f64),
-                    &JsValue::from(total as f64),
-                );
-            };
-            let mut session = Session::open(&inner.engine, acq, &req, now_ms() - t0, &mut report)
-                .await
-                .map_err(js_err)?;
-            session.profile.index_read_rounds = index_rounds;
-            session.profile.stages.push(Stage {
-                name: "of which file reads".into(),
-                ms: blob_source::read_ms() - read0,
-            });
-            let out = json!({
-                "info": session.info,
-                "profile": session.profile,
-                "bfFit": session.bf_fit,
-            });
-            inner.put(session);
-            Ok(out.to_string().into())
+            let out = open_files(&inner, files, req, progress).await;
+            inner.engine.release_set_aside();
+            out
         })
     }
 
@@ -407,6 +352,78 @@ impl Viewer {
             Ok(js_sys::Uint8Array::from(&r.map_err(js_err)?[..]).into())
         })
     }
+}
+
+/// The open of [`Viewer::open`], its old session set aside.
+async fn open_files(
+    inner: &Inner,
+    files: js_sys::Array,
+    req: OpenRequest,
+    progress: js_sys::Function,
+) -> Result<JsValue, JsValue> {
+    let t0 = now_ms();
+    let read0 = blob_source::read_ms();
+    let reused0 = inner.engine.reused_resident_buffers();
+    let pool = match req.reads.as_deref() {
+        None | Some("workers") => inner.read_ranges.clone(),
+        Some("blob") => None,
+        Some(other) => {
+            return Err(js_err(format!(
+                "open option reads: '{other}' is not \"workers\" or \"blob\""
+            )))
+        }
+    };
+    // Reads without the pool are walked without it too.
+    let walker = pool.as_ref().and(inner.walk_pieces.clone());
+    let mut sources: Vec<Arc<dyn ByteSource>> = Vec::new();
+    for f in files.iter() {
+        let file: web_sys::File = f
+            .dyn_into()
+            .map_err(|_| js_err("open() takes File objects"))?;
+        sources.push(Arc::new(
+            BlobSource::new(file, pool.clone(), walker.clone()).map_err(js_err)?,
+        ));
+    }
+    let mut index_rounds = 0;
+    let acq = match req.synthetic {
+        Some(dims) => crate::formats::synthetic::open(dims).map_err(js_err)?,
+        None => {
+            let opts = OpenOptions {
+                scan_shape: req.scan_shape,
+                dataset: req.dataset.clone(),
+            };
+            // The B-tree leaves are read by the upload, alongside the chunks before
+            // them, unless the open is asked to read them.
+            let defer = req.leaf_reads().map_err(js_err)? != LeafReads::Open;
+            let (acq, rounds) = Acquisition::open_gathered(sources, &opts, defer).await;
+            index_rounds = rounds;
+            acq.map_err(js_err)?
+        }
+    };
+    let mut report = |stage: &str, done: u64, total: u64| {
+        let _ = progress.call3(
+            &JsValue::NULL,
+            &stage.into(),
+            &JsValue::from(done as f64),
+            &JsValue::from(total as f64),
+        );
+    };
+    let mut session = Session::open(&inner.engine, acq, &req, now_ms() - t0, &mut report)
+        .await
+        .map_err(js_err)?;
+    session.profile.index_read_rounds = index_rounds;
+    session.profile.reused_resident_buffers = inner.engine.reused_resident_buffers() - reused0;
+    session.profile.stages.push(Stage {
+        name: "of which file reads".into(),
+        ms: blob_source::read_ms() - read0,
+    });
+    let out = json!({
+        "info": session.info,
+        "profile": session.profile,
+        "bfFit": session.bf_fit,
+    });
+    inner.put(session);
+    Ok(out.to_string().into())
 }
 
 async fn draw(
