@@ -98,10 +98,14 @@ impl ByteSource for PiecedSource {
             let span = &self.bytes[p.offset as usize..(p.offset + p.len) as usize];
             // A leaf span's pieces come unwalked: nobody knows their chunks yet.
             let Some(jobs) = p.walk else {
-                out.push(JsRead {
-                    bytes: js_sys::Uint8Array::from(span),
+                let buffers = match self.delivery {
+                    Delivery::Split(n) => span.chunks(n).collect(),
+                    _ => vec![span],
+                };
+                out.extend(buffers.into_iter().map(|b| JsRead {
+                    bytes: js_sys::Uint8Array::from(b),
                     walk: None,
-                });
+                }));
                 continue;
             };
             match self.delivery {
@@ -124,7 +128,8 @@ impl ByteSource for PiecedSource {
         &self,
         pieces: Vec<(js_sys::Uint8Array, Vec<u32>)>,
     ) -> Option<stem4d::source::LocalFuture<'_, stem4d::error::Result<Vec<JsRead>>>> {
-        if self.delivery != Delivery::Walked {
+        if self.delivery == Delivery::HalfWalked {
+            // A pool that cannot walk: the viewer walks the spans itself.
             return None;
         }
         // As the pool's Workers walk the pieces of a leaf span sent back to them: each
@@ -492,9 +497,10 @@ async fn fed_exactly(
     engine: &Engine,
     file: (&str, &[u8]),
     feed: impl Fn(&Acquisition) -> IndexFeed,
+    delivery: Delivery,
     label: &str,
 ) -> Resident {
-    let mut acq = open_pieced_with(&[file], None, Delivery::Walked, true);
+    let mut acq = open_pieced_with(&[file], None, delivery, true);
     assert!(acq.index_pending(), "{label}");
     let feed = feed(&acq);
     assert!(feed.len() > 1, "{label}: {} batches", feed.len());
@@ -515,24 +521,28 @@ async fn fed_exactly(
 /// The page's load of a B-tree with a level above its leaves: the open leaves them unread,
 /// the upload reads them in batches alongside windows the Workers walk, or (frames written
 /// one by one) reads batches of them as the spans of their chunks from the File API's
-/// buffers, the viewer walking those chunks' headers.
+/// buffers, whose pieces go back to the Workers to be walked once the leaves are parsed.
+/// Where a span's buffers cut through chunks, or no Worker can walk, the viewer walks.
 #[wasm_bindgen_test]
 async fn deferred_leaves_upload_exactly_in_the_browser() {
     let engine = Engine::new().await.expect("a WebGPU adapter");
     let k4 = fixture!("index", "btree_k4_bslz4.h5");
-    let res = fed_exactly(&engine, k4, |a| IndexFeed::with_batch(a, 3), "leaves").await;
+    let walked = Delivery::Walked;
+    let res = fed_exactly(
+        &engine,
+        k4,
+        |a| IndexFeed::with_batch(a, 3),
+        walked,
+        "leaves",
+    )
+    .await;
     assert!(
         res.worker_walked_windows > 0,
         "windows walked by the Workers"
     );
     let stream = fixture!("index", "stream_k32_bslz4.h5");
-    let res = fed_exactly(
-        &engine,
-        stream,
-        |a| IndexFeed::with_spans(a, 20_000),
-        "spans",
-    )
-    .await;
+    let spans = |a: &Acquisition| IndexFeed::with_spans(a, 20_000);
+    let res = fed_exactly(&engine, stream, spans, walked, "spans").await;
     assert!(res.leaf_span_windows > 0, "windows read as leaf spans");
     assert!(res.file_buffer_windows >= res.leaf_span_windows);
     // Their pieces, cut at the leaves, hold whole chunks: the Workers walk them all.
@@ -540,4 +550,19 @@ async fn deferred_leaves_upload_exactly_in_the_browser() {
         res.worker_walked_windows, res.file_buffer_windows,
         "leaf spans walked by the Workers"
     );
+    // Odd-sized buffers put chunks across two of them; a pool that cannot walk sends none.
+    for delivery in [Delivery::Split(333), Delivery::HalfWalked] {
+        let what = format!("spans, {delivery:?}");
+        let res = fed_exactly(&engine, stream, spans, delivery, &what).await;
+        assert!(
+            res.leaf_span_windows > 0,
+            "{what}: windows read as leaf spans"
+        );
+        let walked = res.worker_walked_windows;
+        assert!(
+            walked + res.leaf_span_windows <= res.file_buffer_windows,
+            "{what}: the viewer walks the spans ({walked} of {} walked)",
+            res.file_buffer_windows
+        );
+    }
 }
