@@ -186,7 +186,8 @@ pub struct Profile {
     /// memory (the browser with its pool of Workers; 0 elsewhere).
     pub file_buffer_windows: u32,
     /// Decode windows read as the file span of their chunks' B-tree leaves, the leaves
-    /// parsed out of it (a deferred index; the viewer walks these windows' chunk headers).
+    /// parsed out of it (a deferred index; the pool's Workers walk these windows' chunk
+    /// headers once the leaves are parsed, where each chunk lies in one of their pieces).
     pub leaf_span_windows: u32,
     /// Of the File API windows, windows whose chunk headers the pool's Workers walked as
     /// they read them (or, for leaf spans, once their leaves were parsed).

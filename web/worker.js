@@ -87,10 +87,14 @@ function walkPieces(buffers, walks) {
 }
 
 const ready = (async () => {
-  // Started now, not on the first open: their start and their wasm module's compile would
-  // otherwise fall in the first load (the index waited for them, and the first leaf span's
-  // walks for the module).
-  pool = pool || startPool();
+  try {
+    // Started now, not on the first open: their start and their wasm module's compile would
+    // otherwise fall in the first load (the index waited for them, and the first leaf
+    // span's walks for the module). Where they cannot start, the first job says why.
+    pool = pool || startPool();
+  } catch (e) {
+    pool = null;
+  }
   try {
     if (!self.navigator.gpu) throw new Error('navigator.gpu is missing');
     await init();

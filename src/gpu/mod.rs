@@ -676,7 +676,6 @@ impl Engine {
         self.finish_resident(scope, plan, buffers, corr).await
     }
 
-    /// A storage buffer of `size` bytes (at least 16) that copies and clears reach.
     /// Keep `res`'s segment buffers for the next upload to reuse where its segments have
     /// their sizes ([`set_aside`]); the rest of `res` is freed. Call
     /// [`Engine::release_set_aside`] once that upload is made (or the open failed).
@@ -720,6 +719,7 @@ impl Engine {
         }
     }
 
+    /// A storage buffer of `size` bytes (at least 16) that copies and clears reach.
     pub fn storage(&self, label: &str, size: u64) -> wgpu::Buffer {
         self.device.create_buffer(&wgpu::BufferDescriptor {
             label: Some(label),

@@ -122,15 +122,21 @@ pub(super) fn walk_span<'a>(
 ) -> Prefetch<'a> {
     #[cfg(target_arch = "wasm32")]
     if let WindowBytes::Js(js) = &bytes {
-        let chunks = slots.iter().map(|s| walk::Job {
-            at: s.chunk.offset.wrapping_sub(js.file_offset()) as usize,
-            stored: s.chunk.size as usize,
-            logical: logical_bytes(acq, s.ix),
-            kind: walk_kind(s.ix),
-        });
-        if let Some(pieces) = js.piece_jobs(acq.dtype.size(), chunks) {
+        let lo = js.file_offset();
+        let chunks: Option<Vec<walk::Job>> = slots
+            .iter()
+            .map(|s| {
+                Some(walk::Job {
+                    at: usize::try_from(s.chunk.offset.checked_sub(lo)?).ok()?,
+                    stored: usize::try_from(s.chunk.size).ok()?,
+                    logical: logical_bytes(acq, s.ix),
+                    kind: walk_kind(s.ix),
+                })
+            })
+            .collect();
+        let pieces = chunks.and_then(|c| js.piece_jobs(acq.dtype.size(), c.into_iter()));
+        if let Some(pieces) = pieces {
             if let Some(walked) = src.walk_js(pieces) {
-                let lo = js.file_offset();
                 return crate::source::Started::new(Box::pin(async move {
                     let bytes = super::window_bytes::JsBytes::new(walked.await?, lo)?;
                     Ok(WindowBytes::Js(bytes))
