@@ -784,7 +784,6 @@ pub async fn upload(
     // Slots that reach past the segment being uploaded, for the next.
     let mut carried: Vec<&ChunkSlot> = Vec::new();
     let mut span_windows = 0u32;
-    engine.start_resident(plan);
     let decoder = Decoder::new(engine, acq);
     decoder.reset(engine);
     let scope = engine

@@ -484,6 +484,7 @@ impl Engine {
         progress: &mut dyn FnMut(usize, usize),
     ) -> Result<Option<Resident>> {
         self.check_alive()?;
+        self.start_resident(&plan);
         let total_frames = plan.shape.frames();
         let generated = matches!(
             acq.parts.as_slice(),
@@ -529,7 +530,6 @@ impl Engine {
             .flatten();
         let sentinel = corr.mask_bad_pixels.then(|| acq.dtype.sentinel()).flatten();
         let scope = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
-        self.start_resident(&plan);
         for seg in &plan.segments {
             let buffer = self.resident_buffer("resident", seg.bytes);
             let mut f = seg.first_frame;
@@ -652,7 +652,6 @@ impl Engine {
         let shape = plan.shape;
         let scope = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
         let mut buffers = Vec::with_capacity(plan.segments.len());
-        self.start_resident(&plan);
         for seg in &plan.segments {
             let buffer = self.resident_buffer("resident (synthetic)", seg.bytes);
             let words = seg.bytes / 4;
@@ -698,8 +697,9 @@ impl Engine {
         self.set_aside.taken()
     }
 
-    /// Start the resident of `plan`: of the buffers set aside, keep those its segments can
-    /// reuse and free the others, before [`Engine::resident_buffer`] makes new ones.
+    /// Start the resident of `plan` (every upload path, before it makes any buffer): of the
+    /// buffers set aside, keep those its segments can reuse and free the others, before
+    /// [`Engine::resident_buffer`] makes new ones.
     fn start_resident(&self, plan: &ResidentPlan) {
         self.set_aside
             .keep_only(plan.segments.iter().map(|s| resident_size(s.bytes)));
