@@ -120,28 +120,26 @@ async fn upload_profiled(
     let mut report = |f: usize, n: usize| progress("read, decode, upload", f as u64, n as u64);
     let limits = engine.adapter.limits;
     let mut plan = crate::gpu::plan_of(acq, corr.bin, limits)?;
-    let res = match feed {
-        None => {
-            engine
-                .upload_plan(acq, corr, plan.clone(), &mut report)
-                .await?
-        }
+    let fed = match feed {
         Some(feed) => {
             let fed = engine
                 .upload_fed(acq, &feed, corr, plan.clone(), &mut report)
                 .await?;
             acq.finish_index(feed).await?;
-            match fed {
-                Some(res) => res,
-                None => {
-                    // Not as planned (a chunk the GPU decoder skips): the whole index, a
-                    // new plan.
-                    plan = crate::gpu::plan_of(acq, corr.bin, limits)?;
-                    engine
-                        .upload_plan(acq, corr, plan.clone(), &mut report)
-                        .await?
-                }
+            if fed.is_none() {
+                // Not as planned (a chunk the GPU decoder skips): the whole index, a new plan.
+                plan = crate::gpu::plan_of(acq, corr.bin, limits)?;
             }
+            fed
+        }
+        None => None,
+    };
+    let res = match fed {
+        Some(res) => res,
+        None => {
+            engine
+                .upload_plan(acq, corr, plan.clone(), &mut report)
+                .await?
         }
     };
     stages.push(Stage {
@@ -477,6 +475,7 @@ impl Session {
         opened_ms: f64,
         progress: &mut dyn FnMut(&str, u64, u64),
     ) -> Result<Session> {
+        let reused0 = engine.reused_resident_buffers();
         let mut acq = match req.crop {
             Some([r0, r1, c0, c1]) => acq.crop_scan(crate::contract::Region { r0, r1, c0, c1 })?,
             None => acq,
@@ -596,7 +595,7 @@ impl Session {
                 leaf_span_windows: resident.iter().map(|r| r.leaf_span_windows).sum(),
                 worker_walked_windows: resident.iter().map(|r| r.worker_walked_windows).sum(),
                 index_read_rounds: 0,
-                reused_resident_buffers: 0,
+                reused_resident_buffers: engine.reused_resident_buffers() - reused0,
                 adapter: engine.adapter.clone(),
                 warnings,
             },

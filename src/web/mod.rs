@@ -363,7 +363,6 @@ async fn open_files(
 ) -> Result<JsValue, JsValue> {
     let t0 = now_ms();
     let read0 = blob_source::read_ms();
-    let reused0 = inner.engine.reused_resident_buffers();
     let pool = match req.reads.as_deref() {
         None | Some("workers") => inner.read_ranges.clone(),
         Some("blob") => None,
@@ -412,7 +411,6 @@ async fn open_files(
         .await
         .map_err(js_err)?;
     session.profile.index_read_rounds = index_rounds;
-    session.profile.reused_resident_buffers = inner.engine.reused_resident_buffers() - reused0;
     session.profile.stages.push(Stage {
         name: "of which file reads".into(),
         ms: blob_source::read_ms() - read0,
