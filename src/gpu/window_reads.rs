@@ -38,7 +38,8 @@ async fn read_window(
     let _ = (acq, limit);
     #[cfg(target_arch = "wasm32")]
     if let Some((f, lo, n)) = file_span(slots, limit) {
-        if let Some(read) = f.read_js(walked_pieces(acq, slots, lo, n, f.js_piece())) {
+        let pieces = walked_pieces(acq, slots, lo, n, f.js_piece());
+        if let Some(read) = pieces.and_then(|p| f.read_js(p)) {
             let bytes = super::window_bytes::JsBytes::new(read.await?, lo)?;
             return Ok(WindowBytes::Js(bytes));
         }
@@ -123,17 +124,7 @@ pub(super) fn walk_span<'a>(
     #[cfg(target_arch = "wasm32")]
     if let WindowBytes::Js(js) = &bytes {
         let lo = js.file_offset();
-        let chunks: Option<Vec<walk::Job>> = slots
-            .iter()
-            .map(|s| {
-                Some(walk::Job {
-                    at: usize::try_from(s.chunk.offset.checked_sub(lo)?).ok()?,
-                    stored: usize::try_from(s.chunk.size).ok()?,
-                    logical: logical_bytes(acq, s.ix),
-                    kind: walk_kind(s.ix),
-                })
-            })
-            .collect();
+        let chunks: Option<Vec<walk::Job>> = slots.iter().map(|s| walk_job(acq, s, lo)).collect();
         let pieces = chunks.and_then(|c| js.piece_jobs(acq.dtype.size(), c.into_iter()));
         if let Some(pieces) = pieces {
             if let Some(walked) = src.walk_js(pieces) {
@@ -149,8 +140,21 @@ pub(super) fn walk_span<'a>(
     crate::source::Started::Done(Ok(bytes))
 }
 
+/// The header walk of `s`'s chunk in a piece that starts at file offset `from`; `None` where
+/// the chunk starts before the piece or lies beyond what a `usize` reaches.
+#[cfg(target_arch = "wasm32")]
+fn walk_job(acq: &Acquisition, s: &ChunkSlot<'_>, from: u64) -> Option<walk::Job> {
+    Some(walk::Job {
+        at: usize::try_from(s.chunk.offset.checked_sub(from)?).ok()?,
+        stored: usize::try_from(s.chunk.size).ok()?,
+        logical: logical_bytes(acq, s.ix),
+        kind: walk_kind(s.ix),
+    })
+}
+
 /// The span `[lo, lo + n)` holding `slots` in pieces of about `piece` bytes cut where a
-/// chunk starts (a gap goes with the chunk before it), each with the walk jobs of its chunks.
+/// chunk starts (a gap goes with the chunk before it), each with the walk jobs of its chunks;
+/// `None` where a job cannot be made ([`walk_job`]: the window is then read into memory).
 #[cfg(target_arch = "wasm32")]
 fn walked_pieces(
     acq: &Acquisition,
@@ -158,7 +162,7 @@ fn walked_pieces(
     lo: u64,
     n: u64,
     piece: u64,
-) -> Vec<crate::source::JsPiece> {
+) -> Option<Vec<crate::source::JsPiece>> {
     let elem = acq.dtype.size();
     let mut pieces = Vec::new();
     let (mut start, mut jobs) = (lo, Vec::new());
@@ -176,15 +180,10 @@ fn walked_pieces(
             cut(start, s.chunk.offset, &mut jobs);
             start = s.chunk.offset;
         }
-        jobs.push(walk::Job {
-            at: (s.chunk.offset - start) as usize,
-            stored: s.chunk.size as usize,
-            logical: logical_bytes(acq, s.ix),
-            kind: walk_kind(s.ix),
-        });
+        jobs.push(walk_job(acq, s, start)?);
     }
     cut(start, lo + n, &mut jobs);
-    pieces
+    Some(pieces)
 }
 
 /// The file, offset and length of the span holding `slots`, when they lie in order in one
