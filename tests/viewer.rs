@@ -390,42 +390,21 @@ fn a_deferred_index_opens_the_same_session() {
         };
         Acquisition::open_with(FileSet::new(files).unwrap(), &opts, defer).unwrap()
     };
-    let alone = || Some("reads".to_string());
+    // An open binned `bin`, its leaves read as `leaves` asks (the default: spans).
+    let request = |bin: usize, leaves: Option<&str>| OpenRequest {
+        bin,
+        leaves: leaves.map(String::from),
+        ..Default::default()
+    };
     let cases = [
-        (
-            "leaves read alone",
-            OpenRequest {
-                bin: 1,
-                leaves: alone(),
-                ..Default::default()
-            },
-            true,
-        ),
-        (
-            "leaves as spans (the default)",
-            OpenRequest {
-                bin: 1,
-                ..Default::default()
-            },
-            true,
-        ),
+        ("leaves read alone", request(1, Some("reads")), true),
+        ("leaves as spans (the default)", request(1, None), true),
         (
             "leaves read alone, binned 2",
-            OpenRequest {
-                bin: 2,
-                leaves: alone(),
-                ..Default::default()
-            },
+            request(2, Some("reads")),
             true,
         ),
-        (
-            "spans, binned 2",
-            OpenRequest {
-                bin: 2,
-                ..Default::default()
-            },
-            true,
-        ),
+        ("spans, binned 2", request(2, None), true),
         (
             "cropped",
             OpenRequest {

@@ -39,7 +39,7 @@ pub fn chunk_entries(
     defer_leaves: bool,
 ) -> Result<Walked, String> {
     let shape = NodeShape::new(os, rank)?;
-    let mut level: Vec<(u64, Option<u8>)> = vec![(root, None)];
+    let mut level: Vec<Child> = vec![(root, None)];
     let mut entries = Vec::new();
     while !level.is_empty() {
         if level.len() > max_entries || entries.len() > max_entries {
@@ -234,7 +234,7 @@ impl NodeShape {
 /// than usual again whole, together.
 fn read_nodes(
     src: &dyn ByteSource,
-    level: &[(u64, Option<u8>)],
+    level: &[Child],
     shape: &NodeShape,
 ) -> Result<Vec<Vec<u8>>, String> {
     let file_len = src.len();
@@ -246,7 +246,7 @@ fn read_nodes(
         .filter(|&i| nodes[i].len() < shape.len(used[i]))
         .collect();
     if !long.is_empty() {
-        let again: Vec<(u64, Option<u8>)> = long.iter().map(|&i| level[i]).collect();
+        let again: Vec<Child> = long.iter().map(|&i| level[i]).collect();
         let whole = read_all(src, &again, |k| {
             shape.read_len(file_len, again[k].0, used[long[k]])
         })?;
@@ -261,7 +261,7 @@ fn read_nodes(
 /// error: a gathering source sees the whole level's misses.
 fn read_all(
     src: &dyn ByteSource,
-    nodes: &[(u64, Option<u8>)],
+    nodes: &[Child],
     len: impl Fn(usize) -> usize,
 ) -> Result<Vec<Vec<u8>>, String> {
     let mut first_error = None;
