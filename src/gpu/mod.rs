@@ -12,6 +12,7 @@ pub mod float_products;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod kernel_stats;
 pub mod kernels;
+mod nudge;
 pub mod products;
 pub mod radial;
 mod set_aside;
@@ -814,8 +815,8 @@ impl Engine {
         Ok(())
     }
 
-    /// Map `buffer` (MAP_READ) whole and wait for it, asynchronously on the web; a failure
-    /// is `what` failing.
+    /// Map `buffer` (MAP_READ) whole and wait for it, asynchronously on the web and nudged
+    /// there ([`nudge`]); a failure is `what` failing.
     async fn mapped_for_read(&self, buffer: &wgpu::Buffer, what: &str) -> Result<()> {
         let (tx, rx) = futures_channel::oneshot::channel();
         buffer.slice(..).map_async(wgpu::MapMode::Read, move |r| {
@@ -825,7 +826,8 @@ impl Engine {
         self.device
             .poll(wgpu::PollType::wait_indefinitely())
             .map_err(|e| Error::Gpu(format!("waiting for the GPU failed: {e}")))?;
-        rx.await
+        nudge::nudged(&self.device, rx)
+            .await
             .map_err(|_| Error::Gpu(format!("{what} was cancelled (device lost?)")))?
             .map_err(|e| Error::Gpu(format!("{what} failed: {e}")))?;
         self.check_alive()
