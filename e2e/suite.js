@@ -242,6 +242,10 @@ export async function bench(dims, reps) {
   await series('idpc_rotate_ms', 'idpc', (k) => ({ image: { rotation: k } }));
   await series('pattern_cursor_ms', 'bf', (k) => ({ image: { cursor: [(7 * k) % dims[0], (11 * k) % dims[1]] } }));
   await series('mean_pattern_roi_ms', 'bf', (k) => ({ pattern: { source: 'mean' }, image: { roi: [0, 1 + (k % dims[0]), 0, dims[1]] } }));
+  // A colour-map change redraws the pattern canvas and computes nothing: drawn, it is what
+  // presenting a canvas costs (on the headless H200 a readback); computed only, the bare
+  // round trip to the GPU process. Each step changes the map; the last leaves inferno.
+  await series('pattern_cmap_ms', 'bf', (k) => ({ pattern: { display: { cmap: k % 2 ? 'inferno' : 'viridis' } } }));
   return out;
 }
 

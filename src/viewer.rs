@@ -199,6 +199,18 @@ pub struct Profile {
     pub warnings: Vec<String>,
 }
 
+impl Profile {
+    /// `total_ms` as the sum of the top-level stages (those not "of which" another).
+    fn sum_stages(&mut self) {
+        self.total_ms = self
+            .stages
+            .iter()
+            .filter(|s| !s.name.starts_with("of which"))
+            .map(|s| s.ms)
+            .sum();
+    }
+}
+
 /// Display settings of one panel.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
@@ -254,6 +266,17 @@ pub enum ImageKind {
     Com,
     Dpc,
     Idpc,
+}
+
+impl ImageKind {
+    /// Whether its image on the GPU needs the totals or the CoM moments
+    /// ([`Session::prepare`]).
+    fn uses_derived(self) -> bool {
+        matches!(
+            self,
+            ImageKind::Df | ImageKind::Total | ImageKind::Com | ImageKind::Dpc | ImageKind::Idpc
+        )
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Deserialize)]
@@ -463,6 +486,8 @@ pub struct Session {
     plane_gen: [u64; 2],
     /// iDPC FFT plans and buffers for the current scan shape.
     idpc: Option<([usize; 2], crate::gpu::fft::Idpc)>,
+    /// Whether [`Session::prepare`] has run.
+    prepared: bool,
 }
 
 impl Session {
@@ -521,11 +546,11 @@ impl Session {
             ));
         }
         let mut float_resident = None;
-        let (resident, derived, plan) = if float && req.bin > 1 {
+        let (resident, plan) = if float && req.bin > 1 {
             warnings.push(
                 "binned float32 acquisition: products are computed on the CPU reference".into(),
             );
-            (None, None, None)
+            (None, None)
         } else {
             let (res, plan) =
                 upload_profiled(engine, &mut acq, feed, correction, progress, &mut stages).await?;
@@ -535,16 +560,9 @@ impl Session {
                         .into(),
                 );
                 float_resident = Some(res);
-                (None, None, Some(plan))
+                (None, Some(plan))
             } else {
-                progress("derive totals and CoM", 0, shape.frames() as u64);
-                let t = now_ms();
-                let derived = derive(engine, &res).await?;
-                stages.push(Stage {
-                    name: "totals + CoM moments".into(),
-                    ms: now_ms() - t,
-                });
-                (Some(res), Some(derived), Some(plan))
+                (Some(res), Some(plan))
             }
         };
         let info = serde_json::to_value(Info::of(&acq, false))
@@ -608,7 +626,7 @@ impl Session {
             pattern: Plane::new(engine, shape.det[1] as u32, shape.det[0] as u32),
             acq,
             resident,
-            derived,
+            derived: None,
             float_resident,
             state: None,
             image_key: String::new(),
@@ -616,6 +634,7 @@ impl Session {
             renderer: None,
             plane_gen: [0; 2],
             idpc: None,
+            prepared: false,
         };
         let fit = session.product(engine, &fit).await?;
         let f = fit.data.to_f64();
@@ -624,22 +643,48 @@ impl Session {
             name: "BF disk fit".into(),
             ms: now_ms() - t,
         });
-        // Ring sums about the fitted centre: detectors about it then cost a few ring sums
-        // per position while they are resized.
+        session.profile.stages = stages;
+        session.profile.sum_stages();
+        Ok(session)
+    }
+
+    /// What an open leaves for after its first image: the totals and CoM moments (DF,
+    /// total and CoM/DPC/iDPC images; made now if one is asked for first) and the ring sums
+    /// about the fitted BF centre (detectors about it then cost a few ring sums per
+    /// position while they are resized; until then they are dense masked sums, as exact).
+    /// Their times join the load profile. The page calls this once the first image is
+    /// drawn, natively it follows the open; a second call does nothing.
+    pub async fn prepare(&mut self, engine: &Engine) -> Result<()> {
+        if self.prepared {
+            return Ok(());
+        }
+        self.prepared = true;
+        self.ensure_derived(engine).await?;
         let t = now_ms();
-        if session.make_ring_sums(engine).await? {
-            stages.push(Stage {
+        // A reload before this made them already.
+        if self.ring_sums_centre().is_none() && self.make_ring_sums(engine).await? {
+            self.profile.stages.push(Stage {
                 name: "ring sums about the BF centre".into(),
                 ms: now_ms() - t,
             });
         }
-        session.profile.total_ms = stages
-            .iter()
-            .filter(|s| !s.name.starts_with("of which"))
-            .map(|s| s.ms)
-            .sum::<f64>();
-        session.profile.stages = stages;
-        Ok(session)
+        self.profile.sum_stages();
+        Ok(())
+    }
+
+    /// Derive the totals and CoM moments of an integer resident, unless they are.
+    async fn ensure_derived(&mut self, engine: &Engine) -> Result<()> {
+        let Some(res) = self.resident.as_ref().filter(|_| self.derived.is_none()) else {
+            return Ok(());
+        };
+        let t = now_ms();
+        self.derived = Some(derive(engine, res).await?);
+        self.profile.stages.push(Stage {
+            name: "totals + CoM moments".into(),
+            ms: now_ms() - t,
+        });
+        self.profile.sum_stages();
+        Ok(())
     }
 
     /// End the session, handing its resident to `engine` for the next upload to reuse
@@ -717,7 +762,6 @@ impl Session {
         let res = engine.upload(&self.acq, corr).await;
         engine.release_set_aside();
         let res = res?;
-        self.derived = Some(derive(engine, &res).await?);
         let shape = res.plan.shape;
         self.pattern = Plane::new(engine, shape.det[1] as u32, shape.det[0] as u32);
         self.pattern_sums = engine.storage("pattern sums", shape.det_len() as u64 * 16);
@@ -841,7 +885,10 @@ impl Session {
         st: &ViewState,
         detector: Option<&DetectorMask>,
     ) -> Result<()> {
-        let (Some(res), Some(d)) = (&self.resident, &self.derived) else {
+        if st.image.kind.uses_derived() {
+            self.ensure_derived(engine).await?;
+        }
+        let Some(res) = &self.resident else {
             let p = st.image.params(self.correction);
             let plane = plane_of(
                 &self.exact_product(engine, &p).await?,
@@ -858,8 +905,13 @@ impl Session {
                 },
             );
         };
+        let derived = || {
+            self.derived
+                .as_ref()
+                .ok_or_else(|| Error::Gpu("the totals and CoM moments are missing".into()))
+        };
         let need_moments = || {
-            d.moments.as_ref().ok_or_else(|| {
+            derived()?.moments.as_ref().ok_or_else(|| {
                 Error::Gpu(
                     "centre-of-mass moments of this u32 detector could exceed 64 bits on the GPU"
                         .into(),
@@ -872,7 +924,7 @@ impl Session {
                 engine,
                 enc,
                 PlaneSource::U64 {
-                    buf: &d.totals,
+                    buf: &derived()?.totals,
                     stride: 2,
                     offset: 0,
                     scale: 1.0,
@@ -892,7 +944,7 @@ impl Session {
                 PlaneSource::Dpc {
                     moments: need_moments()?,
                     axis,
-                    mean: d.com_mean,
+                    mean: derived()?.com_mean,
                     rotation: st.image.rotation,
                     flip: st.image.flip,
                 },
@@ -908,7 +960,7 @@ impl Session {
                     .as_ref()
                     .ok_or_else(|| Error::Gpu("iDPC plan missing".into()))?;
                 let dpc = crate::gpu::fft::DpcSettings {
-                    mean: d.com_mean,
+                    mean: derived()?.com_mean,
                     rotation: st.image.rotation,
                     flip: st.image.flip,
                 };
@@ -937,7 +989,7 @@ impl Session {
                 gp::encode_masked_sums(engine, enc, res, &list, &self.image_sums)?;
                 let src = if st.image.kind == ImageKind::Df {
                     PlaneSource::U64Diff {
-                        total: &d.totals,
+                        total: &derived()?.totals,
                         part: &self.image_sums,
                     }
                 } else {
@@ -1150,21 +1202,25 @@ impl Session {
         }
         let st = self.state.as_ref();
         let k = (r * plane.width as usize + c) as u64;
-        if let (Panel::Image, Some(st), Some(d)) = (panel, st, &self.derived) {
-            match st.image.kind {
-                ImageKind::Total => return Ok(exact_u64(engine, &d.totals, k * 8).await? as f64),
-                ImageKind::Bf | ImageKind::Adf | ImageKind::Rect | ImageKind::Point => {
+        // An image of totals or DF on the GPU was drawn with the totals derived.
+        let totals = self.derived.as_ref().map(|d| &d.totals);
+        if let (Panel::Image, Some(st), Some(_)) = (panel, st, &self.resident) {
+            match (st.image.kind, totals) {
+                (ImageKind::Total, Some(totals)) => {
+                    return Ok(exact_u64(engine, totals, k * 8).await? as f64)
+                }
+                (ImageKind::Bf | ImageKind::Adf | ImageKind::Rect | ImageKind::Point, _) => {
                     return Ok(exact_u64(engine, &self.image_sums, k * 8).await? as f64)
                 }
-                ImageKind::Df => {
-                    let t = exact_u64(engine, &d.totals, k * 8).await?;
+                (ImageKind::Df, Some(totals)) => {
+                    let t = exact_u64(engine, totals, k * 8).await?;
                     let s = exact_u64(engine, &self.image_sums, k * 8).await?;
                     return Ok(t.wrapping_sub(s) as f64);
                 }
                 _ => {}
             }
         }
-        if let (Panel::Pattern, Some(st), Some(_)) = (panel, st, &self.derived) {
+        if let (Panel::Pattern, Some(st), Some(_)) = (panel, st, &self.resident) {
             if st.pattern.source == PatternSource::Sum {
                 return Ok(exact_u64(engine, &self.pattern_sums, k * 16).await? as f64);
             }

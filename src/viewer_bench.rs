@@ -65,6 +65,7 @@ pub fn run(acq: Acquisition, reps: usize) -> Result<()> {
         ..Default::default()
     };
     let mut s = pollster::block_on(Session::open(&engine, acq, &req, 0.0, &mut |_, _, _| {}))?;
+    pollster::block_on(s.prepare(&engine))?;
     println!(
         "  load (upload + totals + CoM + BF fit)   {:9.2} ms",
         t.elapsed().as_secs_f64() * 1e3

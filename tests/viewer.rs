@@ -136,6 +136,55 @@ fn readouts_follow_the_view_and_equal_the_cpu_reference() {
     assert_eq!(&png[1..4], b"PNG");
 }
 
+fn stage_count(s: &Session, name: &str) -> usize {
+    s.profile.stages.iter().filter(|st| st.name == name).count()
+}
+
+#[test]
+fn an_open_leaves_the_totals_com_and_ring_sums_to_prepare() {
+    let Some(engine) = engine() else { return };
+    let (mut s, acq) = open_unbinned(&engine, "arina_u16");
+    let [rows, cols] = acq.shape.scan;
+    let (derive, rings) = ("totals + CoM moments", "ring sums about the BF centre");
+    assert_eq!((stage_count(&s, derive), stage_count(&s, rings)), (0, 0));
+    assert_eq!(s.ring_sums_centre(), None);
+    let bf_centre = [s.bf_fit[0], s.bf_fit[1]];
+    let bf = |radius| bf_state(bf_centre, radius, [1, 2]);
+    let mut p = ProductParams::new(ProductKind::Bf);
+    (p.center, p.radius) = (Some(bf_centre), Some(s.bf_fit[2]));
+    let want = cpu::compute(&acq, &p).unwrap().data.to_f64();
+    let image = |s: &Session| -> Vec<f64> {
+        (0..rows * cols)
+            .map(|k| {
+                pollster::block_on(s.value_at(&engine, Panel::Image, k / cols, k % cols)).unwrap()
+            })
+            .collect()
+    };
+    // Before: a dense masked sum; after: ring sums about the same centre. Both exact.
+    pollster::block_on(s.update(&engine, &bf(s.bf_fit[2]))).unwrap();
+    assert_eq!(image(&s), want, "BF before prepare");
+    let total_ms = s.profile.total_ms;
+    pollster::block_on(s.prepare(&engine)).unwrap();
+    assert_eq!((stage_count(&s, derive), stage_count(&s, rings)), (1, 1));
+    assert!(s.profile.total_ms > total_ms);
+    let centre = s.ring_sums_centre().expect("ring sums made by prepare");
+    assert!((centre[0] - bf_centre[0]).abs() + (centre[1] - bf_centre[1]).abs() < 1e-9);
+    pollster::block_on(s.update(&engine, &bf(1.0))).unwrap();
+    pollster::block_on(s.update(&engine, &bf(s.bf_fit[2]))).unwrap();
+    assert_eq!(image(&s), want, "BF from the ring sums");
+    // Derived once, whatever asks for it next; a second prepare does nothing.
+    pollster::block_on(s.update(
+        &engine,
+        &state(json!({
+            "image": {"kind": "df", "center": bf_centre, "radius": 2.0, "cursor": [0, 0]},
+            "pattern": {"source": "mean"}
+        })),
+    ))
+    .unwrap();
+    pollster::block_on(s.prepare(&engine)).unwrap();
+    assert_eq!((stage_count(&s, derive), stage_count(&s, rings)), (1, 1));
+}
+
 #[test]
 fn a_product_with_another_bin_reuploads_and_stays_exact() {
     let Some(engine) = engine() else { return };
@@ -143,7 +192,8 @@ fn a_product_with_another_bin_reuploads_and_stays_exact() {
     let mut p = ProductParams::new(ProductKind::Binned);
     p.bin = 3;
     p.mask_bad_pixels = true;
-    let at_load = s.ring_sums_centre().expect("ring sums made at load");
+    pollster::block_on(s.prepare(&engine)).unwrap();
+    let at_load = s.ring_sums_centre().expect("ring sums made by prepare");
     let gpu = pollster::block_on(s.product(&engine, &p)).unwrap();
     assert_eq!(gpu, cpu::compute(&acq, &p).unwrap());
     assert_eq!(s.correction().bin, 3);

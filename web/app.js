@@ -173,6 +173,14 @@ async function openFiles(files, options = {}) {
   $('profile').textContent = JSON.stringify(r.profile, null, 1);
   $('drop-hint').textContent = r.info.files.map((f) => f.name).join(', ') + ' — ' + r.info.shape.join(' × ') + ' ' + r.info.dtype;
   await renderNow();
+  // The totals, CoM moments and ring sums follow the first image; the profile shown then
+  // has their times. Calls made meanwhile queue behind them in the Worker.
+  const opened = current;
+  call('prepare').then(() => call('profile')).then((p) => {
+    if (current !== opened) return;
+    current.profile = p;
+    $('profile').textContent = JSON.stringify(p, null, 1);
+  }).catch((e) => { if (current === opened) showError(e.message); });
   return r.info;
 }
 

@@ -144,6 +144,9 @@ async function handle(m) {
       case 'render':
         result = JSON.parse(await viewer.render(JSON.stringify(m.state), JSON.stringify(m.sizes)));
         break;
+      case 'prepare':
+        await viewer.prepare();
+        break;
       case 'compute':
         result = JSON.parse(await viewer.compute(JSON.stringify(m.state)));
         break;

@@ -296,6 +296,18 @@ impl Viewer {
         })
     }
 
+    /// What the open left for after its first image ([`Session::prepare`]).
+    pub fn prepare(&self) -> js_sys::Promise {
+        let inner = self.inner.clone();
+        future_to_promise(async move {
+            let mut s = inner.take()?;
+            let r = s.prepare(&inner.engine).await;
+            inner.put(s);
+            r.map_err(js_err)?;
+            Ok(JsValue::UNDEFINED)
+        })
+    }
+
     /// Limits, range and a 256-bar histogram of a panel, as JSON.
     pub fn stats(&self, panel: String) -> js_sys::Promise {
         let inner = self.inner.clone();
