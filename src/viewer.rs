@@ -10,7 +10,7 @@ use crate::display::{self, Limits, Stats};
 use crate::error::{Error, Result};
 use crate::formats::{Acquisition, IndexFeed};
 use crate::frames::Correction;
-use crate::gpu::display::{Plane, PlaneSource, Renderer};
+use crate::gpu::display::{Plane, PlaneSource};
 use crate::gpu::kernels::View;
 use crate::gpu::radial::RadialCache;
 use crate::gpu::{products as gp, AdapterSummary, Engine, Resident};
@@ -480,7 +480,6 @@ pub struct Session {
     state: Option<ViewState>,
     image_key: String,
     pattern_key: String,
-    renderer: Option<(wgpu::TextureFormat, Renderer)>,
     /// A new number each time a panel's plane or limits are recorded anew ([image, pattern]):
     /// a canvas that shows the same generation through the same view needs no redraw.
     plane_gen: [u64; 2],
@@ -631,7 +630,6 @@ impl Session {
             state: None,
             image_key: String::new(),
             pattern_key: String::new(),
-            renderer: None,
             plane_gen: [0; 2],
             idpc: None,
             prepared: false,
@@ -1177,14 +1175,9 @@ impl Session {
         canvas: [u32; 2],
     ) -> Result<()> {
         let view = self.view_uniform(panel, canvas)?;
-        if self.renderer.as_ref().is_none_or(|(f, _)| *f != format) {
-            self.renderer = Some((format, Renderer::new(engine, format)));
-        }
-        let (_, renderer) = self
-            .renderer
-            .as_ref()
-            .ok_or_else(|| Error::Gpu("renderer missing".into()))?;
-        renderer.encode_draw(engine, enc, target, self.plane(panel), &view);
+        engine
+            .renderer(format)
+            .encode_draw(engine, enc, target, self.plane(panel), &view);
         Ok(())
     }
 

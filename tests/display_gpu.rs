@@ -7,7 +7,7 @@ mod common;
 use common::*;
 use stem4d::contract::{DetectorMask, SparseMask};
 use stem4d::display::{self, colormaps, Limits, HIST_BINS};
-use stem4d::gpu::display::{Plane, PlaneSource, Renderer};
+use stem4d::gpu::display::{Plane, PlaneSource};
 use stem4d::gpu::kernels::View;
 use stem4d::gpu::{products, Engine, Resident};
 
@@ -219,11 +219,15 @@ fn planes_and_limits_match_the_cpu_mirror() {
     );
 }
 
-/// Draw a plane at one canvas pixel per source pixel and read the texture back.
+/// Draw a plane at one canvas pixel per source pixel into an RGBA texture and read it back.
 fn render(engine: &Engine, plane: &Plane, view: View) -> Vec<u8> {
+    render_as(engine, plane, view, wgpu::TextureFormat::Rgba8Unorm)
+}
+
+/// [`render`] into a `format` texture, through the engine's renderer for that format.
+fn render_as(engine: &Engine, plane: &Plane, view: View, format: wgpu::TextureFormat) -> Vec<u8> {
     let (w, h) = (plane.width, plane.height);
-    let format = wgpu::TextureFormat::Rgba8Unorm;
-    let renderer = Renderer::new(engine, format);
+    let renderer = engine.renderer(format);
     let texture = engine.device.create_texture(&wgpu::TextureDescriptor {
         label: None,
         size: wgpu::Extent3d {
@@ -302,6 +306,15 @@ fn rendered_pixels_carry_the_mirror_colours_and_the_overlay() {
         ..Default::default()
     };
     let pixels = render(&engine, &plane, view);
+    // The engine keeps a renderer per format: BGRA canvases get the same pixels, their
+    // channels in that order, and RGBA ones still theirs.
+    let bgra = render_as(&engine, &plane, view, wgpu::TextureFormat::Bgra8Unorm);
+    let swapped: Vec<u8> = bgra
+        .chunks_exact(4)
+        .flat_map(|p| [p[2], p[1], p[0], p[3]])
+        .collect();
+    assert_eq!(swapped, pixels);
+    assert_eq!(render(&engine, &plane, view), pixels);
     let want = display::colorize(&values, &stats, cmap, false);
     let table = &colormaps::TABLES[cmap as usize];
     for (i, (g, w)) in pixels.chunks_exact(4).zip(want.chunks_exact(4)).enumerate() {

@@ -210,7 +210,9 @@ impl Plane {
     }
 }
 
-/// The render pipeline and colour-map table for one target format.
+/// The render pipeline and colour-map table for one target format (handles: a clone
+/// shares them).
+#[derive(Clone)]
 pub struct Renderer {
     pipeline: wgpu::RenderPipeline,
     lut: wgpu::Buffer,

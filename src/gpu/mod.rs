@@ -84,6 +84,9 @@ pub struct Engine {
     chunk_decoder: Option<Box<dyn ChunkDecoder + Send + Sync>>,
     /// The segments of a resident being replaced, for the next upload ([`set_aside`]).
     set_aside: set_aside::SetAside,
+    /// The display's render pipeline per canvas format, made once per device: compiling it
+    /// is the GPU process's work, and a new session's first image should not wait for it.
+    renderers: Mutex<Vec<(wgpu::TextureFormat, display::Renderer)>>,
 }
 
 /// An acquisition resident on the GPU.
@@ -365,7 +368,20 @@ impl Engine {
             atomic_sums: prefers_atomic_sums(&info),
             chunk_decoder: None,
             set_aside: Default::default(),
+            renderers: Mutex::new(Vec::new()),
         })
+    }
+
+    /// The renderer drawing planes into `format` targets (made on first asking; the page
+    /// asks when a canvas is attached).
+    pub fn renderer(&self, format: wgpu::TextureFormat) -> display::Renderer {
+        let mut made = self.renderers.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, r)) = made.iter().find(|(f, _)| *f == format) {
+            return r.clone();
+        }
+        let r = display::Renderer::new(self, format);
+        made.push((format, r.clone()));
+        r
     }
 
     /// The kernels built from SPIR-V whose storage barriers are workgroup-scoped, as WGSL

@@ -232,6 +232,8 @@ impl Viewer {
             .find(|f| !f.is_srgb())
             .or_else(|| caps.formats.first().copied())
             .ok_or_else(|| js_err("the canvas offers no texture format"))?;
+        // Its pipeline compiles now, not on the first image of a load.
+        engine.renderer(format);
         let mut canvases = self.inner.canvases.borrow_mut();
         canvases.retain(|(p, _)| *p != panel);
         canvases.push((
