@@ -38,7 +38,7 @@ except Exception as e:
     sys.exit(print(sys.argv[2], "no result:", e))
 for lf in r.get("local_files", []):
     st = {s["name"]: round(s["ms"]) for s in lf.get("profile", {}).get("stages", [])}
-    print(sys.argv[2], round(lf.get("first_image_ms", 0)), "ms", st)
+    print(sys.argv[2], round(lf.get("first_image_ms", 0)), "ms, settled", round(lf.get("settled_ms", 0)), "ms", st)
 print(sys.argv[2], "synthetic match:", (r.get("synthetic_match") or {}).get("same"), "error:", r.get("error"))
 PY
 done
