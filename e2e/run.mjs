@@ -219,6 +219,11 @@ async function main() {
     check(png[1] === 0x50 && png[2] === 0x4e && png[3] === 0x47, 'PNG export of the image panel');
     const profile = await page.evaluate(() => window.stem4d.profile());
     check(profile.stages.length >= 3 && profile.adapter.name === adapter.name, 'load profile has stages and the adapter');
+    // The open's tail follows the first image, once, and joins the profile.
+    const tail = ['totals + CoM moments', 'ring sums about the BF centre'].map((n) => profile.stages.filter((st) => st.name === n).length);
+    const stageAt = (n) => profile.stages.findIndex((st) => st.name === n);
+    check(tail[0] === 1 && tail[1] === 1 && stageAt('BF disk fit') >= 0 && stageAt('totals + CoM moments') > stageAt('BF disk fit'),
+      `totals, CoM and ring sums made once, after the BF fit and the first image (${profile.stages.map((st) => st.name).join(', ')})`);
     check(profile.index_read_rounds > 1 && profile.index_read_rounds < 64, `metadata reads gathered into ${profile.index_read_rounds} rounds`);
     // Files read by Blob.arrayBuffer() in the viewer's Worker instead of the pool: the same
     // acquisition; an unknown read mode is refused by name.

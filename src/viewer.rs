@@ -760,6 +760,8 @@ impl Session {
         let res = engine.upload(&self.acq, corr).await;
         engine.release_set_aside();
         let res = res?;
+        // Made at once, as its ring sums: the load profile times the open's, not these.
+        self.derived = Some(derive(engine, &res).await?);
         let shape = res.plan.shape;
         self.pattern = Plane::new(engine, shape.det[1] as u32, shape.det[0] as u32);
         self.pattern_sums = engine.storage("pattern sums", shape.det_len() as u64 * 16);

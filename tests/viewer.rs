@@ -215,6 +215,18 @@ fn a_product_with_another_bin_reuploads_and_stays_exact() {
             .is_ok()
     );
     assert!(pollster::block_on(s.value_at(&engine, Panel::Pattern, binned[0], 0)).is_err());
+    // The re-upload's totals and ring sums are not the load's: its profile keeps one each.
+    pollster::block_on(s.update(
+        &engine,
+        &state(json!({
+            "image": {"kind": "df", "center": [2.0, 2.0], "radius": 1.5, "cursor": [0, 0]},
+            "pattern": {"source": "mean"}
+        })),
+    ))
+    .unwrap();
+    let counts =
+        ["totals + CoM moments", "ring sums about the BF centre"].map(|n| stage_count(&s, n));
+    assert_eq!(counts, [1, 1], "{:?}", s.profile.stages);
 }
 
 #[test]
