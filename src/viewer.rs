@@ -485,7 +485,7 @@ pub struct Session {
     plane_gen: [u64; 2],
     /// iDPC FFT plans and buffers for the current scan shape.
     idpc: Option<([usize; 2], crate::gpu::fft::Idpc)>,
-    /// Whether [`Session::prepare`] has run.
+    /// Whether [`Session::prepare`] has succeeded.
     prepared: bool,
 }
 
@@ -651,12 +651,12 @@ impl Session {
     /// about the fitted BF centre (detectors about it then cost a few ring sums per
     /// position while they are resized; until then they are dense masked sums, as exact).
     /// Their times join the load profile. The page calls this once the first image is
-    /// drawn, natively it follows the open; a second call does nothing.
+    /// drawn, natively it follows the open; once it has succeeded, another call does
+    /// nothing.
     pub async fn prepare(&mut self, engine: &Engine) -> Result<()> {
         if self.prepared {
             return Ok(());
         }
-        self.prepared = true;
         self.ensure_derived(engine).await?;
         let t = now_ms();
         // A reload before this made them already.
@@ -667,10 +667,11 @@ impl Session {
             });
         }
         self.profile.sum_stages();
+        self.prepared = true;
         Ok(())
     }
 
-    /// Derive the totals and CoM moments of an integer resident, unless they are.
+    /// Derive the totals and CoM moments of an integer resident, unless it has them.
     async fn ensure_derived(&mut self, engine: &Engine) -> Result<()> {
         let Some(res) = self.resident.as_ref().filter(|_| self.derived.is_none()) else {
             return Ok(());
