@@ -58,6 +58,14 @@ impl Inner {
     fn put(&self, s: Session) {
         *self.session.borrow_mut() = Some(s);
     }
+
+    /// `f` on the open session, taken out for the call and put back whatever `f` returns.
+    async fn with_session<R>(&self, f: impl AsyncFnOnce(&mut Session) -> R) -> Result<R, JsValue> {
+        let mut s = self.take()?;
+        let r = f(&mut s).await;
+        self.put(s);
+        Ok(r)
+    }
 }
 
 #[wasm_bindgen]
@@ -196,10 +204,10 @@ impl Viewer {
             let v: serde_json::Value = serde_json::from_str(&params)
                 .map_err(|e| js_err(format!("product parameters: {e}")))?;
             let p = ProductParams::from_json(&v).map_err(js_err)?;
-            let mut s = inner.take()?;
-            let r = s.product(&inner.engine, &p).await;
-            inner.put(s);
-            let a = r.map_err(js_err)?;
+            let a = inner
+                .with_session(async |s| s.product(&inner.engine, &p).await)
+                .await?
+                .map_err(js_err)?;
             let out = js_sys::Object::new();
             let shape: js_sys::Array = a.shape.iter().map(|&d| JsValue::from(d as f64)).collect();
             set(&out, "shape", &shape)?;
@@ -260,10 +268,10 @@ impl Viewer {
                 serde_json::from_str(&state).map_err(|e| js_err(format!("view state: {e}")))?;
             let sizes: std::collections::HashMap<String, [u32; 2]> =
                 serde_json::from_str(&sizes).map_err(|e| js_err(format!("canvas sizes: {e}")))?;
-            let mut s = inner.take()?;
-            let r = draw(&inner, &mut s, &st, &sizes).await;
-            inner.put(s);
-            finish(&inner.engine, r?).await?;
+            let fence = inner
+                .with_session(async |s| draw(&inner, s, &st, &sizes).await)
+                .await??;
+            finish(&inner.engine, fence).await?;
             inner.engine.check_alive().map_err(js_err)?;
             Ok(json!({"ms": now_ms() - t0}).to_string().into())
         })
@@ -277,10 +285,10 @@ impl Viewer {
             let t0 = now_ms();
             let st: ViewState =
                 serde_json::from_str(&state).map_err(|e| js_err(format!("view state: {e}")))?;
-            let mut s = inner.take()?;
-            let r = s.update(&inner.engine, &st).await;
-            inner.put(s);
-            r.map_err(js_err)?;
+            inner
+                .with_session(async |s| s.update(&inner.engine, &st).await)
+                .await?
+                .map_err(js_err)?;
             // The engine's own part (state parsed, work recorded and submitted) apart from
             // the wait for the GPU and Chromium's completion round trip.
             let submitted = now_ms() - t0;
@@ -302,10 +310,10 @@ impl Viewer {
     pub fn prepare(&self) -> js_sys::Promise {
         let inner = self.inner.clone();
         future_to_promise(async move {
-            let mut s = inner.take()?;
-            let r = s.prepare(&inner.engine).await;
-            inner.put(s);
-            r.map_err(js_err)?;
+            inner
+                .with_session(async |s| s.prepare(&inner.engine).await)
+                .await?
+                .map_err(js_err)?;
             Ok(JsValue::UNDEFINED)
         })
     }
@@ -315,10 +323,10 @@ impl Viewer {
         let inner = self.inner.clone();
         future_to_promise(async move {
             let panel = Panel::parse(&panel).map_err(js_err)?;
-            let s = inner.take()?;
-            let r = s.stats(&inner.engine, panel).await;
-            inner.put(s);
-            let st = r.map_err(js_err)?;
+            let st = inner
+                .with_session(async |s| s.stats(&inner.engine, panel).await)
+                .await?
+                .map_err(js_err)?;
             Ok(json!({
                 "lo": st.lo, "hi": st.hi, "min": st.min, "max": st.max,
                 "finite": st.finite, "hist": st.coarse(256),
@@ -334,12 +342,14 @@ impl Viewer {
         let inner = self.inner.clone();
         future_to_promise(async move {
             let panel = Panel::parse(&panel).map_err(js_err)?;
-            let s = inner.take()?;
-            let v = s
-                .value_at(&inner.engine, panel, r as usize, c as usize)
-                .await;
-            inner.put(s);
-            Ok(JsValue::from(v.map_err(js_err)?))
+            let v = inner
+                .with_session(async |s| {
+                    s.value_at(&inner.engine, panel, r as usize, c as usize)
+                        .await
+                })
+                .await?
+                .map_err(js_err)?;
+            Ok(JsValue::from(v))
         })
     }
 
@@ -348,10 +358,11 @@ impl Viewer {
         let inner = self.inner.clone();
         future_to_promise(async move {
             let panel = Panel::parse(&panel).map_err(js_err)?;
-            let s = inner.take()?;
-            let r = s.png(&inner.engine, panel).await;
-            inner.put(s);
-            Ok(js_sys::Uint8Array::from(&r.map_err(js_err)?[..]).into())
+            let png = inner
+                .with_session(async |s| s.png(&inner.engine, panel).await)
+                .await?
+                .map_err(js_err)?;
+            Ok(js_sys::Uint8Array::from(&png[..]).into())
         })
     }
 
@@ -360,10 +371,11 @@ impl Viewer {
     pub fn image_npy(&self) -> js_sys::Promise {
         let inner = self.inner.clone();
         future_to_promise(async move {
-            let mut s = inner.take()?;
-            let r = s.image_npy(&inner.engine).await;
-            inner.put(s);
-            Ok(js_sys::Uint8Array::from(&r.map_err(js_err)?[..]).into())
+            let npy = inner
+                .with_session(async |s| s.image_npy(&inner.engine).await)
+                .await?
+                .map_err(js_err)?;
+            Ok(js_sys::Uint8Array::from(&npy[..]).into())
         })
     }
 }
