@@ -262,6 +262,12 @@ async function main() {
     const label = adapter.software ? ' — software adapter: correctness only, not a speed figure' : '';
     console.log(`interaction on synthetic ${bench.shape.join('×')} u16 (${adapter.name}${label}), median of 30, request → GPU done:`);
     for (const [k, v] of Object.entries(bench)) if (k.endsWith('_ms')) console.log(`  ${k.padEnd(22)} ${v.toFixed(2)}`);
+    for (const k of ['drag', 'idle']) {
+      const f = bench[k];
+      console.log(`  ${k.padEnd(22)} ${f.fps.toFixed(1)} frames/s, longest ${f.worst_frame_ms.toFixed(1)} ms, ${f.renders_per_s.toFixed(1)} images/s, ${f.engine_calls} engine calls`);
+    }
+    const frameChecks = await page.evaluate(async (b) => (await import('/e2e/suite.js')).checkFrames(b), bench);
+    for (const what of frameChecks) check(what.ok, what.text);
     check(consoleErrors.filter((e) => !/favicon/.test(e)).length === 0, 'no console errors: ' + consoleErrors.join(' | '));
   } finally {
     await browser.close();

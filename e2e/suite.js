@@ -202,7 +202,11 @@ export async function runSuite(opts = {}) {
     }
   }
 
-  if (parts.includes('bench')) res.figures.bench = await bench(opts.benchShape || [48, 64, 96, 96], opts.reps || 30);
+  if (parts.includes('bench')) {
+    const b = await bench(opts.benchShape || [48, 64, 96, 96], opts.reps || 30);
+    res.figures.bench = b;
+    for (const what of checkFrames(b)) check(what.ok, what.text);
+  }
   return res;
 }
 
@@ -246,7 +250,59 @@ export async function bench(dims, reps) {
   // presenting a canvas costs (on the headless H200 a readback); computed only, the bare
   // round trip to the GPU process. Each step changes the map; the last leaves inferno.
   await series('pattern_cmap_ms', 'bf', (k) => ({ pattern: { display: { cmap: k % 2 ? 'inferno' : 'viridis' } } }));
+  // Dragging: one detector move a frame, as pointer events come, for a second. Moves that
+  // come while a render is in flight collapse into the next one.
+  await window.stem4d.setView({ preset: 'bf', pattern: { source: 'cursor' } });
+  let dragError = null;
+  out.drag = await framesWith(1000, (k) => {
+    window.stem4d.setView(disk(k)).catch((e) => { dragError = e.message; });
+  });
+  await window.stem4d.rendered();
+  out.drag.error = dragError;
+  // Idle: once the view is drawn and its histograms fetched, the page asks nothing more.
+  out.idle = await framesWith(1000, null);
   return out;
+}
+
+// Frames (requestAnimationFrame) over `ms` once the page has gone quiet, `each(k)` run at
+// each: frames a second, the longest frame, and the engine calls and renders in that time.
+async function framesWith(ms, each) {
+  let seen = window.stem4d.activity().calls;
+  for (let quiet = 0, waited = 0; quiet < 400 && waited < 3000; waited += 50) {
+    await new Promise((r) => setTimeout(r, 50));
+    const now = window.stem4d.activity().calls;
+    quiet = now === seen ? quiet + 50 : 0;
+    seen = now;
+  }
+  const a0 = window.stem4d.activity();
+  const times = await new Promise((resolve) => {
+    const t = [];
+    const step = (now) => {
+      t.push(now);
+      if (each) each(t.length);
+      if (now - t[0] < ms) requestAnimationFrame(step); else resolve(t);
+    };
+    requestAnimationFrame(step);
+  });
+  const a1 = window.stem4d.activity();
+  let worst = 0;
+  for (let k = 1; k < times.length; k++) worst = Math.max(worst, times[k] - times[k - 1]);
+  const secs = (times[times.length - 1] - times[0]) / 1000;
+  return {
+    fps: (times.length - 1) / secs,
+    worst_frame_ms: worst,
+    engine_calls: a1.calls - a0.calls,
+    renders_per_s: (a1.renders - a0.renders) / secs,
+  };
+}
+
+// What the frame figures must show whatever the adapter's speed: dragging draws images and
+// fails none; an idle page makes no call to the engine.
+export function checkFrames(b) {
+  return [
+    { ok: b.drag.renders_per_s > 0 && !b.drag.error, text: `dragging draws images (${b.drag.renders_per_s.toFixed(1)}/s; ${b.drag.error})` },
+    { ok: b.idle.engine_calls === 0, text: `an idle page asks nothing of the engine (${b.idle.engine_calls} calls in 1 s)` },
+  ];
 }
 
 // A digest of each of a few products of the open acquisition (integer sums, CoM, patterns):
