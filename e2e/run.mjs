@@ -266,6 +266,9 @@ async function main() {
       const f = bench[k];
       console.log(`  ${k.padEnd(22)} ${f.fps.toFixed(1)} frames/s, longest ${f.worst_frame_ms.toFixed(1)} ms, ${f.renders_per_s.toFixed(1)} images/s, ${f.engine_calls} engine calls`);
     }
+    for (const [px, f] of Object.entries(bench.pattern_by_width)) {
+      console.log(`  pattern canvas ${px} px   colour map ${f.cmap_ms.toFixed(2)}, cursor ${f.cursor_ms.toFixed(2)}`);
+    }
     const frameChecks = await page.evaluate(async (b) => (await import('/e2e/suite.js')).checkFrames(b), bench);
     for (const what of frameChecks) check(what.ok, what.text);
     check(consoleErrors.filter((e) => !/favicon/.test(e)).length === 0, 'no console errors: ' + consoleErrors.join(' | '));

@@ -222,12 +222,26 @@ export async function bench(dims, reps) {
   const r = 0.16 * Math.min(kr, kc);
   // Each interaction twice: drawn (view change → canvases presented, GPU done) and computed
   // only (→ image, pattern and limits on the GPU), which tells the engine from presentation.
+  // `presented`: which canvases the steps drew (a canvas whose content did not change is not,
+  // so a step that changed nothing, such as a first step to where the preset put the
+  // detector, draws none and is left out).
+  const presented = {};
+  const drawn = async (step, name) => {
+    const t = [];
+    const canvases = new Set();
+    for (let k = 0; k < reps; k++) {
+      await window.stem4d.setView(step(k));
+      const r = window.stem4d.lastRender();
+      t.push(r.ms);
+      if (r.drawn.length) canvases.add(r.drawn.join('+'));
+    }
+    if (name) presented[name] = [...canvases].sort().join(', ');
+    return med(t);
+  };
   const series = async (name, preset, step) => {
     const start = { preset, pattern: { source: 'cursor' }, image: { roi: null } };
     await window.stem4d.setView(start);
-    const t = [];
-    for (let k = 0; k < reps; k++) { await window.stem4d.setView(step(k)); t.push(window.stem4d.lastRenderMs()); }
-    out[name] = med(t);
+    out[name] = await drawn(step, name.replace(/_ms$/, ''));
     await window.stem4d.setView(start);
     const c = [];
     const sub = [];
@@ -244,12 +258,26 @@ export async function bench(dims, reps) {
   await series('df_drag_ms', 'df', disk);
   await series('dpc_rotate_ms', 'dpc0', (k) => ({ image: { rotation: k } }));
   await series('idpc_rotate_ms', 'idpc', (k) => ({ image: { rotation: k } }));
-  await series('pattern_cursor_ms', 'bf', (k) => ({ image: { cursor: [(7 * k) % dims[0], (11 * k) % dims[1]] } }));
+  const cursor = (k) => ({ image: { cursor: [(7 * k) % dims[0], (11 * k) % dims[1]] } });
+  const cmap = (k) => ({ pattern: { display: { cmap: k % 2 ? 'inferno' : 'viridis' } } });
+  await series('pattern_cursor_ms', 'bf', cursor);
   await series('mean_pattern_roi_ms', 'bf', (k) => ({ pattern: { source: 'mean' }, image: { roi: [0, 1 + (k % dims[0]), 0, dims[1]] } }));
   // A colour-map change redraws the pattern canvas and computes nothing: drawn, it is what
   // presenting a canvas costs (on the headless H200 a readback); computed only, the bare
   // round trip to the GPU process. Each step changes the map; the last leaves inferno.
-  await series('pattern_cmap_ms', 'bf', (k) => ({ pattern: { display: { cmap: k % 2 ? 'inferno' : 'viridis' } } }));
+  await series('pattern_cmap_ms', 'bf', cmap);
+  // The same redraw, and the cursor move, with the pattern panel at a few widths: whether
+  // presenting a canvas costs by its pixels or by the present alone. Keys are canvas pixels.
+  const patternCanvas = document.getElementById('pattern-canvas');
+  out.pattern_by_width = {};
+  for (const w of [96, 768]) {
+    patternCanvas.parentElement.style.width = `${w}px`;
+    await window.stem4d.setView(cmap(1));
+    const cmapMs = await drawn(cmap);
+    out.pattern_by_width[patternCanvas.width] = { cmap_ms: cmapMs, cursor_ms: await drawn(cursor) };
+  }
+  patternCanvas.parentElement.style.width = '';
+  out.presented = presented;
   // Dragging: one detector move a frame, as pointer events come, for a second. Moves that
   // come while a render is in flight collapse into the next one.
   await window.stem4d.setView({ preset: 'bf', pattern: { source: 'cursor' } });
@@ -299,7 +327,16 @@ async function framesWith(ms, each) {
 // What the frame figures must show whatever the adapter's speed: dragging draws images and
 // fails none; an idle page makes no call to the engine.
 export function checkFrames(b) {
+  // Dragging a detector or turning DPC changes the image alone (the detector's outline is
+  // on the pattern's 2D overlay); moving the cursor or the pattern's map, the pattern alone.
+  const only = (name, canvas) => ({
+    ok: b.presented[name] === canvas,
+    text: `each step of ${name} presents the ${canvas} canvas alone (${b.presented[name]})`,
+  });
   return [
+    only('bf_drag', 'image'), only('adf_drag', 'image'), only('df_drag', 'image'),
+    only('dpc_rotate', 'image'), only('idpc_rotate', 'image'),
+    only('pattern_cursor', 'pattern'), only('pattern_cmap', 'pattern'),
     { ok: b.drag.renders_per_s > 0 && !b.drag.error, text: `dragging draws images (${b.drag.renders_per_s.toFixed(1)}/s; ${b.drag.error})` },
     { ok: b.idle.engine_calls === 0, text: `an idle page asks nothing of the engine (${b.idle.engine_calls} calls in 1 s)` },
   ];

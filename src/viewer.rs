@@ -304,6 +304,10 @@ pub struct ImageView {
     /// so that moving the cursor redraws the pattern canvas alone.
     #[serde(default = "yes")]
     pub cursor_marker: bool,
+    /// Draw the detector's outline into the pattern (default). The page draws it on the
+    /// pattern's overlay instead, so that dragging a detector redraws the image canvas alone.
+    #[serde(default = "yes")]
+    pub detector_marker: bool,
     pub roi: Option<[usize; 4]>,
     /// A disk-shaped scan ROI `[centre_row, centre_col, radius]` (instead of `roi`).
     pub roi_circle: Option<[f64; 3]>,
@@ -1136,7 +1140,7 @@ impl Session {
                     (v.o_r, v.o_c, v.o_outer) = (r as f32, c as f32, radius as f32);
                 }
             }
-            Panel::Pattern => {
+            Panel::Pattern if st.image.detector_marker => {
                 let i = &st.image;
                 let [cr, cc] = i.center.unwrap_or([0.0, 0.0]);
                 (v.o_r, v.o_c) = (cr as f32, cc as f32);
@@ -1163,6 +1167,9 @@ impl Session {
                     _ => {}
                 }
             }
+            // Drawn on the page's overlay: nothing of the detector in the uniform, so that
+            // the pattern's draw key stays put while it is dragged.
+            Panel::Pattern => {}
         }
         Ok(v)
     }

@@ -425,6 +425,66 @@ fn draw_keys_change_exactly_with_what_a_canvas_shows() {
     assert_ne!(s.draw_key(Panel::Image, [65, 48]).unwrap(), im5);
 }
 
+/// With the detector drawn on the page's overlay, dragging it or resizing it leaves the
+/// pattern's draw key put (its canvas is not presented again) for every detector shape,
+/// and the image's key follows the new plane; drawn into the pattern, the key moves.
+#[test]
+fn a_detector_on_the_overlay_leaves_the_pattern_canvas_alone() {
+    let Some(engine) = engine() else { return };
+    let (mut s, _) = open_unbinned(&engine, "arina_u16");
+    let canvas = [64, 48];
+    let detectors = [
+        (
+            json!({"kind": "bf", "center": [4.0, 5.0], "radius": 2.0}),
+            json!({"center": [4.5, 5.0], "radius": 2.5}),
+        ),
+        (
+            json!({"kind": "df", "center": [4.0, 5.0], "radius": 2.0}),
+            json!({"center": [4.0, 5.5]}),
+        ),
+        (
+            json!({"kind": "adf", "center": [4.0, 5.0], "inner": 2.0, "outer": 4.0}),
+            json!({"inner": 1.5}),
+        ),
+        (
+            json!({"kind": "rect", "rect": [1, 4, 2, 6]}),
+            json!({"rect": [1, 5, 2, 6]}),
+        ),
+        (
+            json!({"kind": "point", "point": [3, 4]}),
+            json!({"point": [3, 5]}),
+        ),
+    ];
+    for (first, moved) in detectors {
+        let mut keys = |marker: bool, image: &serde_json::Value| {
+            let mut im = image.clone();
+            im["detectorMarker"] = json!(marker);
+            im["cursorMarker"] = json!(false);
+            let st = state(json!({"image": im, "pattern": {"source": "cursor"}}));
+            pollster::block_on(s.update(&engine, &st)).unwrap();
+            (
+                s.draw_key(Panel::Image, canvas).unwrap(),
+                s.draw_key(Panel::Pattern, canvas).unwrap(),
+            )
+        };
+        let mut next = first.clone();
+        for (k, v) in moved.as_object().unwrap() {
+            next[k] = v.clone();
+        }
+        let (im0, pat0) = keys(false, &first);
+        let (im1, pat1) = keys(false, &next);
+        assert_ne!(im1.0, im0.0, "{first}: a new image for the moved detector");
+        assert_eq!(pat1, pat0, "{first}: the pattern's canvas is left alone");
+        let (_, pat2) = keys(true, &first);
+        let (_, pat3) = keys(true, &next);
+        assert_ne!(
+            pat2, pat0,
+            "{first}: drawn into the pattern, the outline is in its key"
+        );
+        assert_ne!(pat3, pat2, "{first}: and it moves with the detector");
+    }
+}
+
 /// The page's open leaves B-tree leaves unread: the session reads them during the upload
 /// (alone, or as the spans of their chunks), or first where the GPU decoder does not take
 /// the acquisition (a crop); either way it ends with the info and products of a session on

@@ -13,7 +13,7 @@ let workerReady = null;
 let current = null; // {info, profile, bfFit, files, options}
 let lastFiles = null;
 let lastOptions = {};
-let renderState = { inflight: false, dirty: false, lastMs: null, lastError: null, waiters: [] };
+let renderState = { inflight: false, dirty: false, lastMs: null, lastDrawn: null, lastError: null, waiters: [] };
 let statsTimer = null;
 // Renders finished; with the calls made (the ids handed out) benchmarks check that an idle
 // page asks nothing of the engine (stem4d.activity()).
@@ -95,7 +95,7 @@ async function attachCanvases() {
 async function restartWorker() {
   if (worker) worker.terminate();
   failPending('the viewer was restarted');
-  renderState = { inflight: false, dirty: false, lastMs: null, lastError: null, waiters: [] };
+  renderState = { inflight: false, dirty: false, lastMs: null, lastDrawn: null, lastError: null, waiters: [] };
   startWorker();
   await workerReady;
   if (adapterInfo && !adapterInfo.error) await attachCanvases();
@@ -268,7 +268,7 @@ function applyPatch(patch) {
 function viewState() {
   const im = S.image;
   // The cursor is drawn on the overlay (drawCursor): moving it redraws the pattern canvas only.
-  const keep = { kind: im.kind, axis: im.axis, rotation: im.rotation, flip: im.flip, cursor: im.cursor, cursorMarker: false, roi: im.roi, roiCircle: im.roiCircle, display: im.display };
+  const keep = { kind: im.kind, axis: im.axis, rotation: im.rotation, flip: im.flip, cursor: im.cursor, cursorMarker: false, detectorMarker: false, roi: im.roi, roiCircle: im.roiCircle, display: im.display };
   if (['bf', 'df', 'adf'].includes(im.kind)) keep.center = im.center;
   if (['bf', 'df'].includes(im.kind)) keep.radius = im.radius;
   if (im.kind === 'adf') { keep.inner = im.inner; keep.outer = im.outer; }
@@ -293,6 +293,7 @@ function requestRender() {
   const sizes = { image: canvasSize('image'), pattern: canvasSize('pattern') };
   call('render', { state: viewState(), sizes }).then((r) => {
     renderState.lastMs = r.ms;
+    renderState.lastDrawn = r.drawn;
     renderState.lastError = null;
     rendersDone++;
     clearError();
@@ -506,16 +507,23 @@ function calibText(panel, r, c) {
 
 // The cursor on the image overlay, as display.wgsl draws it with its `cursor_on`: the
 // pixel's outline and a cross through its centre, beyond 1.5 pixels from it, in the plane.
-function drawCursor(g, cw, ch) {
-  const [h, w] = planeSize('image');
-  const d = S.image.display;
+// A panel's source coordinates (pixel (i, j) covers [i, i+1) × [j, j+1)) on its canvas, as
+// wgsl/display.wgsl maps them; drawing is clipped to the plane.
+function canvasMap(g, panel, cw, ch) {
+  const [h, w] = planeSize(panel);
+  const d = S[panel].display;
   const fit = Math.min(cw / w, ch / h) * d.zoom;
   const [pr, pc] = d.pan ?? [h / 2, w / 2];
   const X = (c) => (c - pc) * fit + cw / 2, Y = (r) => (r - pr) * fit + ch / 2;
+  g.beginPath(); g.rect(X(0), Y(0), w * fit, h * fit); g.clip();
+  return { h, w, fit, X, Y };
+}
+
+function drawCursor(g, cw, ch) {
   const px = (v) => Math.floor(v) + 0.5;  // a 1-pixel line on a pixel, not across two
   const [r, c] = S.image.cursor;
   g.save();
-  g.beginPath(); g.rect(X(0), Y(0), w * fit, h * fit); g.clip();
+  const { h, w, fit, X, Y } = canvasMap(g, 'image', cw, ch);
   g.strokeStyle = 'rgb(26, 230, 255)'; g.lineWidth = 1;
   g.beginPath();
   const xc = px(X(c + 0.5)), yc = px(Y(r + 0.5)), gap = 1.5 * fit;
@@ -528,7 +536,35 @@ function drawCursor(g, cw, ch) {
   g.restore();
 }
 
-// The cursor and scale bars from calibration, drawn over the GPU canvas.
+// The detector's outline on the pattern, where wgsl/display.wgsl would draw it (masks
+// measure from pixel centres, a rectangle is half-open), a device pixel each side of it.
+// Drawn here, dragging the detector presents the image canvas alone.
+function drawDetector(g, cw, ch) {
+  const im = S.image;
+  g.save();
+  const { fit, X, Y } = canvasMap(g, 'pattern', cw, ch);
+  g.strokeStyle = 'rgb(0, 255, 153)'; g.lineWidth = 2;
+  g.beginPath();
+  const ring = (radius) => {
+    const [r, c] = im.center;
+    g.moveTo(X(c + 0.5) + radius * fit, Y(r + 0.5));
+    g.arc(X(c + 0.5), Y(r + 0.5), Math.max(0, radius * fit), 0, 2 * Math.PI);
+  };
+  if ((im.kind === 'bf' || im.kind === 'df') && im.center && im.radius != null) ring(im.radius);
+  else if (im.kind === 'adf' && im.center && im.inner != null && im.outer != null) { ring(im.inner); ring(im.outer); }
+  else if (im.kind === 'rect' && im.rect) {
+    const [r0, r1, c0, c1] = im.rect;
+    g.rect(X(c0), Y(r0), (c1 - c0) * fit, (r1 - r0) * fit);
+  } else if (im.kind === 'point' && im.point) {
+    const [r, c] = im.point;
+    const [x, y] = [X(c + 0.5), Y(r + 0.5)], arm = 2.5 * fit;
+    g.moveTo(x - arm, y); g.lineTo(x + arm, y); g.moveTo(x, y - arm); g.lineTo(x, y + arm);
+  }
+  g.stroke();
+  g.restore();
+}
+
+// The cursor, the detector and scale bars from calibration, drawn over the GPU canvases.
 function drawOverlays() {
   for (const panel of ['image', 'pattern']) {
     const el = $(panel + '-overlay');
@@ -538,6 +574,7 @@ function drawOverlays() {
     g.clearRect(0, 0, cw, ch);
     if (!current) continue;
     if (panel === 'image') drawCursor(g, cw, ch);
+    else drawDetector(g, cw, ch);
     const cal = current.info.calibration || {};
     const step = panel === 'image' ? cal.scan_step : cal.detector_step && cal.detector_step * (current.profile.bin || 1);
     const units = panel === 'image' ? cal.scan_units : cal.detector_units;
@@ -747,6 +784,7 @@ window.stem4d = {
   lastCompute: () => lastCompute,
   rendered: () => renderNow(),
   lastRenderMs: () => renderState.lastMs,
+  lastRender: () => ({ ms: renderState.lastMs, drawn: renderState.lastDrawn }),
   // Counts so far: {calls} made to the engine, {renders} finished.
   activity: () => ({ calls: nextId - 1, renders: rendersDone }),
   stats: (panel) => call('stats', { panel }),

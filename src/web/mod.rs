@@ -259,7 +259,8 @@ impl Viewer {
 
     /// Bring the view to `state` (JSON) and draw both canvases at `sizes`
     /// (`{"image": [w, h], "pattern": [w, h]}` device pixels). Resolves when the GPU is done,
-    /// with `{ms}`: the interaction latency the page reports.
+    /// with `{ms, drawn}`: the interaction latency the page reports and the canvases that
+    /// were drawn and presented (those whose content changed).
     pub fn render(&self, state: String, sizes: String) -> js_sys::Promise {
         let inner = self.inner.clone();
         future_to_promise(async move {
@@ -268,12 +269,14 @@ impl Viewer {
                 serde_json::from_str(&state).map_err(|e| js_err(format!("view state: {e}")))?;
             let sizes: std::collections::HashMap<String, [u32; 2]> =
                 serde_json::from_str(&sizes).map_err(|e| js_err(format!("canvas sizes: {e}")))?;
-            let fence = inner
+            let (fence, drawn) = inner
                 .with_session(async |s| draw(&inner, s, &st, &sizes).await)
                 .await??;
             finish(&inner.engine, fence).await?;
             inner.engine.check_alive().map_err(js_err)?;
-            Ok(json!({"ms": now_ms() - t0}).to_string().into())
+            Ok(json!({"ms": now_ms() - t0, "drawn": drawn})
+                .to_string()
+                .into())
         })
     }
 
@@ -455,7 +458,7 @@ async fn draw(
     s: &mut Session,
     st: &ViewState,
     sizes: &std::collections::HashMap<String, [u32; 2]>,
-) -> Result<wgpu::Buffer, JsValue> {
+) -> Result<(wgpu::Buffer, Vec<&'static str>), JsValue> {
     let engine = &inner.engine;
     s.update(engine, st).await.map_err(js_err)?;
     let mut canvases = inner.canvases.borrow_mut();
@@ -503,7 +506,7 @@ async fn draw(
         let view = texture.texture.create_view(&Default::default());
         s.encode_draw(engine, &mut enc, *panel, &view, c.format, size)
             .map_err(js_err)?;
-        shown.push((k, shows));
+        shown.push((k, shows, key));
         frames.push(texture);
     }
     let fence = engine.fence(&mut enc);
@@ -511,8 +514,10 @@ async fn draw(
     for t in frames {
         engine.queue.present(t);
     }
-    for (k, shows) in shown {
+    let mut drawn = Vec::new();
+    for (k, shows, key) in shown {
         canvases[k].1.shown = Some(shows);
+        drawn.push(key);
     }
-    Ok(fence)
+    Ok((fence, drawn))
 }
