@@ -267,7 +267,8 @@ function applyPatch(patch) {
 
 function viewState() {
   const im = S.image;
-  // The cursor is drawn on the overlay (drawCursor): moving it redraws the pattern canvas only.
+  // The cursor and the detector are drawn on the overlays (drawCursor, drawDetector): moving
+  // the cursor redraws the pattern canvas only, dragging a detector the image canvas only.
   const keep = { kind: im.kind, axis: im.axis, rotation: im.rotation, flip: im.flip, cursor: im.cursor, cursorMarker: false, detectorMarker: false, roi: im.roi, roiCircle: im.roiCircle, display: im.display };
   if (['bf', 'df', 'adf'].includes(im.kind)) keep.center = im.center;
   if (['bf', 'df'].includes(im.kind)) keep.radius = im.radius;
@@ -505,8 +506,6 @@ function calibText(panel, r, c) {
   return step ? `  [${fmtNum(r * step)}, ${fmtNum(c * step)}] ${units || ''}` : '';
 }
 
-// The cursor on the image overlay, as display.wgsl draws it with its `cursor_on`: the
-// pixel's outline and a cross through its centre, beyond 1.5 pixels from it, in the plane.
 // A panel's source coordinates (pixel (i, j) covers [i, i+1) × [j, j+1)) on its canvas, as
 // wgsl/display.wgsl maps them; drawing is clipped to the plane.
 function canvasMap(g, panel, cw, ch) {
@@ -519,6 +518,8 @@ function canvasMap(g, panel, cw, ch) {
   return { h, w, fit, X, Y };
 }
 
+// The cursor on the image overlay, as display.wgsl draws it with its `cursor_on`: the
+// pixel's outline and a cross through its centre, beyond 1.5 pixels from it, in the plane.
 function drawCursor(g, cw, ch) {
   const px = (v) => Math.floor(v) + 0.5;  // a 1-pixel line on a pixel, not across two
   const [r, c] = S.image.cursor;
