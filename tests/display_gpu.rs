@@ -384,3 +384,47 @@ fn limits_of_a_large_plane_match_the_mirror_exactly() {
         }
     }
 }
+
+/// The edges of the many-workgroup limits: no finite value at all (the mirror's ±3e38 range
+/// and 0..1 limits), one finite value among NaNs in the last block, values beyond the
+/// mirror's ±3e38 starting points, and a plane of one constant over many workgroups.
+#[test]
+fn limits_at_their_edges_match_the_mirror_exactly() {
+    let Some(engine) = engine() else { return };
+    let (w, h) = (1031u32, 9u32);
+    let n = (w * h) as usize;
+    let mut one = vec![f32::NAN; n];
+    one[n - 1] = -2.5;
+    let (mut above, mut below) = (vec![1.0f32; n], vec![1.0f32; n]);
+    above[17] = 3.3e38;
+    below[4000] = -3.3e38;
+    let cases = [
+        ("no finite value", vec![f32::NAN; n]),
+        ("one finite value", one),
+        ("above 3e38", above),
+        ("below -3e38", below),
+        ("constant", vec![-0.0f32; n]),
+    ];
+    let plane = Plane::new(&engine, w, h);
+    for (what, values) in cases {
+        let buf = engine.input(bytemuck::cast_slice(&values));
+        for (limits, _) in LIMITS {
+            prep_and_stats(
+                &engine,
+                &plane,
+                PlaneSource::F32 {
+                    buf: &buf,
+                    stride: 1,
+                },
+                limits,
+                false,
+            );
+            let got = pollster::block_on(plane.read_stats(&engine)).unwrap();
+            let cpu = display::stats(&values, limits, false);
+            let bits = |s: &display::Stats| [s.lo, s.hi, s.min, s.max].map(f32::to_bits).to_vec();
+            assert_eq!(bits(&got), bits(&cpu), "{what} {limits:?}");
+            assert_eq!(got.finite, cpu.finite, "{what} {limits:?}: finite count");
+            assert_eq!(got.hist, cpu.hist, "{what} {limits:?}: histogram");
+        }
+    }
+}

@@ -1,6 +1,10 @@
 // Display limits computed where the plane lives, so dragging a detector never waits on a
 // readback: min/max of the finite values, a 2048-bin histogram, then percentile, absolute
-// or symmetric (diverging) limits. One workgroup; `src/display/mod.rs` mirrors it on the CPU.
+// or symmetric (diverging) limits; `src/display/mod.rs` mirrors it on the CPU. Three passes
+// after the stats buffer is cleared: min/max and the histogram over many workgroups (one
+// workgroup walking a 512² plane took 0.7 ms on the H200, 16× a BF image's own kernel),
+// then the limits in one. Min and max do not depend on the order they are taken in, nor
+// then do the bins, so the result is the serial walk's bit for bit.
 
 struct StatsParams {
     n: u32,
@@ -15,16 +19,21 @@ struct StatsParams {
 
 @group(0) @binding(0) var<uniform> sp: StatsParams;
 @group(0) @binding(1) var<storage, read> plane: array<f32>;
-// [lo, hi, min, max] as f32 bits, finite count, 3 spare, then NB histogram bins.
-@group(0) @binding(2) var<storage, read_write> stats: array<u32>;
+// [lo, hi, min, max] as f32 bits, finite count, 3 spare, then NB histogram bins. Cleared
+// (all zero) before the passes; until the limits pass, min holds the complement of an
+// ordered key (`key`) of the smallest value, max the key of the largest, so that zero
+// means none yet for both.
+@group(0) @binding(2) var<storage, read_write> stats: array<atomic<u32>>;
 
 const NB: u32 = 2048u;
 const WG: u32 = 256u;
+const HEADER: u32 = 8u;
 const MODE_PERCENTILE: u32 = 0u;
 const MODE_ABSOLUTE: u32 = 1u;
 const MODE_SYMMETRIC: u32 = 2u;
 
 var<workgroup> hist: array<atomic<u32>, 2048>;
+var<workgroup> bins: array<u32, 2048>;
 var<workgroup> red_min: array<f32, 256>;
 var<workgroup> red_max: array<f32, 256>;
 var<workgroup> red_n: array<u32, 256>;
@@ -34,10 +43,31 @@ fn finite(v: f32) -> bool {
     return (bitcast<u32>(v) & 0x7f800000u) != 0x7f800000u;
 }
 
-// One workgroup walks the whole plane, so its loops are bound by memory latency, not
-// bandwidth: four loads in flight per invocation (indices past the end read the last value,
-// which the caller skips) cut the 512² walk from 1,024 dependent steps to 256.
+// Four loads in flight per invocation (indices past the end read the last value, which the
+// caller skips): a workgroup walks blocks of IN_FLIGHT · WG values.
 const IN_FLIGHT: u32 = 4u;
+const BLOCK: u32 = IN_FLIGHT * WG;
+
+// u32 keys in the order of the f32 values (NaN aside), so that atomics can take min/max.
+fn key(v: f32) -> u32 {
+    let u = bitcast<u32>(v);
+    return select(u | 0x80000000u, ~u, (u & 0x80000000u) != 0u);
+}
+
+fn unkey(k: u32) -> f32 {
+    return bitcast<f32>(select(~k, k & 0x7fffffffu, (k & 0x80000000u) != 0u));
+}
+
+// The serial walk's min and max, which start from ±3e38 (the CPU mirror's rule).
+fn lo_all() -> f32 {
+    let k = atomicLoad(&stats[2]);
+    return select(min(unkey(~k), 3.0e38), 3.0e38, k == 0u);
+}
+
+fn hi_all() -> f32 {
+    let k = atomicLoad(&stats[3]);
+    return select(max(unkey(k), -3.0e38), -3.0e38, k == 0u);
+}
 
 // The shown values at i0, i0 + WG, i0 + 2·WG, i0 + 3·WG, and which of them count (inside
 // the plane and finite).
@@ -59,12 +89,16 @@ fn shown4(i0: u32) -> Shown4 {
 }
 
 @compute @workgroup_size(256)
-fn display_stats(@builtin(local_invocation_index) lid: u32) {
+fn stats_minmax(
+    @builtin(local_invocation_index) lid: u32,
+    @builtin(workgroup_id) wg: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+) {
     var mn = 3.0e38;
     var mx = -3.0e38;
     var cnt = 0u;
-    for (var i0 = lid; i0 < sp.n; i0 += IN_FLIGHT * WG) {
-        let s4 = shown4(i0);
+    for (var blk = wg.x; blk * BLOCK < sp.n; blk += nwg.x) {
+        let s4 = shown4(blk * BLOCK + lid);
         for (var k = 0u; k < IN_FLIGHT; k += 1u) {
             if (s4.ok[k]) {
                 mn = min(mn, s4.v[k]);
@@ -76,9 +110,6 @@ fn display_stats(@builtin(local_invocation_index) lid: u32) {
     red_min[lid] = mn;
     red_max[lid] = mx;
     red_n[lid] = cnt;
-    for (var b = lid; b < NB; b += WG) {
-        atomicStore(&hist[b], 0u);
-    }
     workgroupBarrier();
     for (var s = WG / 2u; s > 0u; s >>= 1u) {
         if (lid < s) {
@@ -88,27 +119,57 @@ fn display_stats(@builtin(local_invocation_index) lid: u32) {
         }
         workgroupBarrier();
     }
-    let lo_all = red_min[0];
-    let hi_all = red_max[0];
-    let n_fin = red_n[0];
-    let scale = f32(NB) / max(hi_all - lo_all, 1.0e-30);
-    for (var i0 = lid; i0 < sp.n; i0 += IN_FLIGHT * WG) {
-        let s4 = shown4(i0);
+    if (lid == 0u && red_n[0] > 0u) {
+        atomicMax(&stats[2], ~key(red_min[0]));
+        atomicMax(&stats[3], key(red_max[0]));
+        atomicAdd(&stats[4], red_n[0]);
+    }
+}
+
+@compute @workgroup_size(256)
+fn stats_hist(
+    @builtin(local_invocation_index) lid: u32,
+    @builtin(workgroup_id) wg: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+) {
+    for (var b = lid; b < NB; b += WG) {
+        atomicStore(&hist[b], 0u);
+    }
+    workgroupBarrier();
+    let lo = lo_all();
+    let scale = f32(NB) / max(hi_all() - lo, 1.0e-30);
+    for (var blk = wg.x; blk * BLOCK < sp.n; blk += nwg.x) {
+        let s4 = shown4(blk * BLOCK + lid);
         for (var k = 0u; k < IN_FLIGHT; k += 1u) {
             if (s4.ok[k]) {
-                atomicAdd(&hist[min(u32(max(s4.v[k] - lo_all, 0.0) * scale), NB - 1u)], 1u);
+                atomicAdd(&hist[min(u32(max(s4.v[k] - lo, 0.0) * scale), NB - 1u)], 1u);
             }
         }
     }
     workgroupBarrier();
     for (var b = lid; b < NB; b += WG) {
-        stats[8u + b] = atomicLoad(&hist[b]);
+        let h = atomicLoad(&hist[b]);
+        if (h != 0u) {
+            atomicAdd(&stats[HEADER + b], h);
+        }
     }
+}
+
+@compute @workgroup_size(256)
+fn stats_limits(@builtin(local_invocation_index) lid: u32) {
+    // The bins into workgroup memory, all hands at once, for the serial scan below.
+    for (var b = lid; b < NB; b += WG) {
+        bins[b] = atomicLoad(&stats[HEADER + b]);
+    }
+    workgroupBarrier();
     if (lid != 0u) {
         return;
     }
-    var lo = lo_all;
-    var hi = hi_all;
+    let lo_v = lo_all();
+    let hi_v = hi_all();
+    let n_fin = atomicLoad(&stats[4]);
+    var lo = lo_v;
+    var hi = hi_v;
     if (n_fin == 0u) {
         lo = 0.0;
         hi = 1.0;
@@ -116,7 +177,7 @@ fn display_stats(@builtin(local_invocation_index) lid: u32) {
         lo = sp.abs_lo;
         hi = sp.abs_hi;
     } else {
-        let width = (hi_all - lo_all) / f32(NB);
+        let width = (hi_v - lo_v) / f32(NB);
         let want_lo = sp.p_lo * 0.01 * f32(n_fin);
         let want_hi = sp.p_hi * 0.01 * f32(n_fin);
         var cum = 0u;
@@ -125,7 +186,7 @@ fn display_stats(@builtin(local_invocation_index) lid: u32) {
         var found_lo = false;
         var found_hi = false;
         for (var b = 0u; b < NB; b += 1u) {
-            cum += atomicLoad(&hist[b]);
+            cum += bins[b];
             if (!found_lo && f32(cum) > want_lo) {
                 b_lo = b;
                 found_lo = true;
@@ -135,8 +196,8 @@ fn display_stats(@builtin(local_invocation_index) lid: u32) {
                 found_hi = true;
             }
         }
-        lo = lo_all + f32(b_lo) * width;
-        hi = min(lo_all + f32(b_hi + 1u) * width, hi_all);
+        lo = lo_v + f32(b_lo) * width;
+        hi = min(lo_v + f32(b_hi + 1u) * width, hi_v);
         if (sp.mode == MODE_SYMMETRIC) {
             let m = max(abs(lo), abs(hi));
             lo = -m;
@@ -146,9 +207,8 @@ fn display_stats(@builtin(local_invocation_index) lid: u32) {
     if (!(hi > lo)) {
         hi = lo + 1.0;
     }
-    stats[0] = bitcast<u32>(lo);
-    stats[1] = bitcast<u32>(hi);
-    stats[2] = bitcast<u32>(lo_all);
-    stats[3] = bitcast<u32>(hi_all);
-    stats[4] = n_fin;
+    atomicStore(&stats[0], bitcast<u32>(lo));
+    atomicStore(&stats[1], bitcast<u32>(hi));
+    atomicStore(&stats[2], bitcast<u32>(lo_v));
+    atomicStore(&stats[3], bitcast<u32>(hi_v));
 }

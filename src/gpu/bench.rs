@@ -172,6 +172,19 @@ pub fn products(
     let out = engine.storage("bench out", shape.frames() as u64 * 24);
     let pattern_out = engine.storage("bench pattern", shape.det_len() as u64 * 16);
     let mut lines = masked_products(engine, res, bf_radius, reps, &out)?;
+    // The image's plane, and the pattern's (its values here are the first sums, not a frame).
+    lines.extend(display_passes(
+        engine,
+        [shape.scan[1], shape.scan[0]],
+        &out,
+        reps,
+    )?);
+    lines.extend(display_passes(
+        engine,
+        [shape.det[1], shape.det[0]],
+        &out,
+        reps,
+    )?);
     let s = time(engine, reps, &|e| encode_com_moments(engine, e, res, &out))?;
     lines.push(Timing {
         name: "CoM/DPC moments (fused)".into(),
@@ -216,6 +229,52 @@ pub fn products(
         seconds: s,
         bytes: res.plan.payload_bytes as f64,
     });
+    Ok(lines)
+}
+
+/// What every new image costs on top of its product: the conversion of its u64 sums (the
+/// last masked sums in `sums`) into the display plane, and the limits and histogram over it.
+fn display_passes(
+    engine: &Engine,
+    [width, height]: [usize; 2],
+    sums: &wgpu::Buffer,
+    reps: usize,
+) -> Result<Vec<Timing>> {
+    use super::display::{Plane, PlaneSource};
+    let plane = Plane::new(engine, width as u32, height as u32);
+    let n = plane.len() as f64;
+    let prep = || PlaneSource::U64 {
+        buf: sums,
+        stride: 2,
+        offset: 0,
+        scale: 1.0,
+    };
+    let seconds = time(engine, reps, &|e| plane.encode_prep(engine, e, prep()))?;
+    let mut lines = vec![Timing {
+        name: format!("display plane {width}x{height} (u64 -> f32)"),
+        seconds,
+        bytes: n * 12.0,
+    }];
+    for (what, limits) in [
+        (
+            "percentile",
+            crate::display::Limits::Percentile { lo: 0.5, hi: 99.5 },
+        ),
+        (
+            "symmetric",
+            crate::display::Limits::Symmetric { lo: 0.5, hi: 99.5 },
+        ),
+    ] {
+        let seconds = time(engine, reps, &|e| {
+            plane.encode_stats(engine, e, limits, false)
+        })?;
+        lines.push(Timing {
+            name: format!("display limits {width}x{height} ({what})"),
+            seconds,
+            // Two walks of the plane.
+            bytes: n * 8.0,
+        });
+    }
     Ok(lines)
 }
 

@@ -157,7 +157,8 @@ impl Plane {
         )
     }
 
-    /// Record the limits/histogram kernel.
+    /// Record the limits/histogram kernels: the stats buffer cleared, min/max and the
+    /// histogram over many workgroups, the limits in one (`display_stats.wgsl`).
     pub fn encode_stats(
         &self,
         engine: &Engine,
@@ -181,12 +182,24 @@ impl Plane {
             abs_hi: hi,
             ..Default::default()
         });
-        engine.dispatch(
-            encoder,
-            &kernels::DISPLAY_STATS,
-            &[&params, &self.values, &self.stats],
+        // A workgroup walks blocks of 1,024 values: one block each for min/max, at least
+        // four for the histogram, whose bins each workgroup then adds to the buffer's.
+        let n = self.len();
+        let minmax = n.div_ceil(1024).clamp(1, 1024);
+        let hist = n.div_ceil(4096).clamp(1, 256);
+        encoder.clear_buffer(&self.stats, 0, None);
+        let walk = [(0, &params), (1, &self.values), (2, &self.stats)];
+        let mut batch = super::Batch::default();
+        batch.add(engine, &kernels::DISPLAY_MINMAX, &walk, (minmax, 1))?;
+        batch.add(engine, &kernels::DISPLAY_HIST, &walk, (hist, 1))?;
+        batch.add(
+            engine,
+            &kernels::DISPLAY_LIMITS,
+            &[(0, &params), (2, &self.stats)],
             (1, 1),
-        )
+        )?;
+        batch.flush(encoder);
+        Ok(())
     }
 
     pub async fn read_stats(&self, engine: &Engine) -> Result<Stats> {

@@ -52,11 +52,24 @@ kernel!(
     "display_prep",
     include_str!("../../wgsl/display_prep.wgsl")
 );
+const DISPLAY_STATS_BODY: &str = include_str!("../../wgsl/display_stats.wgsl");
 kernel!(
-    DISPLAY_STATS,
+    DISPLAY_MINMAX,
     "display_stats",
-    "display_stats",
-    include_str!("../../wgsl/display_stats.wgsl")
+    "stats_minmax",
+    DISPLAY_STATS_BODY
+);
+kernel!(
+    DISPLAY_HIST,
+    "display_hist",
+    "stats_hist",
+    DISPLAY_STATS_BODY
+);
+kernel!(
+    DISPLAY_LIMITS,
+    "display_limits",
+    "stats_limits",
+    DISPLAY_STATS_BODY
 );
 kernel!(
     TILE_FRAMES,
@@ -151,7 +164,7 @@ kernel!(
     PATTERN_REDUCE.body
 );
 
-pub const ALL: [Kernel; 26] = [
+pub const ALL: [Kernel; 28] = [
     LZ4_PARSE,
     LZ4_BLOCKS,
     LZ4_SERIAL,
@@ -161,7 +174,9 @@ pub const ALL: [Kernel; 26] = [
     COM_MOMENTS,
     PATTERN_REDUCE,
     DISPLAY_PREP,
-    DISPLAY_STATS,
+    DISPLAY_MINMAX,
+    DISPLAY_HIST,
+    DISPLAY_LIMITS,
     SYNTHETIC,
     TILE_FRAMES,
     FFT_PASS,
