@@ -381,6 +381,58 @@ fn limits_of_a_large_plane_match_the_mirror_exactly() {
         );
         if !log {
             assert_eq!(got.hist, cpu.hist, "histogram {limits:?}");
+            assert_eq!(
+                [got.lo, got.hi].map(f32::to_bits),
+                [cpu.lo, cpu.hi].map(f32::to_bits),
+                "limits {limits:?}"
+            );
+        }
+    }
+}
+
+/// The percentile search finds the mirror's bins wherever they fall: the first bin, the
+/// last, and either side of the 8-bin runs the limits kernel's invocations each scan.
+#[test]
+fn percentile_limits_match_the_mirror_at_every_kind_of_bin() {
+    let Some(engine) = engine() else { return };
+    let (w, h) = (301u32, 77u32);
+    // Uneven: a square law puts most values low, so the counts vary from bin to bin.
+    let values: Vec<f32> = (0..w * h)
+        .map(|i| {
+            let t = (i as f32 * 0.754_877_7).fract();
+            t * t * 2048.0 - 100.0
+        })
+        .collect();
+    let buf = engine.input(bytemuck::cast_slice(&values));
+    let plane = Plane::new(&engine, w, h);
+    let ps = [
+        0.0f32, 0.001, 0.37, 3.1, 12.5, 50.0, 87.5, 99.63, 99.999, 100.0,
+    ];
+    for (k, &lo) in ps.iter().enumerate() {
+        for &hi in &ps[k + 1..] {
+            for limits in [Limits::Percentile { lo, hi }, Limits::Symmetric { lo, hi }] {
+                prep_and_stats(
+                    &engine,
+                    &plane,
+                    PlaneSource::F32 {
+                        buf: &buf,
+                        stride: 1,
+                    },
+                    limits,
+                    false,
+                );
+                let got = pollster::block_on(plane.read_stats(&engine)).unwrap();
+                let cpu = display::stats(&values, limits, false);
+                assert_eq!(
+                    [got.lo, got.hi].map(f32::to_bits),
+                    [cpu.lo, cpu.hi].map(f32::to_bits),
+                    "{limits:?}: {} {} vs {} {}",
+                    got.lo,
+                    got.hi,
+                    cpu.lo,
+                    cpu.hi
+                );
+            }
         }
     }
 }
