@@ -13,7 +13,9 @@ let workerReady = null;
 let current = null; // {info, profile, bfFit, files, options}
 let lastFiles = null;
 let lastOptions = {};
-let renderState = { inflight: false, dirty: false, lastMs: null, lastDrawn: null, lastError: null, waiters: [] };
+// At most one render in flight (requestRender); a new Worker starts from a fresh one.
+const freshRenderState = () => ({ inflight: false, dirty: false, lastMs: null, lastDrawn: null, lastError: null, waiters: [] });
+let renderState = freshRenderState();
 let statsTimer = null;
 // Renders finished; with the calls made (the ids handed out) benchmarks check that an idle
 // page asks nothing of the engine (stem4d.activity()).
@@ -95,7 +97,7 @@ async function attachCanvases() {
 async function restartWorker() {
   if (worker) worker.terminate();
   failPending('the viewer was restarted');
-  renderState = { inflight: false, dirty: false, lastMs: null, lastDrawn: null, lastError: null, waiters: [] };
+  renderState = freshRenderState();
   startWorker();
   await workerReady;
   if (adapterInfo && !adapterInfo.error) await attachCanvases();
