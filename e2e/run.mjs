@@ -269,6 +269,11 @@ async function main() {
     for (const [px, f] of Object.entries(bench.pattern_by_width)) {
       console.log(`  pattern canvas ${px} px   colour map ${f.cmap_ms.toFixed(2)}, cursor ${f.cursor_ms.toFixed(2)}`);
     }
+    for (const [k, g] of Object.entries(bench.gpu)) {
+      if (k === 'timed') continue;
+      const top = Object.entries(g.computed.kernels).sort((a, b) => b[1] - a[1]).slice(0, 3).map(([n, ms]) => `${n} ${ms.toFixed(2)}`);
+      console.log(`  GPU ${k.padEnd(18)} computed ${g.computed.busy_ms.toFixed(2)}, drawn ${g.drawn.busy_ms.toFixed(2)} ms busy (${top.join(', ')})`);
+    }
     const frameChecks = await page.evaluate(async (b) => (await import('/e2e/suite.js')).checkFrames(b), bench);
     for (const what of frameChecks) check(what.ok, what.text);
     check(consoleErrors.filter((e) => !/favicon/.test(e)).length === 0, 'no console errors: ' + consoleErrors.join(' | '));

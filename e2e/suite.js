@@ -238,7 +238,9 @@ export async function bench(dims, reps) {
     if (name) presented[name] = [...canvases].sort().join(', ');
     return med(t);
   };
+  const timedPlan = [];
   const series = async (name, preset, step) => {
+    timedPlan.push([name.replace(/_ms$/, ''), preset, step]);
     const start = { preset, pattern: { source: 'cursor' }, image: { roi: null } };
     await window.stem4d.setView(start);
     out[name] = await drawn(step, name.replace(/_ms$/, ''));
@@ -278,6 +280,7 @@ export async function bench(dims, reps) {
   }
   patternCanvas.parentElement.style.width = '';
   out.presented = presented;
+  out.gpu = await gpuTimes(timedPlan, Math.min(reps, 10), med);
   // Dragging: one detector move a frame, as pointer events come, for a second. Moves that
   // come while a render is in flight collapse into the next one.
   await window.stem4d.setView({ preset: 'bf', pattern: { source: 'cursor' } });
@@ -289,6 +292,57 @@ export async function bench(dims, reps) {
   out.drag.error = dragError;
   // Idle: once the view is drawn and its histograms fetched, the page asks nothing more.
   out.idle = await framesWith(1000, null);
+  return out;
+}
+
+// The GPU's own time for each interaction of `plan` ([name, preset, step]), by pass
+// timestamps where the adapter has `timestamp-query`: drawn and computed only, the median
+// over `reps` steps of the passes' sum (busy), their span and each kernel's time in a step
+// (a kernel dispatched several times in one step counts once, summed). Timed passes are
+// one per dispatch, so these are not the untimed figures' work split up but the kernels'.
+async function gpuTimes(plan, reps, med) {
+  const out = { timed: await window.stem4d.timePasses(true) };
+  if (!out.timed) return out;
+  const step = (g) => {
+    const kernels = {};
+    for (const [name, ms] of g.passes) kernels[name] = (kernels[name] || 0) + ms;
+    return { busy: g.busy_ms, span: g.span_ms, untimed: g.untimed, kernels };
+  };
+  const summary = (steps) => {
+    const kernels = {};
+    for (const name of new Set(steps.flatMap((s) => Object.keys(s.kernels)))) {
+      kernels[name] = med(steps.map((s) => s.kernels[name] || 0));
+    }
+    return {
+      steps: steps.length,
+      busy_ms: med(steps.map((s) => s.busy)),
+      span_ms: med(steps.map((s) => s.span)),
+      untimed: Math.max(...steps.map((s) => s.untimed)),
+      kernels,
+    };
+  };
+  try {
+    for (const [name, preset, at] of plan) {
+      const start = { preset, pattern: { source: 'cursor' }, image: { roi: null } };
+      await window.stem4d.setView(start);
+      const drawn = [];
+      for (let k = 0; k < reps; k++) {
+        await window.stem4d.setView(at(k));
+        const r = window.stem4d.lastRender();
+        if (r.drawn.length && r.gpu) drawn.push(step(r.gpu));
+      }
+      await window.stem4d.setView(start);
+      const computed = [];
+      for (let k = 0; k < reps; k++) {
+        await window.stem4d.computeView(at(reps + k));
+        const g = window.stem4d.lastCompute().gpu;
+        if (g) computed.push(step(g));
+      }
+      out[name] = { drawn: summary(drawn), computed: summary(computed) };
+    }
+  } finally {
+    await window.stem4d.timePasses(false);
+  }
   return out;
 }
 
@@ -339,6 +393,21 @@ export function checkFrames(b) {
     only('pattern_cursor', 'pattern'), only('pattern_cmap', 'pattern'),
     { ok: b.drag.renders_per_s > 0 && !b.drag.error, text: `dragging draws images (${b.drag.renders_per_s.toFixed(1)}/s; ${b.drag.error})` },
     { ok: b.idle.engine_calls === 0, text: `an idle page asks nothing of the engine (${b.idle.engine_calls} calls in 1 s)` },
+    ...gpuTimeChecks(b.gpu),
+  ];
+}
+
+// Where passes were timed: a BF step ran its masked sum and display limits, and drew the
+// image; a DPC turn read no detector pixels; nothing went untimed.
+function gpuTimeChecks(g) {
+  if (!g.timed) return [];
+  const kernels = (name, how) => Object.keys(g[name][how].kernels).sort().join(', ');
+  const has = (name, how, re) => Object.keys(g[name][how].kernels).some((k) => re.test(k));
+  return [
+    { ok: has('bf_drag', 'computed', /^masked_sum|^ring_sum/) && has('bf_drag', 'computed', /^display_stats$/), text: `a timed BF step runs its masked sum and the limits (${kernels('bf_drag', 'computed')})` },
+    { ok: !has('bf_drag', 'computed', /^display$/) && has('bf_drag', 'drawn', /^display$/), text: `a timed BF step draws only when drawn (${kernels('bf_drag', 'drawn')})` },
+    { ok: !has('dpc_rotate', 'computed', /^masked_sum|^ring_sum/), text: `a timed DPC turn reads no detector pixels (${kernels('dpc_rotate', 'computed')})` },
+    { ok: Object.keys(g).every((n) => n === 'timed' || (g[n].drawn.untimed === 0 && g[n].computed.untimed === 0 && g[n].computed.steps > 0)), text: 'every timed step was timed whole' },
   ];
 }
 

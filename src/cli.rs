@@ -137,6 +137,10 @@ enum BenchCmd {
         /// Updates per interaction.
         #[arg(long, default_value_t = 30)]
         reps: usize,
+        /// Run the kernels the browser runs (no subgroup operations, which wgpu keeps off
+        /// on the web), for figures set beside the page's.
+        #[arg(long)]
+        no_subgroups: bool,
     },
 }
 
@@ -238,8 +242,13 @@ fn run(cli: Cli) -> Result<()> {
             what: BenchCmd::ExportChunks { open, out },
         } => export_chunks(&open_acquisition(&open)?, &out),
         Cmd::Bench {
-            what: BenchCmd::Viewer { open, reps },
-        } => crate::viewer_bench::run(open_acquisition(&open)?, reps.max(1)),
+            what:
+                BenchCmd::Viewer {
+                    open,
+                    reps,
+                    no_subgroups,
+                },
+        } => crate::viewer_bench::run(open_acquisition(&open)?, reps.max(1), !no_subgroups),
         Cmd::Parity {
             open,
             mask_bad_pixels,
@@ -609,13 +618,7 @@ fn bench_gpu(open: &OpenArgs, b: GpuBench, overrides: &[(String, String)]) -> Re
         a.name,
         a.backend,
         a.driver,
-        if engine.subgroups() {
-            "through subgroups"
-        } else if engine.atomic_sums() {
-            "atomically in the output"
-        } else {
-            "in workgroup memory"
-        },
+        engine.masked_sum_path(),
         if a.software {
             "  [SOFTWARE ADAPTER: correctness only, not a GPU timing]"
         } else {

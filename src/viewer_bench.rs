@@ -43,16 +43,19 @@ fn median_update(
     Ok(ms[ms.len() / 2])
 }
 
-/// Print the load time and the median time of each interaction.
-pub fn run(acq: Acquisition, reps: usize) -> Result<()> {
-    let engine = pollster::block_on(Engine::new())?;
+/// Print the load time and the median time of each interaction (`subgroups`: where the
+/// adapter has them; off, the kernels the page runs).
+pub fn run(acq: Acquisition, reps: usize, subgroups: bool) -> Result<()> {
+    let mut engine = pollster::block_on(Engine::new())?;
+    engine.use_subgroups(subgroups);
     let shape = acq.shape;
     println!(
-        "bench viewer: {:?} {:?} {} on {}{}",
+        "bench viewer: {:?} {:?} {} on {}, masked sums meet {}{}",
         acq.format,
         shape.as_array(),
         acq.dtype.name(),
         engine.adapter.name,
+        engine.masked_sum_path(),
         if engine.adapter.software {
             " (software adapter: correctness only, not a speed figure)"
         } else {
@@ -125,6 +128,66 @@ pub fn run(acq: Acquisition, reps: usize) -> Result<()> {
     for (name, view) in &lines {
         let ms = median_update(&engine, &mut s, reps, view.as_ref())?;
         println!("  {name:<38} {ms:9.2} ms  (median of {reps})");
+        if let Some(g) = gpu_times(&engine, &mut s, reps.min(10), view.as_ref())? {
+            println!("    {g}");
+        }
     }
     Ok(())
+}
+
+/// The GPU's own time in `reps` further updates, by pass timestamps where the adapter has
+/// them (each dispatch then a pass of its own): the medians of the passes' sum and of each
+/// kernel's time in an update, as one line; None without timestamps.
+fn gpu_times(
+    engine: &Engine,
+    s: &mut Session,
+    reps: usize,
+    view: &dyn Fn(usize) -> Value,
+) -> Result<Option<String>> {
+    if !engine.time_passes(true) {
+        return Ok(None);
+    }
+    let timed = (|| {
+        pollster::block_on(engine.pass_times())?;
+        let mut steps = Vec::with_capacity(reps);
+        for k in 0..reps {
+            pollster::block_on(s.update(engine, &state(view(2 * reps + k))?))?;
+            wait(engine)?;
+            if let Some(t) = pollster::block_on(engine.pass_times())? {
+                steps.push(t);
+            }
+        }
+        Ok(steps)
+    })();
+    engine.time_passes(false);
+    let steps: Vec<crate::gpu::pass_clock::PassTimes> = timed?;
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v.get(v.len() / 2).copied().unwrap_or(0.0)
+    };
+    let mut names: Vec<&str> = steps
+        .iter()
+        .flat_map(|t| t.passes.iter().map(|p| p.0))
+        .collect();
+    names.sort_unstable();
+    names.dedup();
+    let kernels: Vec<String> = names
+        .iter()
+        .map(|n| {
+            let per_step = steps.iter().map(|t| {
+                t.passes
+                    .iter()
+                    .filter(|p| p.0 == *n)
+                    .map(|p| p.1)
+                    .sum::<f64>()
+            });
+            format!("{n} {:.3}", median(per_step.collect()))
+        })
+        .collect();
+    Ok(Some(format!(
+        "GPU busy {:.3} ms (median of {}, a pass per dispatch): {}",
+        median(steps.iter().map(|t| t.busy_ms).collect()),
+        steps.len(),
+        kernels.join(", ")
+    )))
 }

@@ -485,6 +485,76 @@ fn a_detector_on_the_overlay_leaves_the_pattern_canvas_alone() {
     }
 }
 
+/// The benchmarks' pass clock: where the device has timestamps, a BF update times its
+/// masked sum and display kernels each as a pass of its own, a DPC turn reads no detector
+/// pixels, and a timed update makes the image an untimed one makes; off, nothing is timed.
+#[test]
+fn timed_passes_name_each_kernel_of_an_update() {
+    let Some(engine) = engine() else { return };
+    let has = engine
+        .device
+        .features()
+        .contains(wgpu::Features::TIMESTAMP_QUERY);
+    let (mut s, _) = open_unbinned(&engine, "arina_u16");
+    let bf = bf_state([4.5, 5.0], 2.5, [3, 4]);
+    pollster::block_on(s.update(&engine, &bf)).unwrap();
+    let untimed = pollster::block_on(s.image_npy(&engine)).unwrap();
+    assert_eq!(engine.time_passes(true), has);
+    if !has {
+        assert!(pollster::block_on(engine.pass_times()).unwrap().is_none());
+        return;
+    }
+    pollster::block_on(s.update(&engine, &bf_state([4.0, 5.0], 2.0, [3, 4]))).unwrap();
+    pollster::block_on(engine.pass_times()).unwrap();
+    pollster::block_on(s.update(&engine, &bf)).unwrap();
+    let t = pollster::block_on(engine.pass_times()).unwrap().unwrap();
+    let names: Vec<&str> = t.passes.iter().map(|p| p.0).collect();
+    for k in [
+        "display_prep",
+        "display_stats",
+        "display_hist",
+        "display_limits",
+    ] {
+        assert!(names.contains(&k), "{k} timed in {names:?}");
+    }
+    assert!(
+        names
+            .iter()
+            .any(|n| n.starts_with("masked_sum") || *n == "ring_sum"),
+        "the masked sum timed in {names:?}"
+    );
+    assert!(t.passes.iter().all(|p| p.1.is_finite() && p.1 >= 0.0));
+    assert!((t.busy_ms - t.passes.iter().map(|p| p.1).sum::<f64>()).abs() < 1e-9);
+    let longest = t.passes.iter().map(|p| p.1).fold(0.0, f64::max);
+    assert!(
+        t.busy_ms > 0.0 && t.span_ms >= longest && t.untimed == 0,
+        "{t:?}"
+    );
+    assert_eq!(pollster::block_on(s.image_npy(&engine)).unwrap(), untimed);
+    let dpc = state(
+        json!({"image": {"kind": "dpc", "rotation": 30.0, "cursor": [3, 4]}, "pattern": {"source": "cursor", "display": {"log": true}}}),
+    );
+    pollster::block_on(s.update(&engine, &dpc)).unwrap();
+    // The first DPC image made the totals and CoM moments; the next turn is the DPC alone.
+    let first = pollster::block_on(engine.pass_times()).unwrap().unwrap();
+    assert!(first.passes.iter().any(|p| p.0 == "com_moments"));
+    let mut turned = dpc.clone();
+    turned.image.rotation = 31.0;
+    pollster::block_on(s.update(&engine, &turned)).unwrap();
+    let t = pollster::block_on(engine.pass_times()).unwrap().unwrap();
+    assert!(
+        !t.passes.is_empty()
+            && t.passes
+                .iter()
+                .all(|p| !p.0.starts_with("masked_sum") && p.0 != "ring_sum"),
+        "a DPC turn: {:?}",
+        t.passes
+    );
+    assert!(!engine.time_passes(false));
+    pollster::block_on(s.update(&engine, &bf_state([4.0, 5.0], 2.0, [3, 4]))).unwrap();
+    assert!(pollster::block_on(engine.pass_times()).unwrap().is_none());
+}
+
 /// The page's open leaves B-tree leaves unread: the session reads them during the upload
 /// (alone, or as the spans of their chunks), or first where the GPU decoder does not take
 /// the acquisition (a crop); either way it ends with the info and products of a session on

@@ -14,7 +14,7 @@ let current = null; // {info, profile, bfFit, files, options}
 let lastFiles = null;
 let lastOptions = {};
 // At most one render in flight (requestRender); a new Worker starts from a fresh one.
-const freshRenderState = () => ({ inflight: false, dirty: false, lastMs: null, lastDrawn: null, lastError: null, waiters: [] });
+const freshRenderState = () => ({ inflight: false, dirty: false, lastMs: null, lastDrawn: null, lastGpu: null, lastError: null, waiters: [] });
 let renderState = freshRenderState();
 let statsTimer = null;
 // Renders finished; with the calls made (the ids handed out) benchmarks check that an idle
@@ -297,6 +297,7 @@ function requestRender() {
   call('render', { state: viewState(), sizes }).then((r) => {
     renderState.lastMs = r.ms;
     renderState.lastDrawn = r.drawn;
+    renderState.lastGpu = r.gpu;
     renderState.lastError = null;
     rendersDone++;
     clearError();
@@ -783,11 +784,14 @@ window.stem4d = {
     lastCompute = await call('compute', { state: viewState() });
     return lastCompute.ms;
   },
-  // The last computeView's split: {ms, submit_ms} (ms until the work was submitted).
+  // The last computeView's split: {ms, submit_ms} (ms until the work was submitted), and
+  // {gpu} while passes are timed.
   lastCompute: () => lastCompute,
+  // Benchmarks: time each GPU pass of what follows (resolves to whether the adapter can).
+  timePasses: (on) => call('timePasses', { on }),
   rendered: () => renderNow(),
   lastRenderMs: () => renderState.lastMs,
-  lastRender: () => ({ ms: renderState.lastMs, drawn: renderState.lastDrawn }),
+  lastRender: () => ({ ms: renderState.lastMs, drawn: renderState.lastDrawn, gpu: renderState.lastGpu }),
   // Counts so far: {calls} made to the engine, {renders} finished.
   activity: () => ({ calls: nextId - 1, renders: rendersDone }),
   stats: (panel) => call('stats', { panel }),

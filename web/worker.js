@@ -150,6 +150,9 @@ async function handle(m) {
       case 'compute':
         result = JSON.parse(await viewer.compute(JSON.stringify(m.state)));
         break;
+      case 'timePasses':
+        result = viewer.timePasses(m.on);
+        break;
       case 'stats':
         result = JSON.parse(await viewer.stats(m.panel));
         break;

@@ -228,6 +228,8 @@ impl Plane {
 #[derive(Clone)]
 pub struct Renderer {
     pipeline: wgpu::RenderPipeline,
+    /// Asked for once, as the compute kernels' layouts are (see `Engine::pipelines`).
+    layout: wgpu::BindGroupLayout,
     lut: wgpu::Buffer,
 }
 
@@ -263,6 +265,7 @@ impl Renderer {
                 cache: None,
             });
         Renderer {
+            layout: pipeline.get_bind_group_layout(0),
             pipeline,
             lut: engine.input(&lut_words()),
         }
@@ -285,7 +288,7 @@ impl Renderer {
         let params = engine.uniform(&view);
         let bind = engine.device.create_bind_group(&wgpu::BindGroupDescriptor {
             label: Some("display"),
-            layout: &self.pipeline.get_bind_group_layout(0),
+            layout: &self.layout,
             entries: &[
                 entry(0, &params),
                 entry(1, &plane.values),
@@ -293,8 +296,10 @@ impl Renderer {
                 entry(3, &self.lut),
             ],
         });
+        let clock = engine.pass_clock();
         let mut pass = encoder.begin_render_pass(&wgpu::RenderPassDescriptor {
             label: Some("display"),
+            timestamp_writes: clock.as_deref().and_then(|c| c.render_writes("display")),
             color_attachments: &[Some(wgpu::RenderPassColorAttachment {
                 view: target,
                 depth_slice: None,

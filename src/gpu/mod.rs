@@ -13,6 +13,7 @@ pub mod float_products;
 pub mod kernel_stats;
 pub mod kernels;
 mod nudge;
+pub mod pass_clock;
 pub mod products;
 pub mod radial;
 mod set_aside;
@@ -31,6 +32,7 @@ use crate::formats::{Acquisition, IndexFeed};
 use crate::frames::{ChunkDecoder, Correction, FrameReader, Samples};
 use crate::resident::{DeviceLimits, FloatRange, ResidentPlan, UPLOAD_WINDOW};
 use kernels::Kernel;
+use pass_clock::{PassClock, PassTimes};
 
 /// What the user and the profile are told about the adapter.
 #[derive(Clone, Debug, Serialize)]
@@ -70,7 +72,10 @@ pub struct Engine {
     pub queue: wgpu::Queue,
     pub adapter: AdapterSummary,
     lost: Arc<Mutex<Option<String>>>,
-    pipelines: Vec<(&'static str, wgpu::ComputePipeline)>,
+    /// Each kernel's pipeline and its bind group layout, asked for once: on the web every
+    /// `getBindGroupLayout` is a new object sent to the GPU process, and an update binds a
+    /// dozen dispatches.
+    pipelines: Vec<(&'static str, wgpu::ComputePipeline, wgpu::BindGroupLayout)>,
     /// Whether the subgroup kernels are built and used ([`kernels::SUBGROUP_KERNELS`]).
     subgroups: bool,
     /// Kernels built from SPIR-V with workgroup-scoped barriers (see `spirv`).
@@ -87,6 +92,8 @@ pub struct Engine {
     /// The display's render pipeline per canvas format, made once per device: compiling it
     /// is the GPU process's work, and a new session's first image should not wait for it.
     renderers: Mutex<Vec<(wgpu::TextureFormat, display::Renderer)>>,
+    /// Timestamps around every pass while a benchmark asks ([`Engine::time_passes`]).
+    clock: Mutex<Option<Arc<PassClock>>>,
 }
 
 /// An acquisition resident on the GPU.
@@ -96,7 +103,15 @@ pub struct Engine {
 /// the ones before. `flush` before any copy or clear, and at the end.
 #[derive(Default)]
 pub(crate) struct Batch {
-    steps: Vec<(wgpu::ComputePipeline, wgpu::BindGroup, (u32, u32))>,
+    steps: Vec<(
+        &'static str,
+        wgpu::ComputePipeline,
+        wgpu::BindGroup,
+        (u32, u32),
+    )>,
+    /// The engine's pass clock while it runs ([`Engine::time_passes`]): each dispatch is
+    /// then a timed pass of its own.
+    clock: Option<Arc<PassClock>>,
 }
 
 impl Batch {
@@ -108,8 +123,7 @@ impl Batch {
         bindings: &[(u32, &wgpu::Buffer)],
         groups: (u32, u32),
     ) -> Result<()> {
-        let pipeline = engine.pipeline(k)?;
-        let layout = pipeline.get_bind_group_layout(0);
+        let (pipeline, layout) = engine.pipeline(k)?;
         let entries: Vec<wgpu::BindGroupEntry> = bindings
             .iter()
             .map(|(i, b)| wgpu::BindGroupEntry {
@@ -119,10 +133,13 @@ impl Batch {
             .collect();
         let bind = engine.device.create_bind_group(&wgpu::BindGroupDescriptor {
             label: Some(k.name),
-            layout: &layout,
+            layout,
             entries: &entries,
         });
-        self.steps.push((pipeline.clone(), bind, groups));
+        if self.steps.is_empty() {
+            self.clock = engine.pass_clock();
+        }
+        self.steps.push((k.name, pipeline.clone(), bind, groups));
         Ok(())
     }
 
@@ -131,11 +148,23 @@ impl Batch {
         if self.steps.is_empty() {
             return;
         }
+        if let Some(clock) = self.clock.take() {
+            for (name, pipeline, bind, groups) in self.steps.drain(..) {
+                let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                    label: Some(name),
+                    timestamp_writes: clock.compute_writes(name),
+                });
+                pass.set_pipeline(&pipeline);
+                pass.set_bind_group(0, &bind, &[]);
+                pass.dispatch_workgroups(groups.0, groups.1, 1);
+            }
+            return;
+        }
         let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
             label: Some("stem4d"),
             timestamp_writes: None,
         });
-        for (pipeline, bind, groups) in self.steps.drain(..) {
+        for (_, pipeline, bind, groups) in self.steps.drain(..) {
             pass.set_pipeline(&pipeline);
             pass.set_bind_group(0, &bind, &[]);
             pass.dispatch_workgroups(groups.0, groups.1, 1);
@@ -272,8 +301,10 @@ impl Engine {
             max_storage_buffers_per_shader_stage: al.max_storage_buffers_per_shader_stage.min(8),
             ..wgpu::Limits::downlevel_defaults()
         };
-        // Subgroups where the adapter has them (natively; wgpu keeps them off on the web).
-        let features = adapter.features() & wgpu::Features::SUBGROUP;
+        // Subgroups where the adapter has them (natively; wgpu keeps them off on the web),
+        // and timestamps for the benchmarks' pass clock.
+        let features =
+            adapter.features() & (wgpu::Features::SUBGROUP | wgpu::Features::TIMESTAMP_QUERY);
         // SPIR-V passed through on Vulkan, for the kernels whose barriers naga scopes wider
         // than WGSL does (see `spirv`).
         let passthrough = wgpu::Features::PASSTHROUGH_SHADERS;
@@ -344,7 +375,7 @@ impl Engine {
         // The subgroup kernels are an optimisation: a driver that rejects them leaves the
         // workgroup-memory kernels in charge.
         let mut subgroups = false;
-        if !features.is_empty() {
+        if features.contains(wgpu::Features::SUBGROUP) {
             let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
             let extra: Vec<_> = kernels::SUBGROUP_KERNELS
                 .iter()
@@ -362,13 +393,20 @@ impl Engine {
             queue,
             adapter: adapter_summary,
             lost,
-            pipelines,
+            pipelines: pipelines
+                .into_iter()
+                .map(|(n, p)| {
+                    let layout = p.get_bind_group_layout(0);
+                    (n, p, layout)
+                })
+                .collect(),
             scoped_kernels,
             subgroups,
             atomic_sums: prefers_atomic_sums(&info),
             chunk_decoder: None,
             set_aside: Default::default(),
             renderers: Mutex::new(Vec::new()),
+            clock: Mutex::new(None),
         })
     }
 
@@ -402,6 +440,17 @@ impl Engine {
         self.atomic_sums
     }
 
+    /// How masked sums meet on this engine, in words (for benchmark headers).
+    pub fn masked_sum_path(&self) -> &'static str {
+        if self.subgroups {
+            "through subgroups"
+        } else if self.atomic_sums {
+            "atomically in the output"
+        } else {
+            "in workgroup memory"
+        }
+    }
+
     /// Choose how masked sums meet without subgroups: tests run both ways on one adapter.
     pub fn use_atomic_sums(&mut self, on: bool) {
         self.atomic_sums = on;
@@ -410,6 +459,48 @@ impl Engine {
     /// Turn the subgroup kernels off (or back on, where built): tests compare both paths.
     pub fn use_subgroups(&mut self, on: bool) {
         self.subgroups = on && self.pipeline(&kernels::MASKED_SUM_SUBGROUP).is_ok();
+    }
+
+    /// Time every pass from now on ([`pass_clock`]) where the device has timestamps, and
+    /// say whether it does; `false` turns the clock off.
+    pub fn time_passes(&self, on: bool) -> bool {
+        let mut clock = self.clock.lock().unwrap_or_else(|e| e.into_inner());
+        if !on
+            || !self
+                .device
+                .features()
+                .contains(wgpu::Features::TIMESTAMP_QUERY)
+        {
+            *clock = None;
+            return false;
+        }
+        // wgpu's web types are not Send; the page runs the engine on one thread, and native
+        // (where it is shared across threads) has Send + Sync types.
+        #[allow(clippy::arc_with_non_send_sync)]
+        clock.get_or_insert_with(|| Arc::new(PassClock::new(&self.device, &self.queue)));
+        true
+    }
+
+    pub(crate) fn pass_clock(&self) -> Option<Arc<PassClock>> {
+        self.clock.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// The passes timed since the last call, once the GPU has run them (None while the
+    /// clock is off).
+    pub async fn pass_times(&self) -> Result<Option<PassTimes>> {
+        let Some(clock) = self.pass_clock() else {
+            return Ok(None);
+        };
+        let mut enc = self.device.create_command_encoder(&Default::default());
+        let (labels, untimed) = clock.resolve(&mut enc);
+        if labels.is_empty() {
+            return clock.times(labels, untimed, &[]).map(Some);
+        }
+        self.queue.submit([enc.finish()]);
+        let bytes = self
+            .read_back(clock.resolved(), 16 * labels.len() as u64)
+            .await?;
+        clock.times(labels, untimed, &bytes).map(Some)
     }
 
     /// Decode CPU-side chunks with `decoder` from now on (see [`Engine::upload_plan`]).
@@ -422,11 +513,11 @@ impl Engine {
         self.chunk_decoder.as_ref().map_or(0, |d| d.workers())
     }
 
-    fn pipeline(&self, k: &Kernel) -> Result<&wgpu::ComputePipeline> {
+    fn pipeline(&self, k: &Kernel) -> Result<(&wgpu::ComputePipeline, &wgpu::BindGroupLayout)> {
         self.pipelines
             .iter()
-            .find(|(n, _)| *n == k.name)
-            .map(|(_, p)| p)
+            .find(|(n, _, _)| *n == k.name)
+            .map(|(_, p, l)| (p, l))
             .ok_or_else(|| Error::Gpu(format!("kernel {} not built", k.name)))
     }
 

@@ -150,6 +150,11 @@ fn set(obj: &js_sys::Object, key: &str, v: &JsValue) -> Result<(), JsValue> {
     js_sys::Reflect::set(obj, &key.into(), v).map(|_| ())
 }
 
+/// The passes the GPU ran since the last call, when the pass clock is on.
+async fn pass_times(engine: &Engine) -> Result<Option<crate::gpu::pass_clock::PassTimes>, JsValue> {
+    engine.pass_times().await.map_err(js_err)
+}
+
 /// Wait for an update's `fence`. Chromium reports a mapped fence sooner than
 /// `onSubmittedWorkDone` (BENCHMARKS, session 12: pattern at cursor computed 0.9–1.1 against
 /// 2.9–3.2 ms, BF drawn 4.3–4.9 against 5.9–6.7 ms on the H200), and racing the two was no
@@ -274,9 +279,12 @@ impl Viewer {
                 .await??;
             finish(&inner.engine, fence).await?;
             inner.engine.check_alive().map_err(js_err)?;
-            Ok(json!({"ms": now_ms() - t0, "drawn": drawn})
-                .to_string()
-                .into())
+            let ms = now_ms() - t0;
+            Ok(
+                json!({"ms": ms, "drawn": drawn, "gpu": pass_times(&inner.engine).await?})
+                    .to_string()
+                    .into(),
+            )
         })
     }
 
@@ -303,10 +311,22 @@ impl Viewer {
             inner.engine.queue.submit([enc.finish()]);
             finish(&inner.engine, fence).await?;
             inner.engine.check_alive().map_err(js_err)?;
-            Ok(json!({"ms": now_ms() - t0, "submit_ms": submitted})
-                .to_string()
-                .into())
+            let ms = now_ms() - t0;
+            Ok(
+                json!({"ms": ms, "submit_ms": submitted, "gpu": pass_times(&inner.engine).await?})
+                    .to_string()
+                    .into(),
+            )
         })
+    }
+
+    /// Time each pass of the renders and computes that follow on the GPU (benchmarks), where
+    /// the adapter has `timestamp-query`; returns whether it has. Their results then carry
+    /// `gpu`: `{passes: [[kernel, ms]...], busy_ms, span_ms, untimed}`, read after `ms` was
+    /// taken (null while off).
+    #[wasm_bindgen(js_name = timePasses)]
+    pub fn time_passes(&self, on: bool) -> bool {
+        self.inner.engine.time_passes(on)
     }
 
     /// What the open left for after its first image ([`Session::prepare`]).
