@@ -14,7 +14,8 @@ open-options object of LOCAL_OPTIONS (a JSON list, default [{}]; e.g. {"reads": 
 With LOCAL_SYNTHETIC=R,C,KR,KC (the last file holds the synthetic acquisition of that shape,
 made by `stem4d bench export-chunks --synthetic … --compressed` and scripts/synthetic_h5.py)
 it then checks that the file's products equal, byte for byte, those of the same acquisition
-generated on the GPU; a mismatch fails the run."""
+generated on the GPU; a mismatch fails the run. NEED_ADAPTER=TEXT (e.g. nvidia) stops the run
+before the suite when the adapter's description does not contain it."""
 import functools
 import http.server
 import json
@@ -169,6 +170,14 @@ def main():
             time.sleep(0.5)
         result["adapter"] = chrome.evaluate(session, "window.stem4d.adapter()")
         print("adapter:", json.dumps(result["adapter"]), flush=True)
+        need = os.environ.get("NEED_ADAPTER", "").lower()
+        if need and need not in json.dumps(result["adapter"]).lower():
+            raise RuntimeError("the adapter is not %r (a software fallback?)" % need)
+        # Whether Chromium composites on the GPU with these flags (a canvas presented
+        # without it goes through a readback): chrome://gpu's feature status.
+        gpu = chrome.send("SystemInfo.getInfo").get("result", {}).get("gpu", {})
+        result["gpu_features"] = gpu.get("featureStatus")
+        print("gpu features:", json.dumps(result["gpu_features"]), flush=True)
         expr = ("import('/e2e/suite.js').then(m => m.runSuite({parts: %s, benchShape: %s, reps: 30}))"
                 % (json.dumps(os.environ.get("PARTS", "parity,bad,bench").split(",")), json.dumps(bench)))
         result["suite"] = chrome.evaluate(session, expr, timeout=float(os.environ.get("SUITE_TIMEOUT", "480")))
