@@ -105,8 +105,8 @@ enum BenchCmd {
         /// NAME: variants timed on a remote GPU without a rebuild. The output says which.
         #[arg(long, value_name = "DIR")]
         kernels: Option<PathBuf>,
-        /// Run the kernels the browser runs (workgroup memory in place of subgroup
-        /// operations, which wgpu keeps off on the web) where the adapter has subgroups.
+        /// Run the kernels of a browser without WebGPU's `subgroups` (workgroup memory or
+        /// atomics in place of subgroup operations) where the adapter has subgroups.
         #[arg(long)]
         no_subgroups: bool,
         /// Time only the GPU decode of the first window (decode kernel experiments).
@@ -137,8 +137,8 @@ enum BenchCmd {
         /// Updates per interaction.
         #[arg(long, default_value_t = 30)]
         reps: usize,
-        /// Run the kernels the browser runs (no subgroup operations, which wgpu keeps off
-        /// on the web), for figures set beside the page's.
+        /// Run the kernels of a browser without WebGPU's `subgroups` (no subgroup
+        /// operations), for figures set beside such a page's.
         #[arg(long)]
         no_subgroups: bool,
     },

@@ -250,8 +250,8 @@ fn bench_viewer_times_every_interaction() {
     );
 }
 
-/// `stem4d bench gpu` says how the masked sums meet; `--no-subgroups` times the browser's
-/// kernels (lavapipe has subgroups, so the two runs differ).
+/// `stem4d bench gpu` says how the masked sums meet; `--no-subgroups` times the kernels of a
+/// browser without subgroups (lavapipe has subgroups, so the two runs differ).
 #[test]
 fn bench_gpu_names_the_masked_sum_kernel_it_times() {
     if std::env::var_os("STEM4D_REQUIRE_GPU").is_none() {

@@ -317,14 +317,24 @@ async fn kernels_match_the_cpu_reference_in_the_browser() {
         Some([4, 6]),
     );
     let mut n = 0;
-    // Both ways masked sums meet without subgroups (the engine picks one by adapter).
-    for atomics in [false, true] {
+    // Every way masked sums meet: both ways without subgroups (the engine picks one by
+    // adapter), and through subgroups where the browser has them (`web_subgroups`).
+    let has_subgroups = engine.subgroups();
+    console_log!("masked sums through subgroups too: {has_subgroups}");
+    let mut ways = 0;
+    for (subgroups, atomics) in [(false, false), (false, true), (true, false)] {
+        if subgroups && !has_subgroups {
+            continue;
+        }
+        engine.use_subgroups(subgroups);
         engine.use_atomic_sums(atomics);
+        assert_eq!(engine.subgroups(), subgroups);
         n += check_all(&arina, &engine, "arina_u16").await;
         n += check_all(&lz4, &engine, "lz4_stack_u16").await;
         n += check_all(&u8s, &engine, "arina_u8").await;
+        ways += 1;
     }
-    assert_eq!(n, 2 * 3 * 4 * 12);
+    assert_eq!(n, ways * 3 * 4 * 12);
 }
 
 #[wasm_bindgen_test]

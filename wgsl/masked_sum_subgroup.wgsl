@@ -1,6 +1,7 @@
-// The masked sum without workgroup memory, for adapters with subgroups (natively: wgpu keeps
-// the feature off on the web): the engine appends this entry point to `masked_sum.wgsl`
-// (its parameters, bindings and helpers). The loop is the same (`sum_lanes`); the slots'
+// The masked sum without workgroup memory, for adapters with subgroups (in the browser
+// asked for apart from wgpu, which has no name for them there, and built after an `enable
+// subgroups;` directive naga does not parse: `src/gpu/web_subgroups.rs`): the engine appends
+// this entry point to `masked_sum.wgsl` (its parameters, bindings and helpers). The loop is the same (`sum_lanes`); the slots'
 // lanes meet through subgroupAdd instead of workgroup memory, and each subgroup adds its
 // part of the tile's positions into the output (one lane per position; on a subgroup
 // smaller than the workgroup, each adds its own sums). A subgroup's sum of a position is at

@@ -325,8 +325,8 @@ impl Kernel {
     }
 
     /// Full module text: shared helpers, then the kernel. (naga 30 takes subgroup built-ins
-    /// under the device's `SUBGROUP` feature and does not parse `enable subgroups;` yet;
-    /// wgpu keeps subgroups native-only, so no browser compiles these kernels.)
+    /// under the device's `SUBGROUP` feature and does not parse `enable subgroups;` yet; in
+    /// the browser the engine puts that directive before this text, `web_subgroups`.)
     pub fn source(&self) -> String {
         format!("{COMMON}\n{}\n{}", self.body, self.subgroup_part)
     }

@@ -19,6 +19,8 @@ pub mod radial;
 mod set_aside;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod spirv;
+#[cfg(target_arch = "wasm32")]
+mod web_subgroups;
 pub(crate) mod window_bytes;
 mod window_reads;
 
@@ -44,6 +46,8 @@ pub struct AdapterSummary {
     /// SwiftShader, llvmpipe/lavapipe, WARP: correct, never fast; timings are labelled.
     pub software: bool,
     pub limits: DeviceLimits,
+    /// How masked sums meet on this engine ([`Engine::masked_sum_path`]).
+    pub masked_sums: String,
 }
 
 pub fn is_software(info: &wgpu::AdapterInfo) -> bool {
@@ -301,10 +305,12 @@ impl Engine {
             max_storage_buffers_per_shader_stage: al.max_storage_buffers_per_shader_stage.min(8),
             ..wgpu::Limits::downlevel_defaults()
         };
-        // Subgroups where the adapter has them (natively; wgpu keeps them off on the web),
-        // and timestamps for the benchmarks' pass clock.
+        // Subgroups where the adapter has them (in the browser asked for apart from wgpu:
+        // `web_subgroups`), and timestamps for the benchmarks' pass clock.
         let features =
             adapter.features() & (wgpu::Features::SUBGROUP | wgpu::Features::TIMESTAMP_QUERY);
+        #[cfg(target_arch = "wasm32")]
+        web_subgroups::ask();
         // SPIR-V passed through on Vulkan, for the kernels whose barriers naga scopes wider
         // than WGSL does (see `spirv`).
         let passthrough = wgpu::Features::PASSTHROUGH_SHADERS;
@@ -324,6 +330,10 @@ impl Engine {
             })
             .await
             .map_err(|e| Error::Gpu(format!("cannot open the GPU device on {}: {e}", info.name)))?;
+        #[cfg(target_arch = "wasm32")]
+        let device_subgroups = web_subgroups::granted();
+        #[cfg(not(target_arch = "wasm32"))]
+        let device_subgroups = features.contains(wgpu::Features::SUBGROUP);
         let lost = Arc::new(Mutex::new(None));
         let lost_cb = lost.clone();
         device.set_device_lost_callback(move |reason, msg| {
@@ -341,6 +351,7 @@ impl Engine {
                 max_buffer_size: al.max_buffer_size,
                 max_storage_binding: al.max_storage_buffer_binding_size as u64,
             },
+            masked_sums: String::new(),
         };
         #[cfg(not(target_arch = "wasm32"))]
         check_override_sizes(
@@ -375,7 +386,7 @@ impl Engine {
         // The subgroup kernels are an optimisation: a driver that rejects them leaves the
         // workgroup-memory kernels in charge.
         let mut subgroups = false;
-        if features.contains(wgpu::Features::SUBGROUP) {
+        if device_subgroups {
             let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
             let extra: Vec<_> = kernels::SUBGROUP_KERNELS
                 .iter()
@@ -386,7 +397,7 @@ impl Engine {
                 subgroups = true;
             }
         }
-        Ok(Engine {
+        let mut engine = Engine {
             instance,
             raw_adapter: adapter,
             device,
@@ -407,7 +418,9 @@ impl Engine {
             set_aside: Default::default(),
             renderers: Mutex::new(Vec::new()),
             clock: Mutex::new(None),
-        })
+        };
+        engine.adapter.masked_sums = engine.masked_sum_path().into();
+        Ok(engine)
     }
 
     /// The renderer drawing planes into `format` targets (made on first asking; the page
@@ -454,11 +467,13 @@ impl Engine {
     /// Choose how masked sums meet without subgroups: tests run both ways on one adapter.
     pub fn use_atomic_sums(&mut self, on: bool) {
         self.atomic_sums = on;
+        self.adapter.masked_sums = self.masked_sum_path().into();
     }
 
     /// Turn the subgroup kernels off (or back on, where built): tests compare both paths.
     pub fn use_subgroups(&mut self, on: bool) {
         self.subgroups = on && self.pipeline(&kernels::MASKED_SUM_SUBGROUP).is_ok();
+        self.adapter.masked_sums = self.masked_sum_path().into();
     }
 
     /// Time every pass from now on ([`pass_clock`]) where the device has timestamps, and
@@ -1052,9 +1067,16 @@ fn build_pipeline(
     k: &Kernel,
     overrides: &[(String, String)],
 ) -> wgpu::ComputePipeline {
+    let text = k.source_with(overrides);
+    #[cfg(target_arch = "wasm32")]
+    let text = if k.needs_subgroups() {
+        format!("{}{text}", web_subgroups::SUBGROUP_DIRECTIVE)
+    } else {
+        text
+    };
     let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
         label: Some(k.name),
-        source: wgpu::ShaderSource::Wgsl(k.source_with(overrides).into()),
+        source: wgpu::ShaderSource::Wgsl(text.into()),
     });
     device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
         label: Some(k.name),
