@@ -43,4 +43,5 @@ print(sys.argv[2], "synthetic match:", (r.get("synthetic_match") or {}).get("sam
 PY
 done
 rm -rf dist
-[ -d "$keep/dist" ] && mv "$keep/dist" dist
+# (An if, not &&: without a dist of its own the script still ends with success.)
+if [ -d "$keep/dist" ]; then mv "$keep/dist" dist; fi
