@@ -90,6 +90,12 @@ export async function runSuite(opts = {}) {
   const adapter = window.stem4d.adapter();
   res.figures.adapter = adapter;
   if (!adapter || adapter.error) { check(false, 'WebGPU adapter: ' + JSON.stringify(adapter)); return res; }
+  // The engine asks for `subgroups` apart from wgpu (src/gpu/web_subgroups.rs): where the
+  // browser's adapter has them, the masked sums must meet through them.
+  const gpuAdapter = await navigator.gpu.requestAdapter({ powerPreference: 'high-performance' });
+  const hasSubgroups = !!(gpuAdapter && gpuAdapter.features.has('subgroups'));
+  check((adapter.masked_sums === 'through subgroups') === hasSubgroups,
+    `masked sums meet ${adapter.masked_sums} on an adapter ${hasSubgroups ? 'with' : 'without'} subgroups`);
 
   if (parts.includes('parity')) {
     const manifest = await (await fetch('/fixtures/manifest.json')).json();
