@@ -13,7 +13,7 @@ use crate::frames::Correction;
 use crate::gpu::display::{Plane, PlaneSource};
 use crate::gpu::kernels::View;
 use crate::gpu::radial::RadialCache;
-use crate::gpu::{products as gp, AdapterSummary, Engine, Resident};
+use crate::gpu::{products as gp, Engine, EngineSummary, Resident};
 use crate::info::Info;
 use crate::products::{ProductArray, ProductKind, ProductParams};
 use crate::resident::ResidentPlan;
@@ -195,7 +195,7 @@ pub struct Profile {
     /// Rounds of gathered metadata reads the page's open took (each fetches what the last
     /// attempt missed, all at once); 0 where files are read as they are parsed.
     pub index_read_rounds: usize,
-    pub adapter: AdapterSummary,
+    pub adapter: EngineSummary,
     pub warnings: Vec<String>,
 }
 
@@ -617,7 +617,7 @@ impl Session {
                 worker_walked_windows: resident.iter().map(|r| r.worker_walked_windows).sum(),
                 index_read_rounds: 0,
                 reused_resident_buffers: engine.reused_resident_buffers() - reused0,
-                adapter: engine.adapter.clone(),
+                adapter: engine.summary(),
                 warnings,
             },
             bf_fit: [0.0; 3],

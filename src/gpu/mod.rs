@@ -46,8 +46,15 @@ pub struct AdapterSummary {
     /// SwiftShader, llvmpipe/lavapipe, WARP: correct, never fast; timings are labelled.
     pub software: bool,
     pub limits: DeviceLimits,
-    /// How masked sums meet on this engine ([`Engine::masked_sum_path`]).
-    pub masked_sums: String,
+}
+
+/// What the page and the load profile report: the adapter, and how masked sums meet on
+/// the engine at that moment ([`Engine::masked_sum_path`], which tests switch).
+#[derive(Clone, Debug, Serialize)]
+pub struct EngineSummary {
+    #[serde(flatten)]
+    pub adapter: AdapterSummary,
+    pub masked_sums: &'static str,
 }
 
 pub fn is_software(info: &wgpu::AdapterInfo) -> bool {
@@ -351,7 +358,6 @@ impl Engine {
                 max_buffer_size: al.max_buffer_size,
                 max_storage_binding: al.max_storage_buffer_binding_size as u64,
             },
-            masked_sums: String::new(),
         };
         #[cfg(not(target_arch = "wasm32"))]
         check_override_sizes(
@@ -397,7 +403,7 @@ impl Engine {
                 subgroups = true;
             }
         }
-        let mut engine = Engine {
+        Ok(Engine {
             instance,
             raw_adapter: adapter,
             device,
@@ -418,9 +424,7 @@ impl Engine {
             set_aside: Default::default(),
             renderers: Mutex::new(Vec::new()),
             clock: Mutex::new(None),
-        };
-        engine.adapter.masked_sums = engine.masked_sum_path().into();
-        Ok(engine)
+        })
     }
 
     /// The renderer drawing planes into `format` targets (made on first asking; the page
@@ -453,7 +457,7 @@ impl Engine {
         self.atomic_sums
     }
 
-    /// How masked sums meet on this engine, in words (for benchmark headers).
+    /// How masked sums meet on this engine, in words (benchmark headers, [`Engine::summary`]).
     pub fn masked_sum_path(&self) -> &'static str {
         if self.subgroups {
             "through subgroups"
@@ -464,16 +468,22 @@ impl Engine {
         }
     }
 
+    /// The adapter and how masked sums meet now, as the page and the profile report them.
+    pub fn summary(&self) -> EngineSummary {
+        EngineSummary {
+            adapter: self.adapter.clone(),
+            masked_sums: self.masked_sum_path(),
+        }
+    }
+
     /// Choose how masked sums meet without subgroups: tests run both ways on one adapter.
     pub fn use_atomic_sums(&mut self, on: bool) {
         self.atomic_sums = on;
-        self.adapter.masked_sums = self.masked_sum_path().into();
     }
 
     /// Turn the subgroup kernels off (or back on, where built): tests compare both paths.
     pub fn use_subgroups(&mut self, on: bool) {
         self.subgroups = on && self.pipeline(&kernels::MASKED_SUM_SUBGROUP).is_ok();
-        self.adapter.masked_sums = self.masked_sum_path().into();
     }
 
     /// Time every pass from now on ([`pass_clock`]) where the device has timestamps, and

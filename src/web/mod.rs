@@ -167,7 +167,7 @@ async fn finish(engine: &Engine, fence: wgpu::Buffer) -> Result<(), JsValue> {
 impl Viewer {
     /// The adapter summary as JSON.
     pub fn adapter(&self) -> String {
-        serde_json::to_string(&self.inner.engine.adapter).unwrap_or_default()
+        serde_json::to_string(&self.inner.engine.summary()).unwrap_or_default()
     }
 
     /// Colour-map names and 256-level RGB tables (for colour bars) as JSON.
