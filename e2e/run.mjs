@@ -152,7 +152,31 @@ async function main() {
     await page.evaluate(() => window.stem4d.rendered());
     await page.waitForTimeout(300);
     const before = await compareGolden(page, 'section.panel:nth-of-type(1) .stage', 'image-bf');
-    await compareGolden(page, 'section.panel:nth-of-type(2) .stage', 'pattern-cursor');
+    const patternShot = await compareGolden(page, 'section.panel:nth-of-type(2) .stage', 'pattern-cursor');
+    // Frames reach the screen the way the page measured to be faster; the other way shows
+    // the same pixels, and a way that does not exist is refused by name.
+    const present = await page.evaluate(() => window.stem4d.present());
+    check(present && ['surface', 'readback'].includes(present.mode) && present.chosen === 'measured'
+      && present.surface_ms > 0 && present.readback_ms > 0 && !present.error,
+      `frames are presented the measured way: ${JSON.stringify(present)}`);
+    console.log(`present: ${present.mode} (calibration medians: surface ${present.surface_ms?.toFixed(2)} ms, readback ${present.readback_ms?.toFixed(2)} ms)`);
+    const other = present.mode === 'surface' ? 'readback' : 'surface';
+    const switched = await page.evaluate((m) => window.stem4d.setPresent(m), other);
+    check(switched.mode === other && switched.chosen === 'asked', `stem4d.setPresent('${other}'): ${JSON.stringify(switched)}`);
+    await page.waitForTimeout(300);
+    for (const [shot, n, name] of [[before, 1, 'image-bf'], [patternShot, 2, 'pattern-cursor']]) {
+      const now = await compareGolden(page, `section.panel:nth-of-type(${n}) .stage`, name);
+      const d = await pixelDiff(page, shot, now);
+      check(d.sameSize && d.meanAbs < 0.5 && d.bigFrac === 0,
+        `${name} presented ${other}: the same pixels as ${present.mode} (mean |Δ| ${d.meanAbs?.toFixed(3)}, ${(100 * d.bigFrac).toFixed(2)} % off by > 48)`);
+    }
+    const refusedPresent = await page.evaluate(async () => {
+      try { await window.stem4d.setPresent('carrier pigeon'); return ''; } catch (e) { return e.message; }
+    });
+    check(/carrier pigeon/.test(refusedPresent) && /surface/.test(refusedPresent), `an unknown way to present is refused: ${refusedPresent}`);
+    const back = await page.evaluate((m) => window.stem4d.setPresent(m), present.mode);
+    check(back.mode === present.mode && (await page.evaluate(() => window.stem4d.profile())).present.mode === present.mode,
+      'the profile says how frames are presented');
     const v0 = await page.evaluate(() => window.stem4d.view());
     const box = await page.locator('#pattern-canvas').boundingBox();
     const [kr, kc] = [arina.shape[2], arina.shape[3]];
@@ -266,6 +290,9 @@ async function main() {
       const f = bench[k];
       console.log(`  ${k.padEnd(22)} ${f.fps.toFixed(1)} frames/s, longest ${f.worst_frame_ms.toFixed(1)} ms, ${f.renders_per_s.toFixed(1)} images/s, ${f.engine_calls} engine calls`);
     }
+    const op = bench.other_present;
+    console.log(`  presented ${bench.present.mode} (measured: surface ${bench.present.surface_ms.toFixed(2)}, readback ${bench.present.readback_ms.toFixed(2)} ms a frame); `
+      + `${op.mode}: BF ${op.bf_drag_ms.toFixed(2)}, pattern ${op.pattern_cursor_ms.toFixed(2)}, colour map ${op.pattern_cmap_ms.toFixed(2)}`);
     for (const [px, f] of Object.entries(bench.pattern_by_width)) {
       console.log(`  pattern canvas ${px} px   colour map ${f.cmap_ms.toFixed(2)}, cursor ${f.cursor_ms.toFixed(2)}`);
     }

@@ -7,7 +7,7 @@ mod common;
 use common::*;
 use stem4d::contract::{DetectorMask, SparseMask};
 use stem4d::display::{self, colormaps, Limits, HIST_BINS};
-use stem4d::gpu::display::{Plane, PlaneSource};
+use stem4d::gpu::display::{padded_row_bytes, unpad_rows, PixelTarget, Plane, PlaneSource};
 use stem4d::gpu::kernels::View;
 use stem4d::gpu::{products, Engine, Resident};
 
@@ -238,14 +238,34 @@ fn planes_and_limits_match_the_cpu_mirror() {
     );
 }
 
-/// Draw a plane at one canvas pixel per source pixel into an RGBA texture and read it back.
+/// Draw a plane at one canvas pixel per source pixel and read it back as the page's 2D
+/// canvases get it (a [`PixelTarget`], RGBA).
 fn render(engine: &Engine, plane: &Plane, view: View) -> Vec<u8> {
-    render_as(engine, plane, view, wgpu::TextureFormat::Rgba8Unorm)
+    render_frame(engine, plane, view, [plane.width, plane.height])
 }
 
-/// [`render`] into a `format` texture, through the engine's renderer for that format.
-fn render_as(engine: &Engine, plane: &Plane, view: View, format: wgpu::TextureFormat) -> Vec<u8> {
-    let (w, h) = (plane.width, plane.height);
+/// [`render`] on a canvas of `size` pixels.
+fn render_frame(engine: &Engine, plane: &Plane, view: View, size: [u32; 2]) -> Vec<u8> {
+    let target = PixelTarget::new(engine, size);
+    let mut enc = engine.device.create_command_encoder(&Default::default());
+    engine
+        .renderer(PixelTarget::FORMAT)
+        .encode_draw(engine, &mut enc, &target.view, plane, &view);
+    target.encode_copy(&mut enc);
+    engine.queue.submit([enc.finish()]);
+    pollster::block_on(target.read(engine)).unwrap()
+}
+
+/// A canvas of `size` in `format` drawn and read back on a path of its own (a storage
+/// buffer copied out, its rows cut here): the reference for [`PixelTarget`].
+fn render_as(
+    engine: &Engine,
+    plane: &Plane,
+    view: View,
+    format: wgpu::TextureFormat,
+    size: [u32; 2],
+) -> Vec<u8> {
+    let [w, h] = size;
     let renderer = engine.renderer(format);
     let texture = engine.device.create_texture(&wgpu::TextureDescriptor {
         label: None,
@@ -327,7 +347,13 @@ fn rendered_pixels_carry_the_mirror_colours_and_the_overlay() {
     let pixels = render(&engine, &plane, view);
     // The engine keeps a renderer per format: BGRA canvases get the same pixels, their
     // channels in that order, and RGBA ones still theirs.
-    let bgra = render_as(&engine, &plane, view, wgpu::TextureFormat::Bgra8Unorm);
+    let bgra = render_as(
+        &engine,
+        &plane,
+        view,
+        wgpu::TextureFormat::Bgra8Unorm,
+        [cols as u32, rows as u32],
+    );
     let swapped: Vec<u8> = bgra
         .chunks_exact(4)
         .flat_map(|p| [p[2], p[1], p[0], p[3]])
@@ -361,6 +387,75 @@ fn rendered_pixels_carry_the_mirror_colours_and_the_overlay() {
     );
     assert!(is_overlay(1, 1) && is_overlay(3, 3) && is_overlay(1, 2) && is_overlay(0, 0));
     assert!(!is_overlay(2, 2), "the interior stays an image pixel");
+}
+
+/// The page's 2D canvases show a [`PixelTarget`]'s pixels: at canvas widths either side of
+/// the copy's row alignment (64 texels), odd heights and a zoomed view, they are the
+/// texture's, row for row.
+#[test]
+fn frames_read_back_for_a_2d_canvas_are_the_drawn_pixels() {
+    let Some(engine) = engine() else { return };
+    let (acq, res) = upload(&engine, "arina_u16");
+    let [rows, cols] = acq.shape.scan;
+    let total = sums_on_gpu(&engine, &res, &SparseMask::all(acq.shape.det).indices);
+    let plane = Plane::new(&engine, cols as u32, rows as u32);
+    prep_and_stats(
+        &engine,
+        &plane,
+        PlaneSource::U64 {
+            buf: &total,
+            stride: 2,
+            offset: 0,
+            scale: 1.0,
+        },
+        Limits::Percentile { lo: 1.0, hi: 99.0 },
+        true,
+    );
+    let mut drew_plane = false;
+    for size in [[1, 1], [63, 17], [64, 9], [65, 31], [130, 7], [257, 3]] {
+        let view = View {
+            canvas_w: size[0],
+            canvas_h: size[1],
+            cmap: display::colormap_index("twilight").unwrap(),
+            zoom: 1.7,
+            pan_r: rows as f32 / 3.0,
+            pan_c: cols as f32 / 2.0,
+            line_px: 1.0,
+            ..Default::default()
+        };
+        let got = render_frame(&engine, &plane, view, size);
+        let want = render_as(&engine, &plane, view, PixelTarget::FORMAT, size);
+        assert_eq!(got.len(), (size[0] * size[1] * 4) as usize, "{size:?}");
+        assert_eq!(got, want, "canvas {size:?}");
+        assert!(
+            got.chunks_exact(4).all(|p| p[3] == 255),
+            "canvas {size:?}: every pixel opaque"
+        );
+        drew_plane |= got.chunks_exact(4).any(|p| p[..3] != [0, 0, 0]);
+    }
+    assert!(
+        drew_plane,
+        "some canvas shows the plane, not only the background"
+    );
+}
+
+#[test]
+fn frame_rows_are_cut_at_their_padding() {
+    assert_eq!(padded_row_bytes(1), 256);
+    assert_eq!(padded_row_bytes(64), 256);
+    assert_eq!(padded_row_bytes(65), 512);
+    // Two rows of 3 texels, 256 bytes apart, each marked by its row and texel.
+    let mut padded = vec![0xEEu8; 512];
+    for r in 0..2 {
+        for b in 0..12 {
+            padded[r * 256 + b] = (r * 100 + b) as u8;
+        }
+    }
+    let rows = unpad_rows(&padded, 256, [3, 2]);
+    let want: Vec<u8> = (0..2)
+        .flat_map(|r| (0..12).map(move |b| (r * 100 + b) as u8))
+        .collect();
+    assert_eq!(rows, want);
 }
 
 /// Limits of a plane far larger than the kernel's workgroup equal the mirror: exact range,

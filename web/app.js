@@ -8,6 +8,8 @@ let worker = null;
 let nextId = 1;
 const pending = new Map();
 let adapterInfo = null;
+// How frames reach the screen: {mode: 'surface'|'readback', chosen, surface_ms, readback_ms}.
+let presentInfo = null;
 let colormaps = null;
 let workerReady = null;
 let current = null; // {info, profile, bfFit, files, options}
@@ -82,17 +84,44 @@ function failPending(why) {
   pending.clear();
 }
 
-// A transferred canvas cannot be transferred again: a new Worker gets fresh elements.
+// A transferred canvas cannot be transferred again: a new Worker gets fresh elements. Each
+// panel has a WebGPU canvas and a 2D one; which shows the frames is measured here
+// (calibratePresent: display/present.rs says why) unless the URL asks (?present=surface|readback).
 async function attachCanvases() {
   for (const panel of ['image', 'pattern']) {
     const old = $(panel + '-canvas');
     const fresh = old.cloneNode(false);
     old.replaceWith(fresh);
     bindPanelEvents(panel, fresh);
-    const off = fresh.transferControlToOffscreen();
-    await call('attach', { panel, canvas: off }, [off]);
+    const oldPlain = $(panel + '-plain');
+    const plain = oldPlain.cloneNode(false);
+    oldPlain.replaceWith(plain);
+    const off = fresh.transferControlToOffscreen(), offPlain = plain.transferControlToOffscreen();
+    await call('attach', { panel, canvas: off, plain: offPlain }, [off, offPlain]);
+  }
+  try {
+    presentInfo = await call('calibratePresent', { sizes: canvasSizes() });
+    const asked = new URLSearchParams(location.search).get('present');
+    if (asked) presentInfo = await call('setPresent', { mode: asked });
+  } catch (e) {
+    // The WebGPU canvases still work: the page keeps presenting them, and says why.
+    presentInfo = { mode: 'surface', chosen: 'default', error: e.message };
+    showError('Frames are presented the default way: ' + e.message);
+  }
+  showPresent();
+}
+
+// The canvas of each panel that frames are presented on is shown; the other is transparent.
+function showPresent() {
+  const readback = presentInfo && presentInfo.mode === 'readback';
+  for (const panel of ['image', 'pattern']) {
+    $(panel + '-canvas').classList.toggle('unused', readback);
+    $(panel + '-plain').classList.toggle('unused', !readback);
   }
 }
+
+// The load profile with how this page presents its frames.
+const withPresent = (profile) => ({ ...profile, present: presentInfo });
 
 async function restartWorker() {
   if (worker) worker.terminate();
@@ -175,7 +204,7 @@ async function openFiles(files, options = {}) {
   $('progress').hidden = true;
   current = { ...r, files, options, logical: r.info.logical_bytes };
   applyDefaults(r);
-  $('profile').textContent = JSON.stringify(r.profile, null, 1);
+  $('profile').textContent = JSON.stringify(withPresent(r.profile), null, 1);
   $('drop-hint').textContent = r.info.files.map((f) => f.name).join(', ') + ' — ' + r.info.shape.join(' × ') + ' ' + r.info.dtype;
   await renderNow();
   // The totals, CoM moments and ring sums follow the first image; the profile shown then
@@ -184,7 +213,7 @@ async function openFiles(files, options = {}) {
   call('prepare').then(() => call('profile')).then((p) => {
     if (current !== opened) return;
     current.profile = p;
-    $('profile').textContent = JSON.stringify(p, null, 1);
+    $('profile').textContent = JSON.stringify(withPresent(p), null, 1);
   }).catch((e) => { if (current === opened) showError(e.message); });
   return r.info;
 }
@@ -286,6 +315,8 @@ function canvasSize(panel) {
   return [Math.max(1, Math.round(el.clientWidth * dpr)), Math.max(1, Math.round(el.clientHeight * dpr))];
 }
 
+const canvasSizes = () => ({ image: canvasSize('image'), pattern: canvasSize('pattern') });
+
 // At most one render in flight; gestures in between collapse into the next one.
 function requestRender() {
   if (!current) return;
@@ -293,8 +324,7 @@ function requestRender() {
   if (renderState.inflight) { renderState.dirty = true; return; }
   renderState.inflight = true;
   renderState.dirty = false;
-  const sizes = { image: canvasSize('image'), pattern: canvasSize('pattern') };
-  call('render', { state: viewState(), sizes }).then((r) => {
+  call('render', { state: viewState(), sizes: canvasSizes() }).then((r) => {
     renderState.lastMs = r.ms;
     renderState.lastDrawn = r.drawn;
     renderState.lastGpu = r.gpu;
@@ -770,7 +800,16 @@ window.stem4d = {
     return call('product', { params: normaliseParams(params) });
   },
   adapter: () => adapterInfo,
-  async profile() { return call('profile'); },
+  async profile() { return withPresent(await call('profile')); },
+  // How frames reach the screen (see attachCanvases), and a way to choose it: resolves when
+  // the view is drawn that way.
+  present: () => presentInfo && { ...presentInfo },
+  async setPresent(mode) {
+    presentInfo = await call('setPresent', { mode });
+    showPresent();
+    await renderNow();
+    return { ...presentInfo };
+  },
   // UI state for tests and scripts: read, patch (deep-merged) and wait for the redraw.
   view: () => JSON.parse(JSON.stringify({ preset, ...S })),
   async setView(patch) {

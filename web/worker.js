@@ -1,5 +1,5 @@
 // The viewer's Worker: owns the wasm engine, the GPU device, the file handles (read with
-// FileReaderSync) and both canvases (OffscreenCanvas). The page only sends requests.
+// FileReaderSync) and the panels' canvases (OffscreenCanvas). The page only sends requests.
 import init, { createViewer } from './stem4d.js';
 
 let viewer = null;
@@ -139,7 +139,13 @@ async function handle(m) {
         transfer = [result.data.buffer];
         break;
       case 'attach':
-        viewer.attach(m.panel, m.canvas);
+        viewer.attach(m.panel, m.canvas, m.plain);
+        break;
+      case 'calibratePresent':
+        result = JSON.parse(await viewer.calibratePresent(JSON.stringify(m.sizes)));
+        break;
+      case 'setPresent':
+        result = JSON.parse(viewer.setPresent(m.mode));
         break;
       case 'render':
         result = JSON.parse(await viewer.render(JSON.stringify(m.state), JSON.stringify(m.sizes)));

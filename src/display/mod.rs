@@ -4,6 +4,7 @@
 
 pub mod colormaps;
 pub mod png;
+pub mod present;
 
 use serde::{Deserialize, Serialize};
 

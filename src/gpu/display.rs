@@ -317,6 +317,109 @@ impl Renderer {
     }
 }
 
+/// A canvas's frame drawn off screen and copied where the CPU can map it: what a page
+/// presents itself (a 2D canvas) where presenting a WebGPU canvas costs the browser a
+/// readback of its own (software compositing). RGBA8 in memory order, rows padded to
+/// wgpu's copy alignment: [`PixelTarget::row_bytes`] apart.
+pub struct PixelTarget {
+    pub size: [u32; 2],
+    texture: wgpu::Texture,
+    pub view: wgpu::TextureView,
+    /// MAP_READ: the frame's pixels once the copy recorded by [`PixelTarget::encode_copy`]
+    /// has run.
+    pub pixels: wgpu::Buffer,
+}
+
+impl PixelTarget {
+    /// Its texture format; the renderer for it draws the same colours as a canvas's.
+    pub const FORMAT: wgpu::TextureFormat = wgpu::TextureFormat::Rgba8Unorm;
+
+    pub fn new(engine: &Engine, size: [u32; 2]) -> PixelTarget {
+        let [w, h] = size;
+        let texture = engine.device.create_texture(&wgpu::TextureDescriptor {
+            label: Some("frame"),
+            size: wgpu::Extent3d {
+                width: w,
+                height: h,
+                depth_or_array_layers: 1,
+            },
+            mip_level_count: 1,
+            sample_count: 1,
+            dimension: wgpu::TextureDimension::D2,
+            format: Self::FORMAT,
+            usage: wgpu::TextureUsages::RENDER_ATTACHMENT | wgpu::TextureUsages::COPY_SRC,
+            view_formats: &[],
+        });
+        let pixels = engine.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("frame pixels"),
+            size: u64::from(padded_row_bytes(w)) * u64::from(h),
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        PixelTarget {
+            size,
+            view: texture.create_view(&Default::default()),
+            texture,
+            pixels,
+        }
+    }
+
+    /// Bytes from one row of [`PixelTarget::pixels`] to the next.
+    pub fn row_bytes(&self) -> u32 {
+        padded_row_bytes(self.size[0])
+    }
+
+    /// Record the copy of what was drawn into [`PixelTarget::view`] to its pixel buffer.
+    pub fn encode_copy(&self, encoder: &mut wgpu::CommandEncoder) {
+        encoder.copy_texture_to_buffer(
+            self.texture.as_image_copy(),
+            wgpu::TexelCopyBufferInfo {
+                buffer: &self.pixels,
+                layout: wgpu::TexelCopyBufferLayout {
+                    offset: 0,
+                    bytes_per_row: Some(self.row_bytes()),
+                    rows_per_image: None,
+                },
+            },
+            self.texture.size(),
+        );
+    }
+
+    /// The frame's pixels, `width × 4` bytes a row with the padding dropped, once the copy
+    /// has been submitted (tests and the native side; the page hands the mapping to its 2D
+    /// canvas as it is).
+    pub async fn read(&self, engine: &Engine) -> Result<Vec<u8>> {
+        engine
+            .mapped_for_read(&self.pixels, "frame readback")
+            .await?;
+        let out = {
+            let view = self
+                .pixels
+                .get_mapped_range(..)
+                .map_err(|e| Error::Gpu(format!("frame readback mapping failed: {e:?}")))?;
+            unpad_rows(&view, self.row_bytes(), self.size)
+        };
+        self.pixels.unmap();
+        Ok(out)
+    }
+}
+
+/// `width` RGBA8 texels, rounded up to the row alignment of texture-to-buffer copies.
+pub fn padded_row_bytes(width: u32) -> u32 {
+    (width * 4).next_multiple_of(wgpu::COPY_BYTES_PER_ROW_ALIGNMENT)
+}
+
+/// Rows of `size[0]` RGBA8 texels out of rows `row_bytes` apart.
+pub fn unpad_rows(padded: &[u8], row_bytes: u32, size: [u32; 2]) -> Vec<u8> {
+    let used = size[0] as usize * 4;
+    padded
+        .chunks(row_bytes as usize)
+        .take(size[1] as usize)
+        .flat_map(|row| &row[..used.min(row.len())])
+        .copied()
+        .collect()
+}
+
 fn entry(binding: u32, buffer: &wgpu::Buffer) -> wgpu::BindGroupEntry<'_> {
     wgpu::BindGroupEntry {
         binding,

@@ -953,18 +953,42 @@ impl Engine {
     /// Map `buffer` (MAP_READ) whole and wait for it, asynchronously on the web and nudged
     /// there ([`nudge`]); a failure is `what` failing.
     async fn mapped_for_read(&self, buffer: &wgpu::Buffer, what: &str) -> Result<()> {
-        let (tx, rx) = futures_channel::oneshot::channel();
-        buffer.slice(..).map_async(wgpu::MapMode::Read, move |r| {
-            let _ = tx.send(r);
-        });
+        self.all_mapped_for_read(&[buffer], what).await
+    }
+
+    /// [`Engine::mapped_for_read`] of several buffers in one wait: mapped together, they
+    /// come back in the same round trip (an update's fence and its canvases' pixels).
+    pub(crate) async fn all_mapped_for_read(
+        &self,
+        buffers: &[&wgpu::Buffer],
+        what: &str,
+    ) -> Result<()> {
+        let waits: Vec<_> = buffers
+            .iter()
+            .map(|buffer| {
+                let (tx, rx) = futures_channel::oneshot::channel();
+                buffer.slice(..).map_async(wgpu::MapMode::Read, move |r| {
+                    let _ = tx.send(r);
+                });
+                rx
+            })
+            .collect();
         #[cfg(not(target_arch = "wasm32"))]
         self.device
             .poll(wgpu::PollType::wait_indefinitely())
             .map_err(|e| Error::Gpu(format!("waiting for the GPU failed: {e}")))?;
-        nudge::nudged(&self.device, rx)
-            .await
-            .map_err(|_| Error::Gpu(format!("{what} was cancelled (device lost?)")))?
-            .map_err(|e| Error::Gpu(format!("{what} failed: {e}")))?;
+        let all = async {
+            let mut out = Ok(());
+            for rx in waits {
+                let r = rx
+                    .await
+                    .map_err(|_| Error::Gpu(format!("{what} was cancelled (device lost?)")))
+                    .and_then(|r| r.map_err(|e| Error::Gpu(format!("{what} failed: {e}"))));
+                out = out.and(r);
+            }
+            out
+        };
+        nudge::nudged(&self.device, all).await?;
         self.check_alive()
     }
 

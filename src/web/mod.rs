@@ -4,6 +4,7 @@
 
 mod blob_source;
 mod chunk_workers;
+mod present;
 
 pub use chunk_workers::{walk_chunks, walked_answer};
 
@@ -15,24 +16,216 @@ use serde_json::json;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::future_to_promise;
 
+use crate::display::present::{Calibration, Present, ROUNDS, WARMUP_ROUNDS};
 use crate::formats::{Acquisition, OpenOptions};
+use crate::gpu::display::PixelTarget;
 use crate::gpu::Engine;
 use crate::products::{ArrayData, ProductParams};
 use crate::source::ByteSource;
 use crate::viewer::{now_ms, DrawKey, LeafReads, OpenRequest, Panel, Session, Stage, ViewState};
 use blob_source::BlobSource;
+use present::Plain;
 
 fn js_err(e: impl std::fmt::Display) -> JsValue {
     JsValue::from_str(&e.to_string())
 }
 
+/// A panel's two canvases: the WebGPU one the browser presents, and the 2D one the page
+/// puts frames it read back on (`display::present`); the page shows the one in use.
 struct Canvas {
     canvas: web_sys::OffscreenCanvas,
     surface: wgpu::Surface<'static>,
     format: wgpu::TextureFormat,
+    /// The size the surface is configured at.
     size: [u32; 2],
-    /// The [`Session::draw_key`] of what the canvas shows now.
-    shown: Option<DrawKey>,
+    plain: Plain,
+    /// What the canvas in use shows now: the way it was drawn and its [`Session::draw_key`].
+    shown: Option<(Present, DrawKey)>,
+}
+
+impl Canvas {
+    /// The size of the frame `mode`'s canvas shows.
+    fn size(&self, mode: Present) -> [u32; 2] {
+        match mode {
+            Present::Surface => self.size,
+            Present::Readback => self.plain.size(),
+        }
+    }
+
+    /// Size the WebGPU canvas and configure its surface, if `size` is new.
+    fn configure(&mut self, engine: &Engine, size: [u32; 2]) -> Result<(), JsValue> {
+        if size == self.size {
+            return Ok(());
+        }
+        self.canvas.set_width(size[0]);
+        self.canvas.set_height(size[1]);
+        let config = self
+            .surface
+            .get_default_config(&engine.raw_adapter, size[0], size[1])
+            .ok_or_else(|| js_err("the canvas cannot be configured for this adapter"))?;
+        self.surface.configure(
+            &engine.device,
+            &wgpu::SurfaceConfiguration {
+                format: self.format,
+                ..config
+            },
+        );
+        self.size = size;
+        Ok(())
+    }
+}
+
+/// Frames recorded into one submission: the surface textures to present after it, and the
+/// canvases whose frames are read back.
+struct FrameBatch {
+    enc: wgpu::CommandEncoder,
+    textures: Vec<wgpu::SurfaceTexture>,
+    readbacks: Vec<usize>,
+}
+
+/// A batch submitted: its fence, and the canvases whose read-back frames go on their 2D
+/// canvas once it is done ([`show`]).
+struct Frames {
+    fence: wgpu::Buffer,
+    readbacks: Vec<usize>,
+}
+
+impl FrameBatch {
+    fn new(engine: &Engine) -> FrameBatch {
+        FrameBatch {
+            enc: engine.device.create_command_encoder(&Default::default()),
+            textures: Vec::new(),
+            readbacks: Vec::new(),
+        }
+    }
+
+    /// Draw canvas `k` (`c`) at `size` `mode`'s way with `encode(encoder, target, format)`.
+    /// False when the frame was skipped: the WebGPU canvas's texture was lost or outdated,
+    /// and the canvas is configured again next time.
+    fn draw(
+        &mut self,
+        engine: &Engine,
+        k: usize,
+        c: &mut Canvas,
+        mode: Present,
+        size: [u32; 2],
+        encode: impl FnOnce(
+            &mut wgpu::CommandEncoder,
+            &wgpu::TextureView,
+            wgpu::TextureFormat,
+        ) -> Result<(), JsValue>,
+    ) -> Result<bool, JsValue> {
+        match mode {
+            Present::Surface => {
+                c.configure(engine, size)?;
+                let texture = match c.surface.get_current_texture() {
+                    wgpu::CurrentSurfaceTexture::Success(t)
+                    | wgpu::CurrentSurfaceTexture::Suboptimal(t) => t,
+                    _ => {
+                        c.size = [0, 0];
+                        return Ok(false);
+                    }
+                };
+                let view = texture.texture.create_view(&Default::default());
+                encode(&mut self.enc, &view, c.format)?;
+                self.textures.push(texture);
+            }
+            Present::Readback => {
+                let target = c.plain.target(engine, size);
+                encode(&mut self.enc, &target.view, PixelTarget::FORMAT)?;
+                target.encode_copy(&mut self.enc);
+                self.readbacks.push(k);
+            }
+        }
+        Ok(true)
+    }
+
+    fn submit(mut self, engine: &Engine) -> Frames {
+        let fence = engine.fence(&mut self.enc);
+        engine.queue.submit([self.enc.finish()]);
+        for t in self.textures {
+            engine.queue.present(t);
+        }
+        Frames {
+            fence,
+            readbacks: self.readbacks,
+        }
+    }
+}
+
+/// Wait for `frames`' submission (the fence and the read-back pixels map in the same round
+/// trip), then put each read-back frame on its 2D canvas.
+async fn show(inner: &Inner, frames: Frames) -> Result<(), JsValue> {
+    let mut buffers = vec![frames.fence.clone()];
+    {
+        let canvases = inner.canvases.borrow();
+        for &k in &frames.readbacks {
+            buffers.extend(canvases[k].1.plain.pixels().cloned());
+        }
+    }
+    let refs: Vec<&wgpu::Buffer> = buffers.iter().collect();
+    let waited = inner
+        .engine
+        .all_mapped_for_read(&refs, "waiting for the GPU")
+        .await;
+    frames.fence.unmap();
+    if let Err(e) = waited {
+        for b in &buffers[1..] {
+            b.unmap();
+        }
+        return Err(js_err(e));
+    }
+    let canvases = inner.canvases.borrow();
+    for &k in &frames.readbacks {
+        canvases[k].1.plain.put()?;
+    }
+    Ok(())
+}
+
+fn panel_key(panel: Panel) -> &'static str {
+    match panel {
+        Panel::Image => "image",
+        Panel::Pattern => "pattern",
+    }
+}
+
+/// The canvas sizes the page sends (`{"image": [w, h], "pattern": [w, h]}` device pixels).
+fn parse_sizes(sizes: &str) -> Result<std::collections::HashMap<String, [u32; 2]>, JsValue> {
+    serde_json::from_str(sizes).map_err(|e| js_err(format!("canvas sizes: {e}")))
+}
+
+/// `panel`'s canvas size in `sizes`, kept within what a canvas can be.
+fn size_of(sizes: &std::collections::HashMap<String, [u32; 2]>, panel: Panel) -> Option<[u32; 2]> {
+    sizes
+        .get(panel_key(panel))
+        .map(|&[w, h]| [w.clamp(1, 8192), h.clamp(1, 8192)])
+}
+
+/// How frames are presented, and how that was decided.
+struct Presenting {
+    mode: Present,
+    /// The page asked for `mode` (`setPresent`) instead of taking the calibration's.
+    asked: bool,
+    calibration: Option<Calibration>,
+}
+
+impl Presenting {
+    fn json(&self) -> String {
+        let (surface_ms, readback_ms) = self.calibration.as_ref().map_or((None, None), |c| {
+            let (s, r) = c.medians();
+            (Some(s), Some(r))
+        });
+        let chosen = match (self.asked, &self.calibration) {
+            (true, _) => "asked",
+            (false, Some(_)) => "measured",
+            (false, None) => "default",
+        };
+        json!({
+            "mode": self.mode, "chosen": chosen, "surface_ms": surface_ms,
+            "readback_ms": readback_ms, "rounds": ROUNDS,
+        })
+        .to_string()
+    }
 }
 
 struct Inner {
@@ -43,6 +236,7 @@ struct Inner {
     walk_pieces: Option<js_sys::Function>,
     session: RefCell<Option<Session>>,
     canvases: RefCell<Vec<(Panel, Canvas)>>,
+    presenting: RefCell<Presenting>,
 }
 
 impl Inner {
@@ -131,6 +325,11 @@ pub async fn create_viewer(
             walk_pieces,
             session: RefCell::new(None),
             canvases: RefCell::new(Vec::new()),
+            presenting: RefCell::new(Presenting {
+                mode: Present::Surface,
+                asked: false,
+                calibration: None,
+            }),
         }),
     })
 }
@@ -229,8 +428,14 @@ impl Viewer {
         serde_json::to_string(&s.profile).map_err(js_err)
     }
 
-    /// Give a panel its canvas (transferred from the page).
-    pub fn attach(&self, panel: String, canvas: web_sys::OffscreenCanvas) -> Result<(), JsValue> {
+    /// Give a panel its canvases (transferred from the page): the WebGPU one and the 2D one
+    /// read-back frames go on (`display::present`).
+    pub fn attach(
+        &self,
+        panel: String,
+        canvas: web_sys::OffscreenCanvas,
+        plain: web_sys::OffscreenCanvas,
+    ) -> Result<(), JsValue> {
         let panel = Panel::parse(&panel).map_err(js_err)?;
         let engine = &self.inner.engine;
         let surface = engine
@@ -245,8 +450,10 @@ impl Viewer {
             .find(|f| !f.is_srgb())
             .or_else(|| caps.formats.first().copied())
             .ok_or_else(|| js_err("the canvas offers no texture format"))?;
-        // Its pipeline compiles now, not on the first image of a load.
+        let plain = Plain::new(plain)?;
+        // Both ways' pipelines compile now, not on the first image of a load.
         engine.renderer(format);
+        engine.renderer(PixelTarget::FORMAT);
         let mut canvases = self.inner.canvases.borrow_mut();
         canvases.retain(|(p, _)| *p != panel);
         canvases.push((
@@ -256,10 +463,85 @@ impl Viewer {
                 surface,
                 format,
                 size: [0, 0],
+                plain,
                 shown: None,
             },
         ));
         Ok(())
+    }
+
+    /// Time frames presented both ways on the attached canvases at `sizes` (as `render`
+    /// takes them) and keep the faster way (`display::present`). Both canvases are cleared
+    /// to black. Resolves to the JSON of [`Viewer::present`].
+    #[wasm_bindgen(js_name = calibratePresent)]
+    pub fn calibrate_present(&self, sizes: String) -> js_sys::Promise {
+        let inner = self.inner.clone();
+        future_to_promise(async move {
+            let sizes = parse_sizes(&sizes)?;
+            let mut cal = Calibration::default();
+            for round in 0..WARMUP_ROUNDS + ROUNDS {
+                let ways = if round % 2 == 0 {
+                    [Present::Surface, Present::Readback]
+                } else {
+                    [Present::Readback, Present::Surface]
+                };
+                for mode in ways {
+                    let t0 = now_ms();
+                    let frames = {
+                        let engine = &inner.engine;
+                        let mut canvases = inner.canvases.borrow_mut();
+                        let mut batch = FrameBatch::new(engine);
+                        for (k, (panel, c)) in canvases.iter_mut().enumerate() {
+                            let Some(size) = size_of(&sizes, *panel) else {
+                                continue;
+                            };
+                            c.shown = None;
+                            batch.draw(engine, k, c, mode, size, |enc, view, _| {
+                                clear(enc, view);
+                                Ok(())
+                            })?;
+                        }
+                        batch.submit(engine)
+                    };
+                    show(&inner, frames).await?;
+                    let ms = now_ms() - t0;
+                    if round >= WARMUP_ROUNDS {
+                        match mode {
+                            Present::Surface => cal.surface_ms.push(ms),
+                            Present::Readback => cal.readback_ms.push(ms),
+                        }
+                    }
+                }
+            }
+            let mut p = inner.presenting.borrow_mut();
+            *p = Presenting {
+                mode: cal.choice(),
+                asked: false,
+                calibration: Some(cal),
+            };
+            Ok(p.json().into())
+        })
+    }
+
+    /// Present frames `mode`'s way ("surface" or "readback") from the next render on, which
+    /// draws both panels anew. Returns the JSON of [`Viewer::present`].
+    #[wasm_bindgen(js_name = setPresent)]
+    pub fn set_present(&self, mode: String) -> Result<String, JsValue> {
+        let mode = Present::parse(&mode).map_err(js_err)?;
+        for (_, c) in self.inner.canvases.borrow_mut().iter_mut() {
+            c.shown = None;
+        }
+        let mut p = self.inner.presenting.borrow_mut();
+        p.mode = mode;
+        p.asked = true;
+        Ok(p.json())
+    }
+
+    /// How frames are presented, as JSON: `{mode, chosen, surface_ms, readback_ms, rounds}`
+    /// (`chosen`: "measured" by the calibration, "asked" by the page, or "default" before
+    /// either; the median calibration frame of each way).
+    pub fn present(&self) -> String {
+        self.inner.presenting.borrow().json()
     }
 
     /// Bring the view to `state` (JSON) and draw both canvases at `sizes`
@@ -272,12 +554,11 @@ impl Viewer {
             let t0 = now_ms();
             let st: ViewState =
                 serde_json::from_str(&state).map_err(|e| js_err(format!("view state: {e}")))?;
-            let sizes: std::collections::HashMap<String, [u32; 2]> =
-                serde_json::from_str(&sizes).map_err(|e| js_err(format!("canvas sizes: {e}")))?;
-            let (fence, drawn) = inner
+            let sizes = parse_sizes(&sizes)?;
+            let (frames, drawn) = inner
                 .with_session(async |s| draw(&inner, s, &st, &sizes).await)
                 .await??;
-            finish(&inner.engine, fence).await?;
+            show(&inner, frames).await?;
             inner.engine.check_alive().map_err(js_err)?;
             let ms = now_ms() - t0;
             Ok(
@@ -473,71 +754,60 @@ async fn open_files(
     Ok(out.to_string().into())
 }
 
+/// Record and submit the view `st` on the canvases whose content it changes (those drawn:
+/// their keys), the way frames are presented now.
 async fn draw(
     inner: &Inner,
     s: &mut Session,
     st: &ViewState,
     sizes: &std::collections::HashMap<String, [u32; 2]>,
-) -> Result<(wgpu::Buffer, Vec<&'static str>), JsValue> {
+) -> Result<(Frames, Vec<&'static str>), JsValue> {
     let engine = &inner.engine;
     s.update(engine, st).await.map_err(js_err)?;
+    let mode = inner.presenting.borrow().mode;
     let mut canvases = inner.canvases.borrow_mut();
-    let (mut frames, mut shown) = (Vec::new(), Vec::new());
-    let mut enc = engine.device.create_command_encoder(&Default::default());
+    let mut batch = FrameBatch::new(engine);
+    let mut shown = Vec::new();
     for (k, (panel, c)) in canvases.iter_mut().enumerate() {
-        let key = match panel {
-            Panel::Image => "image",
-            Panel::Pattern => "pattern",
-        };
-        let Some(&[w, h]) = sizes.get(key) else {
+        let Some(size) = size_of(sizes, *panel) else {
             continue;
         };
-        let size = [w.clamp(1, 8192), h.clamp(1, 8192)];
-        let shows = s.draw_key(*panel, size).map_err(js_err)?;
-        if size == c.size && c.shown == Some(shows) {
+        let shows = (mode, s.draw_key(*panel, size).map_err(js_err)?);
+        if size == c.size(mode) && c.shown == Some(shows) {
             continue;
         }
         c.shown = None;
-        if size != c.size {
-            c.canvas.set_width(size[0]);
-            c.canvas.set_height(size[1]);
-            let config = c
-                .surface
-                .get_default_config(&engine.raw_adapter, size[0], size[1])
-                .ok_or_else(|| js_err("the canvas cannot be configured for this adapter"))?;
-            c.surface.configure(
-                &engine.device,
-                &wgpu::SurfaceConfiguration {
-                    format: c.format,
-                    ..config
-                },
-            );
-            c.size = size;
+        let panel = *panel;
+        let drew = batch.draw(engine, k, c, mode, size, |enc, view, format| {
+            s.encode_draw(engine, enc, panel, view, format, size)
+                .map_err(js_err)
+        })?;
+        if drew {
+            shown.push((k, shows, panel_key(panel)));
         }
-        let texture = match c.surface.get_current_texture() {
-            wgpu::CurrentSurfaceTexture::Success(t)
-            | wgpu::CurrentSurfaceTexture::Suboptimal(t) => t,
-            _ => {
-                // Lost or outdated: reconfigure next time; this frame is skipped, not failed.
-                c.size = [0, 0];
-                continue;
-            }
-        };
-        let view = texture.texture.create_view(&Default::default());
-        s.encode_draw(engine, &mut enc, *panel, &view, c.format, size)
-            .map_err(js_err)?;
-        shown.push((k, shows, key));
-        frames.push(texture);
     }
-    let fence = engine.fence(&mut enc);
-    engine.queue.submit([enc.finish()]);
-    for t in frames {
-        engine.queue.present(t);
-    }
+    let frames = batch.submit(engine);
     let mut drawn = Vec::new();
     for (k, shows, key) in shown {
         canvases[k].1.shown = Some(shows);
         drawn.push(key);
     }
-    Ok((fence, drawn))
+    Ok((frames, drawn))
+}
+
+/// Record clearing `target` to black (the calibration's frames).
+fn clear(enc: &mut wgpu::CommandEncoder, target: &wgpu::TextureView) {
+    enc.begin_render_pass(&wgpu::RenderPassDescriptor {
+        label: Some("calibration frame"),
+        color_attachments: &[Some(wgpu::RenderPassColorAttachment {
+            view: target,
+            depth_slice: None,
+            resolve_target: None,
+            ops: wgpu::Operations {
+                load: wgpu::LoadOp::Clear(wgpu::Color::BLACK),
+                store: wgpu::StoreOp::Store,
+            },
+        })],
+        ..Default::default()
+    });
 }
