@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""One line per e2e/h200.py result: checks, how frames were presented, and the interaction
-figures drawn / computed (ms, median of the run's steps), as BENCHMARKS.md tabulates them.
+"""A few lines per e2e/h200.py result: checks, loads of LOCAL_FILE, how frames were presented,
+and the interaction figures drawn / computed (ms, median of the run's steps), as BENCHMARKS.md
+tabulates them.
 
     python3 e2e/bench_table.py RESULT.json...
 """
@@ -22,6 +23,12 @@ def line(path):
     head = "%s: %s passed, %s failed" % (path, suite.get("pass"), suite.get("fail"))
     if "error" in r:
         head += ", error %s" % r["error"]
+    loads = ["%.2f s (settled %.2f)" % (lf["first_image_ms"] / 1e3, lf["settled_ms"] / 1e3)
+             for lf in r.get("local_files", []) if "first_image_ms" in lf]
+    if loads:
+        same = (r.get("synthetic_match") or {}).get("same")
+        head += "; loads to the first image: %s%s" % (", ".join(loads),
+                                                     "" if same is None else ", products equal the generated: %s" % same)
     if not b:
         return head + ", no bench"
     p, o = b.get("present") or {}, b.get("other_present") or {}

@@ -131,6 +131,21 @@ async function main() {
     if (REAL) check(!adapter.software, 'a real (hardware) adapter was required, got ' + adapter.name);
     results.figures.adapter = adapter.name + (adapter.software ? ' (software)' : '');
 
+    // The page made the staging ring of file uploads while it waited: its first load from
+    // files makes no staging buffer, and neither does the next (the ring is kept).
+    const staging = await page.evaluate(async (urls) => {
+      const files = await Promise.all(urls.map(async (u) => new File([await (await fetch(u)).blob()], u.split('/').pop())));
+      const made = [];
+      for (let k = 0; k < 2; k++) {
+        await window.stem4d.open(files);
+        const p = await window.stem4d.profile();
+        made.push([p.staging_buffers_made, p.file_buffer_windows]);
+      }
+      return made;
+    }, manifest.fixtures.find((f) => f.name === 'arina_u16').files.map((f) => '/fixtures/data/' + f));
+    check(staging.every(([made, windows]) => made === 0 && windows > 0),
+      `loads from files use the staging ring made while the page was idle ([made, windows]: ${JSON.stringify(staging)})`);
+
     // 1–2. Parity of every product kind and the bad-input corpus, in the page (e2e/suite.js).
     const suite = await page.evaluate(async () => (await import('/e2e/suite.js')).runSuite({ parts: ['parity', 'bad'] }));
     results.pass += suite.pass;

@@ -275,14 +275,17 @@ export async function bench(dims, reps) {
   // round trip to the GPU process. Each step changes the map; the last leaves inferno.
   await series('pattern_cmap_ms', 'bf', cmap);
   // The same redraw, and the cursor move, with the pattern panel at a few widths: whether
-  // presenting a canvas costs by its pixels or by the present alone. Keys are canvas pixels.
+  // presenting a canvas costs by its pixels or by the present alone. Keys are the device
+  // pixels the panel is drawn at (that of the canvas in use: the WebGPU one keeps its size
+  // while frames go to the 2D one).
   const patternCanvas = document.getElementById('pattern-canvas');
   out.pattern_by_width = {};
   for (const w of [96, 768]) {
     patternCanvas.parentElement.style.width = `${w}px`;
     await window.stem4d.setView(cmap(1));
     const cmapMs = await drawn(cmap);
-    out.pattern_by_width[patternCanvas.width] = { cmap_ms: cmapMs, cursor_ms: await drawn(cursor) };
+    const px = Math.round(patternCanvas.clientWidth * (window.devicePixelRatio || 1));
+    out.pattern_by_width[px] = { cmap_ms: cmapMs, cursor_ms: await drawn(cursor) };
   }
   patternCanvas.parentElement.style.width = '';
   // The interactions whose drawn figure is mostly presentation, with frames presented the

@@ -183,6 +183,9 @@ pub struct Profile {
     /// Decode windows uploaded from the File API's own buffers, never copied into wasm
     /// memory (the browser with its pool of Workers; 0 elsewhere).
     pub file_buffer_windows: u32,
+    /// Staging buffers those uploads had to make: none where the page made its staging ring
+    /// while idle, or kept it from the load before (the browser; 0 elsewhere).
+    pub staging_buffers_made: u32,
     /// Decode windows read as the file span of their chunks' B-tree leaves, the leaves
     /// parsed out of it (a deferred index; the pool's Workers walk these windows' chunk
     /// headers once the leaves are parsed, where each chunk lies in one of their pieces).
@@ -613,6 +616,7 @@ impl Session {
                     .map(|r| r.gpu_inflated_in_place)
                     .sum(),
                 file_buffer_windows: resident.iter().map(|r| r.file_buffer_windows).sum(),
+                staging_buffers_made: resident.iter().map(|r| r.staging_buffers_made).sum(),
                 leaf_span_windows: resident.iter().map(|r| r.leaf_span_windows).sum(),
                 worker_walked_windows: resident.iter().map(|r| r.worker_walked_windows).sum(),
                 index_read_rounds: 0,

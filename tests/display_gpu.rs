@@ -238,6 +238,22 @@ fn planes_and_limits_match_the_cpu_mirror() {
     );
 }
 
+/// The Arina fixture's totals as a display plane with its limits, and the scan's shape.
+fn arina_totals_plane(engine: &Engine, limits: Limits, log: bool) -> (Plane, [usize; 2]) {
+    let (acq, res) = upload(engine, "arina_u16");
+    let [rows, cols] = acq.shape.scan;
+    let total = sums_on_gpu(engine, &res, &SparseMask::all(acq.shape.det).indices);
+    let plane = Plane::new(engine, cols as u32, rows as u32);
+    let source = PlaneSource::U64 {
+        buf: &total,
+        stride: 2,
+        offset: 0,
+        scale: 1.0,
+    };
+    prep_and_stats(engine, &plane, source, limits, log);
+    (plane, [rows, cols])
+}
+
 /// Draw a plane at one canvas pixel per source pixel and read it back as the page's 2D
 /// canvases get it (a [`PixelTarget`], RGBA).
 fn render(engine: &Engine, plane: &Plane, view: View) -> Vec<u8> {
@@ -313,25 +329,9 @@ fn render_as(
 #[test]
 fn rendered_pixels_carry_the_mirror_colours_and_the_overlay() {
     let Some(engine) = engine() else { return };
-    let (acq, res) = upload(&engine, "arina_u16");
-    let [rows, cols] = acq.shape.scan;
-    let all_idx = SparseMask::all(acq.shape.det).indices;
-    let total = sums_on_gpu(&engine, &res, &all_idx);
-    let plane = Plane::new(&engine, cols as u32, rows as u32);
     let cmap = display::colormap_index("viridis").unwrap();
-    let limits = Limits::Percentile { lo: 2.0, hi: 98.0 };
-    prep_and_stats(
-        &engine,
-        &plane,
-        PlaneSource::U64 {
-            buf: &total,
-            stride: 2,
-            offset: 0,
-            scale: 1.0,
-        },
-        limits,
-        false,
-    );
+    let (plane, [rows, cols]) =
+        arina_totals_plane(&engine, Limits::Percentile { lo: 2.0, hi: 98.0 }, false);
     let values = pollster::block_on(plane.read_values(&engine)).unwrap();
     let stats = pollster::block_on(plane.read_stats(&engine)).unwrap();
     let view = View {
@@ -395,22 +395,8 @@ fn rendered_pixels_carry_the_mirror_colours_and_the_overlay() {
 #[test]
 fn frames_read_back_for_a_2d_canvas_are_the_drawn_pixels() {
     let Some(engine) = engine() else { return };
-    let (acq, res) = upload(&engine, "arina_u16");
-    let [rows, cols] = acq.shape.scan;
-    let total = sums_on_gpu(&engine, &res, &SparseMask::all(acq.shape.det).indices);
-    let plane = Plane::new(&engine, cols as u32, rows as u32);
-    prep_and_stats(
-        &engine,
-        &plane,
-        PlaneSource::U64 {
-            buf: &total,
-            stride: 2,
-            offset: 0,
-            scale: 1.0,
-        },
-        Limits::Percentile { lo: 1.0, hi: 99.0 },
-        true,
-    );
+    let (plane, [rows, cols]) =
+        arina_totals_plane(&engine, Limits::Percentile { lo: 1.0, hi: 99.0 }, true);
     let mut drew_plane = false;
     for size in [[1, 1], [63, 17], [64, 9], [65, 31], [130, 7], [257, 3]] {
         let view = View {

@@ -109,6 +109,9 @@ async function attachCanvases() {
     showError('Frames are presented the default way: ' + e.message);
   }
   showPresent();
+  // The staging ring of file uploads is made while the page waits for files, not in the
+  // first load. Not awaited: an open made meanwhile queues behind it in the Worker.
+  call('prepareUploads').catch(() => {});
 }
 
 // The canvas of each panel that frames are presented on is shown; the other is transparent.

@@ -144,6 +144,9 @@ async function handle(m) {
       case 'calibratePresent':
         result = JSON.parse(await viewer.calibratePresent(JSON.stringify(m.sizes)));
         break;
+      case 'prepareUploads':
+        viewer.prepareUploads();
+        break;
       case 'setPresent':
         result = JSON.parse(viewer.setPresent(m.mode));
         break;

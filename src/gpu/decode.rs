@@ -775,6 +775,36 @@ pub async fn upload(
     plan: &ResidentPlan,
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<Option<Resident>> {
+    let mut slots = SrcSlots::new();
+    // In the browser the staging ring the engine keeps goes back to it whatever the
+    // upload's outcome, if the upload left it whole.
+    #[cfg(target_arch = "wasm32")]
+    {
+        slots.staging = engine.take_staging();
+    }
+    #[allow(unused_mut)]
+    let mut out = upload_through(engine, acq, feed, corr, plan, progress, &mut slots).await;
+    #[cfg(target_arch = "wasm32")]
+    {
+        let ring = std::mem::replace(&mut slots.staging, super::window_bytes::Staging::new());
+        if let Ok(Some(res)) = &mut out {
+            res.staging_buffers_made = ring.made();
+        }
+        engine.keep_staging(ring);
+    }
+    out
+}
+
+/// [`upload`] through `slots`.
+async fn upload_through(
+    engine: &Engine,
+    acq: &Acquisition,
+    feed: Option<&IndexFeed>,
+    corr: Correction,
+    plan: &ResidentPlan,
+    progress: &mut dyn FnMut(usize, usize),
+    slots: &mut SrcSlots,
+) -> Result<Option<Resident>> {
     let total = plan.shape.frames();
     let Some(order) = batches(acq, feed) else {
         return Ok(None);
@@ -798,7 +828,7 @@ pub async fn upload(
     // the slots' two (the plan's peak counts two), reused in queue order, so the wait only
     // keeps the host from running ahead. The status is read once.
     let mut in_flight = std::collections::VecDeque::new();
-    let (mut slots, mut times) = (SrcSlots::new(), UploadTimes::default());
+    let mut times = UploadTimes::default();
     let (mut file_buffer_windows, mut walked_windows) = (0u32, 0u32);
     for seg in &plan.segments {
         let buffer = engine.resident_buffer("resident", seg.bytes);
@@ -835,7 +865,7 @@ pub async fn upload(
                 src,
                 s0,
                 s1,
-                &mut slots,
+                slots,
                 &mut times,
             )
             .await?;

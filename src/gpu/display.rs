@@ -300,15 +300,7 @@ impl Renderer {
         let mut pass = encoder.begin_render_pass(&wgpu::RenderPassDescriptor {
             label: Some("display"),
             timestamp_writes: clock.as_deref().and_then(|c| c.render_writes("display")),
-            color_attachments: &[Some(wgpu::RenderPassColorAttachment {
-                view: target,
-                depth_slice: None,
-                resolve_target: None,
-                ops: wgpu::Operations {
-                    load: wgpu::LoadOp::Clear(wgpu::Color::BLACK),
-                    store: wgpu::StoreOp::Store,
-                },
-            })],
+            color_attachments: &[Some(cleared_to_black(target))],
             ..Default::default()
         });
         pass.set_pipeline(&self.pipeline);
@@ -418,6 +410,20 @@ pub fn unpad_rows(padded: &[u8], row_bytes: u32, size: [u32; 2]) -> Vec<u8> {
         .flat_map(|row| &row[..used.min(row.len())])
         .copied()
         .collect()
+}
+
+/// `target` as a render pass's colour attachment, cleared to black (where no plane is drawn)
+/// and kept.
+pub fn cleared_to_black(target: &wgpu::TextureView) -> wgpu::RenderPassColorAttachment<'_> {
+    wgpu::RenderPassColorAttachment {
+        view: target,
+        depth_slice: None,
+        resolve_target: None,
+        ops: wgpu::Operations {
+            load: wgpu::LoadOp::Clear(wgpu::Color::BLACK),
+            store: wgpu::StoreOp::Store,
+        },
+    }
 }
 
 fn entry(binding: u32, buffer: &wgpu::Buffer) -> wgpu::BindGroupEntry<'_> {

@@ -105,6 +105,10 @@ pub struct Engine {
     renderers: Mutex<Vec<(wgpu::TextureFormat, display::Renderer)>>,
     /// Timestamps around every pass while a benchmark asks ([`Engine::time_passes`]).
     clock: Mutex<Option<Arc<PassClock>>>,
+    /// The browser's staging ring for the File API's bytes, between uploads: made before
+    /// the first ([`Engine::prepare_uploads`]) and kept for the next.
+    #[cfg(target_arch = "wasm32")]
+    staging: std::cell::RefCell<Option<window_bytes::Staging>>,
 }
 
 /// An acquisition resident on the GPU.
@@ -240,6 +244,8 @@ pub struct Resident {
     pub gpu_inflated_in_place: u32,
     /// Windows uploaded from the File API's own buffers (the browser; see `window_bytes`).
     pub file_buffer_windows: u32,
+    /// Staging buffers the upload had to make (the browser; see `window_bytes::Staging`).
+    pub staging_buffers_made: u32,
     /// Windows read as the file spans of their chunks' B-tree leaves (a deferred index).
     pub leaf_span_windows: u32,
     /// Of those, windows whose chunk headers the Workers that read them walked.
@@ -424,7 +430,39 @@ impl Engine {
             set_aside: Default::default(),
             renderers: Mutex::new(Vec::new()),
             clock: Mutex::new(None),
+            #[cfg(target_arch = "wasm32")]
+            staging: Default::default(),
         })
+    }
+
+    /// Make the staging ring uploads from files go through now, while the page is idle,
+    /// instead of in its first load.
+    #[cfg(target_arch = "wasm32")]
+    pub fn prepare_uploads(&self) {
+        let mut ring = self.staging.borrow_mut();
+        if ring.is_none() {
+            *ring = Some(window_bytes::Staging::made_now(&self.device));
+        }
+    }
+
+    /// The staging ring for an upload: the one kept, or an empty one that grows as it goes.
+    #[cfg(target_arch = "wasm32")]
+    pub(crate) fn take_staging(&self) -> window_bytes::Staging {
+        let mut ring = self
+            .staging
+            .borrow_mut()
+            .take()
+            .unwrap_or_else(window_bytes::Staging::new);
+        ring.count_from_now();
+        ring
+    }
+
+    /// Keep an upload's staging ring for the next, if it is left whole.
+    #[cfg(target_arch = "wasm32")]
+    pub(crate) fn keep_staging(&self, ring: window_bytes::Staging) {
+        if ring.reusable() {
+            *self.staging.borrow_mut() = Some(ring);
+        }
     }
 
     /// The renderer drawing planes into `format` targets (made on first asking; the page
@@ -768,6 +806,7 @@ impl Engine {
             upload_times: UploadTimes::default(),
             gpu_inflated_in_place: 0,
             file_buffer_windows: 0,
+            staging_buffers_made: 0,
             leaf_span_windows: 0,
             worker_walked_windows: 0,
             radial: None,

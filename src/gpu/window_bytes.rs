@@ -285,6 +285,8 @@ pub struct Staging {
     next: usize,
     /// The slot filled last, to map again after the submit that copies from it.
     filled: Option<usize>,
+    /// Buffers made since the ring was taken for an upload ([`Staging::made`]).
+    made: u32,
 }
 
 #[cfg(target_arch = "wasm32")]
@@ -312,6 +314,7 @@ impl Staging {
             ring: Vec::new(),
             next: 0,
             filled: None,
+            made: 0,
         }
     }
 
@@ -341,6 +344,7 @@ impl Staging {
                 mapped: buffer.as_webgpu().map(map_for_write),
                 buffer,
             };
+            self.made += 1;
             match self.ring.get_mut(k) {
                 Some(s) => *s = slot,
                 None => self.ring.push(slot),
@@ -369,6 +373,50 @@ impl Staging {
         raw.unmap();
         self.filled = Some(k);
         Ok(Some((slot.buffer.clone(), need)))
+    }
+
+    /// The whole ring made and mapped now, before any upload needs it: in Chromium a
+    /// page's first mappings of these buffers are fresh shared memory, which kept the first
+    /// load of a page waiting 0.3–0.45 s for them against 0.07–0.09 s for later ones
+    /// (BENCHMARKS, session 21).
+    pub fn made_now(device: &wgpu::Device) -> Staging {
+        let ring = (0..STAGING_SLOTS)
+            .map(|_| {
+                let buffer = device.create_buffer(&wgpu::BufferDescriptor {
+                    label: Some("decode staging"),
+                    size: crate::resident::DECODE_WINDOW,
+                    usage: wgpu::BufferUsages::MAP_WRITE | wgpu::BufferUsages::COPY_SRC,
+                    mapped_at_creation: false,
+                });
+                StagingSlot {
+                    mapped: buffer.as_webgpu().map(map_for_write),
+                    buffer,
+                }
+            })
+            .collect();
+        Staging {
+            ring,
+            next: 0,
+            filled: None,
+            made: 0,
+        }
+    }
+
+    /// Buffers the ring made for the upload it was taken for (none where it was made or
+    /// kept before: the profile's `staging_buffers_made`).
+    pub fn made(&self) -> u32 {
+        self.made
+    }
+
+    /// Count the buffers made from now on (an upload takes the ring).
+    pub fn count_from_now(&mut self) {
+        self.made = 0;
+    }
+
+    /// Whether the next upload can take the ring as it is: every buffer mapped or being
+    /// mapped (an upload that failed part-way may have left one unmapped).
+    pub fn reusable(&self) -> bool {
+        self.filled.is_none() && self.ring.iter().all(|s| s.mapped.is_some())
     }
 
     /// Map the buffer filled last again: call once the copy from it is submitted.

@@ -537,6 +537,13 @@ impl Viewer {
         Ok(p.json())
     }
 
+    /// Make what uploads from files need before the first (the browser's staging ring),
+    /// so that a page's first load does not wait for it.
+    #[wasm_bindgen(js_name = prepareUploads)]
+    pub fn prepare_uploads(&self) {
+        self.inner.engine.prepare_uploads();
+    }
+
     /// How frames are presented, as JSON: `{mode, chosen, surface_ms, readback_ms, rounds}`
     /// (`chosen`: "measured" by the calibration, "asked" by the page, or "default" before
     /// either; the median calibration frame of each way).
@@ -799,15 +806,7 @@ async fn draw(
 fn clear(enc: &mut wgpu::CommandEncoder, target: &wgpu::TextureView) {
     enc.begin_render_pass(&wgpu::RenderPassDescriptor {
         label: Some("calibration frame"),
-        color_attachments: &[Some(wgpu::RenderPassColorAttachment {
-            view: target,
-            depth_slice: None,
-            resolve_target: None,
-            ops: wgpu::Operations {
-                load: wgpu::LoadOp::Clear(wgpu::Color::BLACK),
-                store: wgpu::StoreOp::Store,
-            },
-        })],
+        color_attachments: &[Some(crate::gpu::display::cleared_to_black(target))],
         ..Default::default()
     });
 }
