@@ -376,9 +376,9 @@ impl Staging {
     }
 
     /// The whole ring made and mapped now, before any upload needs it: in Chromium a
-    /// page's first mappings of these buffers are fresh shared memory, which kept the first
-    /// load of a page waiting 0.3–0.45 s for them against 0.07–0.09 s for later ones
-    /// (BENCHMARKS, session 21).
+    /// page's first mappings of these buffers are fresh shared memory, and the first load of
+    /// a fresh page waited 55–64 ms for them, against 0–1 ms with the ring made while the
+    /// page was idle (H200, BENCHMARKS, session 21).
     pub fn made_now(device: &wgpu::Device) -> Staging {
         let ring = (0..STAGING_SLOTS)
             .map(|_| {
