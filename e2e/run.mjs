@@ -189,6 +189,17 @@ async function main() {
       try { await window.stem4d.setPresent('carrier pigeon'); return ''; } catch (e) { return e.message; }
     });
     check(/carrier pigeon/.test(refusedPresent) && /surface/.test(refusedPresent), `an unknown way to present is refused: ${refusedPresent}`);
+    // The page address chooses the way too; a way that does not exist is said on the page.
+    for (const [query, want] of [['readback', 'readback'], ['surface', 'surface'], ['carrier-pigeon', null]]) {
+      const tab = await browser.newPage({ viewport: { width: 640, height: 480 }, deviceScaleFactor: 1 });
+      await tab.goto(url + '?present=' + query);
+      await tab.waitForFunction(() => window.stem4dReady === true, null, { timeout: 60000 });
+      const got = await tab.evaluate(() => ({ present: window.stem4d.present(), error: !document.getElementById('error').hidden && document.getElementById('error-text').textContent }));
+      check(want ? got.present.mode === want && got.present.chosen === 'asked' && !got.error
+        : got.present.chosen === 'measured' && /carrier-pigeon/.test(got.error || ''),
+      `?present=${query}: ${JSON.stringify(got)}`);
+      await tab.close();
+    }
     const back = await page.evaluate((m) => window.stem4d.setPresent(m), present.mode);
     check(back.mode === present.mode && (await page.evaluate(() => window.stem4d.profile())).present.mode === present.mode,
       'the profile says how frames are presented');

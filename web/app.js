@@ -101,12 +101,18 @@ async function attachCanvases() {
   }
   try {
     presentInfo = await call('calibratePresent', { sizes: canvasSizes() });
-    const asked = new URLSearchParams(location.search).get('present');
-    if (asked) presentInfo = await call('setPresent', { mode: asked });
   } catch (e) {
-    // The WebGPU canvases still work: the page keeps presenting them, and says why.
+    // The WebGPU canvases still work (the Worker keeps presenting them): the page says why.
     presentInfo = { mode: 'surface', chosen: 'default', error: e.message };
     showError('Frames are presented the default way: ' + e.message);
+  }
+  const asked = new URLSearchParams(location.search).get('present');
+  if (asked) {
+    try {
+      presentInfo = await call('setPresent', { mode: asked });
+    } catch (e) {
+      showError(`The page address's present=${asked} is refused (${e.message}); frames are presented the ${presentInfo.mode} way`);
+    }
   }
   showPresent();
   // The staging ring of file uploads is made while the page waits for files, not in the

@@ -296,6 +296,23 @@ struct StagingSlot {
 }
 
 #[cfg(target_arch = "wasm32")]
+impl StagingSlot {
+    /// A staging buffer of `size` bytes, its mapping for write asked for at once.
+    fn new(device: &wgpu::Device, size: u64) -> StagingSlot {
+        let buffer = device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("decode staging"),
+            size,
+            usage: wgpu::BufferUsages::MAP_WRITE | wgpu::BufferUsages::COPY_SRC,
+            mapped_at_creation: false,
+        });
+        StagingSlot {
+            mapped: buffer.as_webgpu().map(map_for_write),
+            buffer,
+        }
+    }
+}
+
+#[cfg(target_arch = "wasm32")]
 use crate::resident::DECODE_STAGING_SLOTS as STAGING_SLOTS;
 
 #[cfg(target_arch = "wasm32")]
@@ -334,16 +351,7 @@ impl Staging {
         let k = self.next % STAGING_SLOTS;
         self.next += 1;
         if self.ring.get(k).is_none_or(|s| s.buffer.size() < need) {
-            let buffer = device.create_buffer(&wgpu::BufferDescriptor {
-                label: Some("decode staging"),
-                size: need.max(crate::resident::DECODE_WINDOW),
-                usage: wgpu::BufferUsages::MAP_WRITE | wgpu::BufferUsages::COPY_SRC,
-                mapped_at_creation: false,
-            });
-            let slot = StagingSlot {
-                mapped: buffer.as_webgpu().map(map_for_write),
-                buffer,
-            };
+            let slot = StagingSlot::new(device, need.max(crate::resident::DECODE_WINDOW));
             self.made += 1;
             match self.ring.get_mut(k) {
                 Some(s) => *s = slot,
@@ -381,18 +389,7 @@ impl Staging {
     /// page was idle (H200, BENCHMARKS, session 21).
     pub fn made_now(device: &wgpu::Device) -> Staging {
         let ring = (0..STAGING_SLOTS)
-            .map(|_| {
-                let buffer = device.create_buffer(&wgpu::BufferDescriptor {
-                    label: Some("decode staging"),
-                    size: crate::resident::DECODE_WINDOW,
-                    usage: wgpu::BufferUsages::MAP_WRITE | wgpu::BufferUsages::COPY_SRC,
-                    mapped_at_creation: false,
-                });
-                StagingSlot {
-                    mapped: buffer.as_webgpu().map(map_for_write),
-                    buffer,
-                }
-            })
+            .map(|_| StagingSlot::new(device, crate::resident::DECODE_WINDOW))
             .collect();
         Staging {
             ring,

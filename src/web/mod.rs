@@ -210,6 +210,9 @@ struct Presenting {
 }
 
 impl Presenting {
+    /// `{mode, chosen, surface_ms, readback_ms, rounds}` (`chosen`: "measured" by the
+    /// calibration, "asked" by the page, or "default" before either; the median calibration
+    /// frame of each way): what `stem4d.present()` gives.
     fn json(&self) -> String {
         let (surface_ms, readback_ms) = self.calibration.as_ref().map_or((None, None), |c| {
             let (s, r) = c.medians();
@@ -472,7 +475,7 @@ impl Viewer {
 
     /// Time frames presented both ways on the attached canvases at `sizes` (as `render`
     /// takes them) and keep the faster way (`display::present`). Both canvases are cleared
-    /// to black. Resolves to the JSON of [`Viewer::present`].
+    /// to black. Resolves to how frames are presented ([`Presenting::json`]).
     #[wasm_bindgen(js_name = calibratePresent)]
     pub fn calibrate_present(&self, sizes: String) -> js_sys::Promise {
         let inner = self.inner.clone();
@@ -524,7 +527,7 @@ impl Viewer {
     }
 
     /// Present frames `mode`'s way ("surface" or "readback") from the next render on, which
-    /// draws both panels anew. Returns the JSON of [`Viewer::present`].
+    /// draws both panels anew. Returns how frames are presented ([`Presenting::json`]).
     #[wasm_bindgen(js_name = setPresent)]
     pub fn set_present(&self, mode: String) -> Result<String, JsValue> {
         let mode = Present::parse(&mode).map_err(js_err)?;
@@ -542,13 +545,6 @@ impl Viewer {
     #[wasm_bindgen(js_name = prepareUploads)]
     pub fn prepare_uploads(&self) {
         self.inner.engine.prepare_uploads();
-    }
-
-    /// How frames are presented, as JSON: `{mode, chosen, surface_ms, readback_ms, rounds}`
-    /// (`chosen`: "measured" by the calibration, "asked" by the page, or "default" before
-    /// either; the median calibration frame of each way).
-    pub fn present(&self) -> String {
-        self.inner.presenting.borrow().json()
     }
 
     /// Bring the view to `state` (JSON) and draw both canvases at `sizes`
