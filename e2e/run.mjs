@@ -166,6 +166,8 @@ async function main() {
     await page.waitForFunction(() => document.getElementById('drop-hint').textContent.includes('arina_u16'), null, { timeout: 30000 });
     await page.evaluate(() => window.stem4d.rendered());
     await page.waitForTimeout(300);
+    const progressShown = await page.evaluate(() => getComputedStyle(document.getElementById('progress')).display);
+    check(progressShown === 'none', `the progress bar is gone once the acquisition is loaded (display: ${progressShown})`);
     const before = await compareGolden(page, 'section.panel:nth-of-type(1) .stage', 'image-bf');
     const patternShot = await compareGolden(page, 'section.panel:nth-of-type(2) .stage', 'pattern-cursor');
     // Frames reach the screen the way the page measured to be faster; the other way shows
