@@ -782,16 +782,19 @@ pub async fn upload(
     {
         slots.staging = engine.take_staging();
     }
-    #[allow(unused_mut)]
-    let mut out = upload_through(engine, acq, feed, corr, plan, progress, &mut slots).await;
+    let out = upload_through(engine, acq, feed, corr, plan, progress, &mut slots).await;
     #[cfg(target_arch = "wasm32")]
-    {
+    let out = {
         let ring = std::mem::replace(&mut slots.staging, super::window_bytes::Staging::new());
-        if let Ok(Some(res)) = &mut out {
-            res.staging_buffers_made = ring.made();
-        }
+        let made = ring.made();
         engine.keep_staging(ring);
-    }
+        out.map(|res| {
+            res.map(|mut res| {
+                res.staging_buffers_made = made;
+                res
+            })
+        })
+    };
     out
 }
 

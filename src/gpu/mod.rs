@@ -967,9 +967,9 @@ impl Engine {
     }
 
     #[cfg(target_arch = "wasm32")]
-    /// A fence recorded at the end of `enc`: a 4-byte buffer cleared there, mapped by
-    /// [`Engine::fence_done`] once the caller has submitted `enc`. Chromium reports a finished
-    /// mapping sooner than `onSubmittedWorkDone` (BENCHMARKS, session 12).
+    /// A fence recorded at the end of `enc`: a 4-byte buffer cleared there, mapped (with
+    /// [`Engine::all_mapped_for_read`]) once the caller has submitted `enc`. Chromium reports
+    /// a finished mapping sooner than `onSubmittedWorkDone` (BENCHMARKS, session 12).
     pub(crate) fn fence(&self, enc: &mut wgpu::CommandEncoder) -> wgpu::Buffer {
         let b = self.device.create_buffer(&wgpu::BufferDescriptor {
             label: Some("fence"),
@@ -979,14 +979,6 @@ impl Engine {
         });
         enc.clear_buffer(&b, 0, None);
         b
-    }
-
-    /// Resolves when the submission that cleared `fence` has finished on the GPU.
-    #[cfg(target_arch = "wasm32")]
-    pub(crate) async fn fence_done(&self, fence: wgpu::Buffer) -> Result<()> {
-        self.mapped_for_read(&fence, "waiting for the GPU").await?;
-        fence.unmap();
-        Ok(())
     }
 
     /// Map `buffer` (MAP_READ) whole and wait for it, asynchronously on the web and nudged

@@ -154,7 +154,10 @@ impl FrameBatch {
 }
 
 /// Wait for `frames`' submission (the fence and the read-back pixels map in the same round
-/// trip), then put each read-back frame on its 2D canvas.
+/// trip), then put each read-back frame on its 2D canvas. Chromium reports a mapped fence
+/// sooner than `onSubmittedWorkDone` (BENCHMARKS, session 12: pattern at cursor computed
+/// 0.9–1.1 against 2.9–3.2 ms, BF drawn 4.3–4.9 against 5.9–6.7 ms on the H200), and racing
+/// the two was no faster than the fence alone.
 async fn show(inner: &Inner, frames: Frames) -> Result<(), JsValue> {
     let mut buffers = vec![frames.fence.clone()];
     {
@@ -355,14 +358,6 @@ fn set(obj: &js_sys::Object, key: &str, v: &JsValue) -> Result<(), JsValue> {
 /// The passes the GPU ran since the last call, when the pass clock is on.
 async fn pass_times(engine: &Engine) -> Result<Option<crate::gpu::pass_clock::PassTimes>, JsValue> {
     engine.pass_times().await.map_err(js_err)
-}
-
-/// Wait for an update's `fence`. Chromium reports a mapped fence sooner than
-/// `onSubmittedWorkDone` (BENCHMARKS, session 12: pattern at cursor computed 0.9–1.1 against
-/// 2.9–3.2 ms, BF drawn 4.3–4.9 against 5.9–6.7 ms on the H200), and racing the two was no
-/// faster than the fence alone.
-async fn finish(engine: &Engine, fence: wgpu::Buffer) -> Result<(), JsValue> {
-    engine.fence_done(fence).await.map_err(js_err)
 }
 
 #[wasm_bindgen]
@@ -587,13 +582,9 @@ impl Viewer {
             // The engine's own part (state parsed, work recorded and submitted) apart from
             // the wait for the GPU and Chromium's completion round trip.
             let submitted = now_ms() - t0;
-            let mut enc = inner
-                .engine
-                .device
-                .create_command_encoder(&Default::default());
-            let fence = inner.engine.fence(&mut enc);
-            inner.engine.queue.submit([enc.finish()]);
-            finish(&inner.engine, fence).await?;
+            // An empty batch: its fence alone.
+            let frames = FrameBatch::new(&inner.engine).submit(&inner.engine);
+            show(&inner, frames).await?;
             inner.engine.check_alive().map_err(js_err)?;
             let ms = now_ms() - t0;
             Ok(
