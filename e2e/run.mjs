@@ -1,6 +1,7 @@
 // End-to-end tests of the viewer in Chromium (headed under Xvfb in CI).
 //   node e2e/run.mjs [--update-goldens]
-// Env: STEM4D_E2E_GPU=real   use $CHROMIUM_FLAGS (a real adapter) and fail on a software one;
+// Env: STEM4D_E2E_ONLY=first_use  only the first-use scenarios (e2e/first_use.mjs);
+//      STEM4D_E2E_GPU=real   use $CHROMIUM_FLAGS (a real adapter) and fail on a software one;
 //      CHROMIUM              browser binary (default /usr/bin/chromium);
 //      WEBTOOLS_DIR          where setup put playwright-core (default ~/.local/share/webtools).
 // Serves dist/ (run `trunk build --release` first), the fixtures and ../shared/data on 127.0.0.1.
@@ -10,12 +11,14 @@ import path from 'node:path';
 import os from 'node:os';
 import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
+import { firstUse } from './first_use.mjs';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const WEBTOOLS = process.env.WEBTOOLS_DIR || path.join(os.homedir(), '.local/share/webtools');
 const { chromium } = createRequire(path.join(WEBTOOLS, 'package.json'))('playwright-core');
 const UPDATE = process.argv.includes('--update-goldens');
 const REAL = process.env.STEM4D_E2E_GPU === 'real';
+const ONLY = process.env.STEM4D_E2E_ONLY || '';
 const FIXTURES = path.join(ROOT, 'tests/fixtures');
 const SWIFTSHADER = ['--enable-unsafe-webgpu', '--enable-unsafe-swiftshader', '--enable-features=Vulkan',
   '--use-vulkan=swiftshader', '--use-angle=swiftshader', '--use-webgpu-adapter=swiftshader'];
@@ -105,6 +108,19 @@ async function pixelDiff(page, a, b) {
   }, { a: a.toString('base64'), b: b.toString('base64') });
 }
 
+// Mean grey level (0–255) of a screenshot.
+async function meanLevel(page, shot) {
+  return page.evaluate(async (b64) => {
+    const bmp = await createImageBitmap(await (await fetch('data:image/png;base64,' + b64)).blob());
+    const c = new OffscreenCanvas(bmp.width, bmp.height);
+    const g = c.getContext('2d'); g.drawImage(bmp, 0, 0);
+    const d = g.getImageData(0, 0, bmp.width, bmp.height).data;
+    let s = 0;
+    for (let i = 0; i < d.length; i += 4) s += (d[i] + d[i + 1] + d[i + 2]) / 3;
+    return s / (d.length / 4);
+  }, shot.toString('base64'));
+}
+
 // ------------------------------------------------------------------ the suite
 async function main() {
   const manifest = JSON.parse(fs.readFileSync(path.join(FIXTURES, 'manifest.json')));
@@ -131,6 +147,8 @@ async function main() {
     if (REAL) check(!adapter.software, 'a real (hardware) adapter was required, got ' + adapter.name);
     results.figures.adapter = adapter.name + (adapter.software ? ' (software)' : '');
 
+    // STEM4D_E2E_ONLY=first_use runs only the first-use scenarios (while working on the page).
+    if (ONLY !== 'first_use') {
     // The page made the staging ring of file uploads while it waited: its first load from
     // files makes no staging buffer, and neither does the next (the ring is kept).
     const staging = await page.evaluate(async (urls) => {
@@ -331,7 +349,13 @@ async function main() {
     }
     const frameChecks = await page.evaluate(async (b) => (await import('/e2e/suite.js')).checkFrames(b), bench);
     for (const what of frameChecks) check(what.ok, what.text);
+    }
     check(consoleErrors.filter((e) => !/favicon/.test(e)).length === 0, 'no console errors: ' + consoleErrors.join(' | '));
+
+    // 5. The page as a first-time user meets it, in fresh pages (e2e/first_use.mjs).
+    const before = results.pass + results.fail;
+    await firstUse({ browser, url, check, ROOT, manifest, pixelDiff, meanLevel, compareGolden });
+    console.log(`first use: ${results.pass + results.fail - before} checks`);
   } finally {
     await browser.close();
     server.close();

@@ -107,6 +107,7 @@ pub struct Stage {
 /// Make `acq` resident, reporting progress as the load's upload stage and adding the
 /// upload's time and its parts to `stages`. The leaves of a deferred chunk index come from
 /// `feed` while the upload reads the chunks before them; the index is complete afterwards.
+/// `before_upload` runs once the plan is made, before anything is allocated for it.
 /// Returns the resident and the plan it follows.
 async fn upload_profiled(
     engine: &Engine,
@@ -115,11 +116,13 @@ async fn upload_profiled(
     corr: Correction,
     progress: &mut dyn FnMut(&str, u64, u64),
     stages: &mut Vec<Stage>,
+    before_upload: &mut dyn FnMut(),
 ) -> Result<(Resident, ResidentPlan)> {
     let t = now_ms();
     let mut report = |f: usize, n: usize| progress("read, decode, upload", f as u64, n as u64);
     let limits = engine.adapter.limits;
     let mut plan = crate::gpu::plan_of(acq, corr.bin, limits)?;
+    before_upload();
     let fed = match feed {
         Some(feed) => {
             let fed = engine
@@ -506,6 +509,21 @@ impl Session {
         opened_ms: f64,
         progress: &mut dyn FnMut(&str, u64, u64),
     ) -> Result<Session> {
+        Self::open_replacing(engine, acq, req, opened_ms, progress, &mut || {}).await
+    }
+
+    /// [`Session::open`] in place of another session: `release_previous` runs once `acq` is
+    /// checked against `req` (crop, bin, the GPU plan) and before its upload allocates, so
+    /// an open refused before that leaves the previous session as it was (the page keeps
+    /// showing it), and the upload can reuse the buffers the previous one releases.
+    pub async fn open_replacing(
+        engine: &Engine,
+        acq: Acquisition,
+        req: &OpenRequest,
+        opened_ms: f64,
+        progress: &mut dyn FnMut(&str, u64, u64),
+        release_previous: &mut dyn FnMut(),
+    ) -> Result<Session> {
         let reused0 = engine.reused_resident_buffers();
         let mut acq = match req.crop {
             Some([r0, r1, c0, c1]) => acq.crop_scan(crate::contract::Region { r0, r1, c0, c1 })?,
@@ -553,13 +571,23 @@ impl Session {
         }
         let mut float_resident = None;
         let (resident, plan) = if float && req.bin > 1 {
+            release_previous();
             warnings.push(
                 "binned float32 acquisition: products are computed on the CPU reference".into(),
             );
             (None, None)
         } else {
             let (res, plan) =
-                upload_profiled(engine, &mut acq, feed, correction, progress, &mut stages).await?;
+                upload_profiled(
+                engine,
+                &mut acq,
+                feed,
+                correction,
+                progress,
+                &mut stages,
+                release_previous,
+            )
+            .await?;
             if float {
                 warnings.push(
                     "float32 acquisition: exact sums on the GPU, each image read back for its one rounding"

@@ -179,6 +179,9 @@ async function handle(m) {
       case 'profile':
         result = JSON.parse(viewer.profile());
         break;
+      case 'isOpen':
+        result = viewer.isOpen();
+        break;
       default:
         throw new Error('unknown request ' + m.op);
     }

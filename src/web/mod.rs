@@ -388,15 +388,17 @@ impl Viewer {
         future_to_promise(async move {
             let req: OpenRequest =
                 serde_json::from_str(&options).map_err(|e| js_err(format!("open options: {e}")))?;
-            // The previous acquisition's GPU memory is released before the new one loads,
-            // but for its resident buffers: this one reuses those its plan can.
-            if let Some(old) = inner.session.borrow_mut().take() {
-                old.set_aside(&inner.engine);
-            }
             let out = open_files(&inner, files, req, progress).await;
             inner.engine.release_set_aside();
             out
         })
+    }
+
+    /// Whether an acquisition is open (a failed open leaves the one before it open when it
+    /// failed before its upload began).
+    #[wasm_bindgen(js_name = isOpen)]
+    pub fn is_open(&self) -> bool {
+        self.inner.session.borrow().is_some()
     }
 
     /// `stem4d.product(params)`: resolves to `{shape, dtype, data}` (C order).
@@ -731,9 +733,24 @@ async fn open_files(
             &JsValue::from(total as f64),
         );
     };
-    let mut session = Session::open(&inner.engine, acq, &req, now_ms() - t0, &mut report)
-        .await
-        .map_err(js_err)?;
+    // The previous acquisition stays open until this one is checked and about to load; its
+    // GPU memory is then released, but for its resident buffers: this one reuses those its
+    // plan can.
+    let mut release_previous = || {
+        if let Some(old) = inner.session.borrow_mut().take() {
+            old.set_aside(&inner.engine);
+        }
+    };
+    let mut session = Session::open_replacing(
+        &inner.engine,
+        acq,
+        &req,
+        now_ms() - t0,
+        &mut report,
+        &mut release_previous,
+    )
+    .await
+    .map_err(js_err)?;
     session.profile.index_read_rounds = index_rounds;
     session.profile.stages.push(Stage {
         name: "of which file reads".into(),
