@@ -577,8 +577,7 @@ impl Session {
             );
             (None, None)
         } else {
-            let (res, plan) =
-                upload_profiled(
+            let (res, plan) = upload_profiled(
                 engine,
                 &mut acq,
                 feed,

@@ -379,6 +379,75 @@ fn a_scan_crop_opens_the_sub_scan_and_says_so() {
     assert_eq!(got, cpu_at(&acq, &p, cols + 2));
 }
 
+/// The page keeps the acquisition open before a new one until the new one is checked and
+/// planned: an open refused by its options never releases it; one that loads releases it
+/// once, before its upload.
+#[test]
+fn an_open_releases_the_previous_session_only_once_it_is_checked() {
+    let Some(engine) = engine() else { return };
+    let acq = fixture_acq("arina_u16");
+    let [rows, cols] = acq.shape.scan;
+    let refusals = [
+        (
+            "crop past the scan",
+            OpenRequest {
+                bin: 1,
+                crop: Some([0, rows + 1, 0, cols]),
+                ..Default::default()
+            },
+        ),
+        (
+            "bin of zero",
+            OpenRequest {
+                bin: 0,
+                ..Default::default()
+            },
+        ),
+        (
+            "unknown leaf reads",
+            OpenRequest {
+                bin: 1,
+                leaves: Some("sometimes".into()),
+                ..Default::default()
+            },
+        ),
+    ];
+    for (what, req) in refusals {
+        let mut released = 0;
+        let out = pollster::block_on(Session::open_replacing(
+            &engine,
+            fixture_acq("arina_u16"),
+            &req,
+            0.0,
+            &mut |_, _, _| {},
+            &mut || released += 1,
+        ));
+        assert!(out.is_err(), "{what}: refused");
+        assert_eq!(released, 0, "{what}: the previous session stays open");
+    }
+    for name in ["arina_u16", "emd_f32"] {
+        let mut order = Vec::new();
+        let progress = std::cell::RefCell::new(Vec::new());
+        let s = pollster::block_on(Session::open_replacing(
+            &engine,
+            fixture_acq(name),
+            &OpenRequest {
+                bin: 1,
+                ..Default::default()
+            },
+            0.0,
+            &mut |st, _, _| progress.borrow_mut().push(st.to_string()),
+            &mut || order.push(progress.borrow().len()),
+        ));
+        assert!(s.is_ok(), "{name}: opens");
+        assert_eq!(
+            order,
+            vec![0],
+            "{name}: released once, before any upload progress"
+        );
+    }
+}
+
 /// A canvas is redrawn only when its key changes: the key must change whenever its pixels
 /// would (a new plane, new limits, a new view) and stay put otherwise.
 #[test]
