@@ -359,6 +359,17 @@ pub fn rotate_flip(d: [f64; 2], rotation_deg: f64, flip: bool) -> [f64; 2] {
     [c * dr - s * dc, s * dr + c * dc]
 }
 
+/// DPC magnitude and direction of one position's DPC vector `[g_r, g_c]` (after flip and
+/// rotation): `|g| = sqrt(g_r² + g_c²)` in detector pixels, and the angle `atan2(g_c, g_r)`
+/// in radians, in (−π, π]: 0 along +row, +π/2 along +col. A zero vector has angle 0.
+pub fn dpc_polar(g: [f64; 2]) -> [f64; 2] {
+    let magnitude = g[0].hypot(g[1]);
+    if magnitude == 0.0 {
+        return [0.0, 0.0];
+    }
+    [magnitude, g[1].atan2(g[0])]
+}
+
 /// numpy's `fftfreq(n)` (unit sample spacing).
 pub fn fftfreq(n: usize) -> Vec<f64> {
     let half = n.div_ceil(2);
@@ -434,6 +445,19 @@ mod tests {
         let g = rotate_flip([1.0, 0.0], 90.0, true);
         // flip -> (0, 1); rotate 90° -> (-1, 0)
         assert!((g[0] + 1.0).abs() < 1e-15 && g[1].abs() < 1e-15);
+    }
+
+    #[test]
+    fn dpc_direction_is_measured_from_plus_row_towards_plus_col() {
+        let deg = |g: [f64; 2]| dpc_polar(g)[1].to_degrees();
+        assert_eq!(dpc_polar([3.0, 4.0])[0], 5.0);
+        assert_eq!(deg([1.0, 0.0]), 0.0);
+        assert!((deg([0.0, 2.0]) - 90.0).abs() < 1e-12);
+        assert!((deg([-1.0, 0.0]) - 180.0).abs() < 1e-12);
+        assert!((deg([0.0, -1.0]) + 90.0).abs() < 1e-12);
+        // A zero vector (either zero's sign) has no direction: angle 0, never ±π.
+        assert_eq!(dpc_polar([-0.0, 0.0]), [0.0, 0.0]);
+        assert_eq!(dpc_polar([0.0, -0.0]), [0.0, 0.0]);
     }
 
     #[test]

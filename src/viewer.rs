@@ -6,7 +6,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::contract::{DetectorMask, Dtype, Region, ScanRoi, SparseMask};
-use crate::display::{self, Limits, Stats};
+use crate::display::{self, Limits, Scale, ShownRange, Stats};
 use crate::error::{Error, Result};
 use crate::formats::{Acquisition, IndexFeed};
 use crate::frames::Correction;
@@ -15,7 +15,7 @@ use crate::gpu::kernels::View;
 use crate::gpu::radial::RadialCache;
 use crate::gpu::{products as gp, Engine, EngineSummary, Resident};
 use crate::info::Info;
-use crate::products::{ProductArray, ProductKind, ProductParams};
+use crate::products::{ArrayData, ProductArray, ProductKind, ProductParams};
 use crate::resident::ResidentPlan;
 
 /// Milliseconds on a monotonic clock (performance.now() in the browser).
@@ -219,19 +219,60 @@ impl Profile {
 
 /// Display settings of one panel.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[serde(try_from = "PanelDisplayFields")]
 pub struct PanelDisplay {
-    #[serde(default = "default_cmap")]
     pub cmap: String,
-    #[serde(default)]
-    pub log: bool,
-    #[serde(default = "default_limits")]
+    /// `"linear"`, `"log"` or `"sqrt"`; absolute limits are data units on each.
+    pub scale: Scale,
     pub limits: Limits,
-    #[serde(default = "one_f32")]
     pub zoom: f32,
     /// View centre in source pixels (row, column); `None` centres the plane.
-    #[serde(default)]
     pub pan: Option<[f32; 2]>,
+}
+
+/// [`PanelDisplay`] as the page and saved view files write it: the scale as `scale`, or as
+/// the older `log: true/false` (true is the log scale); both may be given where they agree.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct PanelDisplayFields {
+    #[serde(default = "default_cmap")]
+    cmap: String,
+    #[serde(default)]
+    log: Option<bool>,
+    #[serde(default)]
+    scale: Option<Scale>,
+    #[serde(default = "default_limits")]
+    limits: Limits,
+    #[serde(default = "one_f32")]
+    zoom: f32,
+    #[serde(default)]
+    pan: Option<[f32; 2]>,
+}
+
+impl TryFrom<PanelDisplayFields> for PanelDisplay {
+    type Error = String;
+
+    fn try_from(f: PanelDisplayFields) -> std::result::Result<Self, String> {
+        let scale = match (f.scale, f.log) {
+            (Some(s), Some(log)) if log != (s == Scale::Log) => {
+                return Err(format!(
+                    "display: \"log\": {log} and \"scale\": \"{}\" disagree; give \"scale\" \
+                     alone (\"linear\", \"log\" or \"sqrt\")",
+                    s.name()
+                ))
+            }
+            (Some(s), _) => s,
+            (None, Some(true)) => Scale::Log,
+            (None, _) => Scale::Linear,
+        };
+        Ok(PanelDisplay {
+            cmap: f.cmap,
+            scale,
+            limits: f.limits,
+            zoom: f.zoom,
+            pan: f.pan,
+        })
+    }
 }
 
 fn default_cmap() -> String {
@@ -251,7 +292,7 @@ impl Default for PanelDisplay {
     fn default() -> Self {
         PanelDisplay {
             cmap: default_cmap(),
-            log: false,
+            scale: Scale::Linear,
             limits: default_limits(),
             zoom: 1.0,
             pan: None,
@@ -272,6 +313,11 @@ pub enum ImageKind {
     Com,
     Dpc,
     Idpc,
+    /// DPC magnitude `|g|` (detector px; the same whatever the rotation and flip).
+    Commag,
+    /// DPC direction `atan2(g_c, g_r)` drawn with the colour wheel (hue = direction,
+    /// brightness = magnitude within the panel's limits, which are the magnitude's).
+    Comdir,
 }
 
 impl ImageKind {
@@ -280,8 +326,19 @@ impl ImageKind {
     fn uses_derived(self) -> bool {
         matches!(
             self,
-            ImageKind::Df | ImageKind::Total | ImageKind::Com | ImageKind::Dpc | ImageKind::Idpc
+            ImageKind::Df
+                | ImageKind::Total
+                | ImageKind::Com
+                | ImageKind::Dpc
+                | ImageKind::Idpc
+                | ImageKind::Commag
+                | ImageKind::Comdir
         )
+    }
+
+    /// Whether its plane depends on the DPC rotation and flip (the magnitude does not).
+    fn turns(self) -> bool {
+        matches!(self, ImageKind::Dpc | ImageKind::Idpc | ImageKind::Comdir)
     }
 }
 
@@ -382,7 +439,8 @@ impl ImageView {
             ImageKind::Df => ProductKind::Df,
             ImageKind::Total => ProductKind::Total,
             ImageKind::Com => ProductKind::Com,
-            ImageKind::Dpc => ProductKind::Dpc,
+            // Magnitude and direction are made from the DPC product.
+            ImageKind::Dpc | ImageKind::Commag | ImageKind::Comdir => ProductKind::Dpc,
             ImageKind::Idpc => ProductKind::Idpc,
         };
         let mut p = ProductParams::new(kind);
@@ -434,20 +492,22 @@ impl ImageView {
         }
     }
 
-    /// The cache key of the image plane's values (display settings excluded).
+    /// The cache key of the image plane's values (display settings excluded): what the
+    /// plane depends on, so that a change to anything else leaves it (and its canvas) be.
     fn key(&self) -> String {
+        let axis = matches!(self.kind, ImageKind::Com | ImageKind::Dpc).then_some(self.axis);
+        let turn = self.kind.turns().then_some((self.rotation, self.flip));
         format!(
-            "{:?}|{}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{}|{}",
+            "{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}",
             self.kind,
-            self.axis,
+            axis,
             self.center,
             self.radius,
             self.inner,
             self.outer,
             self.rect,
             self.point,
-            self.rotation,
-            self.flip
+            turn
         )
     }
 }
@@ -458,6 +518,30 @@ struct Derived {
     moments: Option<wgpu::Buffer>,
     /// Scan mean of the exact CoM (DPC/iDPC subtract it).
     com_mean: [f64; 2],
+}
+
+/// Bars of the histogram `stem4d.stats` returns.
+pub const STATS_REPORT_BARS: usize = 256;
+
+/// What `stem4d.stats(panel)` returns (JSON). Limits and range are in data units on every
+/// scale; `shown` has the same four in shown units (the scale applied), which the histogram
+/// (`hist`, [`STATS_REPORT_BARS`] bars from `shown.min` to `shown.max`) and the colour map
+/// (`shown.lo` … `shown.hi`) are laid out on. `note` says why the limits are not what was
+/// asked for (`display::Stats::note`), else null. `cmap`: the colour map's name, or
+/// `"wheel"` for a DPC direction image (whose limits, range and histogram are the
+/// magnitude's).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct StatsReport {
+    pub lo: f32,
+    pub hi: f32,
+    pub min: f32,
+    pub max: f32,
+    pub shown: ShownRange,
+    pub scale: Scale,
+    pub finite: u32,
+    pub hist: Vec<u32>,
+    pub note: Option<String>,
+    pub cmap: String,
 }
 
 /// A panel's plane generation and view uniform: what its canvas shows.
@@ -485,6 +569,9 @@ pub struct Session {
     float_resident: Option<Resident>,
     image_sums: wgpu::Buffer,
     pattern_sums: wgpu::Buffer,
+    /// The DPC vectors (g_r, g_c) of every position, f32 pairs: the DPC magnitude and
+    /// direction images' source.
+    dpc_pairs: wgpu::Buffer,
     image: Plane,
     pattern: Plane,
     state: Option<ViewState>,
@@ -656,7 +743,8 @@ impl Session {
             correction,
             image_sums: engine.storage("image sums", rows as u64 * cols as u64 * 8),
             pattern_sums: engine.storage("pattern sums", shape.det_len() as u64 * 16),
-            image: Plane::new(engine, cols as u32, rows as u32),
+            dpc_pairs: engine.storage("dpc pairs", rows as u64 * cols as u64 * 8),
+            image: Plane::with_angle(engine, cols as u32, rows as u32),
             pattern: Plane::new(engine, shape.det[1] as u32, shape.det[0] as u32),
             acq,
             resident,
@@ -880,7 +968,7 @@ impl Session {
             self.encode_pattern(engine, &mut enc, st).await?;
         }
         let display_changed = |d: &PanelDisplay, o: Option<&PanelDisplay>| {
-            o.is_none_or(|o| o.limits != d.limits || o.log != d.log)
+            o.is_none_or(|o| o.limits != d.limits || o.scale != d.scale)
         };
         if ikey != self.image_key
             || display_changed(&st.image.display, old.as_ref().map(|o| &o.image.display))
@@ -890,7 +978,7 @@ impl Session {
                 engine,
                 &mut enc,
                 st.image.display.limits,
-                st.image.display.log,
+                st.image.display.scale,
             )?;
         }
         if pkey != self.pattern_key
@@ -904,7 +992,7 @@ impl Session {
                 engine,
                 &mut enc,
                 st.pattern.display.limits,
-                st.pattern.display.log,
+                st.pattern.display.scale,
             )?;
         }
         engine.queue.submit([enc.finish()]);
@@ -926,11 +1014,19 @@ impl Session {
         }
         let Some(res) = &self.resident else {
             let p = st.image.params(self.correction);
-            let plane = plane_of(
-                &self.exact_product(engine, &p).await?,
-                p.kind,
-                st.image.axis,
-            );
+            let product = self.exact_product(engine, &p).await?;
+            if matches!(st.image.kind, ImageKind::Commag | ImageKind::Comdir) {
+                let [magnitude, angle] = polar_planes(&product);
+                let f32s = |v: &[f32]| engine.input(bytemuck::cast_slice(v));
+                let (magnitude, angle) = (f32s(&magnitude), f32s(&angle));
+                let plain = |buf| PlaneSource::F32 { buf, stride: 1 };
+                self.image.encode_prep(engine, enc, plain(&magnitude))?;
+                if st.image.kind == ImageKind::Comdir {
+                    self.image.encode_angle(engine, enc, plain(&angle))?;
+                }
+                return Ok(());
+            }
+            let plane = plane_of(&product, p.kind, st.image.axis);
             let buf = engine.input(bytemuck::cast_slice(&plane));
             return self.image.encode_prep(
                 engine,
@@ -985,6 +1081,36 @@ impl Session {
                     flip: st.image.flip,
                 },
             ),
+            ImageKind::Commag | ImageKind::Comdir => {
+                let direction = st.image.kind == ImageKind::Comdir;
+                // The magnitude is made unturned: one plane, bit for bit, whatever the
+                // rotation and flip (which do not change it).
+                let dpc = crate::gpu::fft::DpcSettings {
+                    mean: derived()?.com_mean,
+                    rotation: if direction { st.image.rotation } else { 0.0 },
+                    flip: direction && st.image.flip,
+                };
+                let centre = crate::gpu::fft::CentreSource::Moments {
+                    buf: need_moments()?,
+                    bound: gp::moment_bound(res),
+                };
+                let pairs = &self.dpc_pairs;
+                crate::gpu::fft::encode_dpc_pairs(
+                    engine,
+                    enc,
+                    res.plan.shape.scan,
+                    centre,
+                    dpc,
+                    pairs,
+                )?;
+                self.image
+                    .encode_prep(engine, enc, PlaneSource::DpcMagnitude { pairs })?;
+                if direction {
+                    self.image
+                        .encode_angle(engine, enc, PlaneSource::DpcAngle { pairs })?;
+                }
+                Ok(())
+            }
             ImageKind::Idpc => {
                 let moments = need_moments()?;
                 let scan = res.plan.shape.scan;
@@ -1143,7 +1269,8 @@ impl Session {
             canvas_w: canvas[0].max(1),
             canvas_h: canvas[1].max(1),
             cmap: display::colormap_index(&d.cmap)?,
-            log_scale: d.log as u32,
+            scale: d.scale.code(),
+            wheel: (panel == Panel::Image && st.image.kind == ImageKind::Comdir) as u32,
             zoom: d.zoom,
             pan_r,
             pan_c,
@@ -1226,7 +1353,35 @@ impl Session {
         self.plane(panel).read_stats(engine).await
     }
 
-    /// The value under the pointer: exact for integer sums, else the plane's value.
+    /// What `stem4d.stats(panel)` returns: the limits and range in data units and in shown
+    /// units, the scale, a 256-bar histogram, the note, and the colour map shown.
+    pub async fn stats_report(&self, engine: &Engine, panel: Panel) -> Result<StatsReport> {
+        let st = self
+            .state
+            .as_ref()
+            .ok_or_else(|| Error::param("no view yet"))?;
+        let stats = self.stats(engine, panel).await?;
+        let cmap = match panel {
+            Panel::Image if st.image.kind == ImageKind::Comdir => "wheel".to_string(),
+            Panel::Image => st.image.display.cmap.clone(),
+            Panel::Pattern => st.pattern.display.cmap.clone(),
+        };
+        Ok(StatsReport {
+            lo: stats.lo,
+            hi: stats.hi,
+            min: stats.min,
+            max: stats.max,
+            shown: stats.shown,
+            scale: stats.scale,
+            finite: stats.finite,
+            hist: stats.coarse(STATS_REPORT_BARS),
+            note: stats.note(),
+            cmap,
+        })
+    }
+
+    /// The value under the pointer: exact for integer sums, else the plane's value; the
+    /// direction in degrees on a DPC direction image.
     pub async fn value_at(&self, engine: &Engine, panel: Panel, r: usize, c: usize) -> Result<f64> {
         let plane = self.plane(panel);
         if r >= plane.height as usize || c >= plane.width as usize {
@@ -1235,6 +1390,10 @@ impl Session {
             )));
         }
         let st = self.state.as_ref();
+        if panel == Panel::Image && st.is_some_and(|st| st.image.kind == ImageKind::Comdir) {
+            let radians = plane.read_angle(engine, r as u32, c as u32).await?;
+            return Ok((radians as f64).to_degrees());
+        }
         let k = (r * plane.width as usize + c) as u64;
         // An image of totals or DF on the GPU was drawn with the totals derived.
         let totals = self.derived.as_ref().map(|d| &d.totals);
@@ -1275,18 +1434,41 @@ impl Session {
         let plane = self.plane(panel);
         let values = plane.read_values(engine).await?;
         let stats = plane.read_stats(engine).await?;
-        let rgba = display::colorize(&values, &stats, display::colormap_index(&d.cmap)?, d.log);
+        let rgba = if panel == Panel::Image && st.image.kind == ImageKind::Comdir {
+            let angles = plane.read_angles(engine).await?;
+            display::colorize_wheel(&values, &angles, &stats)
+        } else {
+            display::colorize(&values, &stats, display::colormap_index(&d.cmap)?)
+        };
         Ok(display::png::encode_rgba(plane.width, plane.height, &rgba))
     }
 
-    /// The exact product the image panel shows, as `.npy` bytes.
+    /// The exact product the image panel shows, as `.npy` bytes. The DPC magnitude and
+    /// direction are float32 planes (px; radians in (−π, π]) made in float64 from the DPC
+    /// product's components (`contract::dpc_polar`).
     pub async fn image_npy(&mut self, engine: &Engine) -> Result<Vec<u8>> {
         let st = self
             .state
             .clone()
             .ok_or_else(|| Error::param("no view yet"))?;
         let p = st.image.params(self.correction);
-        Ok(crate::npy::to_bytes(&self.product(engine, &p).await?))
+        let product = self.product(engine, &p).await?;
+        let product = match st.image.kind {
+            ImageKind::Commag | ImageKind::Comdir => {
+                let [magnitude, angle] = polar_planes(&product);
+                let plane = if st.image.kind == ImageKind::Commag {
+                    magnitude
+                } else {
+                    angle
+                };
+                ProductArray {
+                    shape: self.acq.shape.scan.to_vec(),
+                    data: ArrayData::F32(plane),
+                }
+            }
+            _ => product,
+        };
+        Ok(crate::npy::to_bytes(&product))
     }
 }
 
@@ -1326,6 +1508,20 @@ async fn derive(engine: &Engine, res: &Resident) -> Result<Derived> {
         moments,
         com_mean,
     })
+}
+
+/// Magnitude and direction planes (float32, from float64) of a DPC product
+/// `[g_r plane, g_c plane]` (`contract::dpc_polar`).
+fn polar_planes(dpc: &ProductArray) -> [Vec<f32>; 2] {
+    let g = dpc.data.to_f64();
+    let n = g.len() / 2;
+    let (mut magnitude, mut angle) = (Vec::with_capacity(n), Vec::with_capacity(n));
+    for k in 0..n {
+        let [m, a] = crate::contract::dpc_polar([g[k], g[n + k]]);
+        magnitude.push(m as f32);
+        angle.push(a as f32);
+    }
+    [magnitude, angle]
 }
 
 /// One plane of a product read back to the host (float32 acquisitions), for display.

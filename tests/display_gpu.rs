@@ -1,12 +1,14 @@
 //! The display path on the GPU against its CPU mirror (`stem4d::display`): planes equal the
-//! f32 rendering of the exact products, limits land in the mirror's histogram bin, and the
+//! f32 rendering of the exact products, limits equal the mirror's bit for bit on the linear
+//! scale (and land in its histogram bin on log and sqrt, whose transcendental steps the
+//! adapter rounds its own way), absolute limits are data units on every scale, and the
 //! rendered pixels carry the colour-map entry the mirror picks (±1 level for the divide).
 
 mod common;
 
 use common::*;
 use stem4d::contract::{DetectorMask, SparseMask};
-use stem4d::display::{self, colormaps, Limits, HIST_BINS};
+use stem4d::display::{self, colormaps, Limits, Scale, HIST_BINS};
 use stem4d::gpu::display::{padded_row_bytes, unpad_rows, PixelTarget, Plane, PlaneSource};
 use stem4d::gpu::kernels::View;
 use stem4d::gpu::{products, Engine, Resident};
@@ -38,10 +40,10 @@ fn engine_storage(engine: &Engine, bytes: u64) -> wgpu::Buffer {
     })
 }
 
-fn prep_and_stats(engine: &Engine, plane: &Plane, src: PlaneSource, limits: Limits, log: bool) {
+fn prep_and_stats(engine: &Engine, plane: &Plane, src: PlaneSource, limits: Limits, scale: Scale) {
     let mut enc = engine.device.create_command_encoder(&Default::default());
     plane.encode_prep(engine, &mut enc, src).unwrap();
-    plane.encode_stats(engine, &mut enc, limits, log).unwrap();
+    plane.encode_stats(engine, &mut enc, limits, scale).unwrap();
     engine.queue.submit([enc.finish()]);
 }
 
@@ -51,55 +53,108 @@ fn gpu_and_mirror_stats(
     plane: &Plane,
     (buf, values): (&wgpu::Buffer, &[f32]),
     limits: Limits,
-    log: bool,
+    scale: Scale,
 ) -> (display::Stats, display::Stats) {
     prep_and_stats(
         engine,
         plane,
         PlaneSource::F32 { buf, stride: 1 },
         limits,
-        log,
+        scale,
     );
     let got = pollster::block_on(plane.read_stats(engine)).unwrap();
-    (got, display::stats(values, limits, log))
+    (got, display::stats(values, limits, scale))
 }
 
 fn u64_as_display(v: u64) -> f32 {
     (v >> 32) as u32 as f32 * 4_294_967_296.0 + v as u32 as f32
 }
 
-fn assert_limits_match(gpu: &display::Stats, cpu: &display::Stats, exact_range: bool, what: &str) {
+/// The GPU's stats against the mirror's. On every scale: the same count, data range
+/// (min/max are of the data values, order-free), scale and notes, and absolute limits as
+/// given with the same shown values (the host makes those for both), all bit for bit. On the
+/// linear scale everything else too; on log and sqrt the adapter's log2/sqrt may round
+/// otherwise than Rust's, so the shown range agrees to float32 precision and the found
+/// limits within a histogram bin.
+fn assert_limits_match(gpu: &display::Stats, cpu: &display::Stats, what: &str) {
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
     assert_eq!(gpu.finite, cpu.finite, "{what}: finite count");
-    let width = (cpu.max - cpu.min).abs().max(1e-6) / HIST_BINS as f32 * 1.01;
-    let close = |a: f32, b: f32| (a - b).abs() <= width;
-    if exact_range {
-        assert_eq!((gpu.min, gpu.max), (cpu.min, cpu.max), "{what}: range");
-    } else {
-        assert!(
-            close(gpu.min, cpu.min) && close(gpu.max, cpu.max),
-            "{what}: range"
-        );
-    }
-    assert!(close(gpu.lo, cpu.lo), "{what}: lo {} vs {}", gpu.lo, cpu.lo);
-    assert!(close(gpu.hi, cpu.hi), "{what}: hi {} vs {}", gpu.hi, cpu.hi);
+    assert_eq!(
+        bits(&[gpu.min, gpu.max]),
+        bits(&[cpu.min, cpu.max]),
+        "{what}: data range {} … {} vs {} … {}",
+        gpu.min,
+        gpu.max,
+        cpu.min,
+        cpu.max
+    );
+    assert_eq!(
+        (gpu.scale, gpu.notes),
+        (cpu.scale, cpu.notes),
+        "{what}: notes"
+    );
+    assert_eq!(gpu.asked, cpu.asked, "{what}: limits asked for");
     assert_eq!(
         gpu.hist.iter().sum::<u32>(),
         cpu.finite,
         "{what}: histogram total"
     );
+    if cpu.asked.is_some() && cpu.finite > 0 {
+        assert_eq!(
+            bits(&[gpu.lo, gpu.hi, gpu.shown.lo, gpu.shown.hi]),
+            bits(&[cpu.lo, cpu.hi, cpu.shown.lo, cpu.shown.hi]),
+            "{what}: absolute limits"
+        );
+    }
+    if cpu.scale == Scale::Linear {
+        assert_eq!(gpu, cpu, "{what}: linear stats bit for bit");
+        return;
+    }
+    let (s_gpu, s_cpu) = (gpu.shown, cpu.shown);
+    let near_ulps = |b: f32| 4.0 * f32::EPSILON * b.abs().max(1.0);
+    let near = |a: f32, b: f32| (a - b).abs() <= near_ulps(b);
+    assert!(
+        near(s_gpu.min, s_cpu.min) && near(s_gpu.max, s_cpu.max),
+        "{what}: shown range {s_gpu:?} vs {s_cpu:?}"
+    );
+    // A bin, or a few ulps where the range is one value (its limits are then that value
+    // and one unit above it, each as the adapter rounds it).
+    let width = (s_cpu.max - s_cpu.min).abs() / HIST_BINS as f32 * 1.01;
+    let close = |a: f32, b: f32| (a - b).abs() <= width.max(near_ulps(b));
+    assert!(
+        close(s_gpu.lo, s_cpu.lo) && close(s_gpu.hi, s_cpu.hi),
+        "{what}: shown limits {s_gpu:?} vs {s_cpu:?}"
+    );
 }
 
-const LIMITS: [(Limits, bool); 4] = [
-    (Limits::Percentile { lo: 0.5, hi: 99.5 }, false),
-    (Limits::Symmetric { lo: 2.0, hi: 98.0 }, false),
+/// Limits and scales every plane is checked under: each mode, absolute limits in data units
+/// on all three scales, percentiles on log and sqrt.
+const LIMITS: [(Limits, Scale); 7] = [
+    (Limits::Percentile { lo: 0.5, hi: 99.5 }, Scale::Linear),
+    (Limits::Symmetric { lo: 2.0, hi: 98.0 }, Scale::Linear),
     (
         Limits::Absolute {
             lo: 10.0,
             hi: 5000.0,
         },
-        false,
+        Scale::Linear,
     ),
-    (Limits::Percentile { lo: 1.0, hi: 99.0 }, true),
+    (
+        Limits::Absolute {
+            lo: 10.0,
+            hi: 5000.0,
+        },
+        Scale::Log,
+    ),
+    (
+        Limits::Absolute {
+            lo: -3.0,
+            hi: 700.0,
+        },
+        Scale::Sqrt,
+    ),
+    (Limits::Percentile { lo: 1.0, hi: 99.0 }, Scale::Log),
+    (Limits::Symmetric { lo: 0.5, hi: 99.5 }, Scale::Sqrt),
 ];
 
 fn check_plane(
@@ -121,13 +176,13 @@ fn check_plane(
             "{what}: [{i}] {g} vs {w}"
         );
     }
-    for (limits, log) in LIMITS {
+    for (limits, scale) in LIMITS {
         let mut enc = engine.device.create_command_encoder(&Default::default());
-        plane.encode_stats(engine, &mut enc, limits, log).unwrap();
+        plane.encode_stats(engine, &mut enc, limits, scale).unwrap();
         engine.queue.submit([enc.finish()]);
         let gpu = pollster::block_on(plane.read_stats(engine)).unwrap();
-        let cpu = display::stats(&values, limits, log);
-        assert_limits_match(&gpu, &cpu, !log, &format!("{what} {limits:?} log={log}"));
+        let cpu = display::stats(&values, limits, scale);
+        assert_limits_match(&gpu, &cpu, &format!("{what} {limits:?} {scale:?}"));
     }
 }
 
@@ -239,7 +294,7 @@ fn planes_and_limits_match_the_cpu_mirror() {
 }
 
 /// The Arina fixture's totals as a display plane with its limits, and the scan's shape.
-fn arina_totals_plane(engine: &Engine, limits: Limits, log: bool) -> (Plane, [usize; 2]) {
+fn arina_totals_plane(engine: &Engine, limits: Limits, scale: Scale) -> (Plane, [usize; 2]) {
     let (acq, res) = upload(engine, "arina_u16");
     let [rows, cols] = acq.shape.scan;
     let total = sums_on_gpu(engine, &res, &SparseMask::all(acq.shape.det).indices);
@@ -250,7 +305,7 @@ fn arina_totals_plane(engine: &Engine, limits: Limits, log: bool) -> (Plane, [us
         offset: 0,
         scale: 1.0,
     };
-    prep_and_stats(engine, &plane, source, limits, log);
+    prep_and_stats(engine, &plane, source, limits, scale);
     (plane, [rows, cols])
 }
 
@@ -330,8 +385,11 @@ fn render_as(
 fn rendered_pixels_carry_the_mirror_colours_and_the_overlay() {
     let Some(engine) = engine() else { return };
     let cmap = display::colormap_index("viridis").unwrap();
-    let (plane, [rows, cols]) =
-        arina_totals_plane(&engine, Limits::Percentile { lo: 2.0, hi: 98.0 }, false);
+    let (plane, [rows, cols]) = arina_totals_plane(
+        &engine,
+        Limits::Percentile { lo: 2.0, hi: 98.0 },
+        Scale::Linear,
+    );
     let values = pollster::block_on(plane.read_values(&engine)).unwrap();
     let stats = pollster::block_on(plane.read_stats(&engine)).unwrap();
     let view = View {
@@ -360,7 +418,7 @@ fn rendered_pixels_carry_the_mirror_colours_and_the_overlay() {
         .collect();
     assert_eq!(swapped, pixels);
     assert_eq!(render(&engine, &plane, view), pixels);
-    let want = display::colorize(&values, &stats, cmap, false);
+    let want = display::colorize(&values, &stats, cmap);
     let table = &colormaps::TABLES[cmap as usize];
     for (i, (g, w)) in pixels.chunks_exact(4).zip(want.chunks_exact(4)).enumerate() {
         let level = table.iter().position(|t| t[..] == w[..3]).unwrap();
@@ -395,8 +453,11 @@ fn rendered_pixels_carry_the_mirror_colours_and_the_overlay() {
 #[test]
 fn frames_read_back_for_a_2d_canvas_are_the_drawn_pixels() {
     let Some(engine) = engine() else { return };
-    let (plane, [rows, cols]) =
-        arina_totals_plane(&engine, Limits::Percentile { lo: 1.0, hi: 99.0 }, true);
+    let (plane, [rows, cols]) = arina_totals_plane(
+        &engine,
+        Limits::Percentile { lo: 1.0, hi: 99.0 },
+        Scale::Log,
+    );
     let mut drew_plane = false;
     for size in [[1, 1], [63, 17], [64, 9], [65, 31], [130, 7], [257, 3]] {
         let view = View {
@@ -460,22 +521,9 @@ fn limits_of_a_large_plane_match_the_mirror_exactly() {
         .collect();
     let buf = engine.input(bytemuck::cast_slice(&values));
     let plane = Plane::new(&engine, w, h);
-    for (limits, log) in LIMITS {
-        let (got, cpu) = gpu_and_mirror_stats(&engine, &plane, (&buf, &values), limits, log);
-        assert_limits_match(
-            &got,
-            &cpu,
-            !log,
-            &format!("large plane {limits:?} log={log}"),
-        );
-        if !log {
-            assert_eq!(got.hist, cpu.hist, "histogram {limits:?}");
-            assert_eq!(
-                [got.lo, got.hi].map(f32::to_bits),
-                [cpu.lo, cpu.hi].map(f32::to_bits),
-                "limits {limits:?}"
-            );
-        }
+    for (limits, scale) in LIMITS {
+        let (got, cpu) = gpu_and_mirror_stats(&engine, &plane, (&buf, &values), limits, scale);
+        assert_limits_match(&got, &cpu, &format!("large plane {limits:?} {scale:?}"));
     }
 }
 
@@ -502,7 +550,7 @@ fn percentile_limits_match_the_mirror_at_every_kind_of_bin() {
         for &hi in &ps[k + 1..] {
             for limits in [Limits::Percentile { lo, hi }, Limits::Symmetric { lo, hi }] {
                 let (got, cpu) =
-                    gpu_and_mirror_stats(&engine, &plane, (&buf, &values), limits, false);
+                    gpu_and_mirror_stats(&engine, &plane, (&buf, &values), limits, Scale::Linear);
                 assert_eq!(
                     [got.lo, got.hi].map(f32::to_bits),
                     [cpu.lo, cpu.hi].map(f32::to_bits),
@@ -540,12 +588,320 @@ fn limits_at_their_edges_match_the_mirror_exactly() {
     let plane = Plane::new(&engine, w, h);
     for (what, values) in cases {
         let buf = engine.input(bytemuck::cast_slice(&values));
-        for (limits, _) in LIMITS {
-            let (got, cpu) = gpu_and_mirror_stats(&engine, &plane, (&buf, &values), limits, false);
-            let bits = |s: &display::Stats| [s.lo, s.hi, s.min, s.max].map(f32::to_bits).to_vec();
-            assert_eq!(bits(&got), bits(&cpu), "{what} {limits:?}");
-            assert_eq!(got.finite, cpu.finite, "{what} {limits:?}: finite count");
-            assert_eq!(got.hist, cpu.hist, "{what} {limits:?}: histogram");
+        for (limits, scale) in LIMITS {
+            let (got, cpu) = gpu_and_mirror_stats(&engine, &plane, (&buf, &values), limits, scale);
+            assert_limits_match(&got, &cpu, &format!("{what} {limits:?} {scale:?}"));
         }
     }
+}
+
+/// A ramp 0 … 60000 over an odd, non-square plane with NaN every 97th value, on the GPU.
+fn ramp_plane(engine: &Engine) -> (Plane, Vec<f32>, wgpu::Buffer) {
+    let (w, h) = (173u32, 61u32);
+    let n = (w * h) as usize;
+    let values: Vec<f32> = (0..n)
+        .map(|i| match i % 97 {
+            42 => f32::NAN,
+            _ => i as f32 * (60000.0 / (n - 1) as f32),
+        })
+        .collect();
+    let buf = engine.input(bytemuck::cast_slice(&values));
+    (Plane::new(engine, w, h), values, buf)
+}
+
+/// The plane drawn at one canvas pixel per value with `cmap` on `scale`.
+fn render_plane(engine: &Engine, plane: &Plane, cmap: u32, scale: Scale) -> Vec<u8> {
+    let view = View {
+        canvas_w: plane.width,
+        canvas_h: plane.height,
+        cmap,
+        scale: scale.code(),
+        zoom: 1.0,
+        pan_r: plane.height as f32 / 2.0,
+        pan_c: plane.width as f32 / 2.0,
+        ..Default::default()
+    };
+    render(engine, plane, view)
+}
+
+/// Each rendered pixel is the mirror's colour-map entry or a neighbour of it (the shader's
+/// divide may round to the next level).
+fn assert_pixels_follow_the_mirror(pixels: &[u8], want: &[u8], cmap: u32, what: &str) {
+    let table = &colormaps::TABLES[cmap as usize];
+    for (i, (g, w)) in pixels.chunks_exact(4).zip(want.chunks_exact(4)).enumerate() {
+        if w[..3] == [128, 128, 128] {
+            assert_eq!(g[..3], w[..3], "{what}: pixel {i} is grey (NaN)");
+            continue;
+        }
+        let level = table.iter().position(|t| t[..] == w[..3]).unwrap();
+        let near = table[level.saturating_sub(1)..(level + 2).min(256)]
+            .iter()
+            .any(|t| t[..] == g[..3]);
+        assert!(
+            near,
+            "{what}: pixel {i}: GPU {:?} vs CPU {:?}",
+            &g[..3],
+            &w[..3]
+        );
+    }
+}
+
+/// Absolute limits are data units on every scale (the old rule read them in shown units, so
+/// 1000 … 50000 with log on painted every pixel at the low end): the limits come back as
+/// given, bit for bit with the mirror, no note, and the image spreads over the map wherever
+/// the limits overlap the data.
+#[test]
+fn absolute_limits_in_data_units_draw_the_data_on_every_scale() {
+    let Some(engine) = engine() else { return };
+    let (plane, values, buf) = ramp_plane(&engine);
+    let cmap = display::colormap_index("inferno").unwrap();
+    for (lo, hi) in [
+        (1000.0, 50000.0),
+        (0.5, 2000.0),
+        (40000.0, 1.0e6),
+        (-10.0, 10.0),
+    ] {
+        for scale in [Scale::Linear, Scale::Log, Scale::Sqrt] {
+            let what = format!("{lo} … {hi} {scale:?}");
+            let limits = Limits::Absolute { lo, hi };
+            let (got, cpu) = gpu_and_mirror_stats(&engine, &plane, (&buf, &values), limits, scale);
+            assert_limits_match(&got, &cpu, &what);
+            assert_eq!((got.lo, got.hi), (lo, hi), "{what}: data units, as given");
+            assert_eq!(got.note(), None, "{what}");
+            let pixels = render_plane(&engine, &plane, cmap, scale);
+            assert_pixels_follow_the_mirror(
+                &pixels,
+                &display::colorize(&values, &got, cmap),
+                cmap,
+                &what,
+            );
+            let colours: std::collections::BTreeSet<&[u8]> =
+                pixels.chunks_exact(4).map(|p| &p[..3]).collect();
+            assert!(colours.len() >= 4, "{what}: {} colours", colours.len());
+        }
+    }
+}
+
+/// Absolute limits beside every value are kept (a series drawn with fixed limits stays
+/// comparable) and said: the GPU sets the mirror's note, the words name the end of the map
+/// the panel shows, and the panel shows exactly that end; limits float32 cannot tell apart
+/// on the log scale are widened and said.
+#[test]
+fn limits_beside_the_data_are_said_not_hidden() {
+    let Some(engine) = engine() else { return };
+    let (plane, values, buf) = ramp_plane(&engine);
+    let cmap = display::colormap_index("viridis").unwrap();
+    let table = &colormaps::TABLES[cmap as usize];
+    use display::limits::note;
+    let cases = [
+        (
+            (70000.0, 80000.0),
+            note::ABOVE_DATA,
+            "low end",
+            Some(table[0]),
+        ),
+        ((-5.0, 0.0), note::BELOW_DATA, "high end", Some(table[255])),
+        (
+            (1.0e30, 1.000_001e30),
+            note::ABOVE_DATA | note::COLLAPSED,
+            "one value",
+            Some(table[0]),
+        ),
+    ];
+    for ((lo, hi), flags, words, end) in cases {
+        for scale in [Scale::Linear, Scale::Log, Scale::Sqrt] {
+            // Only the log scale folds these two limits into one value.
+            let flags = if scale != Scale::Log {
+                flags & !note::COLLAPSED
+            } else {
+                flags
+            };
+            let what = format!("{lo} … {hi} {scale:?}");
+            let limits = Limits::Absolute { lo, hi };
+            let (got, cpu) = gpu_and_mirror_stats(&engine, &plane, (&buf, &values), limits, scale);
+            assert_limits_match(&got, &cpu, &what);
+            assert_eq!(got.notes, flags, "{what}");
+            let text = got.note().unwrap_or_default();
+            let words = if flags & note::COLLAPSED == 0 && words == "one value" {
+                "low end"
+            } else {
+                words
+            };
+            assert!(text.contains(words), "{what}: {text}");
+            let pixels = render_plane(&engine, &plane, cmap, scale);
+            for (p, v) in pixels.chunks_exact(4).zip(&values) {
+                let want = if v.is_finite() {
+                    end.unwrap()
+                } else {
+                    [128, 128, 128]
+                };
+                assert_eq!(p[..3], want, "{what}: every pixel at the said end");
+            }
+        }
+    }
+}
+
+/// Exact moments `[t, Σi·I, Σj·I]` of a 7 × 9 scan whose CoM sits exactly on the dyadic
+/// point (6.25, 5.5) at three positions and at ±x about it (antipodal pairs, x from 1e-6 to
+/// 1 px, in every direction) elsewhere, so that its scan mean is that point exactly and the
+/// three have a DPC of exactly zero.
+fn crafted_moments() -> ([usize; 2], Vec<[u64; 3]>) {
+    let scan = [7usize, 9];
+    let (c_r, c_c) = (6.25f64, 5.5f64);
+    let mut m = Vec::new();
+    for k in 0..3u64 {
+        let t = 4 * (250_001 + 1979 * k);
+        m.push([t, (c_r * t as f64) as u64, (c_c * t as f64) as u64]);
+    }
+    for j in 0..30u64 {
+        let t = 4 * (250_001 + 1979 * (j + 3));
+        let r = 10f64.powf(-6.0 + 6.0 * j as f64 / 29.0);
+        let theta = 2.0 * std::f64::consts::PI * (j as f64 + 0.37) / 30.0;
+        let (dr, dc) = (
+            (r * theta.cos() * t as f64).round() as i64,
+            (r * theta.sin() * t as f64).round() as i64,
+        );
+        let (br, bc) = ((c_r * t as f64) as i64, (c_c * t as f64) as i64);
+        m.push([t, (br + dr) as u64, (bc + dc) as u64]);
+        m.push([t, (br - dr) as u64, (bc - dc) as u64]);
+    }
+    assert_eq!(m.len(), scan[0] * scan[1]);
+    (scan, m)
+}
+
+/// Wrapped difference of two angles (radians), in [0, π].
+fn angle_diff(a: f64, b: f64) -> f64 {
+    let d = (a - b).rem_euclid(2.0 * std::f64::consts::PI);
+    d.min(2.0 * std::f64::consts::PI - d)
+}
+
+/// The DPC magnitude and direction planes from exact moments, against the CPU reference
+/// (`cpu::dpc_from_com` and `contract::dpc_polar` in float64) with rotation and flip. The
+/// components meet the contract's DPC bound ε = 2e-6 px; from it: the magnitude within
+/// √2·ε + 8 ulp, and the angle within asin(√2·ε/|g|) + 2e-6 rad (the vector's error turns it
+/// by at most that; the shader's atan adds at most 2e-6), no bound where |g| ≤ √2·ε
+/// (a direction that small is not determined), exactly 0 for a zero vector. Whatever
+/// the length, the angle is the direction of the vector the GPU holds within 2e-6 rad.
+#[test]
+fn dpc_magnitude_and_direction_meet_their_bounds() {
+    let Some(engine) = engine() else { return };
+    use stem4d::gpu::fft::{encode_dpc_pairs, CentreSource, DpcSettings};
+    let (scan, m) = crafted_moments();
+    let n = scan[0] * scan[1];
+    let words: Vec<u32> = m
+        .iter()
+        .flat_map(|v| v.iter().flat_map(|&x| [x as u32, (x >> 32) as u32]))
+        .collect();
+    let moments = engine.input(&words);
+    let bound = m.iter().flat_map(|v| v.iter()).copied().max().unwrap() as u128;
+    let com = products::com_from_moments(&m);
+    let mean = stem4d::cpu::scan_means(&com);
+    assert_eq!(mean, [6.25, 5.5], "the antipodal pairs cancel exactly");
+    let (rotation, flip) = (-137.0, true);
+    let reference = stem4d::cpu::dpc_from_com(&com, rotation, flip);
+    let pairs = engine_storage(&engine, n as u64 * 8);
+    let plane = Plane::with_angle(&engine, scan[1] as u32, scan[0] as u32);
+    let mut enc = engine.device.create_command_encoder(&Default::default());
+    let centre = CentreSource::Moments {
+        buf: &moments,
+        bound,
+    };
+    let dpc = DpcSettings {
+        mean,
+        rotation,
+        flip,
+    };
+    encode_dpc_pairs(&engine, &mut enc, scan, centre, dpc, &pairs).unwrap();
+    plane
+        .encode_prep(
+            &engine,
+            &mut enc,
+            PlaneSource::DpcMagnitude { pairs: &pairs },
+        )
+        .unwrap();
+    plane
+        .encode_angle(&engine, &mut enc, PlaneSource::DpcAngle { pairs: &pairs })
+        .unwrap();
+    let limits = Limits::Percentile { lo: 0.0, hi: 100.0 };
+    plane
+        .encode_stats(&engine, &mut enc, limits, Scale::Sqrt)
+        .unwrap();
+    engine.queue.submit([enc.finish()]);
+    let g: Vec<f32> = bytemuck::pod_collect_to_vec(
+        &pollster::block_on(engine.read_back(&pairs, n as u64 * 8)).unwrap(),
+    );
+    let magnitude = pollster::block_on(plane.read_values(&engine)).unwrap();
+    let angle = pollster::block_on(plane.read_angles(&engine)).unwrap();
+    let eps = 2e-6f64;
+    let (mut zeros, mut bounded) = (0, 0);
+    for k in 0..n {
+        let want = [reference[k], reference[n + k]];
+        let got = [g[2 * k] as f64, g[2 * k + 1] as f64];
+        for axis in 0..2 {
+            assert!(
+                (got[axis] - want[axis]).abs() <= eps,
+                "[{k}] component {axis}: {} vs {}",
+                got[axis],
+                want[axis]
+            );
+        }
+        let [m_ref, a_ref] = stem4d::contract::dpc_polar(want);
+        let (m_gpu, a_gpu) = (magnitude[k] as f64, angle[k] as f64);
+        let m_bound = 2f64.sqrt() * eps + 8.0 * f32::EPSILON as f64 * m_ref;
+        assert!(
+            (m_gpu - m_ref).abs() <= m_bound,
+            "[{k}] |g| {m_gpu} vs {m_ref}"
+        );
+        assert!(a_gpu.is_finite() && a_gpu.abs() <= std::f64::consts::PI + 1e-6);
+        if m_ref == 0.0 {
+            zeros += 1;
+            assert_eq!((m_gpu, a_gpu), (0.0, 0.0), "[{k}] a zero vector");
+            continue;
+        }
+        let own = stem4d::contract::dpc_polar(got)[1];
+        assert!(
+            angle_diff(a_gpu, own) <= 2e-6,
+            "[{k}] atan of its own vector: {a_gpu} vs {own}"
+        );
+        let ratio = 2f64.sqrt() * eps / m_ref;
+        if ratio < 1.0 {
+            bounded += 1;
+            let a_bound = ratio.asin() + 2e-6;
+            assert!(
+                angle_diff(a_gpu, a_ref) <= a_bound,
+                "[{k}] angle {a_gpu} vs {a_ref} (|g| {m_ref}, bound {a_bound})"
+            );
+        }
+    }
+    assert_eq!(zeros, 3);
+    assert!(bounded >= 40, "only {bounded} directions bounded");
+
+    // The colour wheel as drawn: hue from the angle plane, brightness from the magnitude's
+    // level between its limits (on the sqrt scale here), against the mirror (±2 per channel:
+    // a level either side of the divide, rounded either way).
+    let stats = pollster::block_on(plane.read_stats(&engine)).unwrap();
+    let view = View {
+        canvas_w: plane.width,
+        canvas_h: plane.height,
+        scale: Scale::Sqrt.code(),
+        wheel: 1,
+        zoom: 1.0,
+        pan_r: plane.height as f32 / 2.0,
+        pan_c: plane.width as f32 / 2.0,
+        ..Default::default()
+    };
+    let pixels = render(&engine, &plane, view);
+    let want = display::colorize_wheel(&magnitude, &angle, &stats);
+    for (i, (p, w)) in pixels.chunks_exact(4).zip(want.chunks_exact(4)).enumerate() {
+        for ch in 0..3 {
+            assert!(
+                (p[ch] as i32 - w[ch] as i32).abs() <= 2,
+                "wheel pixel {i}: GPU {:?} vs CPU {:?}",
+                &p[..3],
+                &w[..3]
+            );
+        }
+    }
+    let hues: std::collections::BTreeSet<&[u8]> = pixels.chunks_exact(4).map(|p| &p[..3]).collect();
+    assert!(hues.len() > 30, "{} colours on the wheel", hues.len());
 }

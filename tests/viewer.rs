@@ -727,3 +727,281 @@ fn a_deferred_index_opens_the_same_session() {
     let msg = refused.err().map(|e| e.to_string()).unwrap_or_default();
     assert!(msg.contains("leaves") && msg.contains("sometimes"), "{msg}");
 }
+
+/// The DPC of `acq` (float64 CPU reference) as [magnitude, angle] per position.
+fn dpc_polar_reference(acq: &Acquisition, rotation: f64, flip: bool) -> Vec<[f64; 2]> {
+    let mut p = ProductParams::new(ProductKind::Dpc);
+    (p.rotation, p.flip) = (rotation, flip);
+    let g = cpu::compute(acq, &p).unwrap().data.to_f64();
+    let n = g.len() / 2;
+    (0..n)
+        .map(|k| stem4d::contract::dpc_polar([g[k], g[n + k]]))
+        .collect()
+}
+
+/// The contract's DPC bound and what it implies for a magnitude `m` and its direction (see
+/// `tests/display_gpu.rs`): `None` where a vector that short has no determined direction.
+const DPC_EPS: f64 = 2e-6;
+fn magnitude_bound(m: f64) -> f64 {
+    2f64.sqrt() * DPC_EPS + 8.0 * f32::EPSILON as f64 * m
+}
+fn angle_bound(m: f64) -> Option<f64> {
+    let ratio = 2f64.sqrt() * DPC_EPS / m;
+    (ratio < 1.0).then(|| ratio.asin() + 2e-6)
+}
+fn angle_diff(a: f64, b: f64) -> f64 {
+    let d = (a - b).rem_euclid(std::f64::consts::TAU);
+    d.min(std::f64::consts::TAU - d)
+}
+
+fn polar_state(kind: &str, rotation: f64, flip: bool) -> ViewState {
+    state(json!({
+        "image": {"kind": kind, "rotation": rotation, "flip": flip, "cursor": [0, 0],
+                  "display": {"scale": "sqrt"}},
+        "pattern": {"source": "mean"}
+    }))
+}
+
+/// DPC magnitude (`commag`) and direction (`comdir`) on an odd, rectangular scan with
+/// rotation and flip: every hover readout within the bounds the contract's DPC bound implies
+/// of the float64 CPU reference (the direction in degrees), the `.npy` exports (float32
+/// magnitude, angle in radians) from the exact DPC product, the direction's stats naming the
+/// colour wheel and describing the magnitude, and PNGs coloured accordingly.
+#[test]
+fn dpc_magnitude_and_direction_follow_the_cpu_reference() {
+    let Some(engine) = engine() else { return };
+    for name in ["arina_u16", "emd_f32"] {
+        let (mut s, acq) = open_unbinned(&engine, name);
+        let [rows, cols] = acq.shape.scan;
+        let (rotation, flip) = (30.0, true);
+        let want = dpc_polar_reference(&acq, rotation, flip);
+        let mut bounded = 0;
+        pollster::block_on(s.update(&engine, &polar_state("commag", rotation, flip))).unwrap();
+        let magnitude_stats = pollster::block_on(s.stats_report(&engine, Panel::Image)).unwrap();
+        assert_eq!(magnitude_stats.cmap, "inferno", "{name}");
+        let magnitude_png = pollster::block_on(s.png(&engine, Panel::Image)).unwrap();
+        assert_eq!(want.len(), rows * cols);
+        for (k, &[m, _]) in want.iter().enumerate() {
+            let got =
+                pollster::block_on(s.value_at(&engine, Panel::Image, k / cols, k % cols)).unwrap();
+            assert!(
+                (got - m).abs() <= magnitude_bound(m),
+                "{name} |g|[{k}] {got} vs {m}"
+            );
+        }
+        let npy = pollster::block_on(s.image_npy(&engine)).unwrap();
+        let npy = stem4d::npy::from_bytes("commag.npy", &npy).unwrap();
+        assert_eq!(npy.shape, vec![rows, cols]);
+        let stem4d::products::ArrayData::F32(mags) = &npy.data else {
+            panic!("{name}: the magnitude exports as float32");
+        };
+        for (k, (&got, [m, _])) in mags.iter().zip(&want).enumerate() {
+            let tol = 4.0 * f32::EPSILON as f64 * m + 1e-12;
+            assert!(
+                (got as f64 - m).abs() <= tol,
+                "{name} npy |g|[{k}] {got} vs {m}"
+            );
+        }
+
+        pollster::block_on(s.update(&engine, &polar_state("comdir", rotation, flip))).unwrap();
+        let report = pollster::block_on(s.stats_report(&engine, Panel::Image)).unwrap();
+        assert_eq!(report.cmap, "wheel", "{name}");
+        // The direction view's limits, range and histogram are the magnitude's.
+        let near = |a: f32, b: f32| (a - b).abs() <= 1e-5 * b.abs().max(1e-3);
+        assert!(
+            near(report.max, magnitude_stats.max) && near(report.min, magnitude_stats.min),
+            "{name}: {report:?} vs {magnitude_stats:?}"
+        );
+        assert_eq!(report.finite as usize, rows * cols);
+        for (k, &[m, a]) in want.iter().enumerate() {
+            let got =
+                pollster::block_on(s.value_at(&engine, Panel::Image, k / cols, k % cols)).unwrap();
+            assert!(got.abs() <= 180.0 + 1e-4, "{name}: degrees in (−180, 180]");
+            if let Some(bound) = angle_bound(m) {
+                bounded += 1;
+                let diff = angle_diff(got.to_radians(), a);
+                assert!(
+                    diff <= bound,
+                    "{name} angle[{k}] {got}° vs {}°",
+                    a.to_degrees()
+                );
+            }
+        }
+        assert!(
+            bounded > rows * cols / 2,
+            "{name}: {bounded} directions bounded"
+        );
+        let npy = pollster::block_on(s.image_npy(&engine)).unwrap();
+        let npy = stem4d::npy::from_bytes("comdir.npy", &npy).unwrap();
+        let stem4d::products::ArrayData::F32(angles) = &npy.data else {
+            panic!("{name}: the direction exports as float32");
+        };
+        for (k, (&got, [m, a])) in angles.iter().zip(&want).enumerate() {
+            if *m > 1e-9 {
+                assert!(angle_diff(got as f64, *a) <= 1e-6, "{name} npy angle[{k}]");
+            }
+        }
+        let wheel_png = pollster::block_on(s.png(&engine, Panel::Image)).unwrap();
+        assert_eq!(&wheel_png[1..4], b"PNG");
+        assert_ne!(
+            wheel_png, magnitude_png,
+            "{name}: the wheel is not the colour map"
+        );
+        // The magnitude is the same whatever the rotation: the direction turns with it.
+        let turned = polar_state("comdir", rotation + 90.0, flip);
+        pollster::block_on(s.update(&engine, &turned)).unwrap();
+        let k = (rows / 2) * cols + cols / 2;
+        if let Some(bound) = angle_bound(want[k][0]) {
+            let got =
+                pollster::block_on(s.value_at(&engine, Panel::Image, rows / 2, cols / 2)).unwrap();
+            let diff = angle_diff(got.to_radians(), want[k][1] + std::f64::consts::FRAC_PI_2);
+            assert!(diff <= bound, "{name}: turned by 90°: {got}°");
+        }
+    }
+}
+
+/// Redraws skip what did not change: the magnitude's plane (and canvas) stays put while the
+/// DPC turns or flips, the direction's does not; magnitude and direction are different
+/// pictures of one state; a new scale is new limits.
+#[test]
+fn dpc_magnitude_and_direction_redraw_only_when_they_change() {
+    let Some(engine) = engine() else { return };
+    let (mut s, _) = open_unbinned(&engine, "arina_u16");
+    let canvas = [64, 48];
+    let mut key = |st: &ViewState| {
+        pollster::block_on(s.update(&engine, st)).unwrap();
+        s.draw_key(Panel::Image, canvas).unwrap()
+    };
+    let mag = key(&polar_state("commag", 0.0, false));
+    assert_eq!(key(&polar_state("commag", 0.0, false)), mag, "same view");
+    assert_eq!(
+        key(&polar_state("commag", 45.0, true)),
+        mag,
+        "|g| ignores the turn"
+    );
+    let dir = key(&polar_state("comdir", 45.0, true));
+    assert_ne!(dir.0, mag.0, "a direction plane of its own");
+    assert_eq!(dir.1.wheel, 1);
+    assert_eq!(mag.1.wheel, 0);
+    assert_eq!(key(&polar_state("comdir", 45.0, true)), dir, "same view");
+    let turned = key(&polar_state("comdir", 50.0, true));
+    assert_ne!(turned.0, dir.0, "the direction turns");
+    let flipped = key(&polar_state("comdir", 50.0, false));
+    assert_ne!(flipped.0, turned.0, "and flips");
+    let mut linear = polar_state("comdir", 50.0, false);
+    linear.image.display.scale = stem4d::display::Scale::Linear;
+    let relimited = key(&linear);
+    assert_ne!(relimited.0, flipped.0, "a new scale is new limits");
+    assert_ne!(relimited.1.scale, flipped.1.scale);
+}
+
+/// `scale` is linear, log or sqrt; the older `log: true/false` still reads (saved views),
+/// where both are given they must agree, and anything else is refused by name.
+#[test]
+fn display_scales_parse_from_scale_or_the_older_log_flag() {
+    use stem4d::display::Scale;
+    let scale_of = |display: serde_json::Value| {
+        serde_json::from_value::<ViewState>(json!({
+            "image": {"kind": "total", "display": display},
+            "pattern": {"source": "mean"}
+        }))
+        .map(|v| v.image.display.scale)
+        .map_err(|e| e.to_string())
+    };
+    for (display, want) in [
+        (json!({}), Scale::Linear),
+        (json!({"log": true}), Scale::Log),
+        (json!({"log": false}), Scale::Linear),
+        (json!({"scale": "sqrt"}), Scale::Sqrt),
+        (json!({"scale": "log", "log": true}), Scale::Log),
+        (json!({"scale": "sqrt", "log": false}), Scale::Sqrt),
+        (json!({"scale": "linear", "log": false}), Scale::Linear),
+    ] {
+        assert_eq!(scale_of(display.clone()), Ok(want), "{display}");
+    }
+    for (display, words) in [
+        (json!({"scale": "sqrt", "log": true}), "disagree"),
+        (json!({"scale": "log", "log": false}), "disagree"),
+        (json!({"scale": "cubic"}), "cubic"),
+        (json!({"scale": "log", "logScale": 1}), "logScale"),
+    ] {
+        let e = scale_of(display.clone()).unwrap_err();
+        assert!(e.contains(words), "{display}: {e}");
+    }
+}
+
+/// At the session: absolute limits typed in data units draw the data on a log scale (never
+/// one flat colour), `stem4d.stats` reports them as given with their shown values beside,
+/// and limits above every value come with a note instead of a silent black image.
+#[test]
+fn absolute_limits_on_a_log_scale_show_the_data_or_say_why_not() {
+    let Some(engine) = engine() else { return };
+    let (mut s, _) = open_unbinned(&engine, "arina_u16");
+    let total = |limits: serde_json::Value| {
+        state(json!({
+            "image": {"kind": "total", "cursor": [0, 0],
+                      "display": {"scale": "log", "limits": limits}},
+            "pattern": {"source": "mean"}
+        }))
+    };
+    pollster::block_on(s.update(
+        &engine,
+        &total(json!({"mode": "percentile", "lo": 0, "hi": 100})),
+    ))
+    .unwrap();
+    let range = pollster::block_on(s.stats_report(&engine, Panel::Image)).unwrap();
+    assert!(range.min < range.max);
+    let (lo, hi) = (
+        range.min + 0.25 * (range.max - range.min),
+        range.min + 0.75 * (range.max - range.min),
+    );
+    pollster::block_on(s.update(
+        &engine,
+        &total(json!({"mode": "absolute", "lo": lo, "hi": hi})),
+    ))
+    .unwrap();
+    let report = pollster::block_on(s.stats_report(&engine, Panel::Image)).unwrap();
+    assert_eq!((report.lo, report.hi), (lo, hi));
+    let shown = |v: f32| stem4d::display::shown(v, stem4d::display::Scale::Log);
+    assert_eq!((report.shown.lo, report.shown.hi), (shown(lo), shown(hi)));
+    assert_eq!(report.note, None);
+    let json = serde_json::to_value(&report).unwrap();
+    let mut keys: Vec<&str> = json
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(|k| k.as_str())
+        .collect();
+    keys.sort();
+    assert_eq!(
+        keys,
+        ["cmap", "finite", "hi", "hist", "lo", "max", "min", "note", "scale", "shown"]
+    );
+    assert_eq!(json["scale"], "log");
+    assert_eq!(json["hist"].as_array().unwrap().len(), 256);
+    let png = pollster::block_on(s.png(&engine, Panel::Image)).unwrap();
+    assert!(distinct_colours(&png) >= 3, "the data spread over the map");
+
+    let above = json!({"mode": "absolute", "lo": range.max * 2.0, "hi": range.max * 3.0});
+    pollster::block_on(s.update(&engine, &total(above))).unwrap();
+    let report = pollster::block_on(s.stats_report(&engine, Panel::Image)).unwrap();
+    let note = report.note.clone().expect("limits above the data are said");
+    assert!(note.contains("above every value"), "{note}");
+    assert_eq!(
+        serde_json::to_value(&report).unwrap()["note"],
+        note.as_str()
+    );
+}
+
+/// Distinct RGB colours of a PNG the session wrote (its encoder writes IHDR, one IDAT of
+/// unfiltered rows, IEND: `display::png`).
+fn distinct_colours(png: &[u8]) -> usize {
+    let width = u32::from_be_bytes([png[16], png[17], png[18], png[19]]) as usize;
+    let idat_len = u32::from_be_bytes([png[33], png[34], png[35], png[36]]) as usize;
+    assert_eq!(&png[37..41], b"IDAT");
+    let raw = miniz_oxide::inflate::decompress_to_vec_zlib(&png[41..41 + idat_len]).unwrap();
+    raw.chunks_exact(1 + 4 * width)
+        .flat_map(|row| row[1..].chunks_exact(4).map(|p| [p[0], p[1], p[2]]))
+        .collect::<std::collections::BTreeSet<_>>()
+        .len()
+}

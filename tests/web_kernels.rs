@@ -375,13 +375,13 @@ async fn display_and_synthetic_kernels_run_in_the_browser() {
     plane.encode_prep(&engine, &mut enc, src).expect("prep");
     let limits = stem4d::display::Limits::Percentile { lo: 1.0, hi: 99.0 };
     plane
-        .encode_stats(&engine, &mut enc, limits, false)
+        .encode_stats(&engine, &mut enc, limits, stem4d::display::Scale::Linear)
         .expect("stats");
     engine.queue.submit([enc.finish()]);
     let values = plane.read_values(&engine).await.expect("plane");
     assert_eq!(values, totals.iter().map(|&t| t as f32).collect::<Vec<_>>());
     let stats = plane.read_stats(&engine).await.expect("stats");
-    let cpu = stem4d::display::stats(&values, limits, false);
+    let cpu = stem4d::display::stats(&values, limits, stem4d::display::Scale::Linear);
     assert_eq!(
         (stats.min, stats.max, stats.finite),
         (cpu.min, cpu.max, cpu.finite)

@@ -494,11 +494,8 @@ function viewState() {
   if (im.kind === 'adf') { keep.inner = im.inner; keep.outer = im.outer; }
   if (im.kind === 'rect') keep.rect = im.rect;
   if (im.kind === 'point') keep.point = im.point;
-  keep.display = engineDisplay(im.display);
-  return { image: keep, pattern: { ...S.pattern, display: engineDisplay(S.pattern.display) } };
+  return { image: keep, pattern: S.pattern };
 }
-// TEMP until the engine takes `scale`.
-const engineDisplay = (d) => { const { scale, ...rest } = d; return { ...rest, log: scale === 'log' }; };
 
 function canvasSize(panel) {
   const el = $(panel + '-canvas');

@@ -32,13 +32,59 @@ fn mul64(a: u32, b: u32) -> vec2<u32> {
     return add64(add64(vec2<u32>(p00, p11), mid), mid2);
 }
 
-// Display transform (linear, or signed log10(1 + |v|)), shared by the limits kernel and the
-// renderer so the colour bar and the pixels agree.
-fn shown(v: f32, log_scale: u32) -> f32 {
-    if (log_scale == 0u) {
-        return v;
+// Display scales (`src/display/scale.rs`): linear, signed log10(1 + |v|), signed sqrt(|v|).
+// Shared by the limits kernel and the renderer so the colour bar and the pixels agree.
+const SCALE_LOG: u32 = 1u;
+const SCALE_SQRT: u32 = 2u;
+
+fn shown(v: f32, scale: u32) -> f32 {
+    if (scale == SCALE_LOG) {
+        return sign(v) * log2(1.0 + abs(v)) * 0.30102999566398120;
     }
-    return sign(v) * log2(1.0 + abs(v)) * 0.30102999566398120;
+    if (scale == SCALE_SQRT) {
+        return sign(v) * sqrt(abs(v));
+    }
+    return v;
+}
+
+// Finite test on the bits: WGSL lets compilers assume NaN never occurs in comparisons.
+fn is_finite_f32(v: f32) -> bool {
+    return (bitcast<u32>(v) & 0x7f800000u) != 0x7f800000u;
+}
+
+// atan(x) for 0 ≤ x ≤ 1 from +, ×, ÷ alone (Cephes' atanf: one reduction at tan(π/8), then
+// an odd polynomial; ~2e-7 relative), so that its accuracy does not hang on the adapter's
+// atan2, which WGSL only bounds to 4096 ulp.
+fn atan_unit(x: f32) -> f32 {
+    var base = 0.0;
+    var z = x;
+    if (x > 0.41421356237309503) {
+        base = 0.78539816339744831;
+        z = (x - 1.0) / (x + 1.0);
+    }
+    let zz = z * z;
+    let p = (((0.0805374449538 * zz - 0.138776856032) * zz + 0.199777106478) * zz - 0.333329491539) * zz;
+    return base + (p * z + z);
+}
+
+// Direction of a DPC vector g = (g_r, g_c): atan2(g_c, g_r) in (−π, π], 0 along +row, +π/2
+// along +col; 0 for the zero vector (`contract::dpc_polar`).
+fn dpc_angle(g: vec2<f32>) -> f32 {
+    let ar = abs(g.x);
+    let ac = abs(g.y);
+    if (ar == 0.0 && ac == 0.0) {
+        return 0.0;
+    }
+    var a = 0.0;
+    if (ac <= ar) {
+        a = atan_unit(ac / ar);
+    } else {
+        a = 1.5707963267948966 - atan_unit(ar / ac);
+    }
+    if (g.x < 0.0) {
+        a = 3.14159265358979323 - a;
+    }
+    return select(a, -a, g.y < 0.0);
 }
 
 // A u64 (lo, hi) as f32 (display and FFT inputs only; exact values stay in u64).

@@ -1,6 +1,8 @@
 // Draw a plane on a canvas: aspect-preserving fit, zoom and pan, nearest sampling, limits
-// from the stats buffer (never read back), a 256-level colour map, and the overlays the user
-// drags (detector disk/annulus/rectangle/point, cursor, scan ROI) in source pixel units.
+// from the stats buffer (never read back, in shown units: the plane's values go through the
+// same display scale), a 256-level colour map or, for direction images, a colour wheel (hue
+// from the `hue` plane's angle, brightness from the plane's level), and the overlays the
+// user drags (detector disk/annulus/rectangle/point, cursor, scan ROI) in source pixel units.
 
 struct View {
     src_w: u32,
@@ -8,7 +10,7 @@ struct View {
     canvas_w: u32,
     canvas_h: u32,
     cmap: u32,
-    log_scale: u32,
+    scale: u32,
     overlay: u32,
     cursor_on: u32,
     zoom: f32,
@@ -25,7 +27,8 @@ struct View {
     rect_c1: f32,
     cursor_r: f32,
     cursor_c: f32,
-    _pad0: f32,
+    // Non-zero: colour wheel (hue from `hue`, radians) instead of the colour map.
+    wheel: u32,
     _pad1: f32,
 }
 
@@ -33,6 +36,8 @@ struct View {
 @group(0) @binding(1) var<storage, read> plane: array<f32>;
 @group(0) @binding(2) var<storage, read> stats: array<u32>;
 @group(0) @binding(3) var<storage, read> lut: array<u32>;
+// Direction (radians) per pixel for the wheel; the plane itself where there is none.
+@group(0) @binding(4) var<storage, read> hue: array<f32>;
 
 const OVERLAY_NONE: u32 = 0u;
 const OVERLAY_DISK: u32 = 1u;
@@ -49,6 +54,16 @@ fn vs_main(@builtin(vertex_index) k: u32) -> @builtin(position) vec4<f32> {
 
 fn unpack(w: u32) -> vec4<f32> {
     return vec4<f32>(f32(w & 0xffu), f32((w >> 8u) & 0xffu), f32((w >> 16u) & 0xffu), 255.0) / 255.0;
+}
+
+// HSV at full saturation: hue 0 (red) at angle 0, turning with the angle (one turn per
+// 2π), brightness `value` (`src/display/wheel.rs`, operation for operation).
+fn wheel_rgb(angle: f32, value: f32) -> vec3<f32> {
+    let turn = angle * 0.15915494;
+    let h6 = (turn - floor(turn)) * 6.0;
+    var k = vec3<f32>(5.0, 3.0, 1.0) + h6;
+    k = select(k, k - 6.0, k >= vec3<f32>(6.0));
+    return value - value * clamp(min(k, 4.0 - k), vec3<f32>(0.0), vec3<f32>(1.0));
 }
 
 // Distance (source px) from pixel-centre coordinates `p` to the overlay outline.
@@ -93,13 +108,19 @@ fn fs_main(@builtin(position) frag: vec4<f32>) -> @location(0) vec4<f32> {
     }
     let row = min(u32(s.x), view.src_h - 1u);
     let col = min(u32(s.y), view.src_w - 1u);
-    let v = shown(plane[row * view.src_w + col], view.log_scale);
+    let k = row * view.src_w + col;
+    let raw = plane[k];
     let lo = bitcast<f32>(stats[0]);
     let hi = bitcast<f32>(stats[1]);
     var colour = vec4<f32>(0.5, 0.5, 0.5, 1.0);
-    if ((bitcast<u32>(v) & 0x7f800000u) != 0x7f800000u) {
-        let t = clamp((v - lo) / (hi - lo), 0.0, 1.0);
-        colour = unpack(lut[view.cmap * 256u + u32(t * 255.0 + 0.5)]);
+    if (is_finite_f32(raw)) {
+        let t = clamp((shown(raw, view.scale) - lo) / (hi - lo), 0.0, 1.0);
+        let level = u32(t * 255.0 + 0.5);
+        if (view.wheel == 0u) {
+            colour = unpack(lut[view.cmap * 256u + level]);
+        } else if (is_finite_f32(hue[k])) {
+            colour = vec4<f32>(wheel_rgb(hue[k], f32(level) / 255.0), 1.0);
+        }
     }
     // Pixel (i, j) covers [i, i+1) × [j, j+1): masks measure from its centre.
     let p = s - vec2<f32>(0.5, 0.5);

@@ -32,10 +32,16 @@ const SRC_COM_COL: u32 = 5u;
 const SRC_DPC_ROW: u32 = 6u;
 const SRC_DPC_COL: u32 = 7u;
 const SRC_F32: u32 = 8u;       // a[stride·i + offset] as f32 bits (complex: stride 2)
+const SRC_DPC_MAGNITUDE: u32 = 9u;  // |g| of DPC vectors g = (g_r, g_c), f32 pairs in a
+const SRC_DPC_ANGLE: u32 = 10u;     // their direction atan2(g_c, g_r), radians
 
 fn com_of(i: u32) -> vec2<f32> {
     let o = 6u * i;
     return com_from_words(array<u32, 6>(a[o], a[o + 1u], a[o + 2u], a[o + 3u], a[o + 4u], a[o + 5u]));
+}
+
+fn pair_of(i: u32) -> vec2<f32> {
+    return vec2<f32>(bitcast<f32>(a[2u * i]), bitcast<f32>(a[2u * i + 1u]));
 }
 
 fn dpc_of(i: u32) -> vec2<f32> {
@@ -78,6 +84,13 @@ fn display_prep(@builtin(global_invocation_id) gid: vec3<u32>) {
         }
         case 7u: {
             v = dpc_of(i).y;
+        }
+        case 9u: {
+            let g = pair_of(i);
+            v = sqrt(g.x * g.x + g.y * g.y);
+        }
+        case 10u: {
+            v = dpc_angle(pair_of(i));
         }
         default: {
             v = bitcast<f32>(a[pp.stride * i + pp.offset]);

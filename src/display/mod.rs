@@ -1,62 +1,19 @@
-//! The display stage, GPU-free: colour maps, the display transform, the limits rule the
-//! `display_stats` kernel runs (mirrored here so it can be checked), colouring for exports,
-//! and PNG encoding. Display values are for pixels only; products keep their exact values.
+//! The display stage, GPU-free: colour maps, the display scales (`scale`), the limits rule
+//! the `display_stats` kernel runs (`limits`, mirrored so it can be checked), the colour
+//! wheel of direction images (`wheel`), colouring for exports, and PNG encoding. Display
+//! values are for pixels only; products keep their exact values.
 
 pub mod colormaps;
+pub mod limits;
 pub mod png;
 pub mod present;
+pub mod scale;
+pub mod wheel;
 
-use serde::{Deserialize, Serialize};
+pub use limits::{stats, Limits, ShownRange, Stats, HIST_BINS, STATS_HEADER};
+pub use scale::{shown, unshown, Scale};
 
 use crate::error::{Error, Result};
-
-/// Histogram bins of the limits kernel.
-pub const HIST_BINS: usize = 2048;
-/// Words before the histogram in the stats buffer: lo, hi, min, max, finite count, spare.
-pub const STATS_HEADER: usize = 8;
-
-/// How display limits are chosen.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "mode", rename_all = "lowercase")]
-pub enum Limits {
-    /// Between two percentiles of the finite values (0..=100).
-    Percentile { lo: f32, hi: f32 },
-    /// Fixed values (in displayed units: after the log transform when log is on).
-    Absolute { lo: f32, hi: f32 },
-    /// Diverging maps: ±max(|p_lo|, |p_hi|) so zero sits in the middle of the map.
-    Symmetric { lo: f32, hi: f32 },
-}
-
-impl Limits {
-    pub fn validate(&self) -> Result<()> {
-        let (lo, hi) = match *self {
-            Limits::Percentile { lo, hi } | Limits::Symmetric { lo, hi } => {
-                if !(0.0..=100.0).contains(&lo) || !(0.0..=100.0).contains(&hi) {
-                    return Err(Error::param(format!(
-                        "percentile limits must lie in 0..100, got {lo}..{hi}"
-                    )));
-                }
-                (lo, hi)
-            }
-            Limits::Absolute { lo, hi } => (lo, hi),
-        };
-        if hi <= lo || !lo.is_finite() || !hi.is_finite() {
-            return Err(Error::param(format!(
-                "display limits need lo < hi, got {lo}..{hi}"
-            )));
-        }
-        Ok(())
-    }
-
-    /// (mode, lo, hi) as the kernel's uniform takes them.
-    pub fn gpu_mode(&self) -> u32 {
-        match self {
-            Limits::Percentile { .. } => 0,
-            Limits::Absolute { .. } => 1,
-            Limits::Symmetric { .. } => 2,
-        }
-    }
-}
 
 /// A colour map by name, as the UI lists them.
 pub fn colormap_index(name: &str) -> Result<u32> {
@@ -81,120 +38,39 @@ pub fn lut_words() -> Vec<u32> {
         .collect()
 }
 
-/// The display transform of `common.wgsl`'s `shown`: linear, or signed log10(1 + |v|).
-pub fn shown(v: f32, log: bool) -> f32 {
-    if log {
-        v.signum() * (1.0 + v.abs()).log2() * std::f32::consts::LOG10_2
-    } else {
-        v
-    }
-}
+/// Grey, where a value is NaN or ±∞ (the renderer's colour for them).
+const NOT_FINITE: [u8; 3] = [128, 128, 128];
 
-/// What the limits kernel writes: limits, range of the finite values, and the histogram.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct Stats {
-    pub lo: f32,
-    pub hi: f32,
-    pub min: f32,
-    pub max: f32,
-    pub finite: u32,
-    pub hist: Vec<u32>,
-}
-
-impl Stats {
-    /// Parse the kernel's stats buffer.
-    pub fn from_words(w: &[u32]) -> Result<Stats> {
-        if w.len() < STATS_HEADER + HIST_BINS {
-            return Err(Error::Gpu(format!(
-                "display stats buffer holds {} words, expected {}",
-                w.len(),
-                STATS_HEADER + HIST_BINS
-            )));
-        }
-        Ok(Stats {
-            lo: f32::from_bits(w[0]),
-            hi: f32::from_bits(w[1]),
-            min: f32::from_bits(w[2]),
-            max: f32::from_bits(w[3]),
-            finite: w[4],
-            hist: w[STATS_HEADER..STATS_HEADER + HIST_BINS].to_vec(),
-        })
+/// The colour level (0..=255) of data value `v` between the limits of `stats`, on their
+/// scale, as the renderer picks it; `None` for NaN and ±∞.
+pub fn level(v: f32, stats: &Stats) -> Option<usize> {
+    if !v.is_finite() {
+        return None;
     }
-
-    /// The histogram merged down to `bins` bars (for the UI).
-    pub fn coarse(&self, bins: usize) -> Vec<u32> {
-        let per = HIST_BINS.div_ceil(bins.max(1));
-        self.hist.chunks(per).map(|c| c.iter().sum()).collect()
-    }
-}
-
-/// CPU mirror of `display_stats.wgsl`, same rule step for step.
-pub fn stats(plane: &[f32], limits: Limits, log: bool) -> Stats {
-    let vals = plane
-        .iter()
-        .map(|&v| shown(v, log))
-        .filter(|v| v.is_finite());
-    let (mut mn, mut mx, mut n) = (3.0e38f32, -3.0e38f32, 0u32);
-    for v in vals.clone() {
-        mn = mn.min(v);
-        mx = mx.max(v);
-        n += 1;
-    }
-    let scale = HIST_BINS as f32 / (mx - mn).max(1.0e-30);
-    let mut hist = vec![0u32; HIST_BINS];
-    for v in vals {
-        hist[(((v - mn).max(0.0) * scale) as usize).min(HIST_BINS - 1)] += 1;
-    }
-    let (lo, mut hi) = match limits {
-        _ if n == 0 => (0.0, 1.0),
-        Limits::Absolute { lo, hi } => (lo, hi),
-        Limits::Percentile { lo: p_lo, hi: p_hi } | Limits::Symmetric { lo: p_lo, hi: p_hi } => {
-            let width = (mx - mn) / HIST_BINS as f32;
-            let (want_lo, want_hi) = (p_lo * 0.01 * n as f32, p_hi * 0.01 * n as f32);
-            let (mut cum, mut b_lo, mut b_hi) = (0u32, None, None);
-            for (b, &h) in hist.iter().enumerate() {
-                cum += h;
-                if b_lo.is_none() && cum as f32 > want_lo {
-                    b_lo = Some(b);
-                }
-                if b_hi.is_none() && cum as f32 >= want_hi {
-                    b_hi = Some(b);
-                }
-            }
-            let lo = mn + b_lo.unwrap_or(0) as f32 * width;
-            let hi = (mn + (b_hi.unwrap_or(HIST_BINS - 1) + 1) as f32 * width).min(mx);
-            if matches!(limits, Limits::Symmetric { .. }) {
-                let m = lo.abs().max(hi.abs());
-                (-m, m)
-            } else {
-                (lo, hi)
-            }
-        }
-    };
-    if hi.partial_cmp(&lo) != Some(std::cmp::Ordering::Greater) {
-        hi = lo + 1.0;
-    }
-    Stats {
-        lo,
-        hi,
-        min: if n == 0 { 3.0e38 } else { mn },
-        max: if n == 0 { -3.0e38 } else { mx },
-        finite: n,
-        hist,
-    }
+    let ShownRange { lo, hi, .. } = stats.shown;
+    let t = ((shown(v, stats.scale) - lo) / (hi - lo)).clamp(0.0, 1.0);
+    Some((t * 255.0 + 0.5) as usize)
 }
 
 /// Colour a plane as the renderer does (no overlays): RGBA8, row-major. For PNG export.
-pub fn colorize(plane: &[f32], stats: &Stats, cmap: u32, log: bool) -> Vec<u8> {
+pub fn colorize(plane: &[f32], stats: &Stats, cmap: u32) -> Vec<u8> {
     let table = &colormaps::TABLES[(cmap as usize).min(colormaps::TABLES.len() - 1)];
     let mut out = Vec::with_capacity(plane.len() * 4);
     for &v in plane {
-        let v = shown(v, log);
-        let [r, g, b] = if v.is_finite() {
-            let t = ((v - stats.lo) / (stats.hi - stats.lo)).clamp(0.0, 1.0);
-            table[(t * 255.0 + 0.5) as usize]
-        } else {
-            [128, 128, 128]
+        let [r, g, b] = level(v, stats).map_or(NOT_FINITE, |l| table[l]);
+        out.extend_from_slice(&[r, g, b, 255]);
+    }
+    out
+}
+
+/// Colour a direction image as the renderer does: hue from `angle` (radians), brightness
+/// from `magnitude` between the limits of `stats` (256 levels, as the colour maps).
+pub fn colorize_wheel(magnitude: &[f32], angle: &[f32], stats: &Stats) -> Vec<u8> {
+    let mut out = Vec::with_capacity(magnitude.len() * 4);
+    for (&m, &a) in magnitude.iter().zip(angle) {
+        let [r, g, b] = match level(m, stats) {
+            Some(l) if a.is_finite() => wheel::wheel_u8(a, l as f32 / 255.0),
+            _ => NOT_FINITE,
         };
         out.extend_from_slice(&[r, g, b, 255]);
     }
@@ -203,17 +79,23 @@ pub fn colorize(plane: &[f32], stats: &Stats, cmap: u32, log: bool) -> Vec<u8> {
 
 #[cfg(test)]
 mod tests {
+    use super::limits::note;
     use super::*;
 
     #[test]
     fn percentile_limits_bracket_the_requested_fraction() {
         let plane: Vec<f32> = (0..10_000).map(|i| i as f32).collect();
-        let s = stats(&plane, Limits::Percentile { lo: 1.0, hi: 99.0 }, false);
+        let s = stats(
+            &plane,
+            Limits::Percentile { lo: 1.0, hi: 99.0 },
+            Scale::Linear,
+        );
         let width = 9999.0 / HIST_BINS as f32;
         assert!((s.lo - 100.0).abs() <= width, "lo {}", s.lo);
         assert!((s.hi - 9900.0).abs() <= width, "hi {}", s.hi);
         assert_eq!(s.finite, 10_000);
         assert_eq!(s.hist.iter().sum::<u32>(), 10_000);
+        assert_eq!(s.note(), None);
     }
 
     #[test]
@@ -221,35 +103,109 @@ mod tests {
         let s = stats(
             &[f32::NAN, 5.0, f32::INFINITY, 5.0],
             Limits::Percentile { lo: 0.0, hi: 100.0 },
-            false,
+            Scale::Linear,
         );
         assert_eq!((s.finite, s.min, s.max), (2, 5.0, 5.0));
         assert_eq!((s.lo, s.hi), (5.0, 6.0));
+        assert_eq!(s.notes, note::COLLAPSED);
+        assert!(s.note().unwrap().contains("every finite value is 5"));
         let empty = stats(
             &[f32::NAN],
             Limits::Percentile { lo: 0.0, hi: 100.0 },
-            false,
+            Scale::Linear,
         );
         assert_eq!((empty.lo, empty.hi, empty.finite), (0.0, 1.0, 0));
+        assert_eq!(empty.notes, note::NO_FINITE);
+        assert!(empty.note().unwrap().contains("no finite value"));
     }
 
     #[test]
     fn symmetric_limits_centre_zero() {
         let plane = [-1.0f32, -0.5, 0.0, 0.2, 3.0];
-        let s = stats(&plane, Limits::Symmetric { lo: 0.0, hi: 100.0 }, false);
-        assert_eq!(s.lo, -s.hi);
-        assert!(s.hi >= 3.0 - 4.0 / HIST_BINS as f32);
+        for scale in [Scale::Linear, Scale::Log, Scale::Sqrt] {
+            let s = stats(&plane, Limits::Symmetric { lo: 0.0, hi: 100.0 }, scale);
+            assert_eq!(s.lo, -s.hi, "{scale:?}");
+            assert_eq!(s.shown.lo, -s.shown.hi, "{scale:?}");
+            assert!(s.hi >= 3.0 * (1.0 - 4.0 / HIST_BINS as f32), "{scale:?}");
+        }
+    }
+
+    /// Absolute limits are data units on every scale: reported as given, mapped through the
+    /// scale, and the pixels between them spread over the map (the old rule read them as
+    /// shown units, and 1000 … 50000 on a log scale painted everything at the low end).
+    #[test]
+    fn absolute_limits_are_data_units_on_every_scale() {
+        let plane: Vec<f32> = (0..500).map(|i| 900.0 + 100.0 * i as f32).collect();
+        let limits = Limits::Absolute {
+            lo: 1000.0,
+            hi: 50000.0,
+        };
+        for scale in [Scale::Linear, Scale::Log, Scale::Sqrt] {
+            let s = stats(&plane, limits, scale);
+            assert_eq!((s.lo, s.hi), (1000.0, 50000.0), "{scale:?}");
+            assert_eq!((s.min, s.max), (900.0, 50800.0), "{scale:?}");
+            assert_eq!(
+                (s.shown.lo, s.shown.hi),
+                (shown(1000.0, scale), shown(50000.0, scale))
+            );
+            assert_eq!(s.note(), None, "{scale:?}");
+            let levels: std::collections::BTreeSet<usize> =
+                plane.iter().filter_map(|&v| level(v, &s)).collect();
+            // 490 values between the limits: on every scale they reach well over a hundred
+            // of the 256 levels (the log scale bunches the upper ones together).
+            assert!(levels.len() > 100, "{scale:?}: {} levels", levels.len());
+            assert_eq!(level(950.0, &s), Some(0));
+            assert_eq!(level(60000.0, &s), Some(255));
+        }
+    }
+
+    #[test]
+    fn limits_beside_the_data_or_too_close_are_said() {
+        let plane = [10.0f32, 20.0, 30.0];
+        let above = stats(
+            &plane,
+            Limits::Absolute {
+                lo: 1000.0,
+                hi: 50000.0,
+            },
+            Scale::Log,
+        );
+        assert_eq!(above.notes, note::ABOVE_DATA);
+        let text = above.note().unwrap();
+        assert!(
+            text.contains("1000 … 50000") && text.contains("low end"),
+            "{text}"
+        );
+        let below = stats(&plane, Limits::Absolute { lo: -5.0, hi: 10.0 }, Scale::Sqrt);
+        assert_eq!(below.notes, note::BELOW_DATA);
+        assert!(below.note().unwrap().contains("high end"));
+        // Two limits float32 tells apart in data units but not once through the log.
+        let (a, b) = (1.0e30f32, 1.000_001e30);
+        assert_eq!(shown(a, Scale::Log), shown(b, Scale::Log));
+        let close = stats(&plane, Limits::Absolute { lo: a, hi: b }, Scale::Log);
+        assert_eq!(close.notes, note::COLLAPSED | note::ABOVE_DATA);
+        assert_eq!(close.lo, a);
+        assert!(close.hi > b && close.shown.hi == close.shown.lo + 1.0);
+        assert!(close.note().unwrap().contains("one value on the log scale"));
     }
 
     #[test]
     fn colours_follow_the_table_ends_and_mark_nan() {
-        let s = stats(&[0.0, 1.0], Limits::Absolute { lo: 0.0, hi: 1.0 }, false);
-        let rgba = colorize(&[0.0, 1.0, f32::NAN], &s, 0, false);
+        let s = stats(
+            &[0.0, 1.0],
+            Limits::Absolute { lo: 0.0, hi: 1.0 },
+            Scale::Linear,
+        );
+        let rgba = colorize(&[0.0, 1.0, f32::NAN], &s, 0);
         let t = &colormaps::TABLES[0];
         assert_eq!(&rgba[0..3], &t[0]);
         assert_eq!(&rgba[4..7], &t[255]);
         assert_eq!(&rgba[8..11], &[128, 128, 128]);
         assert_eq!(lut_words().len(), 256 * colormaps::NAMES.len());
+        let wheel = colorize_wheel(&[1.0, 0.0, 1.0], &[0.0, 1.0, f32::NAN], &s);
+        assert_eq!(&wheel[0..4], &[255, 0, 0, 255]);
+        assert_eq!(&wheel[4..7], &[0, 0, 0]);
+        assert_eq!(&wheel[8..11], &[128, 128, 128]);
     }
 
     #[test]

@@ -266,7 +266,7 @@ fn display_passes(
         ),
     ] {
         let seconds = time(engine, reps, &|e| {
-            plane.encode_stats(engine, e, limits, false)
+            plane.encode_stats(engine, e, limits, crate::display::Scale::Linear)
         })?;
         lines.push(Timing {
             name: format!("display limits {width}x{height} ({what})"),

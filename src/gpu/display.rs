@@ -3,7 +3,7 @@
 //! the user's overlays. Nothing is read back while the user drags; readback (hover values,
 //! the histogram, PNG export) is explicit and asynchronous.
 
-use crate::display::{lut_words, Limits, Stats, HIST_BINS, STATS_HEADER};
+use crate::display::{lut_words, Limits, Scale, Stats, HIST_BINS, STATS_HEADER};
 use crate::error::{Error, Result};
 
 use super::kernels::{self, grid, PrepParams, StatsParams, View};
@@ -47,14 +47,21 @@ pub enum PlaneSource<'a> {
     },
     /// f32 values `stride` words apart (1: a plain plane; 2: real parts of complex values).
     F32 { buf: &'a wgpu::Buffer, stride: u32 },
+    /// The magnitude `|g|` of DPC vectors held as (g_r, g_c) float32 pairs
+    /// ([`super::fft::encode_dpc_pairs`]).
+    DpcMagnitude { pairs: &'a wgpu::Buffer },
+    /// Their direction `atan2(g_c, g_r)`, radians in (−π, π] (0 for a zero vector).
+    DpcAngle { pairs: &'a wgpu::Buffer },
 }
 
-/// A 2-D plane of display values with its stats buffer.
+/// A 2-D plane of display values with its stats buffer, and, for planes that can show a
+/// direction image, a second plane of angles (the colour wheel's hue).
 pub struct Plane {
     pub width: u32,
     pub height: u32,
     pub values: wgpu::Buffer,
     pub stats: wgpu::Buffer,
+    pub angle: Option<wgpu::Buffer>,
 }
 
 const STATS_WORDS: u64 = (STATS_HEADER + HIST_BINS) as u64;
@@ -66,7 +73,22 @@ impl Plane {
             height,
             values: engine.storage("display plane", width as u64 * height as u64 * 4),
             stats: engine.storage("display stats", STATS_WORDS * 4),
+            angle: None,
         }
+    }
+
+    /// A plane that can also hold a direction per pixel ([`Plane::encode_angle`]).
+    pub fn with_angle(engine: &Engine, width: u32, height: u32) -> Plane {
+        Plane {
+            angle: Some(engine.storage("display angle", width as u64 * height as u64 * 4)),
+            ..Plane::new(engine, width, height)
+        }
+    }
+
+    fn angle_buffer(&self) -> Result<&wgpu::Buffer> {
+        self.angle
+            .as_ref()
+            .ok_or_else(|| Error::Gpu("this display plane holds no directions".into()))
     }
 
     pub fn len(&self) -> u32 {
@@ -83,6 +105,27 @@ impl Plane {
         engine: &Engine,
         encoder: &mut wgpu::CommandEncoder,
         src: PlaneSource,
+    ) -> Result<()> {
+        self.encode_prep_into(engine, encoder, src, &self.values)
+    }
+
+    /// Record the conversion of `src` (a direction: [`PlaneSource::DpcAngle`]) into the
+    /// plane's angles, the colour wheel's hue.
+    pub fn encode_angle(
+        &self,
+        engine: &Engine,
+        encoder: &mut wgpu::CommandEncoder,
+        src: PlaneSource,
+    ) -> Result<()> {
+        self.encode_prep_into(engine, encoder, src, self.angle_buffer()?)
+    }
+
+    fn encode_prep_into(
+        &self,
+        engine: &Engine,
+        encoder: &mut wgpu::CommandEncoder,
+        src: PlaneSource,
+        out: &wgpu::Buffer,
     ) -> Result<()> {
         let n = self.len();
         let groups = grid(n.div_ceil(256));
@@ -147,39 +190,45 @@ impl Plane {
                 (p.source, p.stride) = (8, stride);
                 (buf, buf)
             }
+            PlaneSource::DpcMagnitude { pairs } => {
+                p.source = 9;
+                (pairs, pairs)
+            }
+            PlaneSource::DpcAngle { pairs } => {
+                p.source = 10;
+                (pairs, pairs)
+            }
         };
         let params = engine.uniform(&p);
         engine.dispatch(
             encoder,
             &kernels::DISPLAY_PREP,
-            &[&params, a, b, &self.values],
+            &[&params, a, b, out],
             groups,
         )
     }
 
-    /// Record the limits/histogram kernels: the stats buffer cleared, min/max and the
-    /// histogram over many workgroups, the limits in one (`display_stats.wgsl`).
+    /// Record the limits/histogram kernels on `scale`: the stats buffer cleared, min/max and
+    /// the histogram over many workgroups, the limits in one (`display_stats.wgsl`).
     pub fn encode_stats(
         &self,
         engine: &Engine,
         encoder: &mut wgpu::CommandEncoder,
         limits: Limits,
-        log: bool,
+        scale: Scale,
     ) -> Result<()> {
         limits.validate()?;
-        let (lo, hi) = match limits {
-            Limits::Percentile { lo, hi }
-            | Limits::Absolute { lo, hi }
-            | Limits::Symmetric { lo, hi } => (lo, hi),
-        };
+        let k = limits.for_kernel(scale);
         let params = engine.uniform(&StatsParams {
             n: self.len(),
-            mode: limits.gpu_mode(),
-            log_scale: log as u32,
-            p_lo: lo,
-            p_hi: hi,
-            abs_lo: lo,
-            abs_hi: hi,
+            mode: k.mode,
+            scale: scale.code(),
+            p_lo: k.p_lo,
+            p_hi: k.p_hi,
+            abs_lo: k.abs_lo,
+            abs_hi: k.abs_hi,
+            shown_lo: k.shown_lo,
+            shown_hi: k.shown_hi,
             ..Default::default()
         });
         // A workgroup walks blocks of 1,024 values: one block each for min/max, at least
@@ -214,11 +263,28 @@ impl Plane {
         Ok(bytemuck::pod_collect_to_vec::<u8, f32>(&bytes)[..self.len() as usize].to_vec())
     }
 
+    /// The directions (radians) of a plane that holds them.
+    pub async fn read_angles(&self, engine: &Engine) -> Result<Vec<f32>> {
+        let bytes = engine
+            .read_back(self.angle_buffer()?, self.len() as u64 * 4)
+            .await?;
+        Ok(bytemuck::pod_collect_to_vec::<u8, f32>(&bytes)[..self.len() as usize].to_vec())
+    }
+
     /// One value (hover readout): a 4-byte readback.
     pub async fn read_value(&self, engine: &Engine, r: u32, c: u32) -> Result<f32> {
+        self.read_one(engine, &self.values, r, c).await
+    }
+
+    /// One direction (radians; hover readout of a direction image).
+    pub async fn read_angle(&self, engine: &Engine, r: u32, c: u32) -> Result<f32> {
+        self.read_one(engine, self.angle_buffer()?, r, c).await
+    }
+
+    async fn read_one(&self, engine: &Engine, buf: &wgpu::Buffer, r: u32, c: u32) -> Result<f32> {
         let k = (r.min(self.height.saturating_sub(1)) * self.width
             + c.min(self.width.saturating_sub(1))) as u64;
-        let bytes = engine.read_back_range(&self.values, k * 4, 4).await?;
+        let bytes = engine.read_back_range(buf, k * 4, 4).await?;
         Ok(f32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]))
     }
 }
@@ -294,6 +360,9 @@ impl Renderer {
                 entry(1, &plane.values),
                 entry(2, &plane.stats),
                 entry(3, &self.lut),
+                // The colour wheel's hue; a plane without directions binds its values,
+                // which the shader then leaves unread (`view.wheel` is 0).
+                entry(4, plane.angle.as_ref().unwrap_or(&plane.values)),
             ],
         });
         let clock = engine.pass_clock();

@@ -235,6 +235,66 @@ pub fn reference_shift(bound: u128) -> u32 {
         .unwrap_or(0)
 }
 
+/// Record the DPC of the contract for every position of a `rows × cols` scan as (g_r, g_c)
+/// float32 pairs, row-major, into `out` (`idpc_pack`: from exact moments, centred in exact
+/// integers about the fixed-point scan mean first, so each component is good to the
+/// contract's DPC bound however small it is against the CoM).
+fn pack(
+    rec: &mut Recorder,
+    [r, c]: [u32; 2],
+    centre: CentreSource,
+    dpc: DpcSettings,
+    out: &wgpu::Buffer,
+) -> Result<()> {
+    let (s, co) = dpc.rotation.to_radians().sin_cos();
+    let mut p = FftParams {
+        width: c,
+        height: r,
+        flip: dpc.flip as u32,
+        mean_r: dpc.mean[0] as f32,
+        mean_c: dpc.mean[1] as f32,
+        cos_t: co as f32,
+        sin_t: s as f32,
+        ..Default::default()
+    };
+    let (kernel, src) = match centre {
+        CentreSource::Moments { buf, bound } => {
+            let k = reference_shift(bound);
+            let fixed = |m: f64| {
+                (m.max(0.0) * (1u64 << k) as f64)
+                    .round()
+                    .min(u32::MAX as f64)
+            };
+            let (ar, ac) = (fixed(dpc.mean[0]), fixed(dpc.mean[1]));
+            p.ref_r = ar as u32;
+            p.ref_c = ac as u32;
+            p.ref_shift = k;
+            p.mean_r = (dpc.mean[0] - ar / (1u64 << k) as f64) as f32;
+            p.mean_c = (dpc.mean[1] - ac / (1u64 << k) as f64) as f32;
+            (&kernels::IDPC_PACK, buf)
+        }
+        CentreSource::Com(b) => (&kernels::IDPC_PACK_COM, b),
+    };
+    let (u, g) = params(rec.engine, p, r * c);
+    rec.dispatch(kernel, &[(0, &u), (3, out), (4, src)], g)
+}
+
+/// Record the DPC vectors of a `scan` from `centre` as (g_r, g_c) float32 pairs in `out`
+/// (at least `8 · rows · cols` bytes): what the DPC magnitude and direction images show.
+pub fn encode_dpc_pairs(
+    engine: &Engine,
+    enc: &mut wgpu::CommandEncoder,
+    scan: [usize; 2],
+    centre: CentreSource,
+    dpc: DpcSettings,
+    out: &wgpu::Buffer,
+) -> Result<()> {
+    let mut rec = Recorder::new(engine, enc);
+    pack(&mut rec, [scan[0] as u32, scan[1] as u32], centre, dpc, out)?;
+    rec.finish();
+    Ok(())
+}
+
 /// Where iDPC takes the centre of mass from.
 #[derive(Clone, Copy, Debug)]
 pub enum CentreSource<'a> {
@@ -292,39 +352,9 @@ impl Idpc {
         dpc: DpcSettings,
     ) -> Result<()> {
         let (r, c) = (self.rows, self.cols);
-        let (s, co) = dpc.rotation.to_radians().sin_cos();
-        let mut p = FftParams {
-            width: c,
-            height: r,
-            flip: dpc.flip as u32,
-            mean_r: dpc.mean[0] as f32,
-            mean_c: dpc.mean[1] as f32,
-            cos_t: co as f32,
-            sin_t: s as f32,
-            ..Default::default()
-        };
-        let (pack, src) = match centre {
-            CentreSource::Moments { buf, bound } => {
-                let k = reference_shift(bound);
-                let fixed = |m: f64| {
-                    (m.max(0.0) * (1u64 << k) as f64)
-                        .round()
-                        .min(u32::MAX as f64)
-                };
-                let (ar, ac) = (fixed(dpc.mean[0]), fixed(dpc.mean[1]));
-                p.ref_r = ar as u32;
-                p.ref_c = ac as u32;
-                p.ref_shift = k;
-                p.mean_r = (dpc.mean[0] - ar / (1u64 << k) as f64) as f32;
-                p.mean_c = (dpc.mean[1] - ac / (1u64 << k) as f64) as f32;
-                (&kernels::IDPC_PACK, buf)
-            }
-            CentreSource::Com(b) => (&kernels::IDPC_PACK_COM, b),
-        };
-        let (u, g) = params(engine, p, r * c);
         let (a, b) = (&self.w0, &self.phase);
         let mut rec = Recorder::new(engine, enc);
-        rec.dispatch(pack, &[(0, &u), (3, a), (4, src)], g)?;
+        pack(&mut rec, [r, c], centre, dpc, a)?;
         rows_fft(&mut rec, &self.row_axis, r, false, a, b)?;
         transpose(&mut rec, c, r, a, b)?;
         rows_fft(&mut rec, &self.col_axis, c, false, b, a)?;

@@ -614,12 +614,16 @@ pub struct PrepParams {
 pub struct StatsParams {
     pub n: u32,
     pub mode: u32,
-    pub log_scale: u32,
+    pub scale: u32,
     pub _pad0: u32,
     pub p_lo: f32,
     pub p_hi: f32,
     pub abs_lo: f32,
     pub abs_hi: f32,
+    pub shown_lo: f32,
+    pub shown_hi: f32,
+    pub _pad1: u32,
+    pub _pad2: u32,
 }
 
 #[repr(C)]
@@ -630,7 +634,8 @@ pub struct View {
     pub canvas_w: u32,
     pub canvas_h: u32,
     pub cmap: u32,
-    pub log_scale: u32,
+    /// [`crate::display::Scale::code`].
+    pub scale: u32,
     pub overlay: u32,
     pub cursor_on: u32,
     pub zoom: f32,
@@ -647,7 +652,8 @@ pub struct View {
     pub rect_c1: f32,
     pub cursor_r: f32,
     pub cursor_c: f32,
-    pub _pad0: f32,
+    /// Non-zero: a direction image drawn with the colour wheel.
+    pub wheel: u32,
     pub _pad1: f32,
 }
 
@@ -801,14 +807,8 @@ pub fn uniform_layouts() -> Vec<(&'static str, usize, Vec<&'static str>)> {
             "StatsParams",
             std::mem::size_of::<StatsParams>(),
             vec![
-                "n",
-                "mode",
-                "log_scale",
-                "_pad0",
-                "p_lo",
-                "p_hi",
-                "abs_lo",
-                "abs_hi",
+                "n", "mode", "scale", "_pad0", "p_lo", "p_hi", "abs_lo", "abs_hi", "shown_lo",
+                "shown_hi", "_pad1", "_pad2",
             ],
         ),
         (
@@ -820,7 +820,7 @@ pub fn uniform_layouts() -> Vec<(&'static str, usize, Vec<&'static str>)> {
                 "canvas_w",
                 "canvas_h",
                 "cmap",
-                "log_scale",
+                "scale",
                 "overlay",
                 "cursor_on",
                 "zoom",
@@ -837,7 +837,7 @@ pub fn uniform_layouts() -> Vec<(&'static str, usize, Vec<&'static str>)> {
                 "rect_c1",
                 "cursor_r",
                 "cursor_c",
-                "_pad0",
+                "wheel",
                 "_pad1",
             ],
         ),

@@ -618,25 +618,24 @@ impl Viewer {
         })
     }
 
-    /// Limits, range and a 256-bar histogram of a panel, as JSON.
+    /// Limits and range (data and shown units), scale, a 256-bar histogram, the note and the
+    /// colour map of a panel, as JSON ([`crate::viewer::StatsReport`]).
     pub fn stats(&self, panel: String) -> js_sys::Promise {
         let inner = self.inner.clone();
         future_to_promise(async move {
             let panel = Panel::parse(&panel).map_err(js_err)?;
-            let st = inner
-                .with_session(async |s| s.stats(&inner.engine, panel).await)
+            let report = inner
+                .with_session(async |s| s.stats_report(&inner.engine, panel).await)
                 .await?
                 .map_err(js_err)?;
-            Ok(json!({
-                "lo": st.lo, "hi": st.hi, "min": st.min, "max": st.max,
-                "finite": st.finite, "hist": st.coarse(256),
-            })
-            .to_string()
-            .into())
+            Ok(serde_json::to_string(&report)
+                .map_err(|e| js_err(format!("stats do not serialise: {e}")))?
+                .into())
         })
     }
 
-    /// The value under the pointer (exact for integer sums).
+    /// The value under the pointer (exact for integer sums; degrees on a DPC direction
+    /// image).
     #[wasm_bindgen(js_name = valueAt)]
     pub fn value_at(&self, panel: String, r: u32, c: u32) -> js_sys::Promise {
         let inner = self.inner.clone();
