@@ -86,8 +86,9 @@ export async function firstUse(t) {
     check((await status(page)).open.includes('arina_u8_data_000001.h5'), 'Open folder… opens the acquisition in the chosen folder');
     // From the keyboard: Tab to the button, Enter opens the chooser.
     await page.focus('#open-files');
-    const [chooser] = await Promise.all([page.waitForEvent('filechooser', { timeout: 5000 }).catch(() => null), page.keyboard.press('Enter')]);
-    check(chooser !== null, 'Enter on the focused Open files… button opens the file chooser');
+    const focused = await page.evaluate(() => document.activeElement.id);
+    const [chooser] = await Promise.all([page.waitForEvent('filechooser', { timeout: 15000 }).catch(() => null), page.keyboard.press('Enter')]);
+    check(chooser !== null, `Enter on the focused Open files… button opens the file chooser (focus on ${focused})`);
     if (chooser) await chooser.setFiles(filesOf('arina_u16'));
     if (chooser) await openedAs(page, 'arina_u16_master.h5');
     noErrors(page, 'file chooser');
@@ -521,7 +522,7 @@ export async function firstUse(t) {
       const r = await page.evaluate(async () => {
         const v = window.stem4d.view();
         const [cr, cc] = v.image.cursor;
-        const dpc = await window.stem4d.product({ kind: 'dpc', rotation: v.image.rotation, flip: v.image.flip });
+        const dpc = await window.stem4d.product({ kind: 'dpc', rotation: v.image.rotation, flip: v.image.flip, maskBadPixels: true });
         const n = dpc.shape[1] * dpc.shape[2];
         const i = cr * dpc.shape[2] + cc;
         return { value: await window.stem4d.valueAt('image', cr, cc), gr: dpc.data[i], gc: dpc.data[n + i], stats: await window.stem4d.stats('image') };

@@ -186,8 +186,8 @@ async function main() {
     await page.waitForTimeout(300);
     const progressShown = await page.evaluate(() => getComputedStyle(document.getElementById('progress')).display);
     check(progressShown === 'none', `the progress bar is gone once the acquisition is loaded (display: ${progressShown})`);
-    const before = await compareGolden(page, 'section.panel:nth-of-type(1) .stage', 'image-bf');
-    const patternShot = await compareGolden(page, 'section.panel:nth-of-type(2) .stage', 'pattern-cursor');
+    const before = await compareGolden(page, '#image-panel .frame', 'image-bf');
+    const patternShot = await compareGolden(page, '#pattern-panel .frame', 'pattern-cursor');
     // Frames reach the screen the way the page measured to be faster; the other way shows
     // the same pixels, and a way that does not exist is refused by name.
     const present = await page.evaluate(() => window.stem4d.present());
@@ -200,7 +200,7 @@ async function main() {
     check(switched.mode === other && switched.chosen === 'asked', `stem4d.setPresent('${other}'): ${JSON.stringify(switched)}`);
     await page.waitForTimeout(300);
     for (const [shot, n, name] of [[before, 1, 'image-bf'], [patternShot, 2, 'pattern-cursor']]) {
-      const now = await compareGolden(page, `section.panel:nth-of-type(${n}) .stage`, name);
+      const now = await compareGolden(page, `${n === 1 ? '#image-panel' : '#pattern-panel'} .frame`, name);
       const d = await pixelDiff(page, shot, now);
       check(d.sameSize && d.meanAbs < 0.5 && d.bigFrac === 0,
         `${name} presented ${other}: the same pixels as ${present.mode} (mean |Δ| ${d.meanAbs?.toFixed(3)}, ${(100 * d.bigFrac).toFixed(2)} % off by > 48)`);
@@ -238,7 +238,7 @@ async function main() {
     const v1 = await page.evaluate(() => window.stem4d.view());
     check(Math.abs(v1.image.center[1] - v0.image.center[1] - 3) < 0.6 && Math.abs(v1.image.center[0] - v0.image.center[0] - 2) < 0.6,
       `dragging the disk moved its centre by (2, 3) px: ${v0.image.center} → ${v1.image.center}`);
-    const after = await page.locator('section.panel:nth-of-type(1) .stage').screenshot();
+    const after = await page.locator('#image-panel .frame').screenshot();
     const moved = await pixelDiff(page, before, after);
     check(moved.meanAbs > 1, `the virtual image changed after the drag (mean |Δ| ${moved.meanAbs.toFixed(2)})`);
     const mp = { kind: 'bf', center: v1.image.center, radius: v1.image.radius };

@@ -757,6 +757,7 @@ impl Session {
             idpc: None,
             prepared: false,
         };
+        progress("finding the BF disk", 0, 0);
         let fit = session.product(engine, &fit).await?;
         let f = fit.data.to_f64();
         session.bf_fit = [f[0], f[1], f[2]];
