@@ -436,8 +436,8 @@ export async function firstUse(t) {
     // rotation pre-fills the DPC rotation.
     const page = await freshPage();
     await page.fill('#scan-rows', '4'); await page.fill('#scan-cols', '6');
-    await choose(page, '#open-files', [bad('arina_no_companion/scanB_master.h5'), bad('arina_no_companion/scanB_data_000001.h5')]);
-    await openedAs(page, 'scanB_master.h5');
+    await choose(page, '#open-files', filesOf('arina_u8'));
+    await openedAs(page, 'arina_u8_master.h5');
     const info = await page.evaluate(() => ({ cal: [...document.querySelectorAll('#calibration span')].map((s) => [s.textContent, s.title]) }));
     const det = info.cal.find((c) => /det\. step/.test(c[0]));
     check(det && /mrad/.test(det[0]) && /detector_distance|distance/.test(det[1]), `without a companion, mrad come from the master's detector distance: ${JSON.stringify(info.cal)}`);

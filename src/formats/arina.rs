@@ -6,7 +6,7 @@ use hdf5_reader::Hdf5File;
 
 use super::{
     check_chunk_coverage, check_detector, check_frames, resolve_scan_shape, Acquisition,
-    Calibration, Format, OpenOptions, Part, PartKind,
+    Calibration, CalibrationField as Field, Format, OpenOptions, Part, PartKind,
 };
 use crate::error::{Error, Result};
 use crate::hdf5_index::{attr_f64, dataset_f64, DatasetIndex, H5Set};
@@ -110,28 +110,11 @@ pub(super) fn open(h5: &H5Set, master: &str, opts: &OpenOptions) -> Result<Acqui
                     ));
                 }
             }
-            if let Some(px) = attr_f64(&attrs, "Pixel Size") {
-                calibration.scan_step = Some(px);
-                calibration.scan_units = Some("nm".into());
-            }
-            calibration.energy_ev = attr_f64(&attrs, "High Tension");
-            calibration.camera_length_m = attr_f64(&attrs, "Camera Length");
+            companion_calibration(&mut calibration, cname, &attrs);
         }
     }
-    calibration.detector_pixel_size_m = dataset_f64(&file, &format!("{DETECTOR}/x_pixel_size"));
-    if calibration.energy_ev.is_none() {
-        calibration.energy_ev = dataset_f64(&file, "/entry/instrument/beam/incident_energy")
-            .or_else(|| dataset_f64(&file, &format!("{DETECTOR}/detectorSpecific/photon_energy")));
-    }
-    if let (Some(px), Some(cl)) = (
-        calibration.detector_pixel_size_m,
-        calibration.camera_length_m,
-    ) {
-        if cl > 0.0 {
-            calibration.detector_step = Some(px / cl * 1e3);
-            calibration.detector_units = Some("mrad".into());
-        }
-    }
+    master_calibration(&mut calibration, master, &file);
+    calibration.derive();
 
     let (scan, scan_source) = resolve_scan_shape(master, frames, opts.scan_shape, from_companion)
         .map_err(|e| match (e, companion.as_deref()) {
@@ -157,6 +140,50 @@ pub(super) fn open(h5: &H5Set, master: &str, opts: &OpenOptions) -> Result<Acqui
         calibration,
         crop: None,
     })
+}
+
+/// The companion's "STEM Metadata" attributes, as the Arina software writes them: Pixel
+/// Size in nm, High Tension in V, Camera Length in m, Rotation (no unit recorded; read as
+/// degrees, like the companion's other human units, and said so in the source).
+fn companion_calibration(cal: &mut Calibration, cname: &str, attrs: &[hdf5_reader::Attribute]) {
+    let src = |a: &'static str| move || format!("{cname}: STEM Metadata/{a}");
+    cal.offer(
+        Field::ScanStep,
+        attr_f64(attrs, "Pixel Size"),
+        src("Pixel Size (nm)"),
+    );
+    cal.set_units(Some("nm"), None);
+    cal.offer(
+        Field::Energy,
+        attr_f64(attrs, "High Tension"),
+        src("High Tension (V)"),
+    );
+    cal.offer(
+        Field::CameraLength,
+        attr_f64(attrs, "Camera Length"),
+        src("Camera Length (m)"),
+    );
+    cal.offer(
+        Field::ScanRotation,
+        attr_f64(attrs, "Rotation"),
+        src("Rotation (no unit recorded: read as degrees)"),
+    );
+}
+
+/// The master's NeXus fields: pixel size, the detector's distance and the beam energy.
+fn master_calibration(cal: &mut Calibration, master: &str, file: &Hdf5File) {
+    let at = |path: String| {
+        let v = dataset_f64(file, &path);
+        (v, move || format!("{master}: {path}"))
+    };
+    let (v, s) = at(format!("{DETECTOR}/x_pixel_size"));
+    cal.offer(Field::DetectorPixelSize, v, s);
+    let (v, s) = at(format!("{DETECTOR}/detector_distance"));
+    cal.offer(Field::DetectorDistance, v, s);
+    let (v, s) = at("/entry/instrument/beam/incident_energy".into());
+    cal.offer(Field::Energy, v, s);
+    let (v, s) = at(format!("{DETECTOR}/detectorSpecific/photon_energy"));
+    cal.offer(Field::Energy, v, s);
 }
 
 fn read_pixel_mask(file: &Hdf5File, master: &str, det: [usize; 2]) -> Result<Option<Vec<bool>>> {

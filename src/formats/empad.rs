@@ -1,7 +1,8 @@
 //! EMPAD raw: frames of 130 rows × 128 columns little-endian float32; rows 128 and 129 are
-//! metadata and are dropped. The scan shape comes from the name `scan_xC_yR.raw`.
+//! metadata and are dropped. The scan shape comes from the name `scan_xC_yR.raw` or from the
+//! EMPAD description (`.xml`) given with it, which also gives the calibration (`empad_xml`).
 
-use super::{resolve_scan_shape, Acquisition, Calibration, Format, OpenOptions, Part, PartKind};
+use super::{empad_xml, resolve_scan_shape, Acquisition, Format, OpenOptions, Part, PartKind};
 use crate::contract::{Dtype, Shape4};
 use crate::error::{Error, Result};
 use crate::source::FileSet;
@@ -52,8 +53,24 @@ pub(super) fn open(files: FileSet, name: &str, opts: &OpenOptions) -> Result<Acq
         ));
     }
     let frames = len / FRAME_BYTES;
+    let description = describe(&files, name)?;
     let from_name = shape_from_name(name).map(|s| (s, format!("file name {name}")));
-    let (scan, source) = resolve_scan_shape(name, frames, opts.scan_shape, from_name)?;
+    let from_xml = description.as_ref().and_then(|d| d.scan.clone());
+    let found = match (from_name, from_xml) {
+        (Some(n), Some(x)) if n.0 != x.0 => {
+            return Err(Error::format(
+                name,
+                format!(
+                    "the scan shape {}x{} of the file name disagrees with {}x{} of {}: give --scan-shape",
+                    n.0[0], n.0[1], x.0[0], x.0[1], x.1
+                ),
+            ))
+        }
+        (Some(n), _) => Some(n),
+        (None, x) => x,
+    };
+    let (scan, source) = resolve_scan_shape(name, frames, opts.scan_shape, found)?;
+    let calibration = description.map(|d| d.calibration).unwrap_or_default();
     Ok(Acquisition {
         format: Format::EmpadRaw,
         files: files.clone(),
@@ -76,9 +93,61 @@ pub(super) fn open(files: FileSet, name: &str, opts: &OpenOptions) -> Result<Acq
             },
         }],
         pixel_mask: None,
-        calibration: Calibration::default(),
+        calibration,
         crop: None,
     })
+}
+
+/// The description of raw file `raw` among `files`: the `.xml` that names it, else the only
+/// `.xml`. One that names another raw file is refused rather than applied to this one.
+fn describe(files: &FileSet, raw: &str) -> Result<Option<empad_xml::Description>> {
+    let xmls: Vec<_> = files
+        .files()
+        .iter()
+        .filter(|f| is_xml_name(f.name()))
+        .collect();
+    let mut read = Vec::new();
+    for x in &xmls {
+        read.push((x.name().to_string(), empad_xml::read(x.as_ref())?));
+    }
+    if let Some(i) = read
+        .iter()
+        .position(|(_, d)| d.raw_file.as_deref() == Some(raw))
+    {
+        return Ok(Some(read.swap_remove(i).1));
+    }
+    match read.len() {
+        0 => Ok(None),
+        1 => {
+            let (xml, d) = read.swap_remove(0);
+            match d.raw_file.as_deref() {
+                Some(other) => Err(Error::format(
+                    &xml,
+                    format!("this EMPAD description is of {other}, not of {raw}: open the two together"),
+                )),
+                None => Ok(Some(d)),
+            }
+        }
+        _ => Err(Error::format(
+            raw,
+            "several .xml files are given and none names this raw file: give the one that describes it",
+        )),
+    }
+}
+
+pub(super) fn is_xml_name(name: &str) -> bool {
+    name.to_ascii_lowercase().ends_with(".xml")
+}
+
+/// Files holding an EMPAD description but not its raw file: the error names what is missing.
+pub(super) fn description_without_raw(files: &FileSet) -> Option<Error> {
+    let x = files.files().iter().find(|f| is_xml_name(f.name()))?;
+    let d = empad_xml::read(x.as_ref()).ok()?;
+    let raw = d.raw_file?;
+    Some(Error::format(
+        x.name(),
+        format!("this EMPAD description's frames are in {raw}: open {raw} together with it"),
+    ))
 }
 
 #[cfg(test)]

@@ -5,11 +5,11 @@ use hdf5_reader::Hdf5File;
 
 use super::{
     check_chunk_coverage, check_detector, check_frames, resolve_scan_shape, Acquisition,
-    Calibration, Format, OpenOptions, Part, PartKind,
+    Calibration, CalibrationField as Field, Format, OpenOptions, Part, PartKind,
 };
 use crate::contract::Shape4;
 use crate::error::{Error, Result};
-use crate::hdf5_index::{DatasetIndex, H5Set};
+use crate::hdf5_index::{attr_f64, dataset_f64, DatasetIndex, H5Set};
 
 /// Bound on the group walk: real files have tens of objects; a loop or a bomb has more.
 const MAX_OBJECTS: usize = 10_000;
@@ -72,11 +72,12 @@ pub(super) fn open(
     let frames = check_frames(&data_file, frames)?;
     check_chunk_coverage(&ix)?;
     let (scan, scan_source) = resolve_scan_shape(&data_file, frames, opts.scan_shape, from_file)?;
-    let calibration = if emd {
-        emd_calibration(file, &path)
+    let mut calibration = if emd {
+        emd_calibration(file, primary, &path)
     } else {
         Calibration::default()
     };
+    calibration.derive();
     let format = match (emd, ix.shape.len()) {
         (true, _) => Format::Emd,
         (false, 3) => Format::Hdf5Stack3d,
@@ -149,8 +150,11 @@ fn walk(
     Ok(())
 }
 
-/// EMD 1.0 keeps axis calibrations in `dim0..dim3` beside `data`.
-fn emd_calibration(file: &Hdf5File, data_path: &str) -> Calibration {
+/// EMD 1.0 keeps axis calibrations in `dim0..dim3` beside `data`; py4DSTEM/emdfile keep
+/// microscope values in `metadatabundle/<name>` groups of the data's group or its
+/// ancestors (attributes or scalar data sets): the convergence semi-angle in mrad and the
+/// beam energy in eV (`beam_energy`) or V (`accelerating_voltage`).
+fn emd_calibration(file: &Hdf5File, primary: &str, data_path: &str) -> Calibration {
     let parent = data_path.rsplit_once('/').map(|(p, _)| p).unwrap_or("");
     let axis = |k: usize| -> Option<(f64, Option<String>)> {
         let ds = file.dataset(&format!("{parent}/dim{k}")).ok()?;
@@ -161,17 +165,54 @@ fn emd_calibration(file: &Hdf5File, data_path: &str) -> Calibration {
         let units = ds
             .attribute("units")
             .ok()
-            .and_then(|u| u.read_string().ok());
+            .and_then(|u| u.read_string().ok())
+            .map(|u| u.trim_end_matches('\0').to_string());
         Some((b - a, units))
     };
     let mut cal = Calibration::default();
     if let Some((step, units)) = axis(0) {
-        cal.scan_step = Some(step);
-        cal.scan_units = units;
+        cal.offer(Field::ScanStep, Some(step), || {
+            format!("{primary}: {parent}/dim0")
+        });
+        cal.set_units(units.as_deref(), None);
     }
     if let Some((step, units)) = axis(2) {
-        cal.detector_step = Some(step);
-        cal.detector_units = units;
+        cal.offer(Field::DetectorStep, Some(step), || {
+            format!("{primary}: {parent}/dim2")
+        });
+        cal.set_units(None, units.as_deref());
+    }
+    let mut group = parent.to_string();
+    loop {
+        let bundle = format!("{group}/metadatabundle");
+        if let Ok(g) = file.group(&bundle) {
+            for m in g.groups().unwrap_or_default() {
+                let name = format!("{bundle}/{}", crate::source::base_name(m.name()));
+                let attrs = m.attributes().unwrap_or_default();
+                let value = |key: &str| {
+                    attr_f64(&attrs, key).or_else(|| dataset_f64(file, &format!("{name}/{key}")))
+                };
+                let src = |key: &'static str| {
+                    let name = name.clone();
+                    move || format!("{primary}: {name}/{key}")
+                };
+                cal.offer(
+                    Field::ConvergenceSemiangle,
+                    value("convergence_semiangle_mrad"),
+                    src("convergence_semiangle_mrad"),
+                );
+                cal.offer(Field::Energy, value("beam_energy"), src("beam_energy (eV)"));
+                cal.offer(
+                    Field::Energy,
+                    value("accelerating_voltage"),
+                    src("accelerating_voltage (V)"),
+                );
+            }
+        }
+        match group.rsplit_once('/') {
+            Some((up, _)) => group = up.to_string(),
+            None => break,
+        }
     }
     cal
 }

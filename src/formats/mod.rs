@@ -3,11 +3,14 @@
 //! provenance of the scan shape. Decoding is the next stage's job ([`crate::frames`]).
 
 mod arina;
+mod calibration;
 mod empad;
+mod empad_xml;
 mod generic;
 mod index_feed;
 pub mod synthetic;
 
+pub use calibration::{Calibration, Field as CalibrationField};
 pub use index_feed::IndexFeed;
 
 use std::sync::Arc;
@@ -48,24 +51,6 @@ pub enum Format {
 pub struct OpenOptions {
     pub scan_shape: Option<[usize; 2]>,
     pub dataset: Option<String>,
-}
-
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
-pub struct Calibration {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub scan_step: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub scan_units: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub detector_step: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub detector_units: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub detector_pixel_size_m: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub camera_length_m: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub energy_ev: Option<f64>,
 }
 
 /// Where a part's frames are stored.
@@ -151,6 +136,9 @@ impl Acquisition {
         if let Some(first) = files.files().iter().find(|f| empad::is_raw_name(f.name())) {
             let name = first.name().to_string();
             return empad::open(files, &name, opts);
+        }
+        if let Some(e) = empad::description_without_raw(&files) {
+            return Err(e);
         }
         let h5 = H5Set::with_leaves(files.clone(), defer_leaves);
         let primary = choose_primary(&files)?;
