@@ -45,6 +45,25 @@ pub struct FrameBlock {
     pub samples: Samples,
 }
 
+impl FrameBlock {
+    /// Zero the pixels `mask` flags (a mask of `det`) in every frame.
+    pub fn zero_pixels(&mut self, mask: &[bool]) {
+        let n = self.det[0] * self.det[1];
+        match &mut self.samples {
+            Samples::Int(v) => v
+                .iter_mut()
+                .enumerate()
+                .filter(|(k, _)| mask[k % n])
+                .for_each(|(_, x)| *x = 0),
+            Samples::Float(v) => v
+                .iter_mut()
+                .enumerate()
+                .filter(|(k, _)| mask[k % n])
+                .for_each(|(_, x)| *x = 0.0),
+        }
+    }
+}
+
 /// One stored chunk handed to a [`ChunkDecoder`]: its bytes and how to decode them.
 pub struct ChunkJob {
     pub filters: Arc<[Filter]>,
@@ -74,6 +93,9 @@ pub struct FrameReader<'a> {
     chunk_maps: Vec<HashMap<Vec<u64>, usize>>,
     /// Chunks a [`ChunkDecoder`] decoded ahead of the window that reads them.
     predecoded: Mutex<HashMap<ChunkKey, Arc<Vec<u8>>>>,
+    /// Pixels of the corrected (binned) detector zeroed after correction when bad-pixel
+    /// masking is on: the hot and dead pixels found in the mean pattern (`pattern`).
+    found_bad: Option<Vec<bool>>,
 }
 
 impl<'a> FrameReader<'a> {
@@ -95,7 +117,15 @@ impl<'a> FrameReader<'a> {
             acq,
             chunk_maps,
             predecoded: Mutex::new(HashMap::new()),
+            found_bad: None,
         }
+    }
+
+    /// Also zero `found` (a mask of the corrected detector) in every block read with
+    /// bad-pixel masking on.
+    pub fn with_found_bad(mut self, found: Option<Vec<bool>>) -> Self {
+        self.found_bad = found;
+        self
     }
 
     pub fn acquisition(&self) -> &Acquisition {
@@ -424,7 +454,11 @@ impl<'a> FrameReader<'a> {
     /// Decode frames `[f0, f1)` and apply the correction.
     pub fn block(&self, f0: usize, f1: usize, corr: Correction) -> Result<FrameBlock> {
         let raw = self.read_raw(f0, f1)?;
-        correct(self.acq, &raw, f0, f1 - f0, corr)
+        let mut block = correct(self.acq, &raw, f0, f1 - f0, corr)?;
+        if let Some(found) = self.found_bad.as_deref().filter(|_| corr.mask_bad_pixels) {
+            block.zero_pixels(found);
+        }
+        Ok(block)
     }
 
     /// Visit every frame in blocks of about `block_bytes` decoded bytes, in frame order.

@@ -16,6 +16,7 @@ pub mod info;
 pub mod npy;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod parity;
+pub mod pattern;
 pub mod products;
 pub mod resident;
 pub mod source;

@@ -203,6 +203,52 @@ pub struct Profile {
     pub index_read_rounds: usize,
     pub adapter: EngineSummary,
     pub warnings: Vec<String>,
+    /// What bad-pixel masking zeroes, or would: the file's mask, saturated values and the
+    /// hot and dead pixels found in the mean pattern.
+    pub bad_pixels: Option<BadPixelReport>,
+}
+
+/// Bad pixels as provenance states them (lists of pixels capped at [`BadPixelReport::LISTED`]).
+#[derive(Clone, Debug, Serialize)]
+pub struct BadPixelReport {
+    /// Whether they are zeroed before every product.
+    pub masked: bool,
+    /// Pixels the file's pixel mask flags.
+    pub file_mask: usize,
+    /// Integer data: samples of this value (saturated) are zeroed.
+    pub saturated_value: Option<u32>,
+    pub rule: &'static str,
+    pub hot_count: usize,
+    pub dead_count: usize,
+    /// `[row, col]` on the detector products see (binned when binned).
+    pub hot: Vec<[usize; 2]>,
+    pub dead: Vec<[usize; 2]>,
+    /// The scales the rule used: the mean pattern's robust noise and its BF contrast.
+    pub noise: f64,
+    pub contrast: f64,
+}
+
+impl BadPixelReport {
+    const LISTED: usize = 64;
+
+    fn new(acq: &Acquisition, corr: Correction, found: crate::pattern::BadPixels) -> Self {
+        let capped = |v: &[[usize; 2]]| v.iter().take(Self::LISTED).copied().collect();
+        BadPixelReport {
+            masked: corr.mask_bad_pixels,
+            file_mask: acq
+                .pixel_mask
+                .as_ref()
+                .map_or(0, |m| m.iter().filter(|&&b| b).count()),
+            saturated_value: acq.dtype.sentinel(),
+            rule: crate::pattern::RULE,
+            hot_count: found.hot.len(),
+            dead_count: found.dead.len(),
+            hot: capped(&found.hot),
+            dead: capped(&found.dead),
+            noise: found.noise,
+            contrast: found.contrast,
+        }
+    }
 }
 
 impl Profile {
@@ -559,6 +605,8 @@ pub struct Session {
     pub profile: Profile,
     /// `[centre_row, centre_col, radius]` of the BF disk, for presets.
     pub bf_fit: [f64; 3],
+    /// Why the BF fit is implausible, when it is (`pattern::BfFit::warning`).
+    pub bf_fit_warning: Option<String>,
     /// The detector bin `bf_fit` was made at (the one the acquisition was opened with).
     fit_bin: usize,
     correction: Correction,
@@ -688,9 +736,6 @@ impl Session {
         let info = serde_json::to_value(Info::of(&acq, false))
             .map_err(|e| Error::Gpu(format!("info does not serialise: {e}")))?;
         let t = now_ms();
-        let mut fit = ProductParams::new(ProductKind::FitBf);
-        fit.bin = req.bin;
-        fit.mask_bad_pixels = req.mask_bad_pixels;
         let mut session = Session {
             info,
             profile: Profile {
@@ -737,8 +782,10 @@ impl Session {
                 reused_resident_buffers: engine.reused_resident_buffers() - reused0,
                 adapter: engine.summary(),
                 warnings,
+                bad_pixels: None,
             },
             bf_fit: [0.0; 3],
+            bf_fit_warning: None,
             fit_bin: req.bin,
             correction,
             image_sums: engine.storage("image sums", rows as u64 * cols as u64 * 8),
@@ -758,9 +805,7 @@ impl Session {
             prepared: false,
         };
         progress("finding the BF disk", 0, 0);
-        let fit = session.product(engine, &fit).await?;
-        let f = fit.data.to_f64();
-        session.bf_fit = [f[0], f[1], f[2]];
+        session.settle_and_fit(engine).await?;
         stages.push(Stage {
             name: "BF disk fit".into(),
             ms: now_ms() - t,
@@ -768,6 +813,50 @@ impl Session {
         session.profile.stages = stages;
         session.profile.sum_stages();
         Ok(session)
+    }
+
+    /// Find the hot and dead pixels of the mean pattern (zeroed where bad-pixel masking is on;
+    /// on the GPU copy when there is one, else the CPU reference finds and zeroes them in
+    /// every product) and fit the BF disk, leaving out every pixel products leave out. The
+    /// profile says what was found and whether the fit is plausible.
+    async fn settle_and_fit(&mut self, engine: &Engine) -> Result<()> {
+        let corr = self.correction;
+        let det = self.det();
+        let on_gpu = match self.resident.as_mut().or(self.float_resident.as_mut()) {
+            // A float32 span the GPU cannot sum exactly is left to the CPU reference.
+            Some(res) => match gp::settle_bad_pixels(engine, &self.acq, res).await {
+                Ok((mean, found)) => Some((mean, found, res.found_bad.clone())),
+                Err(_) => None,
+            },
+            None => None,
+        };
+        let (mean, found, zeroed) = match on_gpu {
+            Some(settled) => settled,
+            None => {
+                let found = crate::cpu::find_bad_pixels(&self.acq, corr)?;
+                let mut p = ProductParams::new(ProductKind::MeanDp);
+                (p.bin, p.mask_bad_pixels) = (corr.bin, corr.mask_bad_pixels);
+                let mean = crate::cpu::compute(&self.acq, &p)?.data.to_f64();
+                let zeroed = (corr.mask_bad_pixels && !found.is_empty()).then(|| found.mask(det));
+                (mean, found, zeroed)
+            }
+        };
+        let known =
+            crate::pattern::file_known(self.acq.pixel_mask.as_deref(), self.acq.shape.det, corr);
+        let known = crate::pattern::union(known, zeroed.as_deref());
+        let fit = crate::pattern::fit(&mean, det, &known);
+        self.bf_fit = fit.product();
+        self.bf_fit_warning = fit.warning.clone();
+        self.profile.warnings.extend(fit.warning);
+        if !corr.mask_bad_pixels && !found.is_empty() {
+            self.profile.warnings.push(format!(
+                "{} hot and {} dead pixels found in the mean pattern are not masked (bad-pixel masking is off); the BF fit leaves them out",
+                found.hot.len(),
+                found.dead.len()
+            ));
+        }
+        self.profile.bad_pixels = Some(BadPixelReport::new(&self.acq, corr, found));
+        Ok(())
     }
 
     /// What an open leaves for after its first image: the totals and CoM moments (DF,
@@ -884,7 +973,8 @@ impl Session {
         self.derived = None;
         let res = engine.upload(&self.acq, corr).await;
         engine.release_set_aside();
-        let res = res?;
+        let mut res = res?;
+        gp::settle_bad_pixels(engine, &self.acq, &mut res).await?;
         // Made at once, as its ring sums: the load profile times the open's, not these.
         self.derived = Some(derive(engine, &res).await?);
         let shape = res.plan.shape;

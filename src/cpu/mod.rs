@@ -10,6 +10,7 @@ use crate::contract::{fftfreq, rotate_flip, Region, SparseMask};
 use crate::error::{Error, Result};
 use crate::formats::Acquisition;
 use crate::frames::{Correction, FrameBlock, FrameReader, Samples};
+use crate::pattern;
 use crate::products::{ArrayData, ProductArray, ProductKind, ProductParams};
 
 /// Decoded bytes per block while streaming (bounded memory whatever the acquisition size).
@@ -21,8 +22,13 @@ pub fn compute(acq: &Acquisition, p: &ProductParams) -> Result<ProductArray> {
         mask_bad_pixels: p.mask_bad_pixels,
         bin: p.bin,
     };
-    let reader = FrameReader::new(acq);
     let shape = acq.shape.binned(p.bin);
+    // With bad-pixel masking, the hot and dead pixels of the mean pattern are left out too.
+    let found = match corr.mask_bad_pixels {
+        true => Some(find_bad_pixels(acq, corr)?.mask(shape.det)),
+        false => None,
+    };
+    let reader = FrameReader::new(acq).with_found_bad(found.clone());
     let scan = shape.scan.to_vec();
     let det = shape.det;
     let binned = p.bin > 1;
@@ -135,21 +141,37 @@ pub fn compute(acq: &Acquisition, p: &ProductParams) -> Result<ProductArray> {
             })
         }
         ProductKind::FitBf => {
-            let roi = Region::full(shape.scan);
-            let count = roi.len() as u64;
-            let mean: Vec<f64> = match pattern_reductions(&reader, corr, det, roi, false)? {
-                Reduced::Int { sum, .. } => sum
-                    .iter()
-                    .map(|&s| Dd::from_u64(s).div_u64(count))
-                    .collect(),
-                Reduced::Float { sum, .. } => sum.iter().map(|s| s.div_u64(count)).collect(),
-            };
+            let mean = full_mean(&reader, corr, det)?;
+            let known = pattern::file_known(acq.pixel_mask.as_deref(), acq.shape.det, corr);
+            let known = pattern::union(known, found.as_deref());
             Ok(ProductArray {
                 shape: vec![3],
-                data: ArrayData::F64(fit_bf(&mean, det).to_vec()),
+                data: ArrayData::F64(pattern::fit(&mean, det, &known).product().to_vec()),
             })
         }
     }
+}
+
+/// The exact mean pattern over every scan position, rounded once to float64.
+fn full_mean(reader: &FrameReader, corr: Correction, det: [usize; 2]) -> Result<Vec<f64>> {
+    let roi = Region::full(reader.acquisition().shape.scan);
+    let count = roi.len() as u64;
+    Ok(match pattern_reductions(reader, corr, det, roi, false)? {
+        Reduced::Int { sum, .. } => sum
+            .iter()
+            .map(|&s| Dd::from_u64(s).div_u64(count))
+            .collect(),
+        Reduced::Float { sum, .. } => sum.iter().map(|s| s.div_u64(count)).collect(),
+    })
+}
+
+/// The hot and dead pixels of `acq`'s mean pattern under `corr` (its file mask and saturated
+/// values zeroed when masking, binned): `pattern::detect`, leaving out the file's bad pixels.
+pub fn find_bad_pixels(acq: &Acquisition, corr: Correction) -> Result<pattern::BadPixels> {
+    let det = acq.shape.binned(corr.bin).det;
+    let mean = full_mean(&FrameReader::new(acq), corr, det)?;
+    let known = pattern::file_known(acq.pixel_mask.as_deref(), acq.shape.det, corr);
+    Ok(pattern::detect(&mean, det, &known))
 }
 
 enum Reduced {
@@ -407,35 +429,4 @@ pub fn idpc(dpc: &[f64], scan: [usize; 2]) -> Vec<f64> {
     }
     fft::fft2(&mut phi, rows, cols, true);
     phi.iter().map(|c| c.re).collect()
-}
-
-/// BF-disk fit: region `m ≥ max(m)/2` of the mean pattern; centre = its centroid,
-/// radius = `sqrt(area/π)`. An empty pattern gives the detector centre and radius 0.
-pub fn fit_bf(mean: &[f64], det: [usize; 2]) -> [f64; 3] {
-    let max = mean.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    // Also true for NaN or an empty pattern: nothing to fit.
-    if max.partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater) {
-        return [
-            (det[0] as f64 - 1.0) / 2.0,
-            (det[1] as f64 - 1.0) / 2.0,
-            0.0,
-        ];
-    }
-    let thr = 0.5 * max;
-    let (mut n, mut sr, mut sc) = (0u64, 0u64, 0u64);
-    for i in 0..det[0] {
-        for j in 0..det[1] {
-            if mean[i * det[1] + j] >= thr {
-                n += 1;
-                sr += i as u64;
-                sc += j as u64;
-            }
-        }
-    }
-    let nf = n as f64;
-    [
-        sr as f64 / nf,
-        sc as f64 / nf,
-        (nf / std::f64::consts::PI).sqrt(),
-    ]
 }

@@ -4,8 +4,9 @@
 //! the mean pattern so equal the CPU reference's double-double results bit for bit; data
 //! whose sums could pass 127 bits (or hold NaN/∞) are refused by name, never approximated.
 
+use super::products::fit_on;
 use crate::contract::{Region, ScanRoi, SparseMask};
-use crate::cpu::{dpc_from_com, fit_bf, scan_means, Dd};
+use crate::cpu::{dpc_from_com, scan_means, Dd};
 use crate::error::{Error, Result};
 use crate::formats::Acquisition;
 use crate::products::{ArrayData, ProductArray, ProductKind, ProductParams};
@@ -227,7 +228,10 @@ pub async fn compute(
                 ProductKind::SumDp => (det.to_vec(), ArrayData::F64(values(sum.clone()))),
                 ProductKind::MeanDp => (det.to_vec(), ArrayData::F64(mean())),
                 ProductKind::MaxDp => (det.to_vec(), ArrayData::F32(max)),
-                _ => (vec![3], ArrayData::F64(fit_bf(&mean(), det).to_vec())),
+                _ => (
+                    vec![3],
+                    ArrayData::F64(fit_on(acq, res, &mean(), det).to_vec()),
+                ),
             };
             ProductArray {
                 shape: shape_out,

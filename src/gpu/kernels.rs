@@ -83,6 +83,12 @@ kernel!(
     "synthetic",
     include_str!("../../wgsl/synthetic.wgsl")
 );
+kernel!(
+    ZERO_PIXELS,
+    "zero_pixels",
+    "zero_pixels",
+    include_str!("../../wgsl/zero_pixels.wgsl")
+);
 
 /// GPU decode of bitshuffle+LZ4 (`src/gpu/decode.rs`): the inflate and the unshuffle + pack,
 /// each after the decode kernels' shared parameters and bindings.
@@ -164,7 +170,7 @@ kernel!(
     PATTERN_REDUCE.body
 );
 
-pub const ALL: [Kernel; 28] = [
+pub const ALL: [Kernel; 29] = [
     LZ4_PARSE,
     LZ4_BLOCKS,
     LZ4_SERIAL,
@@ -178,6 +184,7 @@ pub const ALL: [Kernel; 28] = [
     DISPLAY_HIST,
     DISPLAY_LIMITS,
     SYNTHETIC,
+    ZERO_PIXELS,
     TILE_FRAMES,
     FFT_PASS,
     FFT_CHIRP_IN,
@@ -581,6 +588,15 @@ pub struct SynthParams {
 
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+pub struct ZeroParams {
+    pub tiles: u32,
+    pub tile_words: u32,
+    pub pixels: u32,
+    pub groups_x: u32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
 pub struct TileParams {
     pub frames: u32,
     pub first_tile: u32,
@@ -780,6 +796,11 @@ pub fn uniform_layouts() -> Vec<(&'static str, usize, Vec<&'static str>)> {
                 "groups_x",
                 "_pad0",
             ],
+        ),
+        (
+            "ZeroParams",
+            std::mem::size_of::<ZeroParams>(),
+            vec!["tiles", "tile_words", "pixels", "groups_x"],
         ),
         (
             "TileParams",

@@ -253,6 +253,9 @@ pub struct Resident {
     /// Ring sums about the BF centre, once made ([`radial::RadialCache::build`]): masked
     /// sums of disks and annuli about it read them instead of most of their pixels.
     pub radial: Option<radial::RadialCache>,
+    /// Hot and dead pixels found in this resident's mean pattern and zeroed in it
+    /// ([`products::settle_bad_pixels`]), as a mask of its detector.
+    pub found_bad: Option<Vec<bool>>,
 }
 
 /// The size of a resident segment's buffer of `bytes` (as [`Engine::storage`] makes it).
@@ -810,6 +813,7 @@ impl Engine {
             leaf_span_windows: 0,
             worker_walked_windows: 0,
             radial: None,
+            found_bad: None,
         })
     }
 
@@ -845,6 +849,38 @@ impl Engine {
             progress(seg.first_frame + seg.frames, shape.frames());
         }
         self.finish_resident(scope, plan, buffers, corr).await
+    }
+
+    /// Zero detector pixels `pixels` (indices of the resident's detector) at every scan
+    /// position of `res`: bad-pixel masking of pixels found after the upload
+    /// (`wgsl/zero_pixels.wgsl`). Ring sums made before are dropped.
+    pub fn zero_pixels(&self, res: &mut Resident, pixels: &[u32]) -> Result<()> {
+        if pixels.is_empty() {
+            return Ok(());
+        }
+        let plan = &res.plan;
+        let list = self.input(pixels);
+        let mut enc = self.device.create_command_encoder(&Default::default());
+        for (seg, buffer) in plan.segments.iter().zip(&res.buffers) {
+            let tiles = seg.frames.div_ceil(plan.tile as usize) as u32;
+            let words = tiles as u64 * pixels.len() as u64 * 8;
+            let groups = kernels::grid(words.div_ceil(256) as u32);
+            let params = self.uniform(&kernels::ZeroParams {
+                tiles,
+                tile_words: plan.tile_words,
+                pixels: pixels.len() as u32,
+                groups_x: groups.0,
+            });
+            self.dispatch(
+                &mut enc,
+                &kernels::ZERO_PIXELS,
+                &[&params, &list, buffer],
+                groups,
+            )?;
+        }
+        self.queue.submit([enc.finish()]);
+        res.radial = None;
+        Ok(())
     }
 
     /// Keep `res`'s segment buffers for the next upload to reuse where its segments have

@@ -3,10 +3,11 @@
 //! byte for byte; CoM/DPC/iDPC are returned as float32 per the contract.
 
 use crate::contract::{Region, ScanRoi, SparseMask};
-use crate::cpu::{dpc_from_com, fit_bf, Dd};
+use crate::cpu::{dpc_from_com, Dd};
 use crate::error::{Error, Result};
 use crate::formats::Acquisition;
 use crate::frames::Correction;
+use crate::pattern;
 use crate::products::{ArrayData, ProductArray, ProductKind, ProductParams};
 
 use super::kernels::{self, grid, ComParams, MaskedSumParams, PatternParams};
@@ -482,14 +483,15 @@ pub fn com_from_moments(m: &[[u64; 3]]) -> Vec<f64> {
     com
 }
 
-/// Compute one product with the GPU engine (uploading the acquisition first).
+/// Compute one product with the GPU engine (uploading the acquisition first, and with
+/// bad-pixel masking zeroing the hot and dead pixels of its mean pattern).
 pub async fn compute(
     engine: &Engine,
     acq: &Acquisition,
     p: &ProductParams,
 ) -> Result<ProductArray> {
     p.validate(acq.shape)?;
-    let res = engine
+    let mut res = engine
         .upload(
             acq,
             Correction {
@@ -498,7 +500,47 @@ pub async fn compute(
             },
         )
         .await?;
+    settle_bad_pixels(engine, acq, &mut res).await?;
     compute_resident(engine, acq, &res, p).await
+}
+
+/// The mean pattern of `res` (float64, exact sums rounded once) and the hot and dead pixels
+/// in it (`pattern::detect`, leaving out the file's bad pixels). With bad-pixel masking on
+/// they are zeroed in `res` (`Engine::zero_pixels`) and in the mean returned, so that every
+/// product leaves them out as the CPU reference does.
+pub async fn settle_bad_pixels(
+    engine: &Engine,
+    acq: &Acquisition,
+    res: &mut Resident,
+) -> Result<(Vec<f64>, pattern::BadPixels)> {
+    let corr = res.correction;
+    let det = res.plan.shape.det;
+    let mut p = ProductParams::new(ProductKind::MeanDp);
+    (p.bin, p.mask_bad_pixels) = (corr.bin, corr.mask_bad_pixels);
+    let mut mean = compute_resident(engine, acq, res, &p).await?.data.to_f64();
+    let known = pattern::file_known(acq.pixel_mask.as_deref(), acq.shape.det, corr);
+    let found = pattern::detect(&mean, det, &known);
+    if corr.mask_bad_pixels && !found.is_empty() {
+        let mask = found.mask(det);
+        let pixels: Vec<u32> = (0..mask.len())
+            .filter(|&k| mask[k])
+            .map(|k| k as u32)
+            .collect();
+        engine.zero_pixels(res, &pixels)?;
+        for &k in &pixels {
+            mean[k as usize] = 0.0;
+        }
+        res.found_bad = Some(mask);
+    }
+    Ok((mean, found))
+}
+
+/// The `fit-bf` product of `mean`, the mean pattern of `res`: the pixels products leave out
+/// (the file's, and those found and zeroed) are left out of the fit.
+pub(super) fn fit_on(acq: &Acquisition, res: &Resident, mean: &[f64], det: [usize; 2]) -> [f64; 3] {
+    let known = pattern::file_known(acq.pixel_mask.as_deref(), acq.shape.det, res.correction);
+    let known = pattern::union(known, res.found_bad.as_deref());
+    pattern::fit(mean, det, &known).product()
 }
 
 /// Compute one product on an already resident acquisition (same correction).
@@ -616,7 +658,10 @@ pub async fn compute_resident(
                     det.to_vec(),
                     ArrayData::from_samples_u32(max, acq.dtype, binned),
                 ),
-                _ => (vec![3], ArrayData::F64(fit_bf(&mean(), det).to_vec())),
+                _ => (
+                    vec![3],
+                    ArrayData::F64(fit_on(acq, res, &mean(), det).to_vec()),
+                ),
             };
             ProductArray {
                 shape: shape_out,

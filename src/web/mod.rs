@@ -759,6 +759,7 @@ async fn open_files(
         "info": session.info,
         "profile": session.profile,
         "bfFit": session.bf_fit,
+        "bfFitWarning": session.bf_fit_warning,
     });
     inner.put(session);
     Ok(out.to_string().into())

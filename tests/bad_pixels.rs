@@ -1,0 +1,172 @@
+//! Hot and dead pixels found in the mean pattern, and the BF fit that sees past them: the
+//! CPU reference, the GPU engine and the viewer's open find exactly the pixels the numpy
+//! reference (tests/fixtures/make_fixtures.py) finds, zero them with masking on, and fit the
+//! disk of the fixtures made with hot pixels within a pixel of the truth, masked or not.
+
+mod common;
+
+use common::*;
+use serde_json::Value;
+use stem4d::frames::Correction;
+use stem4d::viewer::{OpenRequest, Session};
+
+fn pixels(v: &Value) -> Vec<[usize; 2]> {
+    v.as_array()
+        .expect("pixel list")
+        .iter()
+        .map(|p| usize2(p).expect("[row, col]"))
+        .collect()
+}
+
+fn fixtures() -> Vec<Value> {
+    manifest()["fixtures"]
+        .as_array()
+        .expect("fixtures")
+        .iter()
+        .filter(|fx| fixture_paths(fx).iter().all(|p| p.exists()))
+        .cloned()
+        .collect()
+}
+
+const MASKED: Correction = Correction {
+    mask_bad_pixels: true,
+    bin: 1,
+};
+
+#[test]
+fn the_cpu_reference_finds_the_pixels_numpy_finds() {
+    let mut seen_hot = 0;
+    for fx in fixtures() {
+        let acq = open_fixture(&fx);
+        let found = stem4d::cpu::find_bad_pixels(&acq, MASKED).unwrap();
+        let want = &fx["found_bad_pixels"];
+        assert_eq!(found.hot, pixels(&want["hot"]), "{} hot", fx["name"]);
+        assert_eq!(found.dead, pixels(&want["dead"]), "{} dead", fx["name"]);
+        seen_hot += found.hot.len();
+    }
+    assert!(seen_hot >= 5, "the fixtures hold hot pixels to find");
+}
+
+fn open(engine: &stem4d::gpu::Engine, fx: &Value, mask: bool) -> Session {
+    let req = OpenRequest {
+        bin: 1,
+        mask_bad_pixels: mask,
+        ..Default::default()
+    };
+    pollster::block_on(Session::open(
+        engine,
+        open_fixture(fx),
+        &req,
+        0.0,
+        &mut |_, _, _| {},
+    ))
+    .unwrap_or_else(|e| panic!("{}: {e}", fx["name"]))
+}
+
+#[test]
+fn the_viewer_finds_the_same_pixels_and_fits_like_numpy() {
+    let Some(engine) = engine() else { return };
+    for fx in fixtures() {
+        let name = fx["name"].as_str().unwrap_or_default();
+        let s = open(&engine, &fx, true);
+        let report = s.profile.bad_pixels.as_ref().expect("bad-pixel provenance");
+        let want = &fx["found_bad_pixels"];
+        assert!(report.masked, "{name}");
+        assert_eq!(report.hot, pixels(&want["hot"]), "{name} hot");
+        assert_eq!(report.dead, pixels(&want["dead"]), "{name} dead");
+        let fit = f64s(&fx["bf_fit"]).expect("bf_fit");
+        for (got, want) in s.bf_fit.iter().zip(&fit) {
+            assert!(
+                (got - want).abs() <= 1e-12 * want.abs().max(1.0),
+                "{name}: fit {:?} vs {fit:?}",
+                s.bf_fit
+            );
+        }
+        let implausible = fx["implausible_bf_fit"].as_bool().unwrap_or(false);
+        assert_eq!(
+            s.bf_fit_warning.is_some(),
+            implausible,
+            "{name}: {:?}",
+            s.bf_fit_warning
+        );
+        if let Some(w) = &s.bf_fit_warning {
+            assert!(
+                s.profile.warnings.contains(w),
+                "{name}: the warning joins the profile"
+            );
+        }
+    }
+}
+
+#[test]
+fn the_disk_is_found_past_hot_pixels_with_masking_on_and_off() {
+    let Some(engine) = engine() else { return };
+    let mut fixtures_with_truth = 0;
+    for fx in fixtures()
+        .into_iter()
+        .filter(|fx| fx["true_bf_disk"].is_array())
+    {
+        fixtures_with_truth += 1;
+        let name = fx["name"].as_str().unwrap_or_default().to_string();
+        let truth = f64s(&fx["true_bf_disk"]).expect("true disk");
+        for mask in [true, false] {
+            let s = open(&engine, &fx, mask);
+            let [r, c, radius] = s.bf_fit;
+            let off = (r - truth[0]).hypot(c - truth[1]);
+            assert!(
+                off <= 1.0 && (radius - truth[2]).abs() <= 1.0,
+                "{name} mask {mask}: {:?} vs {truth:?}",
+                s.bf_fit
+            );
+            assert_eq!(s.bf_fit_warning, None, "{name} mask {mask}");
+            let report = s.profile.bad_pixels.as_ref().expect("provenance");
+            assert!(report.hot_count >= 2, "{name} mask {mask}: {report:?}");
+            let unmasked_said = s.profile.warnings.iter().any(|w| w.contains("not masked"));
+            assert_eq!(unmasked_said, !mask, "{name}: {:?}", s.profile.warnings);
+        }
+    }
+    assert_eq!(fixtures_with_truth, 2);
+}
+
+/// With masking on, the found pixels are zeroed on the GPU exactly where the CPU reference
+/// zeroes them: every masked product of the hot-pixel fixtures is the same on both, and the
+/// hot pixels read 0 in the sum pattern.
+#[test]
+fn found_pixels_are_zeroed_alike_on_both_backends() {
+    let Some(engine) = engine() else { return };
+    for fx in fixtures()
+        .into_iter()
+        .filter(|fx| fx["true_bf_disk"].is_array())
+    {
+        let acq = open_fixture(&fx);
+        let hot = pixels(&fx["found_bad_pixels"]["hot"]);
+        for entry in fx["products"].as_array().expect("products") {
+            let kind = entry["kind"].as_str().unwrap_or_default();
+            let p = params(kind, &entry["params"]);
+            if acq.dtype == stem4d::contract::Dtype::F32 && p.bin > 1 {
+                continue; // binned float32 stays on the CPU reference (the contract)
+            }
+            let cpu = stem4d::cpu::compute(&acq, &p).unwrap();
+            let gpu =
+                pollster::block_on(stem4d::gpu::products::compute(&engine, &acq, &p)).unwrap();
+            let (c, g) = (cpu.data.to_f64(), gpu.data.to_f64());
+            assert_eq!(cpu.shape, gpu.shape, "{} {kind}", fx["name"]);
+            for (k, (a, b)) in c.iter().zip(&g).enumerate() {
+                // The GPU's CoM is the float32 rounding of the exact quotient (the contract).
+                let want = if kind == "com" { *a as f32 as f64 } else { *a };
+                assert_eq!(want, *b, "{} {kind} [{k}]: cpu {a} gpu {b}", fx["name"]);
+            }
+            if kind == "sum-dp" && p.mask_bad_pixels && p.bin == 1 {
+                let cols = acq.shape.det[1];
+                for [r, c2] in &hot {
+                    assert_eq!(
+                        c[r * cols + c2],
+                        0.0,
+                        "{} hot pixel ({r}, {c2}) zeroed",
+                        fx["name"]
+                    );
+                }
+            }
+        }
+    }
+}
