@@ -156,6 +156,14 @@ impl Info {
                 t.file, t.dataset, t.count, t.spans
             ));
         }
+        let calibration = self.calibration.text_lines();
+        if calibration.is_empty() {
+            s.push_str("calibration   none in the files\n");
+        }
+        for (i, line) in calibration.iter().enumerate() {
+            let head = if i == 0 { "calibration" } else { "" };
+            s.push_str(&format!("{head:<14}{line}\n"));
+        }
         s
     }
 }

@@ -157,6 +157,26 @@ fn both_in_memory(files: &[(&str, Vec<u8>)]) -> (String, String) {
     (plain, gathered)
 }
 
+/// EMPAD: the browser reads the .xml beside the .raw as an ordinary open does (its scan
+/// shape and calibration), and a malformed one fails the same way.
+#[test]
+fn an_empad_raw_with_its_xml_opens_alike() {
+    let raw = vec![0u8; 6 * 130 * 128 * 4];
+    let xml = b"<root><raw_file filename=\"acq.raw\"/><pix_x>3</pix_x><pix_y>2</pix_y>\
+<iom_measurements><high_voltage>200000</high_voltage></iom_measurements></root>"
+        .to_vec();
+    let (plain, gathered) = both_in_memory(&[("acq.raw", raw.clone()), ("acq.xml", xml)]);
+    assert_eq!(plain, gathered);
+    assert!(
+        plain.contains("\"shape\":[2,3,128,128]") && plain.contains("\"energy_ev\":200000.0"),
+        "{plain}"
+    );
+    let (plain, gathered) =
+        both_in_memory(&[("acq.raw", raw), ("acq.xml", b"<root><pix_x>".to_vec())]);
+    assert_eq!(plain, gathered);
+    assert!(plain.starts_with("error: acq.xml: "), "{plain}");
+}
+
 mod corrupted_trees {
     use super::*;
     use proptest::prelude::*;

@@ -4,12 +4,13 @@
 
 use hdf5_reader::Hdf5File;
 
+use super::calibration::{ev_per, metres_per};
 use super::{
     check_chunk_coverage, check_detector, check_frames, resolve_scan_shape, Acquisition,
     Calibration, CalibrationField as Field, Format, OpenOptions, Part, PartKind,
 };
 use crate::error::{Error, Result};
-use crate::hdf5_index::{attr_f64, dataset_f64, DatasetIndex, H5Set};
+use crate::hdf5_index::{attr_f64, dataset_f64_units, DatasetIndex, H5Set};
 
 const DETECTOR: &str = "/entry/instrument/detector";
 
@@ -170,19 +171,36 @@ fn companion_calibration(cal: &mut Calibration, cname: &str, attrs: &[hdf5_reade
     );
 }
 
-/// The master's NeXus fields: pixel size, the detector's distance and the beam energy.
+/// The master's NeXus fields: pixel size, the detector's distance and the beam energy, in
+/// the units their `units` attributes name (absent: m and eV; an unknown unit drops the value).
 fn master_calibration(cal: &mut Calibration, master: &str, file: &Hdf5File) {
-    let at = |path: String| {
-        let v = dataset_f64(file, &path);
-        (v, move || format!("{master}: {path}"))
+    let read = |path: String, si: &'static str, per: fn(Option<&str>) -> Option<f64>| {
+        let found = dataset_f64_units(file, &path);
+        let value = found
+            .as_ref()
+            .and_then(|(v, units)| Some(v * per(units.as_deref())?));
+        let units = match found.and_then(|(_, u)| u) {
+            Some(u) if u != si => format!("{u}, shown in {si}"),
+            _ => si.to_string(),
+        };
+        (value, move || format!("{master}: {path} ({units})"))
     };
-    let (v, s) = at(format!("{DETECTOR}/x_pixel_size"));
+    let (v, s) = read(format!("{DETECTOR}/x_pixel_size"), "m", metres_per);
     cal.offer(Field::DetectorPixelSize, v, s);
-    let (v, s) = at(format!("{DETECTOR}/detector_distance"));
+    let (v, s) = read(format!("{DETECTOR}/detector_distance"), "m", metres_per);
     cal.offer(Field::DetectorDistance, v, s);
-    let (v, s) = at("/entry/instrument/beam/incident_energy".into());
+    let (v, s) = read(
+        "/entry/instrument/beam/incident_energy".into(),
+        "eV",
+        ev_per,
+    );
     cal.offer(Field::Energy, v, s);
-    let (v, s) = at(format!("{DETECTOR}/detectorSpecific/photon_energy"));
+    // Dectris records the beam energy as the detector's photon energy.
+    let (v, s) = read(
+        format!("{DETECTOR}/detectorSpecific/photon_energy"),
+        "eV",
+        ev_per,
+    );
     cal.offer(Field::Energy, v, s);
 }
 

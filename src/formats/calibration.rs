@@ -125,17 +125,12 @@ impl Calibration {
         }
     }
 
-    /// Derive what follows from the recorded values: the wavelength from the energy, and
-    /// mrad per detector pixel from the pixel size over the camera length, else over the
-    /// detector's distance (small angles: a pixel subtends size / length).
+    /// Derive what follows from the recorded values: the wavelength from the energy
+    /// ([`Calibration::derive_wavelength`]) and mrad per detector pixel from the pixel size
+    /// over the camera length, else over the detector's distance (small angles: a pixel
+    /// subtends size / length).
     pub fn derive(&mut self) {
-        if let Some(e) = self.energy_ev {
-            self.wavelength_pm = Some(HC_EV_PM / (e * (e + 2.0 * REST_ENERGY_EV)).sqrt());
-            self.sources.insert(
-                "wavelength_pm",
-                "derived from energy_ev (relativistic)".into(),
-            );
-        }
+        self.derive_wavelength();
         if self.detector_step.is_some() {
             return;
         }
@@ -153,6 +148,122 @@ impl Calibration {
             "detector_step",
             format!("derived: detector_pixel_size_m / {what}"),
         );
+    }
+
+    /// The wavelength from the energy alone: for files whose camera length is not the
+    /// detector's (EMPAD's nominal one, [`super::empad_xml`]), so no angle is derived from it.
+    pub fn derive_wavelength(&mut self) {
+        if let Some(e) = self.energy_ev {
+            self.wavelength_pm = Some(HC_EV_PM / (e * (e + 2.0 * REST_ENERGY_EV)).sqrt());
+            self.sources.insert(
+                "wavelength_pm",
+                "derived from energy_ev (relativistic)".into(),
+            );
+        }
+    }
+
+    /// The calibration as `stem4d info` prints it: a line per value, with its source.
+    pub fn text_lines(&self) -> Vec<String> {
+        let units = |u: &Option<String>| u.clone().unwrap_or_default();
+        let rows: [(&str, &str, Option<f64>, String); 9] = [
+            (
+                "scan_step",
+                "scan step",
+                self.scan_step,
+                units(&self.scan_units),
+            ),
+            (
+                "detector_step",
+                "detector step",
+                self.detector_step,
+                units(&self.detector_units),
+            ),
+            (
+                "detector_pixel_size_m",
+                "detector pixel size",
+                self.detector_pixel_size_m,
+                "m".into(),
+            ),
+            (
+                "camera_length_m",
+                "camera length",
+                self.camera_length_m,
+                "m".into(),
+            ),
+            (
+                "detector_distance_m",
+                "detector distance",
+                self.detector_distance_m,
+                "m".into(),
+            ),
+            ("energy_ev", "energy", self.energy_ev, "eV".into()),
+            (
+                "wavelength_pm",
+                "wavelength",
+                self.wavelength_pm,
+                "pm".into(),
+            ),
+            (
+                "convergence_semiangle_mrad",
+                "convergence semi-angle",
+                self.convergence_semiangle_mrad,
+                "mrad".into(),
+            ),
+            (
+                "scan_rotation_deg",
+                "scan rotation",
+                self.scan_rotation_deg,
+                "deg".into(),
+            ),
+        ];
+        rows.iter()
+            .filter_map(|(key, label, value, units)| {
+                let v = (*value)?;
+                let from = self
+                    .sources
+                    .get(key)
+                    .map(|s| format!("  ({s})"))
+                    .unwrap_or_default();
+                Some(format!("{label:<24}{v} {units}{from}"))
+            })
+            .collect()
+    }
+}
+
+/// Metres per unit of a length `units` attribute as HDF5/NeXus files write it: absent is
+/// metres (NeXus's default for lengths); an unknown unit is None (the value is not used).
+pub fn metres_per(units: Option<&str>) -> Option<f64> {
+    let Some(u) = units else {
+        return Some(1.0);
+    };
+    match u
+        .trim()
+        .trim_end_matches('\0')
+        .to_ascii_lowercase()
+        .as_str()
+    {
+        "m" | "meter" | "meters" | "metre" | "metres" => Some(1.0),
+        "mm" | "millimeter" | "millimeters" | "millimetre" | "millimetres" => Some(1e-3),
+        "um" | "µm" | "μm" | "micron" | "microns" | "micrometer" | "micrometre" => Some(1e-6),
+        "nm" | "nanometer" | "nanometre" => Some(1e-9),
+        _ => None,
+    }
+}
+
+/// eV per unit of an energy `units` attribute: absent is eV, an unknown unit None.
+pub fn ev_per(units: Option<&str>) -> Option<f64> {
+    let Some(u) = units else {
+        return Some(1.0);
+    };
+    match u
+        .trim()
+        .trim_end_matches('\0')
+        .to_ascii_lowercase()
+        .as_str()
+    {
+        "ev" => Some(1.0),
+        "kev" => Some(1e3),
+        _ => None,
     }
 }
 
@@ -191,6 +302,32 @@ mod tests {
         assert_eq!(c.detector_step, Some(75e-6 / 0.115 * 1e3));
         assert_eq!(c.detector_units.as_deref(), Some("mrad"));
         assert!(c.sources["detector_step"].contains("camera_length_m"));
+    }
+
+    #[test]
+    fn units_attributes_convert_or_drop_the_value() {
+        assert_eq!(metres_per(None), Some(1.0));
+        assert_eq!(metres_per(Some("m")), Some(1.0));
+        assert_eq!(metres_per(Some("mm")), Some(1e-3));
+        assert_eq!(metres_per(Some("um")), Some(1e-6));
+        assert_eq!(metres_per(Some("pixel")), None);
+        assert_eq!(ev_per(None), Some(1.0));
+        assert_eq!(ev_per(Some("keV")), Some(1e3));
+        assert_eq!(ev_per(Some("V")), None);
+    }
+
+    #[test]
+    fn the_wavelength_alone_derives_no_angle() {
+        let mut c = Calibration::default();
+        c.offer(Field::DetectorPixelSize, Some(150e-6), || "spec".into());
+        c.offer(Field::CameraLength, Some(0.369), || "nominal".into());
+        c.offer(Field::Energy, Some(300e3), || "xml".into());
+        c.derive_wavelength();
+        assert!(c.wavelength_pm.is_some());
+        assert_eq!(c.detector_step, None);
+        let lines = c.text_lines();
+        assert_eq!(lines.len(), 4, "{lines:?}");
+        assert!(lines[2].starts_with("energy") && lines[2].contains("300000 eV  (xml)"));
     }
 
     #[test]

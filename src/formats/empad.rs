@@ -70,7 +70,7 @@ pub(super) fn open(files: FileSet, name: &str, opts: &OpenOptions) -> Result<Acq
         (None, x) => x,
     };
     let (scan, source) = resolve_scan_shape(name, frames, opts.scan_shape, found)?;
-    let calibration = description.map(|d| d.calibration).unwrap_or_default();
+    let calibration = description.map(|d| d.calibration(scan)).unwrap_or_default();
     Ok(Acquisition {
         format: Format::EmpadRaw,
         files: files.clone(),

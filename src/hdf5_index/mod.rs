@@ -894,6 +894,18 @@ pub fn attr_f64(attrs: &[hdf5_reader::Attribute], name: &str) -> Option<f64> {
         })
 }
 
+/// A scalar numeric data set as f64 with its `units` attribute (NeXus style), if it has one.
+pub fn dataset_f64_units(h5: &Hdf5File, path: &str) -> Option<(f64, Option<String>)> {
+    let value = dataset_f64(h5, path)?;
+    let units = h5
+        .dataset(path)
+        .ok()
+        .and_then(|ds| ds.attribute("units").ok())
+        .and_then(|a| a.read_string().ok())
+        .map(|u| u.trim_end_matches('\0').trim().to_string());
+    Some((value, units))
+}
+
 /// Read a scalar numeric data set as f64.
 pub fn dataset_f64(h5: &Hdf5File, path: &str) -> Option<f64> {
     let ds = h5.dataset(path).ok()?;
