@@ -168,6 +168,8 @@ struct ProductArgs {
     at: Option<String>,
     #[arg(long, default_value_t = 1)]
     bin: usize,
+    /// Zero the file's pixel mask, saturated values and the hot and dead pixels found in the
+    /// mean pattern before the product (docs/CONTRACT.md "Bad pixels").
     #[arg(long)]
     mask_bad_pixels: bool,
     #[arg(long, default_value_t = 0.0, allow_hyphen_values = true)]

@@ -81,7 +81,8 @@ pub fn detect(mean: &[f64], det: [usize; 2], known: &[bool]) -> BadPixels {
         contrast: contrast.max(0.0),
         ..Default::default()
     };
-    if !(contrast > 0.0) {
+    // Also true when contrast is NaN or −∞ (nothing usable).
+    if contrast.partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater) {
         return out;
     }
     let (hot_by, dead_by) = (

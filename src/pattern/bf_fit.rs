@@ -67,7 +67,7 @@ pub fn fit(mean: &[f64], det: [usize; 2], known: &[bool]) -> BfFit {
         }
     }
     let height = smooth[peak] - background;
-    if !(height > 0.0) {
+    if height.partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater) {
         return BfFit {
             center: [(det[0] as f64 - 1.0) / 2.0, (det[1] as f64 - 1.0) / 2.0],
             radius: 0.0,
@@ -102,7 +102,7 @@ pub fn fit(mean: &[f64], det: [usize; 2], known: &[bool]) -> BfFit {
 fn grow(det: [usize; 2], seed: usize, inside: impl Fn(usize) -> bool) -> Vec<bool> {
     let n = det[0] * det[1];
     let mut region = vec![false; n];
-    flood(det, [seed].into_iter(), &mut region, |k| inside(k));
+    flood(det, [seed].into_iter(), &mut region, inside);
     let border = (0..n).filter(|&k| {
         let (i, j) = (k / det[1], k % det[1]);
         (i == 0 || j == 0 || i + 1 == det[0] || j + 1 == det[1]) && !region[k]
