@@ -25,6 +25,8 @@ export async function firstUse(t) {
     page.on('pageerror', (e) => errors.push(String(e)));
     await page.goto(url);
     await page.waitForFunction(() => window.stem4dReady === true, null, { timeout: 60000 });
+    // Several tabs are open: a file chooser opens only from the one in front.
+    await page.bringToFront();
     page.errors = errors;
     return page;
   }
@@ -539,7 +541,7 @@ export async function firstUse(t) {
     const sq = await page.evaluate(() => window.stem4d.stats('image'));
     check(sq.scale === 'sqrt' && sq.hi > sq.lo, `square-root scaling renders: ${JSON.stringify({ scale: sq.scale, lo: sq.lo, hi: sq.hi })}`);
     await page.click('#profile-box summary');
-    const prov = await page.evaluate(() => ({ text: document.getElementById('profile').innerText, peakTip: [...document.querySelectorAll('#profile tr')].find((r) => /peak/.test(r.textContent))?.title }));
+    const prov = await page.evaluate(() => ({ text: document.getElementById('profile').innerText, peakTip: [...document.querySelectorAll('#profile tr')].find((r) => r.querySelector('th')?.textContent === 'peak during the load')?.title }));
     check(/resident payload/.test(prov.text) && /peak during the load/.test(prov.text) && /ms/.test(prov.text) && /read/.test(prov.text) && /payload plus/.test(prov.peakTip || ''),
       `the provenance panel is formatted, with units and what peak memory means (${prov.text.slice(0, 160).replace(/\s+/g, ' ')}…)`);
     noErrors(page, 'views');

@@ -170,3 +170,55 @@ fn found_pixels_are_zeroed_alike_on_both_backends() {
         }
     }
 }
+
+/// The zeroing kernel clears exactly the listed pixels at every position of every segment
+/// of a resident split across buffers (one tile per buffer here), and nothing else: the
+/// zeroed resident reads back as the CPU frames with those pixels zeroed.
+#[test]
+fn zeroing_reaches_every_segment_of_a_split_resident() {
+    let Some(engine) = engine() else { return };
+    // 35 frames: three 16-position tiles, one per buffer.
+    let dims = [5, 7, 48, 40];
+    let acq = raw_acquisition(
+        stem4d::contract::Dtype::U16,
+        dims,
+        noise_bytes(dims.iter().product::<usize>() * 2, 11),
+    );
+    let corr = MASKED;
+    let whole = pollster::block_on(engine.upload(&acq, corr)).unwrap();
+    let mut limits = engine.adapter.limits;
+    limits.max_storage_binding = whole.plan.tile_words as u64 * 4;
+    let mut res = pollster::block_on(engine.upload_with_limits(&acq, corr, limits)).unwrap();
+    assert!(
+        res.buffers.len() > 1,
+        "split into {} buffers",
+        res.buffers.len()
+    );
+    let det = acq.shape.det;
+    let pixels: Vec<u32> = [[5, 33], [23, 19], [0, 0], [47, 39]]
+        .iter()
+        .map(|[r, c]| (r * det[1] + c) as u32)
+        .collect();
+    engine.zero_pixels(&mut res, &pixels).unwrap();
+    let mut p = stem4d::products::ProductParams::new(stem4d::products::ProductKind::Binned);
+    p.mask_bad_pixels = true;
+    let got = pollster::block_on(stem4d::gpu::products::compute_resident(
+        &engine, &acq, &res, &p,
+    ))
+    .unwrap()
+    .data
+    .to_f64();
+    let mut want = stem4d::frames::FrameReader::new(&acq)
+        .block(0, acq.shape.frames(), corr)
+        .unwrap();
+    let mut mask = vec![false; det[0] * det[1]];
+    for &k in &pixels {
+        mask[k as usize] = true;
+    }
+    want.zero_pixels(&mask);
+    let stem4d::frames::Samples::Int(want) = want.samples else {
+        panic!("integer frames")
+    };
+    let want: Vec<f64> = want.iter().map(|&v| v as f64).collect();
+    assert_eq!(got, want);
+}
