@@ -230,18 +230,18 @@ impl Calibration {
     }
 }
 
+/// A `units` attribute as written, trimmed of padding and lower-cased.
+fn unit_name(u: &str) -> String {
+    u.trim().trim_end_matches('\0').to_ascii_lowercase()
+}
+
 /// Metres per unit of a length `units` attribute as HDF5/NeXus files write it: absent is
 /// metres (NeXus's default for lengths); an unknown unit is None (the value is not used).
 pub fn metres_per(units: Option<&str>) -> Option<f64> {
     let Some(u) = units else {
         return Some(1.0);
     };
-    match u
-        .trim()
-        .trim_end_matches('\0')
-        .to_ascii_lowercase()
-        .as_str()
-    {
+    match unit_name(u).as_str() {
         "m" | "meter" | "meters" | "metre" | "metres" => Some(1.0),
         "mm" | "millimeter" | "millimeters" | "millimetre" | "millimetres" => Some(1e-3),
         "um" | "µm" | "μm" | "micron" | "microns" | "micrometer" | "micrometre" => Some(1e-6),
@@ -255,12 +255,7 @@ pub fn ev_per(units: Option<&str>) -> Option<f64> {
     let Some(u) = units else {
         return Some(1.0);
     };
-    match u
-        .trim()
-        .trim_end_matches('\0')
-        .to_ascii_lowercase()
-        .as_str()
-    {
+    match unit_name(u).as_str() {
         "ev" => Some(1.0),
         "kev" => Some(1e3),
         _ => None,
