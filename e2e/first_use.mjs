@@ -18,8 +18,22 @@ export async function firstUse(t) {
   const bad = (p) => path.join(FIX, 'bad', p);
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'stem4d-e2e-'));
 
+  // Each scenario runs on its own: one that throws is a failed check that names it, its pages
+  // are closed, and the next scenario runs.
+  const open = [];
+  async function scenario(name, fn) {
+    try {
+      await fn();
+    } catch (e) {
+      check(false, `scenario ${name}: ${String(e.message || e).split('\n')[0]}`);
+    } finally {
+      for (const p of open.splice(0)) await p.close().catch(() => {});
+    }
+  }
+
   async function freshPage(viewport = { width: 1280, height: 800 }) {
     const page = await browser.newPage({ viewport, deviceScaleFactor: 1, acceptDownloads: true });
+    open.push(page);
     const errors = [];
     page.on('console', (m) => { if (m.type() === 'error' && !/favicon/.test(m.text())) errors.push(m.text()); });
     page.on('pageerror', (e) => errors.push(String(e)));
@@ -33,7 +47,9 @@ export async function firstUse(t) {
   const status = (page) => page.evaluate(() => window.stem4d.status());
   // Choose `paths` in the file chooser that `button` opens, as a user does.
   async function choose(page, button, paths) {
-    const [chooser] = await Promise.all([page.waitForEvent('filechooser'), page.click(button)]);
+    const label = { '#open-files': 'Open files…', '#open-folder': 'Open folder…' }[button];
+    const [chooser] = await Promise.all([page.waitForEvent('filechooser', { timeout: 10000 }),
+      page.getByText(label, { exact: true }).first().click({ timeout: 10000 })]);
     await chooser.setFiles(paths);
   }
   const settled = (page, timeout = 60000) => page.waitForFunction(() => {
@@ -64,495 +80,515 @@ export async function firstUse(t) {
   });
 
   // ---------------------------------------------------------------- 1. open buttons that open
-  {
-    const page = await freshPage();
-    await choose(page, '#open-files', filesOf('arina_u16'));
-    await openedAs(page, 'arina_u16_master.h5');
-    await rendered(page);
-    const s = await status(page);
-    check(s.open && s.open.length === 4 && !s.error, `Open files… opens the chosen acquisition: ${JSON.stringify(s)}`);
-    const st = await page.evaluate(() => window.stem4d.stats('image'));
-    check(st.hi > st.lo, `the chosen acquisition's BF image is drawn (limits ${st.lo}…${st.hi})`);
-    // The same files chosen again open again (the input was cleared after the first choice).
-    const calls = (await page.evaluate(() => window.stem4d.activity())).calls;
-    await choose(page, '#open-files', filesOf('arina_u16'));
-    await page.waitForFunction((c) => window.stem4d.activity().calls > c + 2 && !window.stem4d.status().loading, calls, { timeout: 60000 });
-    check((await status(page)).open.length === 4, 'the same files chosen a second time open again');
-    // A folder through Open folder… (a folder holding one acquisition).
-    await page.fill('#scan-rows', '4'); await page.fill('#scan-cols', '6');
-    const dir = path.join(tmp, 'arina_u8_folder');
-    fs.mkdirSync(dir);
-    for (const f of filesOf('arina_u8')) fs.copyFileSync(f, path.join(dir, path.basename(f)));
-    await choose(page, '#open-folder', dir);
-    await openedAs(page, 'arina_u8_master.h5');
-    check((await status(page)).open.includes('arina_u8_data_000001.h5'), 'Open folder… opens the acquisition in the chosen folder');
-    // From the keyboard: Tab to the button, Enter opens the chooser.
-    await page.bringToFront();
-    await page.focus('#open-files');
-    const focused = await page.evaluate(() => document.activeElement.id);
-    // Enter, else Space (both activate a button); headed Chromium now and then drops the
-    // first chooser asked for right after another one closed.
-    let chooser = null;
-    for (const key of ['Enter', 'Space']) {
-      [chooser] = await Promise.all([page.waitForEvent('filechooser', { timeout: 8000 }).catch(() => null), page.keyboard.press(key)]);
-      if (chooser) break;
+  await scenario('1 open buttons', async () => {
+    {
+      const page = await freshPage();
+      await choose(page, '#open-files', filesOf('arina_u16'));
+      await openedAs(page, 'arina_u16_master.h5');
+      await rendered(page);
+      const s = await status(page);
+      check(s.open && s.open.length === 4 && !s.error, `Open files… opens the chosen acquisition: ${JSON.stringify(s)}`);
+      const st = await page.evaluate(() => window.stem4d.stats('image'));
+      check(st.hi > st.lo, `the chosen acquisition's BF image is drawn (limits ${st.lo}…${st.hi})`);
+      // The same files chosen again open again (the input was cleared after the first choice).
+      const calls = (await page.evaluate(() => window.stem4d.activity())).calls;
+      await choose(page, '#open-files', filesOf('arina_u16'));
+      await page.waitForFunction((c) => window.stem4d.activity().calls > c + 2 && !window.stem4d.status().loading, calls, { timeout: 60000 });
+      check((await status(page)).open.length === 4, 'the same files chosen a second time open again');
+      // A folder through Open folder… (a folder holding one acquisition).
+      await page.fill('#scan-rows', '4'); await page.fill('#scan-cols', '6');
+      const dir = path.join(tmp, 'arina_u8_folder');
+      fs.mkdirSync(dir);
+      for (const f of filesOf('arina_u8')) fs.copyFileSync(f, path.join(dir, path.basename(f)));
+      await choose(page, '#open-folder', dir);
+      await openedAs(page, 'arina_u8_master.h5');
+      check((await status(page)).open.includes('arina_u8_data_000001.h5'), 'Open folder… opens the acquisition in the chosen folder');
+      // From the keyboard: Tab to the button, Enter opens the chooser.
+      await page.bringToFront();
+      await page.focus('#open-files');
+      const focused = await page.evaluate(() => document.activeElement.id);
+      // Enter, else Space (both activate a button); headed Chromium now and then drops the
+      // first chooser asked for right after another one closed.
+      let chooser = null;
+      for (const key of ['Enter', 'Space']) {
+        [chooser] = await Promise.all([page.waitForEvent('filechooser', { timeout: 8000 }).catch(() => null), page.keyboard.press(key)]);
+        if (chooser) break;
+      }
+      check(chooser !== null, `the keyboard on the focused Open files… button opens the file chooser (focus on ${focused})`);
+      if (chooser) await chooser.setFiles(filesOf('arina_u16'));
+      if (chooser) await openedAs(page, 'arina_u16_master.h5');
+      noErrors(page, 'file chooser');
+      await page.close();
     }
-    check(chooser !== null, `the keyboard on the focused Open files… button opens the file chooser (focus on ${focused})`);
-    if (chooser) await chooser.setFiles(filesOf('arina_u16'));
-    if (chooser) await openedAs(page, 'arina_u16_master.h5');
-    noErrors(page, 'file chooser');
-    await page.close();
-  }
+  });
 
   // ---------------------------------------------------------------- 2. a page that survives failure
-  {
-    const page = await freshPage();
-    await choose(page, '#open-files', filesOf('arina_u16'));
-    await openedAs(page, 'arina_u16_master.h5');
-    await rendered(page);
-    // A file that is not an acquisition: refused before anything loads, the acquisition open
-    // before stays open and fully usable.
-    await choose(page, '#open-files', [bad('text_file/notes.h5')]);
-    await page.waitForFunction(() => window.stem4d.status().error, null, { timeout: 30000 });
-    let s = await status(page);
-    check(/notes\.h5/.test(s.error) && /still open/.test(s.error) && s.open && s.open.includes('arina_u16_master.h5'),
-      `a failed open names the file and keeps the previous acquisition: ${JSON.stringify(s)}`);
-    const before = await shot(page, imageStage);
-    await page.selectOption('#image-kind', 'adf');
-    await rendered(page);
-    await page.waitForTimeout(200);
-    const after = await shot(page, imageStage);
-    const d = await t.pixelDiff(page, before, after);
-    check(d.meanAbs > 1, `after a failed open a preset changes the image (mean |Δ| ${d.meanAbs.toFixed(2)})`);
-    const box = await page.locator('#image-canvas').boundingBox();
-    await page.mouse.click(box.x + box.width * 0.1, box.y + box.height * 0.1);
-    await rendered(page);
-    const v = await page.evaluate(() => window.stem4d.view());
-    check(v.image.cursor[0] === 0 && v.image.cursor[1] === 0, `after a failed open a click moves the cursor: ${v.image.cursor}`);
-    await page.mouse.move(box.x + box.width * 0.5, box.y + box.height * 0.5);
-    await page.waitForFunction(() => document.getElementById('image-readout').textContent.includes('='), null, { timeout: 5000 }).catch(() => {});
-    check((await page.textContent('#image-readout')).includes('='), 'after a failed open hovering reads a value');
-    await page.keyboard.press('ArrowDown');
-    const v2 = await page.evaluate(() => window.stem4d.view());
-    check(v2.image.cursor[0] === 1, `after a failed open the arrow keys move the cursor: ${v2.image.cursor}`);
-    const [download] = await Promise.all([page.waitForEvent('download', { timeout: 10000 }).catch(() => null), page.click('#export-npy')]);
-    check(download && /\.npy$/.test(download.suggestedFilename()), 'after a failed open the .npy export downloads');
-    // A chooser closed without a choice changes nothing and says so.
-    await page.evaluate(() => document.getElementById('file-input').dispatchEvent(new Event('cancel')));
-    s = await status(page);
-    check(s.open && /nothing changed/.test(s.notice || ''), `a cancelled chooser keeps the acquisition and says so: ${JSON.stringify(s)}`);
-    // A load that fails once it has begun (a corrupt LZ4 block): the page is empty and says
-    // why, the exports are off, and the next open works.
-    await page.fill('#scan-rows', '4'); await page.fill('#scan-cols', '6');
-    await choose(page, '#open-files', [bad('bslz4_corrupt_lz4/data.h5')]);
-    await page.waitForFunction(() => window.stem4d.status().error, null, { timeout: 60000 });
-    s = await status(page);
-    const empty = await page.evaluate(() => ({ body: document.body.classList.contains('empty'), npy: document.getElementById('export-npy').disabled, readout: document.getElementById('image-readout').textContent }));
-    check(s.open === null && /data\.h5/.test(s.error) && /Nothing is open/.test(s.error) && empty.body && empty.npy,
-      `a load failing after it began leaves a clean empty page: ${JSON.stringify({ s, empty })}`);
-    await page.fill('#scan-rows', ''); await page.fill('#scan-cols', '');
-    await choose(page, '#open-files', filesOf('arina_u16'));
-    await openedAs(page, 'arina_u16_master.h5');
-    check(!(await page.evaluate(() => document.body.classList.contains('empty'))), 'after the failure the next acquisition opens');
-    // Cancel during a load: a clean empty page that says so, then more work.
-    await page.evaluate(() => { window.stem4d.open([], { synthetic: [96, 96, 128, 128] }).catch(() => {}); });
-    await page.waitForSelector('#progress:not([hidden])', { timeout: 10000 });
-    await page.click('#cancel');
-    await page.waitForFunction(() => /cancelled/.test(window.stem4d.status().error || ''), null, { timeout: 60000 });
-    await page.waitForFunction(() => window.stem4dReady && window.stem4d.adapter() && !window.stem4d.status().loading, null, { timeout: 60000 });
-    s = await status(page);
-    check(s.open === null && /Nothing is open/.test(s.error), `a cancelled load leaves a clean empty page that says so: ${JSON.stringify(s)}`);
-    await page.waitForTimeout(500);
-    await choose(page, '#open-files', filesOf('arina_u16'));
-    await openedAs(page, 'arina_u16_master.h5');
-    await page.selectOption('#image-kind', 'bf');
-    await rendered(page);
-    check((await valueAtCursor(page)) !== '', 'after a cancel the chooser opens the next acquisition and it reads values');
-    noErrors(page, 'failure and cancel');
-    await page.close();
-  }
+  await scenario('2 failure and cancel', async () => {
+    {
+      const page = await freshPage();
+      await choose(page, '#open-files', filesOf('arina_u16'));
+      await openedAs(page, 'arina_u16_master.h5');
+      await rendered(page);
+      // A file that is not an acquisition: refused before anything loads, the acquisition open
+      // before stays open and fully usable.
+      await choose(page, '#open-files', [bad('text_file/notes.h5')]);
+      await page.waitForFunction(() => window.stem4d.status().error, null, { timeout: 30000 });
+      let s = await status(page);
+      check(/notes\.h5/.test(s.error) && /still open/.test(s.error) && s.open && s.open.includes('arina_u16_master.h5'),
+        `a failed open names the file and keeps the previous acquisition: ${JSON.stringify(s)}`);
+      const before = await shot(page, imageStage);
+      await page.selectOption('#image-kind', 'adf');
+      await rendered(page);
+      await page.waitForTimeout(200);
+      const after = await shot(page, imageStage);
+      const d = await t.pixelDiff(page, before, after);
+      check(d.meanAbs > 1, `after a failed open a preset changes the image (mean |Δ| ${d.meanAbs.toFixed(2)})`);
+      const box = await page.locator('#image-canvas').boundingBox();
+      await page.mouse.click(box.x + box.width * 0.1, box.y + box.height * 0.1);
+      await rendered(page);
+      const v = await page.evaluate(() => window.stem4d.view());
+      check(v.image.cursor[0] === 0 && v.image.cursor[1] === 0, `after a failed open a click moves the cursor: ${v.image.cursor}`);
+      await page.mouse.move(box.x + box.width * 0.5, box.y + box.height * 0.5);
+      await page.waitForFunction(() => document.getElementById('image-readout').textContent.includes('='), null, { timeout: 5000 }).catch(() => {});
+      check((await page.textContent('#image-readout')).includes('='), 'after a failed open hovering reads a value');
+      await page.keyboard.press('ArrowDown');
+      const v2 = await page.evaluate(() => window.stem4d.view());
+      check(v2.image.cursor[0] === 1, `after a failed open the arrow keys move the cursor: ${v2.image.cursor}`);
+      const [download] = await Promise.all([page.waitForEvent('download', { timeout: 10000 }).catch(() => null), page.click('#export-npy')]);
+      check(download && /\.npy$/.test(download.suggestedFilename()), 'after a failed open the .npy export downloads');
+      // A chooser closed without a choice changes nothing and says so.
+      await page.evaluate(() => document.getElementById('file-input').dispatchEvent(new Event('cancel')));
+      s = await status(page);
+      check(s.open && /nothing changed/.test(s.notice || ''), `a cancelled chooser keeps the acquisition and says so: ${JSON.stringify(s)}`);
+      // A load that fails once it has begun (a corrupt LZ4 block): the page is empty and says
+      // why, the exports are off, and the next open works.
+      await page.fill('#scan-rows', '4'); await page.fill('#scan-cols', '6');
+      await choose(page, '#open-files', [bad('bslz4_corrupt_lz4/data.h5')]);
+      await page.waitForFunction(() => window.stem4d.status().error, null, { timeout: 60000 });
+      s = await status(page);
+      const empty = await page.evaluate(() => ({ body: document.body.classList.contains('empty'), npy: document.getElementById('export-npy').disabled, readout: document.getElementById('image-readout').textContent }));
+      check(s.open === null && /data\.h5/.test(s.error) && /Nothing is open/.test(s.error) && empty.body && empty.npy,
+        `a load failing after it began leaves a clean empty page: ${JSON.stringify({ s, empty })}`);
+      await page.fill('#scan-rows', ''); await page.fill('#scan-cols', '');
+      await choose(page, '#open-files', filesOf('arina_u16'));
+      await openedAs(page, 'arina_u16_master.h5');
+      check(!(await page.evaluate(() => document.body.classList.contains('empty'))), 'after the failure the next acquisition opens');
+      // Cancel during a load: a clean empty page that says so, then more work.
+      await page.evaluate(() => { window.stem4d.open([], { synthetic: [96, 96, 128, 128] }).catch(() => {}); });
+      await page.waitForSelector('#progress:not([hidden])', { timeout: 10000 });
+      await page.click('#cancel');
+      await page.waitForFunction(() => /cancelled/.test(window.stem4d.status().error || ''), null, { timeout: 60000 });
+      await page.waitForFunction(() => window.stem4dReady && window.stem4d.adapter() && !window.stem4d.status().loading, null, { timeout: 60000 });
+      s = await status(page);
+      check(s.open === null && /Nothing is open/.test(s.error), `a cancelled load leaves a clean empty page that says so: ${JSON.stringify(s)}`);
+      await page.waitForTimeout(500);
+      await choose(page, '#open-files', filesOf('arina_u16'));
+      await openedAs(page, 'arina_u16_master.h5');
+      await page.selectOption('#image-kind', 'bf');
+      await rendered(page);
+      check((await valueAtCursor(page)) !== '', 'after a cancel the chooser opens the next acquisition and it reads values');
+      noErrors(page, 'failure and cancel');
+      await page.close();
+    }
+  });
 
   // ---------------------------------------------------------------- 3. a BF fit that finds the disk
-  for (const fx of manifest.fixtures.filter((f) => f.true_bf_disk)) {
-    for (const mask of [true, false]) {
+  await scenario('3 BF fit', async () => {
+    for (const fx of manifest.fixtures.filter((f) => f.true_bf_disk)) {
+      for (const mask of [true, false]) {
+        const page = await freshPage();
+        if (!mask) await page.uncheck('#bad-pixels');
+        await choose(page, '#open-files', filesOf(fx.name));
+        await openedAs(page, fx.files[0].split('/').pop());
+        const s = await status(page);
+        const [tr, tc, trad] = fx.true_bf_disk;
+        const f = s.fit;
+        check(f && Math.hypot(f.center[0] - tr, f.center[1] - tc) <= 1 && Math.abs(f.radius - trad) <= 1 && !f.warning,
+          `${fx.name} (masking ${mask ? 'on' : 'off'}): the BF fit ${JSON.stringify(f)} is within 1 px of the disk (${fx.true_bf_disk})`);
+        const p = await page.evaluate(() => window.stem4d.profile());
+        check(!mask || (p.bad_pixels && p.bad_pixels.hot && p.bad_pixels.hot.length >= 1),
+          `${fx.name}: hot pixels found in the mean pattern are in the provenance (${JSON.stringify(p.bad_pixels)})`);
+        noErrors(page, `${fx.name} fit`);
+        await page.close();
+      }
+    }
+    for (const fx of manifest.fixtures.filter((f) => f.implausible_bf_fit && f.root === 'fixtures' && !f.scan_shape).slice(0, 1)) {
       const page = await freshPage();
-      if (!mask) await page.uncheck('#bad-pixels');
       await choose(page, '#open-files', filesOf(fx.name));
       await openedAs(page, fx.files[0].split('/').pop());
       const s = await status(page);
-      const [tr, tc, trad] = fx.true_bf_disk;
-      const f = s.fit;
-      check(f && Math.hypot(f.center[0] - tr, f.center[1] - tc) <= 1 && Math.abs(f.radius - trad) <= 1 && !f.warning,
-        `${fx.name} (masking ${mask ? 'on' : 'off'}): the BF fit ${JSON.stringify(f)} is within 1 px of the disk (${fx.true_bf_disk})`);
-      const p = await page.evaluate(() => window.stem4d.profile());
-      check(!mask || (p.bad_pixels && p.bad_pixels.hot && p.bad_pixels.hot.length >= 1),
-        `${fx.name}: hot pixels found in the mean pattern are in the provenance (${JSON.stringify(p.bad_pixels)})`);
-      noErrors(page, `${fx.name} fit`);
+      const shown = await page.textContent('#geometry .geo-warn');
+      check(s.fit && s.fit.warning && shown.includes(s.fit.warning), `${fx.name}: an implausible fit is warned on the page: ${JSON.stringify(s.fit)} / "${shown}"`);
       await page.close();
     }
-  }
-  for (const fx of manifest.fixtures.filter((f) => f.implausible_bf_fit && f.root === 'fixtures' && !f.scan_shape).slice(0, 1)) {
-    const page = await freshPage();
-    await choose(page, '#open-files', filesOf(fx.name));
-    await openedAs(page, fx.files[0].split('/').pop());
-    const s = await status(page);
-    const shown = await page.textContent('#geometry .geo-warn');
-    check(s.fit && s.fit.warning && shown.includes(s.fit.warning), `${fx.name}: an implausible fit is warned on the page: ${JSON.stringify(s.fit)} / "${shown}"`);
-    await page.close();
-  }
+  });
 
   // ---------------------------------------------------------------- 4. geometry you can read and type
-  {
-    const page = await freshPage();
-    await choose(page, '#open-files', filesOf('arina_u16'));
-    await openedAs(page, 'arina_u16_master.h5');
-    await rendered(page);
-    const { fit } = await status(page);
-    // Typed radius in px: the image is the exact BF sum with that radius.
-    await page.fill('#geometry input[data-k=radius]:not([data-u])', '2.5');
-    await page.press('#geometry input[data-k=radius]:not([data-u])', 'Enter');
-    await rendered(page);
-    let v = await page.evaluate(() => window.stem4d.view());
-    check(v.image.radius === 2.5, `a typed radius sets the detector: ${v.image.radius}`);
-    const exact = await page.evaluate(async ({ c, r }) => {
-      const p = await window.stem4d.product({ kind: 'bf', center: c, radius: r, maskBadPixels: true });
-      const v = window.stem4d.view();
-      return String(p.data[v.image.cursor[0] * p.shape[1] + v.image.cursor[1]]);
-    }, { c: v.image.center, r: 2.5 });
-    const hovered = await valueAtCursor(page);
-    check(hovered === exact, `the typed detector's image is the exact BF sum (${hovered} vs ${exact})`);
-    // In mrad, through the calibration (pixel 75 µm at 0.115 m: 0.652 mrad per pixel).
-    const step = 75e-6 / 0.115 * 1e3;
-    await page.fill('#geometry input[data-k=radius][data-u=mrad]', (3 * step).toFixed(4));
-    await page.press('#geometry input[data-k=radius][data-u=mrad]', 'Enter');
-    await rendered(page);
-    v = await page.evaluate(() => window.stem4d.view());
-    check(Math.abs(v.image.radius - 3) < 0.01, `a radius typed in mrad sets ${3 * step} mrad = 3 px: ${v.image.radius}`);
-    const centreTyped = [fit.center[0] + 1, fit.center[1] - 1];
-    await page.fill('#geometry input[data-k=cr]', String(centreTyped[0]));
-    await page.press('#geometry input[data-k=cr]', 'Tab');
-    await page.fill('#geometry input[data-k=cc]', String(centreTyped[1]));
-    await page.press('#geometry input[data-k=cc]', 'Enter');
-    await rendered(page);
-    v = await page.evaluate(() => window.stem4d.view());
-    check(Math.abs(v.image.center[0] - centreTyped[0]) < 0.01 && Math.abs(v.image.center[1] - centreTyped[1]) < 0.01, `a typed centre moves the detector: ${v.image.center}`);
-    // Presets come from the fit, never from the dragged or typed disk.
-    await page.selectOption('#image-kind', 'adf');
-    await rendered(page);
-    v = await page.evaluate(() => window.stem4d.view());
-    check(Math.abs(v.image.inner - Math.round(1.2 * fit.radius * 100) / 100) < 0.011 && v.image.center[0] === fit.center[0] && v.image.center[1] === fit.center[1],
-      `the ADF preset is made from the fit (${JSON.stringify(fit)}), not the typed disk: inner ${v.image.inner} at ${v.image.center}`);
-    const shownInner = await page.inputValue('#geometry input[data-k=inner]:not([data-u])');
-    check(Math.abs(parseFloat(shownInner) - v.image.inner) < 0.01, `the annulus's inner radius is shown as a number: ${shownInner}`);
-    // Reset to the fit.
-    await page.selectOption('#image-kind', 'disk');
-    await page.fill('#geometry input[data-k=radius]:not([data-u])', '1');
-    await page.press('#geometry input[data-k=radius]:not([data-u])', 'Enter');
-    await page.click('#geometry .geo-reset');
-    await rendered(page);
-    v = await page.evaluate(() => window.stem4d.view());
-    check(v.image.radius === fit.radius && v.image.center[0] === fit.center[0], `reset puts the detector back on the fitted disk: ${v.image.radius} at ${v.image.center}`);
-    // The pattern's readout in mrad from the beam centre.
-    const pbox = await page.locator('#pattern-canvas').boundingBox();
-    const [kr, kc] = [13, 11];
-    const scale = Math.min(pbox.width / kc, pbox.height / kr);
-    const at = [2, 3];
-    await page.mouse.move(pbox.x + pbox.width / 2 + (at[1] + 0.5 - kc / 2) * scale, pbox.y + pbox.height / 2 + (at[0] + 0.5 - kr / 2) * scale);
-    await page.waitForFunction(() => document.getElementById('pattern-readout').textContent.includes('mrad'), null, { timeout: 5000 }).catch(() => {});
-    const readout = await page.textContent('#pattern-readout');
-    const want = Math.hypot(at[0] - fit.center[0], at[1] - fit.center[1]) * step;
-    const m = /\|θ\| = ([-\d.e+]+) mrad from the beam centre/.exec(readout);
-    check(m && Math.abs(parseFloat(m[1]) - want) < 1e-3 * Math.max(1, want), `the pattern readout gives the angle from the beam centre: "${readout}" (want ${want.toFixed(4)} mrad)`);
-    // An annulus off the detector is warned: HAADF outer typed beyond the 73 × 63 detector.
-    await page.evaluate(() => window.stem4d.open([], { synthetic: [4, 5, 73, 63] }));
-    await page.selectOption('#image-kind', 'haadf');
-    await rendered(page);
-    const clean = await page.textContent('#geometry .geo-warn');
-    check(!/runs .* off/.test(clean), `the HAADF preset on 73 × 63 stays on the detector: "${clean}"`);
-    await page.fill('#geometry input[data-k=outer]:not([data-u])', '45');
-    await page.press('#geometry input[data-k=outer]:not([data-u])', 'Enter');
-    await rendered(page);
-    const warn = await page.textContent('#geometry .geo-warn');
-    check(/off the 73×63 detector/.test(warn), `an annulus running off the 73 × 63 detector is warned: "${warn}"`);
-    noErrors(page, 'geometry');
-    await page.close();
-  }
+  await scenario('4 geometry', async () => {
+    {
+      const page = await freshPage();
+      await choose(page, '#open-files', filesOf('arina_u16'));
+      await openedAs(page, 'arina_u16_master.h5');
+      await rendered(page);
+      const { fit } = await status(page);
+      // Typed radius in px: the image is the exact BF sum with that radius.
+      await page.fill('#geometry input[data-k=radius]:not([data-u])', '2.5');
+      await page.press('#geometry input[data-k=radius]:not([data-u])', 'Enter');
+      await rendered(page);
+      let v = await page.evaluate(() => window.stem4d.view());
+      check(v.image.radius === 2.5, `a typed radius sets the detector: ${v.image.radius}`);
+      const exact = await page.evaluate(async ({ c, r }) => {
+        const p = await window.stem4d.product({ kind: 'bf', center: c, radius: r, maskBadPixels: true });
+        const v = window.stem4d.view();
+        return String(p.data[v.image.cursor[0] * p.shape[1] + v.image.cursor[1]]);
+      }, { c: v.image.center, r: 2.5 });
+      const hovered = await valueAtCursor(page);
+      check(hovered === exact, `the typed detector's image is the exact BF sum (${hovered} vs ${exact})`);
+      // In mrad, through the calibration (pixel 75 µm at 0.115 m: 0.652 mrad per pixel).
+      const step = 75e-6 / 0.115 * 1e3;
+      await page.fill('#geometry input[data-k=radius][data-u=mrad]', (3 * step).toFixed(4));
+      await page.press('#geometry input[data-k=radius][data-u=mrad]', 'Enter');
+      await rendered(page);
+      v = await page.evaluate(() => window.stem4d.view());
+      check(Math.abs(v.image.radius - 3) < 0.01, `a radius typed in mrad sets ${3 * step} mrad = 3 px: ${v.image.radius}`);
+      const centreTyped = [fit.center[0] + 1, fit.center[1] - 1];
+      await page.fill('#geometry input[data-k=cr]', String(centreTyped[0]));
+      await page.press('#geometry input[data-k=cr]', 'Tab');
+      await page.fill('#geometry input[data-k=cc]', String(centreTyped[1]));
+      await page.press('#geometry input[data-k=cc]', 'Enter');
+      await rendered(page);
+      v = await page.evaluate(() => window.stem4d.view());
+      check(Math.abs(v.image.center[0] - centreTyped[0]) < 0.01 && Math.abs(v.image.center[1] - centreTyped[1]) < 0.01, `a typed centre moves the detector: ${v.image.center}`);
+      // Presets come from the fit, never from the dragged or typed disk.
+      await page.selectOption('#image-kind', 'adf');
+      await rendered(page);
+      v = await page.evaluate(() => window.stem4d.view());
+      check(Math.abs(v.image.inner - Math.round(1.2 * fit.radius * 100) / 100) < 0.011 && v.image.center[0] === fit.center[0] && v.image.center[1] === fit.center[1],
+        `the ADF preset is made from the fit (${JSON.stringify(fit)}), not the typed disk: inner ${v.image.inner} at ${v.image.center}`);
+      const shownInner = await page.inputValue('#geometry input[data-k=inner]:not([data-u])');
+      check(Math.abs(parseFloat(shownInner) - v.image.inner) < 0.01, `the annulus's inner radius is shown as a number: ${shownInner}`);
+      // Reset to the fit.
+      await page.selectOption('#image-kind', 'disk');
+      await page.fill('#geometry input[data-k=radius]:not([data-u])', '1');
+      await page.press('#geometry input[data-k=radius]:not([data-u])', 'Enter');
+      await page.click('#geometry .geo-reset');
+      await rendered(page);
+      v = await page.evaluate(() => window.stem4d.view());
+      check(v.image.radius === fit.radius && v.image.center[0] === fit.center[0], `reset puts the detector back on the fitted disk: ${v.image.radius} at ${v.image.center}`);
+      // The pattern's readout in mrad from the beam centre.
+      const pbox = await page.locator('#pattern-canvas').boundingBox();
+      const [kr, kc] = [13, 11];
+      const scale = Math.min(pbox.width / kc, pbox.height / kr);
+      const at = [2, 3];
+      await page.mouse.move(pbox.x + pbox.width / 2 + (at[1] + 0.5 - kc / 2) * scale, pbox.y + pbox.height / 2 + (at[0] + 0.5 - kr / 2) * scale);
+      await page.waitForFunction(() => document.getElementById('pattern-readout').textContent.includes('mrad'), null, { timeout: 5000 }).catch(() => {});
+      const readout = await page.textContent('#pattern-readout');
+      const want = Math.hypot(at[0] - fit.center[0], at[1] - fit.center[1]) * step;
+      const m = /\|θ\| = ([-\d.e+]+) mrad from the beam centre/.exec(readout);
+      check(m && Math.abs(parseFloat(m[1]) - want) < 1e-3 * Math.max(1, want), `the pattern readout gives the angle from the beam centre: "${readout}" (want ${want.toFixed(4)} mrad)`);
+      // An annulus off the detector is warned: HAADF outer typed beyond the 73 × 63 detector.
+      await page.evaluate(() => window.stem4d.open([], { synthetic: [4, 5, 73, 63] }));
+      await page.selectOption('#image-kind', 'haadf');
+      await rendered(page);
+      const clean = await page.textContent('#geometry .geo-warn');
+      check(!/runs .* off/.test(clean), `the HAADF preset on 73 × 63 stays on the detector: "${clean}"`);
+      await page.fill('#geometry input[data-k=outer]:not([data-u])', '45');
+      await page.press('#geometry input[data-k=outer]:not([data-u])', 'Enter');
+      await rendered(page);
+      const warn = await page.textContent('#geometry .geo-warn');
+      check(/off the 73×63 detector/.test(warn), `an annulus running off the 73 × 63 detector is warned: "${warn}"`);
+      noErrors(page, 'geometry');
+      await page.close();
+    }
+  });
 
   // ---------------------------------------------------------------- 5. display limits that never silently fail
-  {
-    const page = await freshPage();
-    await choose(page, '#open-files', filesOf('arina_u16'));
-    await openedAs(page, 'arina_u16_master.h5');
-    await rendered(page);
-    const labels = await page.evaluate(() => [...document.querySelectorAll('#image-panel .display .lim span')].map((e) => e.textContent));
-    check(labels.join(',') === 'lo %,hi %', `percentile limits are labelled: ${labels}`);
-    const st = await page.evaluate(() => window.stem4d.stats('image'));
-    await page.selectOption('#image-panel .display .mode', 'absolute');
-    await rendered(page);
-    const abs = await page.evaluate(() => ({ labels: [...document.querySelectorAll('#image-panel .display .lim span')].map((e) => e.textContent), v: window.stem4d.view().image.display.limits }));
-    check(abs.labels.join(',') === 'lo,hi' && abs.v.mode === 'absolute' && Math.abs(abs.v.lo - st.lo) <= 1e-6 * Math.abs(st.lo) + 1e-9,
-      `absolute limits take the values shown in the panel's units: ${JSON.stringify(abs)} (from ${st.lo}…${st.hi})`);
-    // Log scale with absolute limits in the data's units is not a black image.
-    await page.selectOption('#image-panel .display .scale', 'log');
-    await rendered(page);
-    await page.waitForTimeout(300);
-    const logShot = await page.locator('#image-panel .frame').screenshot();
-    const bright = await t.meanLevel(page, logShot);
-    check(bright > 20, `log scale with absolute limits shows the image (mean level ${bright.toFixed(1)})`);
-    const logStats = await page.evaluate(() => window.stem4d.stats('image'));
-    check(Math.abs(logStats.lo - abs.v.lo) <= 1e-3 * Math.abs(abs.v.lo) + 1e-6, `log scale keeps the absolute limits in data units: ${logStats.lo} vs ${abs.v.lo}`);
-    // Limits outside the data are explained inline instead of a silent black image.
-    await page.fill('#image-panel .display input.hi', String(st.max * 20));
-    await page.press('#image-panel .display input.hi', 'Enter');
-    await page.fill('#image-panel .display input.lo', String(st.max * 10));
-    await page.press('#image-panel .display input.lo', 'Enter');
-    await rendered(page);
-    await page.waitForFunction(() => document.querySelector('#image-panel .display .note').textContent.length > 0, null, { timeout: 5000 }).catch(() => {});
-    const note = await page.textContent('#image-panel .display .note');
-    check(note.length > 0, `absolute limits beyond the data are explained: "${note}"`);
-    // lo ≥ hi is refused inline and not applied.
-    const vBefore = await page.evaluate(() => window.stem4d.view().image.display.limits);
-    await page.fill('#image-panel .display input.lo', String(vBefore.hi + 1));
-    await page.press('#image-panel .display input.lo', 'Enter');
-    const refused = await page.evaluate(() => ({ note: document.querySelector('#image-panel .display .note').textContent, lim: window.stem4d.view().image.display.limits }));
-    check(/below/.test(refused.note) && refused.lim.lo === vBefore.lo, `lo ≥ hi is refused and said inline: ${JSON.stringify(refused)}`);
-    // The limits are dragged on the histogram.
-    await page.selectOption('#image-panel .display .mode', 'percentile');
-    await page.selectOption('#image-panel .display .scale', 'linear');
-    await rendered(page);
-    await page.waitForTimeout(400);
-    const hb = await page.locator('#image-panel canvas.hist').boundingBox();
-    await page.mouse.move(hb.x + hb.width - 2, hb.y + hb.height / 2);
-    await page.mouse.down();
-    await page.mouse.move(hb.x + hb.width * 0.6, hb.y + hb.height / 2, { steps: 4 });
-    await page.mouse.up();
-    await rendered(page);
-    const dragged = await page.evaluate(() => window.stem4d.view().image.display.limits);
-    const st2 = await page.evaluate(() => window.stem4d.stats('image'));
-    check(dragged.mode === 'absolute' && dragged.hi < st.max && dragged.hi > st.min, `dragging the upper marker on the histogram sets an absolute limit: ${JSON.stringify(dragged)} (data ${st.min}…${st.max})`);
-    check(Math.abs(st2.hi - dragged.hi) <= 1e-3 * Math.abs(dragged.hi) + 1e-6, `the engine draws with the dragged limit: ${st2.hi}`);
-    noErrors(page, 'limits');
-    await page.close();
-  }
+  await scenario('5 limits', async () => {
+    {
+      const page = await freshPage();
+      await choose(page, '#open-files', filesOf('arina_u16'));
+      await openedAs(page, 'arina_u16_master.h5');
+      await rendered(page);
+      const labels = await page.evaluate(() => [...document.querySelectorAll('#image-panel .display .lim span')].map((e) => e.textContent));
+      check(labels.join(',') === 'lo %,hi %', `percentile limits are labelled: ${labels}`);
+      const st = await page.evaluate(() => window.stem4d.stats('image'));
+      await page.selectOption('#image-panel .display .mode', 'absolute');
+      await rendered(page);
+      const abs = await page.evaluate(() => ({ labels: [...document.querySelectorAll('#image-panel .display .lim span')].map((e) => e.textContent), v: window.stem4d.view().image.display.limits }));
+      check(abs.labels.join(',') === 'lo,hi' && abs.v.mode === 'absolute' && Math.abs(abs.v.lo - st.lo) <= 1e-6 * Math.abs(st.lo) + 1e-9,
+        `absolute limits take the values shown in the panel's units: ${JSON.stringify(abs)} (from ${st.lo}…${st.hi})`);
+      // Log scale with absolute limits in the data's units is not a black image.
+      await page.selectOption('#image-panel .display .scale', 'log');
+      await rendered(page);
+      await page.waitForTimeout(300);
+      const logShot = await page.locator('#image-panel .frame').screenshot();
+      const bright = await t.meanLevel(page, logShot);
+      check(bright > 20, `log scale with absolute limits shows the image (mean level ${bright.toFixed(1)})`);
+      const logStats = await page.evaluate(() => window.stem4d.stats('image'));
+      check(Math.abs(logStats.lo - abs.v.lo) <= 1e-3 * Math.abs(abs.v.lo) + 1e-6, `log scale keeps the absolute limits in data units: ${logStats.lo} vs ${abs.v.lo}`);
+      // Limits outside the data are explained inline instead of a silent black image.
+      await page.fill('#image-panel .display input.hi', String(st.max * 20));
+      await page.press('#image-panel .display input.hi', 'Enter');
+      await page.fill('#image-panel .display input.lo', String(st.max * 10));
+      await page.press('#image-panel .display input.lo', 'Enter');
+      await rendered(page);
+      await page.waitForFunction(() => document.querySelector('#image-panel .display .note').textContent.length > 0, null, { timeout: 5000 }).catch(() => {});
+      const note = await page.textContent('#image-panel .display .note');
+      check(note.length > 0, `absolute limits beyond the data are explained: "${note}"`);
+      // lo ≥ hi is refused inline and not applied.
+      const vBefore = await page.evaluate(() => window.stem4d.view().image.display.limits);
+      await page.fill('#image-panel .display input.lo', String(vBefore.hi + 1));
+      await page.press('#image-panel .display input.lo', 'Enter');
+      const refused = await page.evaluate(() => ({ note: document.querySelector('#image-panel .display .note').textContent, lim: window.stem4d.view().image.display.limits }));
+      check(/below/.test(refused.note) && refused.lim.lo === vBefore.lo, `lo ≥ hi is refused and said inline: ${JSON.stringify(refused)}`);
+      // The limits are dragged on the histogram.
+      await page.selectOption('#image-panel .display .mode', 'percentile');
+      await page.selectOption('#image-panel .display .scale', 'linear');
+      await rendered(page);
+      await page.waitForTimeout(400);
+      const hb = await page.locator('#image-panel canvas.hist').boundingBox();
+      await page.mouse.move(hb.x + hb.width - 2, hb.y + hb.height / 2);
+      await page.mouse.down();
+      await page.mouse.move(hb.x + hb.width * 0.6, hb.y + hb.height / 2, { steps: 4 });
+      await page.mouse.up();
+      await rendered(page);
+      const dragged = await page.evaluate(() => window.stem4d.view().image.display.limits);
+      const st2 = await page.evaluate(() => window.stem4d.stats('image'));
+      check(dragged.mode === 'absolute' && dragged.hi < st.max && dragged.hi > st.min, `dragging the upper marker on the histogram sets an absolute limit: ${JSON.stringify(dragged)} (data ${st.min}…${st.max})`);
+      check(Math.abs(st2.hi - dragged.hi) <= 1e-3 * Math.abs(dragged.hi) + 1e-6, `the engine draws with the dragged limit: ${st2.hi}`);
+      noErrors(page, 'limits');
+      await page.close();
+    }
+  });
 
   // ---------------------------------------------------------------- 6. settings that apply
-  {
-    const page = await freshPage();
-    await choose(page, '#open-files', filesOf('arina_u16'));
-    await openedAs(page, 'arina_u16_master.h5');
-    await rendered(page);
-    await page.selectOption('#bin', '2');
-    await page.waitForFunction(() => /re-reading/.test(window.stem4d.status().notice || ''), null, { timeout: 10000 }).catch(() => {});
-    const notice = (await status(page)).notice;
-    await page.waitForFunction(async () => !window.stem4d.status().loading && (await window.stem4d.profile()).bin === 2, null, { timeout: 60000 }).catch(() => {});
-    let p = await page.evaluate(() => window.stem4d.profile());
-    check(p.bin === 2 && /re-reading/.test(notice || ''), `changing the bin after a load re-reads with bin 2 and says so (bin ${p.bin}, "${notice}")`);
-    await page.uncheck('#bad-pixels');
-    await page.waitForFunction(async () => !window.stem4d.status().loading && (await window.stem4d.profile()).mask_bad_pixels === false, null, { timeout: 60000 }).catch(() => {});
-    p = await page.evaluate(() => window.stem4d.profile());
-    check(p.mask_bad_pixels === false, 'unticking bad-pixel masking after a load applies it');
-    // Scan-shape fields belong to the files they were typed for.
-    await choose(page, '#open-files', [bad('empad_no_shape_in_name/empad_frames.raw')]);
-    await page.waitForFunction(() => /scan/.test(window.stem4d.status().error || ''), null, { timeout: 30000 });
-    await page.fill('#scan-rows', '1');
-    await page.fill('#scan-cols', '2');
-    await page.press('#scan-cols', 'Enter');
-    await openedAs(page, 'empad_frames.raw');
-    check((await status(page)).open.includes('empad_frames.raw'), 'a scan shape typed after the error opens the file it was typed for');
-    await choose(page, '#open-files', filesOf('arina_u16'));
-    await openedAs(page, 'arina_u16_master.h5');
-    const after = await page.evaluate(() => ({ rows: document.getElementById('scan-rows').value, s: window.stem4d.status(), shape: null }));
-    check(after.s.open && !after.s.error && after.rows === '', `the next files open with their own scan shape; the typed one is cleared: ${JSON.stringify(after)}`);
-    noErrors(page, 'settings');
-    await page.close();
-  }
+  await scenario('6 settings', async () => {
+    {
+      const page = await freshPage();
+      await choose(page, '#open-files', filesOf('arina_u16'));
+      await openedAs(page, 'arina_u16_master.h5');
+      await rendered(page);
+      await page.selectOption('#bin', '2');
+      await page.waitForFunction(() => /re-reading/.test(window.stem4d.status().notice || ''), null, { timeout: 10000 }).catch(() => {});
+      const notice = (await status(page)).notice;
+      await page.waitForFunction(async () => !window.stem4d.status().loading && (await window.stem4d.profile()).bin === 2, null, { timeout: 60000 }).catch(() => {});
+      let p = await page.evaluate(() => window.stem4d.profile());
+      check(p.bin === 2 && /re-reading/.test(notice || ''), `changing the bin after a load re-reads with bin 2 and says so (bin ${p.bin}, "${notice}")`);
+      await page.uncheck('#bad-pixels');
+      await page.waitForFunction(async () => !window.stem4d.status().loading && (await window.stem4d.profile()).mask_bad_pixels === false, null, { timeout: 60000 }).catch(() => {});
+      p = await page.evaluate(() => window.stem4d.profile());
+      check(p.mask_bad_pixels === false, 'unticking bad-pixel masking after a load applies it');
+      // Scan-shape fields belong to the files they were typed for.
+      await choose(page, '#open-files', [bad('empad_no_shape_in_name/empad_frames.raw')]);
+      await page.waitForFunction(() => /scan/.test(window.stem4d.status().error || ''), null, { timeout: 30000 });
+      await page.fill('#scan-rows', '1');
+      await page.fill('#scan-cols', '2');
+      await page.press('#scan-cols', 'Enter');
+      await openedAs(page, 'empad_frames.raw');
+      check((await status(page)).open.includes('empad_frames.raw'), 'a scan shape typed after the error opens the file it was typed for');
+      await choose(page, '#open-files', filesOf('arina_u16'));
+      await openedAs(page, 'arina_u16_master.h5');
+      const after = await page.evaluate(() => ({ rows: document.getElementById('scan-rows').value, s: window.stem4d.status(), shape: null }));
+      check(after.s.open && !after.s.error && after.rows === '', `the next files open with their own scan shape; the typed one is cleared: ${JSON.stringify(after)}`);
+      noErrors(page, 'settings');
+      await page.close();
+    }
+  });
 
   // ---------------------------------------------------------------- 7. layout and figures, 8. calibration
-  for (const [w, h] of [[1280, 800], [1600, 1000], [1920, 1080]]) {
-    const page = await freshPage({ width: w, height: h });
-    await choose(page, '#open-files', filesOf('arina_u16'));
-    await openedAs(page, 'arina_u16_master.h5');
-    await rendered(page);
-    await page.waitForTimeout(500);
-    const lay = await page.evaluate(() => {
-      const vis = (e) => { const r = e.getBoundingClientRect(); return r.width > 0 && r.height > 0 && getComputedStyle(e).visibility !== 'hidden'; };
-      const out = [];
-      for (const e of document.querySelectorAll('button, select, input:not([type=file]), canvas.hist, canvas.cbar, .stage')) {
-        if (!vis(e) || e.closest('dialog')) continue;
-        const r = e.getBoundingClientRect();
-        if (r.left < -0.5 || r.top < -0.5 || r.right > innerWidth + 0.5 || r.bottom > innerHeight + 0.5) out.push(`${e.id || e.className || e.tagName} ${JSON.stringify([r.left, r.top, r.right, r.bottom].map(Math.round))}`);
+  await scenario('7 layout and figures', async () => {
+    for (const [w, h] of [[1280, 800], [1600, 1000], [1920, 1080]]) {
+      const page = await freshPage({ width: w, height: h });
+      await choose(page, '#open-files', filesOf('arina_u16'));
+      await openedAs(page, 'arina_u16_master.h5');
+      await rendered(page);
+      await page.waitForTimeout(500);
+      const lay = await page.evaluate(() => {
+        const vis = (e) => { const r = e.getBoundingClientRect(); return r.width > 0 && r.height > 0 && getComputedStyle(e).visibility !== 'hidden'; };
+        const out = [];
+        for (const e of document.querySelectorAll('button, select, input:not([type=file]), canvas.hist, canvas.cbar, .stage')) {
+          if (!vis(e) || e.closest('dialog')) continue;
+          const r = e.getBoundingClientRect();
+          if (r.left < -0.5 || r.top < -0.5 || r.right > innerWidth + 0.5 || r.bottom > innerHeight + 0.5) out.push(`${e.id || e.className || e.tagName} ${JSON.stringify([r.left, r.top, r.right, r.bottom].map(Math.round))}`);
+        }
+        const frames = ['image', 'pattern'].map((p) => {
+          const f = document.getElementById(p + '-canvas').parentElement.getBoundingClientRect();
+          const s = document.getElementById(p + '-canvas').parentElement.parentElement.getBoundingClientRect();
+          return { f: [f.width, f.height], s: [s.width, s.height] };
+        });
+        return { out, scroll: document.scrollingElement.scrollHeight - innerHeight, frames };
+      });
+      check(lay.out.length === 0 && lay.scroll <= 0, `${w}×${h}: every control fits the window (outside: ${lay.out.join('; ') || 'none'}, scroll ${lay.scroll})`);
+      // The frames have the planes' aspects (5 × 7 scan, 13 × 11 detector) and fill their stage
+      // in one direction: no wasted band inside the image.
+      const [fi, fp] = lay.frames;
+      const aspectOk = (fr, rows, cols) => Math.abs(fr.f[0] / fr.f[1] - cols / rows) < 0.02 && (Math.abs(fr.f[0] - fr.s[0]) <= 1 || Math.abs(fr.f[1] - fr.s[1]) <= 1);
+      check(aspectOk(fi, 5, 7) && aspectOk(fp, 13, 11), `${w}×${h}: images keep their aspect and fill their stage (${JSON.stringify(lay.frames)})`);
+      await t.compareGolden(page, 'body', `layout-${w}x${h}`);
+      if (w === 1280) {
+        // The scale bar lies on the image: the overlay's bar is inside the frame.
+        const bar = await page.evaluate(() => {
+          const c = document.getElementById('image-overlay');
+          const g = c.getContext('2d');
+          const d = g.getImageData(0, 0, c.width, c.height).data;
+          let n = 0;
+          for (let i = 0; i < d.length; i += 4) if (d[i] === 255 && d[i + 1] === 255 && d[i + 2] === 255 && d[i + 3] === 255) n++;
+          return n;
+        });
+        check(bar > 20, `the scale bar is drawn on the image (${bar} white pixels on the overlay)`);
+        // Colour bars carry ticks and units.
+        const cbarInk = await page.evaluate(() => {
+          const c = document.querySelector('#image-panel canvas.cbar');
+          const d = c.getContext('2d').getImageData(0, 14, c.width, c.height - 14).data;
+          const u = c.getContext('2d').getImageData(180, 0, c.width - 180, 14).data;
+          let m = 0; for (let i = 3; i < u.length; i += 4) if (u[i] > 0) m++;
+          if (m < 10) return 0;
+          let n = 0; for (let i = 3; i < d.length; i += 4) if (d[i] > 0) n++;
+          return n;
+        });
+        check(cbarInk > 50, `the colour bar has tick labels under it and units beside it (${cbarInk} pixels of ink)`);
+        // A figure at a chosen size, from the dialog.
+        await page.click('#export-figure');
+        await page.fill('#figure-width', '900');
+        await page.fill('#figure-title', 'BF of arina_u16');
+        const [dl] = await Promise.all([page.waitForEvent('download', { timeout: 30000 }).catch(() => null), page.click('#figure-save')]);
+        check(dl && /figure\.png$/.test(dl.suggestedFilename()), `Figure… downloads a PNG (${dl && dl.suggestedFilename()})`);
+        if (dl) {
+          const file = path.join(tmp, 'figure.png');
+          await dl.saveAs(file);
+          const png = fs.readFileSync(file);
+          const width = png.readUInt32BE(16), height = png.readUInt32BE(20);
+          check(width === 900 && height > 600, `the figure is 900 px wide as chosen (${width}×${height})`);
+        }
+        // 8. Calibration from the files, each value with its source.
+        const cal = await page.evaluate(() => [...document.querySelectorAll('#calibration span')].map((s) => [s.textContent, s.title]));
+        const text = cal.map((c) => c[0]).join('');
+        check(/300 kV/.test(text) && /CL 115 mm/.test(text) && /75 µm/.test(text) && /0\.25 nm/.test(text) && /mrad/.test(text) && cal.every((c) => /from|pixels/.test(c[1])),
+          `calibration shown with sources: ${JSON.stringify(cal)}`);
+        noErrors(page, 'layout');
       }
-      const frames = ['image', 'pattern'].map((p) => {
-        const f = document.getElementById(p + '-canvas').parentElement.getBoundingClientRect();
-        const s = document.getElementById(p + '-canvas').parentElement.parentElement.getBoundingClientRect();
-        return { f: [f.width, f.height], s: [s.width, s.height] };
-      });
-      return { out, scroll: document.scrollingElement.scrollHeight - innerHeight, frames };
-    });
-    check(lay.out.length === 0 && lay.scroll <= 0, `${w}×${h}: every control fits the window (outside: ${lay.out.join('; ') || 'none'}, scroll ${lay.scroll})`);
-    // The frames have the planes' aspects (5 × 7 scan, 13 × 11 detector) and fill their stage
-    // in one direction: no wasted band inside the image.
-    const [fi, fp] = lay.frames;
-    const aspectOk = (fr, rows, cols) => Math.abs(fr.f[0] / fr.f[1] - cols / rows) < 0.02 && (Math.abs(fr.f[0] - fr.s[0]) <= 1 || Math.abs(fr.f[1] - fr.s[1]) <= 1);
-    check(aspectOk(fi, 5, 7) && aspectOk(fp, 13, 11), `${w}×${h}: images keep their aspect and fill their stage (${JSON.stringify(lay.frames)})`);
-    await t.compareGolden(page, 'body', `layout-${w}x${h}`);
-    if (w === 1280) {
-      // The scale bar lies on the image: the overlay's bar is inside the frame.
-      const bar = await page.evaluate(() => {
-        const c = document.getElementById('image-overlay');
-        const g = c.getContext('2d');
-        const d = g.getImageData(0, 0, c.width, c.height).data;
-        let n = 0;
-        for (let i = 0; i < d.length; i += 4) if (d[i] === 255 && d[i + 1] === 255 && d[i + 2] === 255 && d[i + 3] === 255) n++;
-        return n;
-      });
-      check(bar > 20, `the scale bar is drawn on the image (${bar} white pixels on the overlay)`);
-      // Colour bars carry ticks and units.
-      const cbarInk = await page.evaluate(() => {
-        const c = document.querySelector('#image-panel canvas.cbar');
-        const d = c.getContext('2d').getImageData(0, 14, c.width, c.height - 14).data;
-        const u = c.getContext('2d').getImageData(180, 0, c.width - 180, 14).data;
-        let m = 0; for (let i = 3; i < u.length; i += 4) if (u[i] > 0) m++;
-        if (m < 10) return 0;
-        let n = 0; for (let i = 3; i < d.length; i += 4) if (d[i] > 0) n++;
-        return n;
-      });
-      check(cbarInk > 50, `the colour bar has tick labels under it and units beside it (${cbarInk} pixels of ink)`);
-      // A figure at a chosen size, from the dialog.
-      await page.click('#export-figure');
-      await page.fill('#figure-width', '900');
-      await page.fill('#figure-title', 'BF of arina_u16');
-      const [dl] = await Promise.all([page.waitForEvent('download', { timeout: 30000 }).catch(() => null), page.click('#figure-save')]);
-      check(dl && /figure\.png$/.test(dl.suggestedFilename()), `Figure… downloads a PNG (${dl && dl.suggestedFilename()})`);
-      if (dl) {
-        const file = path.join(tmp, 'figure.png');
-        await dl.saveAs(file);
-        const png = fs.readFileSync(file);
-        const width = png.readUInt32BE(16), height = png.readUInt32BE(20);
-        check(width === 900 && height > 600, `the figure is 900 px wide as chosen (${width}×${height})`);
+      await page.close();
+    }
+  });
+  await scenario('8 calibration', async () => {
+    {
+      // The master's detector distance gives mrad without a companion; the companion's scan
+      // rotation pre-fills the DPC rotation.
+      const page = await freshPage();
+      await page.fill('#scan-rows', '4'); await page.fill('#scan-cols', '6');
+      await choose(page, '#open-files', filesOf('arina_u8'));
+      await openedAs(page, 'arina_u8_master.h5');
+      const info = await page.evaluate(() => ({ cal: [...document.querySelectorAll('#calibration span')].map((s) => [s.textContent, s.title]) }));
+      const det = info.cal.find((c) => /det\. step/.test(c[0]));
+      check(det && /mrad/.test(det[0]) && /detector_distance|distance/.test(det[1]), `without a companion, mrad come from the master's detector distance: ${JSON.stringify(info.cal)}`);
+      for (const fx of manifest.fixtures.filter((f) => f.calibration && f.calibration.scan_rotation_deg != null)) {
+        await choose(page, '#open-files', filesOf(fx.name));
+        await openedAs(page, fx.files[0].split('/').pop());
+        const rot = parseFloat(await page.inputValue('#rotation'));
+        check(Math.abs(rot - fx.calibration.scan_rotation_deg) < 1e-9, `${fx.name}: the file's scan rotation pre-fills the DPC rotation (${rot})`);
       }
-      // 8. Calibration from the files, each value with its source.
-      const cal = await page.evaluate(() => [...document.querySelectorAll('#calibration span')].map((s) => [s.textContent, s.title]));
-      const text = cal.map((c) => c[0]).join('');
-      check(/300 kV/.test(text) && /CL 115 mm/.test(text) && /75 µm/.test(text) && /0\.25 nm/.test(text) && /mrad/.test(text) && cal.every((c) => /from|pixels/.test(c[1])),
-        `calibration shown with sources: ${JSON.stringify(cal)}`);
-      noErrors(page, 'layout');
+      await page.close();
     }
-    await page.close();
-  }
-  {
-    // The master's detector distance gives mrad without a companion; the companion's scan
-    // rotation pre-fills the DPC rotation.
-    const page = await freshPage();
-    await page.fill('#scan-rows', '4'); await page.fill('#scan-cols', '6');
-    await choose(page, '#open-files', filesOf('arina_u8'));
-    await openedAs(page, 'arina_u8_master.h5');
-    const info = await page.evaluate(() => ({ cal: [...document.querySelectorAll('#calibration span')].map((s) => [s.textContent, s.title]) }));
-    const det = info.cal.find((c) => /det\. step/.test(c[0]));
-    check(det && /mrad/.test(det[0]) && /detector_distance|distance/.test(det[1]), `without a companion, mrad come from the master's detector distance: ${JSON.stringify(info.cal)}`);
-    for (const fx of manifest.fixtures.filter((f) => f.calibration && f.calibration.scan_rotation_deg != null)) {
-      await choose(page, '#open-files', filesOf(fx.name));
-      await openedAs(page, fx.files[0].split('/').pop());
-      const rot = parseFloat(await page.inputValue('#rotation'));
-      check(Math.abs(rot - fx.calibration.scan_rotation_deg) < 1e-9, `${fx.name}: the file's scan rotation pre-fills the DPC rotation (${rot})`);
-    }
-    await page.close();
-  }
+  });
 
   // ---------------------------------------------------------------- 9. keyboard and accessibility
-  {
-    const page = await freshPage();
-    await choose(page, '#open-files', filesOf('arina_u16'));
-    await openedAs(page, 'arina_u16_master.h5');
-    await rendered(page);
-    const untitled = await page.evaluate(() => [...document.querySelectorAll('button, select, input:not([type=file])')]
-      .filter((e) => !e.closest('dialog') && !(e.title || e.closest('[title]')?.title)).map((e) => e.id || e.className || e.outerHTML.slice(0, 40)));
-    check(untitled.length === 0, `every control has a tooltip (missing: ${untitled.join(', ')})`);
-    // Tab reaches every visible control and both panels.
-    const order = [];
-    await page.focus('#open-files');
-    for (let i = 0; i < 80; i++) {
-      const id = await page.evaluate(() => { const e = document.activeElement; return e.id || (e.dataset.k ? e.dataset.k + (e.dataset.u || '') : '') || (e.className && String(e.className)) || e.tagName; });
-      if (order.includes(id) && id === 'open-files' && i > 0) break;
-      order.push(id);
-      await page.keyboard.press('Tab');
+  await scenario('9 keyboard', async () => {
+    {
+      const page = await freshPage();
+      await choose(page, '#open-files', filesOf('arina_u16'));
+      await openedAs(page, 'arina_u16_master.h5');
+      await rendered(page);
+      const untitled = await page.evaluate(() => [...document.querySelectorAll('button, select, input:not([type=file])')]
+        .filter((e) => !e.closest('dialog') && !(e.title || e.closest('[title]')?.title)).map((e) => e.id || e.className || e.outerHTML.slice(0, 40)));
+      check(untitled.length === 0, `every control has a tooltip (missing: ${untitled.join(', ')})`);
+      // Tab reaches every visible control and both panels.
+      const order = [];
+      await page.focus('#open-files');
+      for (let i = 0; i < 80; i++) {
+        const id = await page.evaluate(() => { const e = document.activeElement; return e.id || (e.dataset.k ? e.dataset.k + (e.dataset.u || '') : '') || (e.className && String(e.className)) || e.tagName; });
+        if (order.includes(id) && id === 'open-files' && i > 0) break;
+        order.push(id);
+        await page.keyboard.press('Tab');
+      }
+      const wanted = await page.evaluate(() => [...document.querySelectorAll('button, select, input:not([type=file]), canvas[tabindex="0"]')]
+        .filter((e) => { const r = e.getBoundingClientRect(); return r.width > 0 && !e.disabled && !e.closest('dialog') && !e.closest('details:not([open])'); })
+        .map((e) => e.id || (e.dataset.k ? e.dataset.k + (e.dataset.u || '') : '') || String(e.className)));
+      const missed = wanted.filter((w) => !order.includes(w));
+      check(missed.length === 0, `Tab reaches every control and both panels (missed: ${missed.join(', ')}; order ${order.join(' ')})`);
+      const canvases = await page.evaluate(() => ['image', 'pattern'].map((p) => { const c = document.getElementById(p + '-canvas'); return [c.tabIndex, c.getAttribute('aria-label')]; }));
+      check(canvases.every(([ti, label]) => ti === 0 && label && label.length > 10), `the panels' canvases are focusable and labelled: ${JSON.stringify(canvases)}`);
+      // Arrows move the cursor when a panel has focus, also the pattern panel; not in the preset menu.
+      await page.focus('#pattern-canvas');
+      const c0 = (await page.evaluate(() => window.stem4d.view())).image.cursor;
+      await page.keyboard.press('ArrowLeft');
+      const c1 = (await page.evaluate(() => window.stem4d.view())).image.cursor;
+      check(c1[1] === Math.max(0, c0[1] - 1), `ArrowLeft on the focused pattern panel moves the cursor: ${c0} → ${c1}`);
+      await page.focus('#image-kind');
+      await page.keyboard.press('ArrowDown');
+      const c2 = (await page.evaluate(() => window.stem4d.view())).image.cursor;
+      check(c2[0] === c1[0] && c2[1] === c1[1], `arrows in the preset menu leave the cursor alone: ${c2}`);
+      await page.focus('#image-canvas');
+      await page.keyboard.press('a');
+      await rendered(page);
+      check((await page.evaluate(() => window.stem4d.view())).preset === 'abf', 'A selects the ABF preset');
+      await page.keyboard.press('l');
+      check((await page.evaluate(() => window.stem4d.view())).image.display.scale === 'log', 'L turns the focused panel to log scale');
+      await page.evaluate(() => window.stem4d.setView({ image: { display: { zoom: 3, pan: [1, 1] } } }));
+      await page.focus('#image-canvas');
+      await page.keyboard.press('f');
+      const z = (await page.evaluate(() => window.stem4d.view())).image.display;
+      check(z.zoom === 1 && z.pan === null, `F fits the panels to their windows: ${JSON.stringify(z)}`);
+      await page.keyboard.press('?');
+      check(await page.evaluate(() => document.getElementById('shortcuts').open), '? shows the list of shortcuts');
+      await page.keyboard.press('Escape');
+      noErrors(page, 'keyboard');
+      await page.close();
     }
-    const wanted = await page.evaluate(() => [...document.querySelectorAll('button, select, input:not([type=file]), canvas[tabindex="0"]')]
-      .filter((e) => { const r = e.getBoundingClientRect(); return r.width > 0 && !e.disabled && !e.closest('dialog') && !e.closest('details:not([open])'); })
-      .map((e) => e.id || (e.dataset.k ? e.dataset.k + (e.dataset.u || '') : '') || String(e.className)));
-    const missed = wanted.filter((w) => !order.includes(w));
-    check(missed.length === 0, `Tab reaches every control and both panels (missed: ${missed.join(', ')}; order ${order.join(' ')})`);
-    const canvases = await page.evaluate(() => ['image', 'pattern'].map((p) => { const c = document.getElementById(p + '-canvas'); return [c.tabIndex, c.getAttribute('aria-label')]; }));
-    check(canvases.every(([ti, label]) => ti === 0 && label && label.length > 10), `the panels' canvases are focusable and labelled: ${JSON.stringify(canvases)}`);
-    // Arrows move the cursor when a panel has focus, also the pattern panel; not in the preset menu.
-    await page.focus('#pattern-canvas');
-    const c0 = (await page.evaluate(() => window.stem4d.view())).image.cursor;
-    await page.keyboard.press('ArrowLeft');
-    const c1 = (await page.evaluate(() => window.stem4d.view())).image.cursor;
-    check(c1[1] === Math.max(0, c0[1] - 1), `ArrowLeft on the focused pattern panel moves the cursor: ${c0} → ${c1}`);
-    await page.focus('#image-kind');
-    await page.keyboard.press('ArrowDown');
-    const c2 = (await page.evaluate(() => window.stem4d.view())).image.cursor;
-    check(c2[0] === c1[0] && c2[1] === c1[1], `arrows in the preset menu leave the cursor alone: ${c2}`);
-    await page.focus('#image-canvas');
-    await page.keyboard.press('a');
-    await rendered(page);
-    check((await page.evaluate(() => window.stem4d.view())).preset === 'abf', 'A selects the ABF preset');
-    await page.keyboard.press('l');
-    check((await page.evaluate(() => window.stem4d.view())).image.display.scale === 'log', 'L turns the focused panel to log scale');
-    await page.evaluate(() => window.stem4d.setView({ image: { display: { zoom: 3, pan: [1, 1] } } }));
-    await page.focus('#image-canvas');
-    await page.keyboard.press('f');
-    const z = (await page.evaluate(() => window.stem4d.view())).image.display;
-    check(z.zoom === 1 && z.pan === null, `F fits the panels to their windows: ${JSON.stringify(z)}`);
-    await page.keyboard.press('?');
-    check(await page.evaluate(() => document.getElementById('shortcuts').open), '? shows the list of shortcuts');
-    await page.keyboard.press('Escape');
-    noErrors(page, 'keyboard');
-    await page.close();
-  }
+  });
 
   // ---------------------------------------------------------------- 10. views peers have
-  {
-    const page = await freshPage();
-    const seen = [];
-    await page.exposeFunction('stageSeen', (s) => seen.push(s));
-    await page.evaluate(() => new MutationObserver(() => window.stageSeen(document.getElementById('progress-text').textContent))
-      .observe(document.getElementById('progress-text'), { childList: true, characterData: true, subtree: true }));
-    await choose(page, '#open-files', filesOf('arina_u16'));
-    await openedAs(page, 'arina_u16_master.h5');
-    await rendered(page);
-    const stages = ['reading metadata', 'reading, decoding and uploading', 'finding the BF disk', 'drawing the first image'];
-    const missing = stages.filter((s) => !seen.some((x) => x.startsWith(s)));
-    check(missing.length === 0, `the progress names every stage until the first image (missing: ${missing.join(', ')}; seen ${[...new Set(seen.map((x) => x.split(':')[0]))].join(' | ')})`);
-    for (const kind of ['commag', 'comdir']) {
-      await page.selectOption('#image-kind', kind);
+  await scenario('10 views', async () => {
+    {
+      const page = await freshPage();
+      const seen = [];
+      await page.exposeFunction('stageSeen', (s) => seen.push(s));
+      await page.evaluate(() => new MutationObserver(() => window.stageSeen(document.getElementById('progress-text').textContent))
+        .observe(document.getElementById('progress-text'), { childList: true, characterData: true, subtree: true }));
+      await choose(page, '#open-files', filesOf('arina_u16'));
+      await openedAs(page, 'arina_u16_master.h5');
       await rendered(page);
-      const r = await page.evaluate(async () => {
-        const v = window.stem4d.view();
-        const [cr, cc] = v.image.cursor;
-        const dpc = await window.stem4d.product({ kind: 'dpc', rotation: v.image.rotation, flip: v.image.flip, maskBadPixels: true });
-        const n = dpc.shape[1] * dpc.shape[2];
-        const i = cr * dpc.shape[2] + cc;
-        return { value: await window.stem4d.valueAt('image', cr, cc), gr: dpc.data[i], gc: dpc.data[n + i], stats: await window.stem4d.stats('image') };
-      });
-      const want = kind === 'commag' ? Math.hypot(r.gr, r.gc) : Math.atan2(r.gc, r.gr) * 180 / Math.PI;
-      const tol = kind === 'commag' ? 1e-5 : 1e-3;
-      const diff = kind === 'commag' ? Math.abs(r.value - want) : Math.abs(((r.value - want + 540) % 360) - 180);
-      check(diff <= tol, `${kind}: the value under the cursor ${r.value} is ${want} from the DPC (${r.gr}, ${r.gc})`);
-      check(r.stats.hi > r.stats.lo, `${kind} renders with limits ${r.stats.lo}…${r.stats.hi}`);
+      const stages = ['reading metadata', 'reading, decoding and uploading', 'finding the BF disk', 'drawing the first image'];
+      const missing = stages.filter((s) => !seen.some((x) => x.startsWith(s)));
+      check(missing.length === 0, `the progress names every stage until the first image (missing: ${missing.join(', ')}; seen ${[...new Set(seen.map((x) => x.split(':')[0]))].join(' | ')})`);
+      for (const kind of ['commag', 'comdir']) {
+        await page.selectOption('#image-kind', kind);
+        await rendered(page);
+        const r = await page.evaluate(async () => {
+          const v = window.stem4d.view();
+          const [cr, cc] = v.image.cursor;
+          const dpc = await window.stem4d.product({ kind: 'dpc', rotation: v.image.rotation, flip: v.image.flip, maskBadPixels: true });
+          const n = dpc.shape[1] * dpc.shape[2];
+          const i = cr * dpc.shape[2] + cc;
+          return { value: await window.stem4d.valueAt('image', cr, cc), gr: dpc.data[i], gc: dpc.data[n + i], stats: await window.stem4d.stats('image') };
+        });
+        const want = kind === 'commag' ? Math.hypot(r.gr, r.gc) : Math.atan2(r.gc, r.gr) * 180 / Math.PI;
+        const tol = kind === 'commag' ? 1e-5 : 1e-3;
+        const diff = kind === 'commag' ? Math.abs(r.value - want) : Math.abs(((r.value - want + 540) % 360) - 180);
+        check(diff <= tol, `${kind}: the value under the cursor ${r.value} is ${want} from the DPC (${r.gr}, ${r.gc})`);
+        check(r.stats.hi > r.stats.lo, `${kind} renders with limits ${r.stats.lo}…${r.stats.hi}`);
+      }
+      await page.selectOption('#image-kind', 'bf');
+      await page.selectOption('#image-panel .display .scale', 'sqrt');
+      await rendered(page);
+      const sq = await page.evaluate(() => window.stem4d.stats('image'));
+      check(sq.scale === 'sqrt' && sq.hi > sq.lo, `square-root scaling renders: ${JSON.stringify({ scale: sq.scale, lo: sq.lo, hi: sq.hi })}`);
+      await page.click('#profile-box summary');
+      const prov = await page.evaluate(() => ({ text: document.getElementById('profile').innerText, peakTip: [...document.querySelectorAll('#profile tr')].find((r) => r.querySelector('th')?.textContent === 'peak during the load')?.title }));
+      check(/resident payload/.test(prov.text) && /peak during the load/.test(prov.text) && /ms/.test(prov.text) && /read/.test(prov.text) && /payload plus/.test(prov.peakTip || ''),
+        `the provenance panel is formatted, with units and what peak memory means (${prov.text.slice(0, 160).replace(/\s+/g, ' ')}…)`);
+      noErrors(page, 'views');
+      await page.close();
     }
-    await page.selectOption('#image-kind', 'bf');
-    await page.selectOption('#image-panel .display .scale', 'sqrt');
-    await rendered(page);
-    const sq = await page.evaluate(() => window.stem4d.stats('image'));
-    check(sq.scale === 'sqrt' && sq.hi > sq.lo, `square-root scaling renders: ${JSON.stringify({ scale: sq.scale, lo: sq.lo, hi: sq.hi })}`);
-    await page.click('#profile-box summary');
-    const prov = await page.evaluate(() => ({ text: document.getElementById('profile').innerText, peakTip: [...document.querySelectorAll('#profile tr')].find((r) => r.querySelector('th')?.textContent === 'peak during the load')?.title }));
-    check(/resident payload/.test(prov.text) && /peak during the load/.test(prov.text) && /ms/.test(prov.text) && /read/.test(prov.text) && /payload plus/.test(prov.peakTip || ''),
-      `the provenance panel is formatted, with units and what peak memory means (${prov.text.slice(0, 160).replace(/\s+/g, ' ')}…)`);
-    noErrors(page, 'views');
-    await page.close();
-  }
+  });
   fs.rmSync(tmp, { recursive: true, force: true });
 }
