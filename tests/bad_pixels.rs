@@ -8,7 +8,7 @@ mod common;
 use common::*;
 use serde_json::Value;
 use stem4d::frames::Correction;
-use stem4d::viewer::{OpenRequest, Session};
+use stem4d::session::{OpenRequest, Session};
 
 fn pixels(v: &Value) -> Vec<[usize; 2]> {
     v.as_array()
@@ -148,7 +148,7 @@ fn found_pixels_are_zeroed_alike_on_both_backends() {
             }
             let cpu = stem4d::cpu::compute(&acq, &p).unwrap();
             let gpu =
-                pollster::block_on(stem4d::gpu::products::compute(&engine, &acq, &p)).unwrap();
+                pollster::block_on(stem4d::products::gpu::compute(&engine, &acq, &p)).unwrap();
             let (c, g) = (cpu.data.to_f64(), gpu.data.to_f64());
             assert_eq!(cpu.shape, gpu.shape, "{} {kind}", fx["name"]);
             for (k, (a, b)) in c.iter().zip(&g).enumerate() {
@@ -202,7 +202,7 @@ fn zeroing_reaches_every_segment_of_a_split_resident() {
     engine.zero_pixels(&mut res, &pixels).unwrap();
     let mut p = stem4d::products::ProductParams::new(stem4d::products::ProductKind::Binned);
     p.mask_bad_pixels = true;
-    let got = pollster::block_on(stem4d::gpu::products::compute_resident(
+    let got = pollster::block_on(stem4d::products::gpu::compute_resident(
         &engine, &acq, &res, &p,
     ))
     .unwrap()

@@ -316,7 +316,7 @@ fn kernel_stats_lists_every_kernel_or_names_the_missing_extension() {
     let o = stem4d(&["bench", "kernel-stats"]);
     let out = String::from_utf8_lossy(&o.stdout);
     if o.status.success() {
-        for k in stem4d::gpu::kernels::ALL {
+        for k in stem4d::kernels::ALL {
             assert!(
                 out.lines()
                     .any(|l| l.split_whitespace().nth(1) == Some(k.entry)),
@@ -383,7 +383,7 @@ fn kernel_overrides_replace_kernels_by_name() {
         eprintln!("skipped: no STEM4D_REQUIRE_GPU");
         return;
     }
-    let body = stem4d::gpu::kernels::COM_MOMENTS.body;
+    let body = stem4d::kernels::COM_MOMENTS.body;
     let parity = |dir: &TempDir| {
         let d = dir.0.display().to_string();
         stem4d(&["parity", "--synthetic", "6,5,16,16", "--kernels", &d])

@@ -92,7 +92,7 @@ fn info_reports_what_the_files_hold() {
     for fx in manifest()["fixtures"].as_array().unwrap() {
         let name = fx["name"].as_str().unwrap();
         let acq = open_fixture(fx);
-        let info = stem4d::info::Info::of(&acq, false);
+        let info = stem4d::formats::info::Info::of(&acq, false);
         let json = serde_json::to_value(&info).unwrap();
         for key in INFO_KEYS {
             assert!(json.get(key).is_some(), "{name}: info lacks {key}");

@@ -12,8 +12,8 @@ use stem4d::formats::{Acquisition, IndexFeed, OpenOptions, PartKind};
 use stem4d::frames::{Correction, FrameReader, Samples};
 use stem4d::gpu::{Engine, Resident};
 use stem4d::hdf5_index::ChunkRef;
-use stem4d::resident::ResidentPlan;
 use stem4d::source::{ByteSource, FileSet, MemSource};
+use stem4d::upload::plan::ResidentPlan;
 
 /// The two K = 4 index fixtures the GPU decoder takes, with the scan shape each needs.
 const CASES: [(&str, Option<[usize; 2]>); 2] = [
@@ -74,7 +74,7 @@ fn upload_fed(
 /// The resident's frames, all of them.
 fn resident_frames(engine: &Engine, acq: &Acquisition, res: &Resident) -> Vec<u32> {
     let n = acq.shape.frames();
-    pollster::block_on(stem4d::gpu::products::frames(engine, res, 0, n)).unwrap()
+    pollster::block_on(stem4d::products::gpu::frames(engine, res, 0, n)).unwrap()
 }
 
 /// Offsets of the B-tree nodes of `level` in `bytes`.

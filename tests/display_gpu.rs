@@ -8,10 +8,11 @@ mod common;
 
 use common::*;
 use stem4d::contract::{DetectorMask, SparseMask};
+use stem4d::display::gpu::{padded_row_bytes, unpad_rows, PixelTarget, Plane, PlaneSource};
 use stem4d::display::{self, colormaps, Limits, Scale, HIST_BINS};
-use stem4d::gpu::display::{padded_row_bytes, unpad_rows, PixelTarget, Plane, PlaneSource};
-use stem4d::gpu::kernels::View;
-use stem4d::gpu::{products, Engine, Resident};
+use stem4d::gpu::{Engine, Resident};
+use stem4d::kernels::View;
+use stem4d::products::gpu as products;
 
 fn upload(engine: &Engine, name: &str) -> (stem4d::formats::Acquisition, Resident) {
     let acq = open_fixture(&fixture_named(name));
@@ -785,7 +786,7 @@ fn angle_diff(a: f64, b: f64) -> f64 {
 #[test]
 fn dpc_magnitude_and_direction_meet_their_bounds() {
     let Some(engine) = engine() else { return };
-    use stem4d::gpu::fft::{encode_dpc_pairs, CentreSource, DpcSettings};
+    use stem4d::kernels::fft::{encode_dpc_pairs, CentreSource, DpcSettings};
     let (scan, m) = crafted_moments();
     let n = scan[0] * scan[1];
     let words: Vec<u32> = m

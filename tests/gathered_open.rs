@@ -27,7 +27,7 @@ fn outcome(r: &stem4d::Result<Acquisition>) -> String {
                 .collect();
             format!(
                 "{} {chunks:?}",
-                serde_json::to_string(&stem4d::info::Info::of(acq, false)).unwrap()
+                serde_json::to_string(&stem4d::formats::info::Info::of(acq, false)).unwrap()
             )
         }
         Err(e) => format!("error: {e}"),

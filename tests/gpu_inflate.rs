@@ -14,7 +14,7 @@ use stem4d::contract::{Dtype, Shape4};
 use stem4d::decode::pipeline::{Filter, FilterKind};
 use stem4d::formats::synthetic;
 use stem4d::frames::{Correction, FrameReader, Samples};
-use stem4d::gpu::products;
+use stem4d::products::gpu as products;
 
 /// Sequences a block's region holds at most (`SEQ_CAP` in `wgsl/bslz4.wgsl`).
 const SEQ_CAP: usize = 512;
@@ -202,7 +202,7 @@ fn crafted_lz4_streams_inflate_on_the_gpu_as_on_the_cpu() {
         // streams' random bytes), so masking cannot lean on the stored sentinel.
         acq.pixel_mask = Some((0..shape.det_len()).map(|k| k % 7 == 3).collect());
         assert!(
-            stem4d::gpu::decode::supported(&acq, Correction::default()),
+            stem4d::upload::gpu_decode::supported(&acq, Correction::default()),
             "{name}"
         );
         // Random u32 samples would pass u32 when binned (the contract refuses that).

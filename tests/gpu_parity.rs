@@ -7,7 +7,7 @@ mod common;
 
 use common::*;
 use stem4d::cpu;
-use stem4d::gpu::products;
+use stem4d::products::gpu as products;
 use stem4d::products::{ArrayData, ProductArray};
 
 fn check(kind: &str, what: &str, gpu: &ProductArray, cpu: &ProductArray) -> Result<(), String> {
@@ -283,7 +283,7 @@ fn masked_sums_agree_whichever_way_the_slots_meet() {
 #[test]
 fn masked_sums_from_ring_sums_equal_the_cpu() {
     use stem4d::contract::{DetectorMask, Dtype};
-    use stem4d::gpu::radial::RadialCache;
+    use stem4d::products::radial::RadialCache;
     let Some(engine) = engine() else { return };
     for (dtype, dims, saturated, split) in [
         (Dtype::U16, [5, 7, 23, 19], false, false),
@@ -410,7 +410,7 @@ fn masked_sums_from_ring_sums_equal_the_cpu() {
 #[test]
 fn masked_sum_part_tables_that_could_wrap_are_refused() {
     use stem4d::contract::Dtype;
-    use stem4d::gpu::products::{encode_parts, Parts};
+    use stem4d::products::gpu::{encode_parts, Parts};
     let Some(mut engine) = engine() else { return };
     let dims = [1, 2, 300, 256];
     let acq = raw_acquisition(Dtype::U16, dims, vec![0xff; 2 * 300 * 256 * 2]);
@@ -420,7 +420,7 @@ fn masked_sum_part_tables_that_could_wrap_are_refused() {
     let out = engine.storage("sums", 2 * 8 * 2);
     for subgroups in [true, false] {
         engine.use_subgroups(subgroups);
-        let limit = stem4d::gpu::kernels::masked_sum_part_limit(16, engine.subgroups());
+        let limit = stem4d::kernels::masked_sum_part_limit(16, engine.subgroups());
         for starts in [vec![0, 76_800], vec![0, 40_000, 30_000, 76_800]] {
             if starts
                 .windows(2)
@@ -449,7 +449,8 @@ fn residents_split_across_buffers_give_the_same_sums() {
     // Force a tiny binding limit: one tile of positions per buffer.
     let mut limits = engine.adapter.limits;
     limits.max_storage_binding = whole.plan.tile_words as u64 * 4;
-    let plan = stem4d::resident::ResidentPlan::new(acq.shape, acq.dtype, false, limits).unwrap();
+    let plan =
+        stem4d::upload::plan::ResidentPlan::new(acq.shape, acq.dtype, false, limits).unwrap();
     // 35 positions: tiles of 16, 16 and a padded 3.
     assert_eq!(plan.segments.len(), 3);
     let split = pollster::block_on(engine.upload_with_limits(&acq, corr, limits)).unwrap();
@@ -660,7 +661,7 @@ fn pattern_reductions_over_many_position_chunks_are_exact() {
 /// against the CPU reference's float64 FFT, on power-of-two, odd and mixed scan sizes.
 #[test]
 fn idpc_on_the_gpu_meets_the_contract_bound_for_any_scan_size() {
-    use stem4d::gpu::fft::{DpcSettings, Idpc};
+    use stem4d::kernels::fft::{DpcSettings, Idpc};
     let Some(engine) = engine() else { return };
     // [6, 5, 64, 64]: a scan so small that the DPC varies by ~0.1 px around a CoM of ~32 px;
     // a float32 CoM would carry ~2e-6 px of rounding into a phase of ~0.05.
@@ -694,7 +695,7 @@ fn idpc_on_the_gpu_meets_the_contract_bound_for_any_scan_size() {
             idpc.encode(
                 &engine,
                 &mut enc,
-                stem4d::gpu::fft::CentreSource::Moments {
+                stem4d::kernels::fft::CentreSource::Moments {
                     buf: &moments,
                     bound: products::moment_bound(&res),
                 },
@@ -726,7 +727,7 @@ fn idpc_on_the_gpu_meets_the_contract_bound_for_any_scan_size() {
 #[test]
 fn gpu_decode_equals_the_cpu_decoder() {
     use stem4d::frames::{Correction, FrameReader, Samples};
-    use stem4d::gpu::decode;
+    use stem4d::upload::gpu_decode as decode;
     let Some(engine) = engine() else { return };
     let m = manifest();
     let mut checked = 0;
@@ -812,7 +813,7 @@ fn gpu_decode_refuses_corrupt_chunks_by_name() {
         let acq = open_paths(&[bad.join(case).join("data.h5")], Some([4, 6]), None)
             .unwrap_or_else(|e| panic!("{case}: metadata opens: {e}"));
         assert!(
-            stem4d::gpu::decode::supported(&acq, Default::default()),
+            stem4d::upload::gpu_decode::supported(&acq, Default::default()),
             "{case}"
         );
         let err = pollster::block_on(engine.upload(&acq, Default::default()))
@@ -836,7 +837,10 @@ fn compressed_synthetic_decodes_on_the_gpu_to_the_generated_samples() {
     // partial block), with a raw tail of n % 8 elements.
     for (dims, block) in [([2, 3, 130, 101], 4096), ([2, 3, 130, 101], 8192)] {
         let acq = synthetic::open_compressed_blocks(dims, block).unwrap();
-        assert!(stem4d::gpu::decode::supported(&acq, Default::default()));
+        assert!(stem4d::upload::gpu_decode::supported(
+            &acq,
+            Default::default()
+        ));
         let res = pollster::block_on(engine.upload(&acq, Default::default())).unwrap();
         let n = acq.shape.frames();
         let got = pollster::block_on(products::frames(&engine, &res, 0, n)).unwrap();
@@ -935,14 +939,14 @@ fn lz4_chunks_take_the_gpu_decoder() {
         mask_bad_pixels: true,
         bin: 2,
     };
-    let plan = stem4d::resident::ResidentPlan::new(
+    let plan = stem4d::upload::plan::ResidentPlan::new(
         acq.shape.binned(2),
         acq.dtype,
         true,
         engine.adapter.limits,
     )
     .unwrap();
-    let res = pollster::block_on(stem4d::gpu::decode::upload(
+    let res = pollster::block_on(stem4d::upload::gpu_decode::upload(
         &engine,
         &acq,
         None,
@@ -1158,7 +1162,10 @@ fn gpu_upload_reads_neighbouring_chunks_in_one_call() {
     let mut acq = acq;
     acq.parts[0].source = counting.clone();
     acq.files = FileSet::new(vec![counting.clone() as Arc<dyn ByteSource>]).unwrap();
-    assert!(stem4d::gpu::decode::supported(&acq, Default::default()));
+    assert!(stem4d::upload::gpu_decode::supported(
+        &acq,
+        Default::default()
+    ));
     let res = pollster::block_on(engine.upload(&acq, Default::default())).unwrap();
     assert_eq!(
         counting.reads.load(Ordering::Relaxed),
@@ -1260,7 +1267,7 @@ fn chunks_decoded_by_a_chunk_decoder_make_the_same_resident() {
     use stem4d::contract::Region;
     use stem4d::frames::Correction;
     use stem4d::gpu::Engine;
-    use stem4d::resident::DeviceLimits;
+    use stem4d::upload::plan::DeviceLimits;
     let (Some(plain), Some(mut offloading)) = (engine(), engine()) else {
         return;
     };

@@ -4,7 +4,7 @@
 //! layout of its single Rust definition.
 
 use naga::valid::{Capabilities, ShaderStages, SubgroupOperationSet, ValidationFlags, Validator};
-use stem4d::gpu::kernels;
+use stem4d::kernels;
 
 fn module(k: &kernels::Kernel) -> (naga::Module, naga::valid::ModuleInfo) {
     let src = k.source();

@@ -10,7 +10,7 @@ use stem4d::cpu;
 use stem4d::formats::Acquisition;
 use stem4d::gpu::Engine;
 use stem4d::products::{ProductKind, ProductParams};
-use stem4d::viewer::{OpenRequest, Panel, Session, ViewState};
+use stem4d::session::{OpenRequest, Panel, Session, ViewState};
 
 fn fixture_acq(name: &str) -> Acquisition {
     open_fixture(&fixture_named(name))
@@ -790,7 +790,7 @@ fn dpc_magnitude_and_direction_follow_the_cpu_reference() {
             );
         }
         let npy = pollster::block_on(s.image_npy(&engine)).unwrap();
-        let npy = stem4d::npy::from_bytes("commag.npy", &npy).unwrap();
+        let npy = stem4d::products::npy::from_bytes("commag.npy", &npy).unwrap();
         assert_eq!(npy.shape, vec![rows, cols]);
         let stem4d::products::ArrayData::F32(mags) = &npy.data else {
             panic!("{name}: the magnitude exports as float32");
@@ -832,7 +832,7 @@ fn dpc_magnitude_and_direction_follow_the_cpu_reference() {
             "{name}: {bounded} directions bounded"
         );
         let npy = pollster::block_on(s.image_npy(&engine)).unwrap();
-        let npy = stem4d::npy::from_bytes("comdir.npy", &npy).unwrap();
+        let npy = stem4d::products::npy::from_bytes("comdir.npy", &npy).unwrap();
         let stem4d::products::ArrayData::F32(angles) = &npy.data else {
             panic!("{name}: the direction exports as float32");
         };

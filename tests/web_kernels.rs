@@ -7,10 +7,11 @@
 use std::sync::Arc;
 
 use stem4d::contract::Region;
+use stem4d::display::gpu::{Plane, PlaneSource};
 use stem4d::formats::{Acquisition, IndexFeed, OpenOptions};
 use stem4d::frames::{FrameReader, Samples};
-use stem4d::gpu::display::{Plane, PlaneSource};
-use stem4d::gpu::{products, Engine, Resident};
+use stem4d::gpu::{Engine, Resident};
+use stem4d::products::gpu as products;
 use stem4d::products::{ArrayData, ProductKind, ProductParams};
 use stem4d::source::{ByteSource, FileSet, JsPiece, JsRead, MemSource};
 use wasm_bindgen_test::*;
@@ -231,7 +232,7 @@ async fn check_all_within(
     acq: &Acquisition,
     engine: &Engine,
     label: &str,
-    limits: stem4d::resident::DeviceLimits,
+    limits: stem4d::upload::plan::DeviceLimits,
 ) -> usize {
     let mut checked = 0;
     for bin in [1, 2] {
@@ -520,7 +521,7 @@ async fn fed_exactly(
     let feed = feed(&acq);
     assert!(feed.len() > 1, "{label}: {} batches", feed.len());
     let plan =
-        stem4d::resident::ResidentPlan::new(acq.shape, acq.dtype, false, engine.adapter.limits)
+        stem4d::upload::plan::ResidentPlan::new(acq.shape, acq.dtype, false, engine.adapter.limits)
             .expect("plan");
     let res = engine
         .upload_fed(&acq, &feed, Default::default(), plan, &mut |_, _| {})

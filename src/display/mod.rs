@@ -4,6 +4,7 @@
 //! values are for pixels only; products keep their exact values.
 
 pub mod colormaps;
+pub mod gpu;
 pub mod limits;
 pub mod png;
 pub mod present;

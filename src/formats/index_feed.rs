@@ -66,7 +66,8 @@ impl IndexFeed {
             // A span is decoded as one window: as many leaves as a usual leaf's 64 chunks
             // fill the decoded budget with (larger leaves make windows of their own).
             let chunk = ix.chunk_bytes().unwrap_or(1).max(1);
-            let most = (crate::resident::DECODE_SCRATCH / chunk.saturating_mul(64)).max(1) as usize;
+            let most =
+                (crate::upload::plan::DECODE_SCRATCH / chunk.saturating_mul(64)).max(1) as usize;
             let batch = |leaves: Range<usize>, span: Option<Range<u64>>| Batch {
                 part,
                 leaves,

@@ -8,6 +8,7 @@ mod empad;
 mod empad_xml;
 mod generic;
 mod index_feed;
+pub mod info;
 pub mod synthetic;
 
 pub use calibration::{Calibration, Field as CalibrationField};

@@ -3,37 +3,30 @@
 //! Readback is explicit and asynchronous (`map_async` + await), never a blocking wait on the web.
 
 #[cfg(not(target_arch = "wasm32"))]
-pub mod bench;
-mod chunk_slots;
-pub mod decode;
-pub mod display;
-pub mod fft;
-pub mod float_products;
-#[cfg(not(target_arch = "wasm32"))]
 pub mod kernel_stats;
-pub mod kernels;
-mod nudge;
+pub(crate) mod nudge;
 pub mod pass_clock;
-pub mod products;
-pub mod radial;
-mod set_aside;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod spirv;
 #[cfg(target_arch = "wasm32")]
 mod web_subgroups;
-pub(crate) mod window_bytes;
-mod window_reads;
 
 use std::sync::{Arc, Mutex};
 
 use serde::Serialize;
 use wgpu::util::DeviceExt;
 
+use crate::display::gpu as display;
 use crate::error::{Error, Result};
 use crate::formats::{Acquisition, IndexFeed};
 use crate::frames::{ChunkDecoder, Correction, FrameReader, Samples};
-use crate::resident::{DeviceLimits, FloatRange, ResidentPlan, UPLOAD_WINDOW};
-use kernels::Kernel;
+use crate::kernels::{self, Kernel};
+use crate::products::radial;
+use crate::upload::gpu_decode as decode;
+use crate::upload::plan::{DeviceLimits, FloatRange, ResidentPlan, UPLOAD_WINDOW};
+use crate::upload::set_aside;
+#[cfg(target_arch = "wasm32")]
+use crate::upload::window_bytes;
 use pass_clock::{PassClock, PassTimes};
 
 /// What the user and the profile are told about the adapter.
@@ -279,7 +272,7 @@ pub struct UploadTimes(pub Vec<(&'static str, f64)>);
 impl UploadTimes {
     /// Add the time since `*since` to `step` and restart the clock.
     pub fn lap(&mut self, step: &'static str, since: &mut f64) {
-        let now = crate::viewer::now_ms();
+        let now = crate::clock::now_ms();
         match self.0.iter_mut().find(|(s, _)| *s == step) {
             Some((_, ms)) => *ms += now - *since,
             None => self.0.push((step, now - *since)),
@@ -711,7 +704,7 @@ impl Engine {
             let mut words = Vec::new();
             while f < end {
                 let f1 = (f + window_frames).min(end);
-                let mut t = crate::viewer::now_ms();
+                let mut t = crate::clock::now_ms();
                 if let Some(decoder) = &self.chunk_decoder {
                     offloaded += reader.predecode(f, f1, decoder.as_ref()).await?;
                     times.lap("read + worker decode", &mut t);
@@ -784,7 +777,7 @@ impl Engine {
     }
 
     /// Turn an out-of-memory error during upload into the plan's message, else the resident.
-    async fn finish_resident(
+    pub(crate) async fn finish_resident(
         &self,
         scope: wgpu::ErrorScopeGuard,
         plan: ResidentPlan,
@@ -919,7 +912,7 @@ impl Engine {
     /// first decode window's submission, which then waited for the fresh memory's first
     /// touch. Cleared here, while the host still builds that window, the first load of a
     /// page waited 0.14–0.19 s for the GPU instead of 0.45–0.54 (BENCHMARKS, session 16).
-    fn resident_buffer(&self, label: &str, bytes: u64) -> wgpu::Buffer {
+    pub(crate) fn resident_buffer(&self, label: &str, bytes: u64) -> wgpu::Buffer {
         let buffer = self
             .set_aside
             .take(resident_size(bytes))
@@ -1019,7 +1012,7 @@ impl Engine {
 
     /// Map `buffer` (MAP_READ) whole and wait for it, asynchronously on the web and nudged
     /// there ([`nudge`]); a failure is `what` failing.
-    async fn mapped_for_read(&self, buffer: &wgpu::Buffer, what: &str) -> Result<()> {
+    pub(crate) async fn mapped_for_read(&self, buffer: &wgpu::Buffer, what: &str) -> Result<()> {
         self.all_mapped_for_read(&[buffer], what).await
     }
 

@@ -26,7 +26,7 @@ const NUDGE_FOR_MS: f64 = 25.0;
 #[cfg(target_arch = "wasm32")]
 pub(crate) async fn nudged<F: Future>(device: &wgpu::Device, fut: F) -> F::Output {
     let mut fut = std::pin::pin!(fut);
-    let until = crate::viewer::now_ms() + NUDGE_FOR_MS;
+    let until = crate::clock::now_ms() + NUDGE_FOR_MS;
     loop {
         // Pushed and popped at once: the scope catches nothing of anyone else's, however
         // many scopes are open around it.
@@ -34,7 +34,7 @@ pub(crate) async fn nudged<F: Future>(device: &wgpu::Device, fut: F) -> F::Outpu
         if let Some(out) = first(fut.as_mut(), Box::pin(round_trip)).await {
             return out;
         }
-        if crate::viewer::now_ms() > until {
+        if crate::clock::now_ms() > until {
             return fut.await;
         }
     }

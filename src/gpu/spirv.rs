@@ -177,7 +177,7 @@ pub fn workgroup_scoped_barriers(words: &mut [u32]) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gpu::kernels;
+    use crate::kernels;
 
     fn barrier_scopes(words: &[u32]) -> Vec<(Option<u32>, Option<u32>)> {
         let mut out = Vec::new();

@@ -2,6 +2,8 @@
 //! targets by file name, so a [`FileSet`] resolves names among the files the user opened.
 //! Sources are read-only by construction: nothing here can write to an input.
 
+#[cfg(target_arch = "wasm32")]
+pub mod blob;
 mod gather;
 
 pub use gather::{open_gathered, Gathering};

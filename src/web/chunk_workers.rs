@@ -106,7 +106,8 @@ pub fn walk_chunks(piece: js_sys::Uint8Array, jobs: &[u32]) -> Result<js_sys::Ob
         bytes: piece,
         walk: None,
     };
-    let bytes = crate::gpu::window_bytes::JsBytes::new(vec![read], 0).map_err(|e| e.to_string())?;
+    let bytes =
+        crate::upload::window_bytes::JsBytes::new(vec![read], 0).map_err(|e| e.to_string())?;
     let (words, failed) = crate::decode::walk::walk(&bytes, jobs);
     let out = js_sys::Object::new();
     let (k, message) = match failed {
@@ -118,29 +119,4 @@ pub fn walk_chunks(piece: js_sys::Uint8Array, jobs: &[u32]) -> Result<js_sys::Ob
         .and(set("failed", k.into()))
         .and(set("message", message.into()))?;
     Ok(out)
-}
-
-/// A walked read's answer from `web/pool_worker.js`, `{bytes, tables, failed, message}`
-/// (what [`walk_chunks`] gave, and the piece): the piece and its walks; `None` if the
-/// answer is not one.
-pub fn walked_answer(
-    answer: &JsValue,
-) -> Option<(js_sys::Uint8Array, crate::decode::walk::PieceWalk)> {
-    let field = |k: &str| js_sys::Reflect::get(answer, &k.into()).ok();
-    let bytes = field("bytes").filter(|b| b.is_instance_of::<js_sys::ArrayBuffer>())?;
-    let tables = field("tables").filter(|t| t.is_instance_of::<js_sys::Uint32Array>())?;
-    let failed = match field("failed")?.as_f64()? {
-        k if k >= 0.0 => {
-            let why = field("message")
-                .and_then(|m| m.as_string())
-                .unwrap_or_default();
-            Some((k as usize, why))
-        }
-        _ => None,
-    };
-    let walk = crate::decode::walk::PieceWalk {
-        words: js_sys::Uint32Array::from(tables).to_vec(),
-        failed,
-    };
-    Some((js_sys::Uint8Array::new(&bytes), walk))
 }

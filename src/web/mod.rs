@@ -2,11 +2,11 @@
 //! handles, canvases as `OffscreenCanvas`es; everything else is the shared session code.
 //! Every call returns a Promise and never blocks on the GPU (`map_async` + await).
 
-mod blob_source;
 mod chunk_workers;
 mod present;
 
-pub use chunk_workers::{walk_chunks, walked_answer};
+pub use crate::source::blob::walked_answer;
+pub use chunk_workers::walk_chunks;
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -16,14 +16,15 @@ use serde_json::json;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::future_to_promise;
 
+use crate::clock::now_ms;
+use crate::display::gpu::PixelTarget;
 use crate::display::present::{Calibration, Present, ROUNDS, WARMUP_ROUNDS};
 use crate::formats::{Acquisition, OpenOptions};
-use crate::gpu::display::PixelTarget;
 use crate::gpu::Engine;
 use crate::products::{ArrayData, ProductParams};
+use crate::session::{DrawKey, LeafReads, OpenRequest, Panel, Session, Stage, ViewState};
+use crate::source::blob::{self as blob_source, BlobSource};
 use crate::source::ByteSource;
-use crate::viewer::{now_ms, DrawKey, LeafReads, OpenRequest, Panel, Session, Stage, ViewState};
-use blob_source::BlobSource;
 use present::Plain;
 
 fn js_err(e: impl std::fmt::Display) -> JsValue {
@@ -619,7 +620,7 @@ impl Viewer {
     }
 
     /// Limits and range (data and shown units), scale, a 256-bar histogram, the note and the
-    /// colour map of a panel, as JSON ([`crate::viewer::StatsReport`]).
+    /// colour map of a panel, as JSON ([`crate::session::StatsReport`]).
     pub fn stats(&self, panel: String) -> js_sys::Promise {
         let inner = self.inner.clone();
         future_to_promise(async move {
@@ -810,7 +811,7 @@ async fn draw(
 fn clear(enc: &mut wgpu::CommandEncoder, target: &wgpu::TextureView) {
     enc.begin_render_pass(&wgpu::RenderPassDescriptor {
         label: Some("calibration frame"),
-        color_attachments: &[Some(crate::gpu::display::cleared_to_black(target))],
+        color_attachments: &[Some(crate::display::gpu::cleared_to_black(target))],
         ..Default::default()
     });
 }

@@ -3,7 +3,7 @@
 
 use wasm_bindgen::{JsCast, JsValue};
 
-use crate::gpu::display::PixelTarget;
+use crate::display::gpu::PixelTarget;
 use crate::gpu::Engine;
 
 use super::js_err;

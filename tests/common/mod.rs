@@ -127,14 +127,14 @@ pub fn params(kind: &str, p: &Value) -> ProductParams {
     if let Some(m) = p["mask"].as_str() {
         let path = fixtures().join(m);
         let bytes = std::fs::read(&path).expect("mask file");
-        out.mask = Some(stem4d::npy::mask_from_npy(m, &bytes).expect("mask parses"));
+        out.mask = Some(stem4d::products::npy::mask_from_npy(m, &bytes).expect("mask parses"));
     }
     out
 }
 
 pub fn read_npy(path: &Path) -> ProductArray {
     let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    stem4d::npy::from_bytes(&path.display().to_string(), &bytes).expect("npy parses")
+    stem4d::products::npy::from_bytes(&path.display().to_string(), &bytes).expect("npy parses")
 }
 
 /// The contract's comparison: integers and float32 bit for bit; float64 within `rel`

@@ -4,19 +4,19 @@
 //! the mean pattern so equal the CPU reference's double-double results bit for bit; data
 //! whose sums could pass 127 bits (or hold NaN/∞) are refused by name, never approximated.
 
-use super::products::fit_on;
 use crate::contract::{Region, ScanRoi, SparseMask};
 use crate::cpu::{dpc_from_com, scan_means, Dd};
 use crate::error::{Error, Result};
 use crate::formats::Acquisition;
+use crate::products::gpu::fit_on;
 use crate::products::{ArrayData, ProductArray, ProductKind, ProductParams};
-use crate::resident::FloatRange;
+use crate::upload::plan::FloatRange;
 
-use super::fft::{CentreSource, DpcSettings, Idpc};
-use super::products::{
+use crate::gpu::{Engine, Resident};
+use crate::kernels::fft::{CentreSource, DpcSettings, Idpc};
+use crate::products::gpu::{
     encode_com_moments, encode_masked_sums, encode_pattern_reduce, gpu_weight_groups, DetectorList,
 };
-use super::{Engine, Resident};
 
 fn wide_values(bytes: &[u8]) -> Vec<i128> {
     bytes
@@ -239,7 +239,7 @@ pub async fn compute(
             }
         }
         ProductKind::Pattern | ProductKind::Binned => {
-            super::products::stored_frames(engine, acq, res, p).await?
+            crate::products::gpu::stored_frames(engine, acq, res, p).await?
         }
     })
 }

@@ -125,7 +125,7 @@ pub fn run(acq: &Acquisition, mask_bad_pixels: bool, overrides: &[(String, Strin
                 // backend must refuse it too, never return a value.
                 println!("{label:<22} {:<10} refused: {refusal}", "cpu");
                 if let Ok(engine) = &engine {
-                    let gpu = pollster::block_on(crate::gpu::products::compute(engine, acq, p));
+                    let gpu = pollster::block_on(crate::products::gpu::compute(engine, acq, p));
                     if gpu.is_ok() {
                         failed += 1;
                     }
@@ -170,7 +170,7 @@ pub fn run(acq: &Acquisition, mask_bad_pixels: bool, overrides: &[(String, Strin
             }
         }
         let Some(res) = &resident else { continue };
-        match pollster::block_on(crate::gpu::products::compute_resident(engine, acq, res, p)) {
+        match pollster::block_on(crate::products::gpu::compute_resident(engine, acq, res, p)) {
             Ok(got) => {
                 let (err, pass) = judge(p.kind, &got, &cpu);
                 if !pass {

@@ -10,8 +10,8 @@ use crate::frames::Correction;
 use crate::pattern;
 use crate::products::{ArrayData, ProductArray, ProductKind, ProductParams};
 
-use super::kernels::{self, grid, ComParams, MaskedSumParams, PatternParams};
-use super::{Batch, Engine, Resident};
+use crate::gpu::{Batch, Engine, Resident};
+use crate::kernels::{self, grid, ComParams, MaskedSumParams, PatternParams};
 
 fn words_to_u64(bytes: &[u8]) -> Vec<u64> {
     bytes
@@ -58,7 +58,7 @@ pub enum Parts<'a> {
 
 /// Record the masked sum of `list` over every segment into `out` (8 bytes per position;
 /// 16, a 128-bit sum in units of `2^lsb`, for float32 residents; it needs `COPY_DST`).
-/// Where the resident has ring sums ([`super::radial`]) and the mask holds enough whole
+/// Where the resident has ring sums ([`crate::products::radial`]) and the mask holds enough whole
 /// rings, their sums are added up and only the other pixels are read.
 pub fn encode_masked_sums(
     engine: &Engine,
@@ -537,7 +537,7 @@ pub async fn settle_bad_pixels(
 
 /// The `fit-bf` product of `mean`, the mean pattern of `res`: the pixels products leave out
 /// (the file's, and those found and zeroed) are left out of the fit.
-pub(super) fn fit_on(acq: &Acquisition, res: &Resident, mean: &[f64], det: [usize; 2]) -> [f64; 3] {
+pub(crate) fn fit_on(acq: &Acquisition, res: &Resident, mean: &[f64], det: [usize; 2]) -> [f64; 3] {
     let known = pattern::file_known(acq.pixel_mask.as_deref(), acq.shape.det, res.correction);
     let known = pattern::union(known, res.found_bad.as_deref());
     pattern::fit(mean, det, &known).product()
@@ -557,7 +557,7 @@ pub async fn compute_resident(
         ));
     }
     if res.float.is_some() {
-        return super::float_products::compute(engine, acq, res, p).await;
+        return crate::products::gpu_float::compute(engine, acq, res, p).await;
     }
     let shape = res.plan.shape;
     let det = shape.det;
@@ -603,9 +603,9 @@ pub async fn compute_resident(
             encode_com_moments(engine, &mut enc, res, &moments)?;
             engine.queue.submit([enc.finish()]);
             let com = com_from_moments(&parse_moments(&engine.read_back(&moments, n * 24).await?));
-            let idpc = super::fft::Idpc::new(engine, shape.scan);
+            let idpc = crate::kernels::fft::Idpc::new(engine, shape.scan);
             let mut enc = engine.device.create_command_encoder(&Default::default());
-            let dpc = super::fft::DpcSettings {
+            let dpc = crate::kernels::fft::DpcSettings {
                 mean: crate::cpu::scan_means(&com),
                 rotation: p.rotation,
                 flip: p.flip,
@@ -613,7 +613,7 @@ pub async fn compute_resident(
             idpc.encode(
                 engine,
                 &mut enc,
-                super::fft::CentreSource::Moments {
+                crate::kernels::fft::CentreSource::Moments {
                     buf: &moments,
                     bound: moment_bound(res),
                 },

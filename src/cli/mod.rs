@@ -1,6 +1,10 @@
 //! The native `stem4d` command: `info`, `product`, `bench`. Its flags are a contract that
 //! tests outside the project rely on; keep them exactly.
 
+pub mod bench_gpu;
+pub mod bench_viewer;
+pub mod parity;
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
@@ -203,7 +207,7 @@ fn run(cli: Cli) -> Result<()> {
     match cli.cmd {
         Cmd::Info { open, json, chunks } => {
             let acq = open_acquisition(&open)?;
-            let info = crate::info::Info::of(&acq, chunks);
+            let info = crate::formats::info::Info::of(&acq, chunks);
             if json {
                 let s = serde_json::to_string_pretty(&info)
                     .map_err(|e| Error::param(format!("cannot serialise info: {e}")))?;
@@ -250,12 +254,12 @@ fn run(cli: Cli) -> Result<()> {
                     reps,
                     no_subgroups,
                 },
-        } => crate::viewer_bench::run(open_acquisition(&open)?, reps.max(1), !no_subgroups),
+        } => crate::cli::bench_viewer::run(open_acquisition(&open)?, reps.max(1), !no_subgroups),
         Cmd::Parity {
             open,
             mask_bad_pixels,
             kernels,
-        } => crate::parity::run(
+        } => crate::cli::parity::run(
             &open_acquisition(&open)?,
             mask_bad_pixels,
             &kernel_overrides(kernels)?,
@@ -269,7 +273,7 @@ fn kernel_overrides(dir: Option<PathBuf>) -> Result<Vec<(String, String)>> {
     let Some(dir) = dir else {
         return Ok(Vec::new());
     };
-    let overrides = crate::gpu::kernels::overrides_from(&dir)?;
+    let overrides = crate::kernels::overrides_from(&dir)?;
     let names: Vec<&str> = overrides.iter().map(|(n, _)| n.as_str()).collect();
     println!(
         "kernels replaced from {}: {}",
@@ -387,18 +391,26 @@ fn product(p: ProductArgs) -> Result<()> {
             file: m.display().to_string(),
             message: format!("cannot read mask: {e}"),
         })?;
-        params.mask = Some(crate::npy::mask_from_npy(&m.display().to_string(), &bytes)?);
+        params.mask = Some(crate::products::npy::mask_from_npy(
+            &m.display().to_string(),
+            &bytes,
+        )?);
     }
     let acq = open_acquisition(&p.open)?;
     // Refuse before computing, and again right before writing.
     refuse_input_overwrite(&p.out, &acq, &p.open.files)?;
     let out = if p.backend == "wgpu" {
         let engine = pollster::block_on(crate::gpu::Engine::new())?;
-        pollster::block_on(crate::gpu::products::compute(&engine, &acq, &params))?
+        pollster::block_on(crate::products::gpu::compute(&engine, &acq, &params))?
     } else {
         crate::cpu::compute(&acq, &params)?
     };
-    write_new_file(&p.out, &crate::npy::to_bytes(&out), &acq, &p.open.files)
+    write_new_file(
+        &p.out,
+        &crate::products::npy::to_bytes(&out),
+        &acq,
+        &p.open.files,
+    )
 }
 
 /// Write the output, refusing to overwrite one of the inputs.
@@ -636,10 +648,10 @@ fn bench_gpu(open: &OpenArgs, b: GpuBench, overrides: &[(String, String)]) -> Re
     }
     let t = Instant::now();
     let mut res = pollster::block_on(engine.upload(&acq, crate::frames::Correction::default()))?;
-    crate::gpu::bench::wait(&engine)?;
+    crate::cli::bench_gpu::wait(&engine)?;
     let t_upload = t.elapsed().as_secs_f64();
     let t = Instant::now();
-    let first = pollster::block_on(crate::gpu::products::masked_sums(
+    let first = pollster::block_on(crate::products::gpu::masked_sums(
         &engine,
         &res,
         &crate::contract::SparseMask::all(acq.shape.det).indices,
@@ -670,15 +682,15 @@ fn bench_gpu(open: &OpenArgs, b: GpuBench, overrides: &[(String, String)]) -> Re
         // Freshly allocated memory reads slowly at first on some drivers: warm up for ~1 s.
         let warm = Instant::now();
         while warm.elapsed().as_secs_f64() < 1.0 {
-            crate::gpu::bench::products(&engine, &res, bf_radius, 2)?;
+            crate::cli::bench_gpu::products(&engine, &res, bf_radius, 2)?;
         }
-        lines = crate::gpu::bench::products(&engine, &res, bf_radius, reps)?;
-        lines.extend(crate::gpu::bench::ring_products(
+        lines = crate::cli::bench_gpu::products(&engine, &res, bf_radius, reps)?;
+        lines.extend(crate::cli::bench_gpu::ring_products(
             &engine, &mut res, bf_radius, reps,
         )?);
     }
-    if crate::gpu::decode::supported(&acq, crate::frames::Correction::default()) {
-        lines.extend(pollster::block_on(crate::gpu::bench::decode_window(
+    if crate::upload::gpu_decode::supported(&acq, crate::frames::Correction::default()) {
+        lines.extend(pollster::block_on(crate::cli::bench_gpu::decode_window(
             &engine, &acq, &res, reps,
         ))?);
     }

@@ -9,17 +9,17 @@ use std::sync::Mutex;
 
 /// Buffers set aside, each taken at most once, by its exact size; and how many were taken.
 #[derive(Default)]
-pub(super) struct SetAside(Mutex<Vec<wgpu::Buffer>>, AtomicUsize);
+pub(crate) struct SetAside(Mutex<Vec<wgpu::Buffer>>, AtomicUsize);
 
 impl SetAside {
-    pub(super) fn keep(&self, buffers: impl IntoIterator<Item = wgpu::Buffer>) {
+    pub(crate) fn keep(&self, buffers: impl IntoIterator<Item = wgpu::Buffer>) {
         if let Ok(mut kept) = self.0.lock() {
             kept.extend(buffers);
         }
     }
 
     /// Free every buffer still set aside.
-    pub(super) fn release(&self) {
+    pub(crate) fn release(&self) {
         if let Ok(mut kept) = self.0.lock() {
             kept.clear();
         }
@@ -27,7 +27,7 @@ impl SetAside {
 
     /// Keep one buffer of each of `sizes` (a plan's segments) where one is set aside, and
     /// free the others now, before the upload makes any: the old and new never add up.
-    pub(super) fn keep_only(&self, sizes: impl IntoIterator<Item = u64>) {
+    pub(crate) fn keep_only(&self, sizes: impl IntoIterator<Item = u64>) {
         let Ok(mut kept) = self.0.lock() else {
             return;
         };
@@ -41,7 +41,7 @@ impl SetAside {
     }
 
     /// A buffer of `size` bytes set aside, if there is one.
-    pub(super) fn take(&self, size: u64) -> Option<wgpu::Buffer> {
+    pub(crate) fn take(&self, size: u64) -> Option<wgpu::Buffer> {
         let mut kept = self.0.lock().ok()?;
         let k = kept.iter().position(|b| b.size() == size)?;
         self.1.fetch_add(1, Ordering::Relaxed);
@@ -49,11 +49,11 @@ impl SetAside {
     }
 
     /// Buffers taken since the engine started.
-    pub(super) fn taken(&self) -> usize {
+    pub(crate) fn taken(&self) -> usize {
         self.1.load(Ordering::Relaxed)
     }
 
-    pub(super) fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.0.lock().map_or(0, |kept| kept.len())
     }
 }

@@ -5,18 +5,18 @@
 
 use crate::error::Result;
 use crate::formats::Acquisition;
-use crate::resident::{DECODE_SCRATCH, DECODE_WINDOW};
+use crate::upload::plan::{DECODE_SCRATCH, DECODE_WINDOW};
 
-use super::chunk_slots::ChunkSlot;
-use super::decode::logical_bytes;
-#[cfg(target_arch = "wasm32")]
-use super::decode::walk_kind;
-use super::window_bytes::WindowBytes;
 #[cfg(target_arch = "wasm32")]
 use crate::decode::walk;
+use crate::upload::chunk_slots::ChunkSlot;
+use crate::upload::gpu_decode::logical_bytes;
+#[cfg(target_arch = "wasm32")]
+use crate::upload::gpu_decode::walk_kind;
+use crate::upload::window_bytes::WindowBytes;
 
 /// The compressed bytes of `slots`, back to back, in as few reads as possible.
-pub(super) async fn read_chunks(slots: &[&ChunkSlot<'_>]) -> Result<Vec<u8>> {
+pub(crate) async fn read_chunks(slots: &[&ChunkSlot<'_>]) -> Result<Vec<u8>> {
     let ranges: Vec<_> = slots
         .iter()
         .map(|s| (&s.part.source, s.chunk.offset, s.chunk.size))
@@ -40,7 +40,7 @@ async fn read_window(
     if let Some((f, lo, n)) = file_span(slots, limit) {
         let pieces = walked_pieces(acq, slots, lo, n, f.js_piece());
         if let Some(read) = pieces.and_then(|p| f.read_js(p)) {
-            let bytes = super::window_bytes::JsBytes::new(read.await?, lo)?;
+            let bytes = crate::upload::window_bytes::JsBytes::new(read.await?, lo)?;
             return Ok(WindowBytes::Js(bytes));
         }
     }
@@ -51,7 +51,7 @@ async fn read_window(
 /// in pieces the pool's Workers read, cut at `cuts` (the addresses of the span's B-tree
 /// leaves, which no chunk lies across) so that each piece holds whole chunks. Nobody walks
 /// their headers yet: the chunks are not known before the leaves are read ([`walk_span`]).
-pub(super) async fn read_span(
+pub(crate) async fn read_span(
     src: &std::sync::Arc<dyn crate::source::ByteSource>,
     span: std::ops::Range<u64>,
     cuts: &[u64],
@@ -67,7 +67,7 @@ pub(super) async fn read_span(
             })
             .collect();
         if let Some(read) = src.read_js(pieces) {
-            let bytes = super::window_bytes::JsBytes::new(read.await?, span.start)?;
+            let bytes = crate::upload::window_bytes::JsBytes::new(read.await?, span.start)?;
             return Ok(WindowBytes::Js(bytes));
         }
     }
@@ -115,7 +115,7 @@ fn span_pieces(span: std::ops::Range<u64>, piece: u64, cuts: &[u64]) -> Vec<std:
 /// they do for the windows they read knowing them (session 14 measured the viewer's Worker
 /// walking leaf spans itself at 0.54–0.58 s of the 5.6 GB file's load). The window as it is
 /// where a chunk lies across two pieces, or the chunks are not in file order.
-pub(super) fn walk_span<'a>(
+pub(crate) fn walk_span<'a>(
     acq: &Acquisition,
     src: &'a std::sync::Arc<dyn crate::source::ByteSource>,
     slots: &[ChunkSlot<'_>],
@@ -129,7 +129,7 @@ pub(super) fn walk_span<'a>(
         if let Some(pieces) = pieces {
             if let Some(walked) = src.walk_js(pieces) {
                 return crate::source::Started::new(Box::pin(async move {
-                    let bytes = super::window_bytes::JsBytes::new(walked.await?, lo)?;
+                    let bytes = crate::upload::window_bytes::JsBytes::new(walked.await?, lo)?;
                     Ok(WindowBytes::Js(bytes))
                 }));
             }
@@ -215,7 +215,7 @@ fn file_span<'a>(
 /// browser reads with them as one span: so a window's bytes as read, and its source and
 /// staging buffers, stay within [`DECODE_WINDOW`] as the memory plan counts them (unless
 /// one chunk alone is larger).
-pub(super) fn pick_window(
+pub(crate) fn pick_window(
     limit: u64,
     acq: &Acquisition,
     mine: &[&ChunkSlot<'_>],
@@ -275,7 +275,7 @@ fn window_len(
 
 /// A window's stored bytes being read: started at once (the browser's reads run in the
 /// pool's Workers while the host builds the window before), finished when awaited.
-pub(super) type Prefetch<'a> = crate::source::Started<'a, Result<WindowBytes>>;
+pub(crate) type Prefetch<'a> = crate::source::Started<'a, Result<WindowBytes>>;
 
 /// Start reading the window of `slots` (its own list: the caller's may grow meanwhile).
 fn prefetch<'a>(acq: &'a Acquisition, slots: Vec<&'a ChunkSlot<'a>>, limit: u64) -> Prefetch<'a> {
@@ -291,11 +291,11 @@ const READ_AHEAD: usize = 2;
 
 /// Windows of `mine` whose bytes were read already, as leaf spans (`chunk_slots`): the
 /// window's first slot, its slots, and its bytes (their headers perhaps still walked).
-pub(super) type ReadWindows<'a> = std::collections::VecDeque<(usize, usize, Prefetch<'a>)>;
+pub(crate) type ReadWindows<'a> = std::collections::VecDeque<(usize, usize, Prefetch<'a>)>;
 
 /// Start reading the windows after `mine[*i]` until [`READ_AHEAD`] are in flight; a window
 /// read already (`done`) is taken as it is. Returns how many were.
-pub(super) fn read_ahead<'a>(
+pub(crate) fn read_ahead<'a>(
     limit: u64,
     acq: &'a Acquisition,
     mine: &[&'a ChunkSlot<'a>],
@@ -326,7 +326,7 @@ pub(super) fn read_ahead<'a>(
 
 /// Stored bytes of chunks a segment's windows must have before [`read_ahead`] picks them,
 /// unless the segment has no more: the windows read ahead, and the one after, are whole.
-pub(super) fn slots_wanted(limit: u64) -> u64 {
+pub(crate) fn slots_wanted(limit: u64) -> u64 {
     (READ_AHEAD as u64 + 1) * DECODE_WINDOW.min(limit)
 }
 

@@ -1,6 +1,8 @@
 //! The WGSL kernels, embedded from `wgsl/` (the same text on web and native), and the one
 //! Rust definition of each uniform struct; `tests/shader_validation.rs` checks both with naga.
 
+pub mod fft;
+
 use bytemuck::{Pod, Zeroable};
 
 pub const COMMON: &str = include_str!("../../wgsl/common.wgsl");

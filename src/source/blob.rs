@@ -68,7 +68,7 @@ impl ByteSource for BlobSource {
 
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
         check_range(&self.name, self.len, offset, buf.len() as u64)?;
-        let t = crate::viewer::now_ms();
+        let t = crate::clock::now_ms();
         let bytes = self
             .reader
             .read_as_array_buffer(&self.slice(offset, buf.len())?)
@@ -100,7 +100,7 @@ impl ByteSource for BlobSource {
     /// where `FileReaderSync` takes them one by one.
     fn read_many<'a>(&'a self, reads: Vec<(u64, &'a mut [u8])>) -> LocalFuture<'a, Result<()>> {
         Box::pin(async move {
-            let t = crate::viewer::now_ms();
+            let t = crate::clock::now_ms();
             let (first, len) = reads.first().map_or((0, 0), |(o, b)| (*o, b.len()));
             let (offsets, lens) = (js_sys::Array::new(), js_sys::Array::new());
             let pending = js_sys::Array::new();
@@ -185,7 +185,7 @@ impl BlobSource {
                 }
             } else {
                 let got = walked.next().ok_or_else(fail)?;
-                match super::chunk_workers::walked_answer(&got) {
+                match walked_answer(&got) {
                     Some((bytes, walk)) => JsRead {
                         bytes,
                         walk: Some(walk),
@@ -211,7 +211,7 @@ impl BlobSource {
         pool: &js_sys::Function,
         pieces: Vec<JsPiece>,
     ) -> Result<Vec<JsRead>> {
-        let t = crate::viewer::now_ms();
+        let t = crate::clock::now_ms();
         let (offsets, lens, walks) = (
             js_sys::Array::new(),
             js_sys::Array::new(),
@@ -254,10 +254,9 @@ impl BlobSource {
                 },
                 None => return Err(self.io("reading", p.offset, p.len as usize)),
                 Some(_) => {
-                    let (bytes, walk) =
-                        super::chunk_workers::walked_answer(&got).ok_or_else(|| {
-                            self.io("walking the chunks of", p.offset, p.len as usize)
-                        })?;
+                    let (bytes, walk) = walked_answer(&got).ok_or_else(|| {
+                        self.io("walking the chunks of", p.offset, p.len as usize)
+                    })?;
                     JsRead {
                         bytes,
                         walk: Some(walk),
@@ -323,7 +322,7 @@ impl BlobSource {
 
 fn count_read_time(since_ms: f64) {
     READ_MICROS.fetch_add(
-        ((crate::viewer::now_ms() - since_ms) * 1e3) as u64,
+        ((crate::clock::now_ms() - since_ms) * 1e3) as u64,
         Ordering::Relaxed,
     );
 }
@@ -331,4 +330,29 @@ fn count_read_time(since_ms: f64) {
 /// Whether a `decode::walk` job list names a chunk (its first word is the element size).
 fn has_jobs(jobs: &[u32]) -> bool {
     jobs.len() > 1
+}
+
+/// A walked read's answer from `web/pool_worker.js`, `{bytes, tables, failed, message}`
+/// (what `web::walk_chunks` gave, and the piece): the piece and its walks; `None` if the
+/// answer is not one.
+pub fn walked_answer(
+    answer: &JsValue,
+) -> Option<(js_sys::Uint8Array, crate::decode::walk::PieceWalk)> {
+    let field = |k: &str| js_sys::Reflect::get(answer, &k.into()).ok();
+    let bytes = field("bytes").filter(|b| b.is_instance_of::<js_sys::ArrayBuffer>())?;
+    let tables = field("tables").filter(|t| t.is_instance_of::<js_sys::Uint32Array>())?;
+    let failed = match field("failed")?.as_f64()? {
+        k if k >= 0.0 => {
+            let why = field("message")
+                .and_then(|m| m.as_string())
+                .unwrap_or_default();
+            Some((k as usize, why))
+        }
+        _ => None,
+    };
+    let walk = crate::decode::walk::PieceWalk {
+        words: js_sys::Uint32Array::from(tables).to_vec(),
+        failed,
+    };
+    Some((js_sys::Uint8Array::new(&bytes), walk))
 }

@@ -9,10 +9,10 @@ use std::time::Instant;
 use crate::contract::{DetectorMask, Region};
 use crate::error::{Error, Result};
 
-use super::products::{
+use crate::gpu::{Engine, Resident};
+use crate::products::gpu::{
     encode_com_moments, encode_masked_sums, encode_pattern_reduce, DetectorList,
 };
-use super::{Engine, Resident};
 
 /// One benchmark line: a product, its median seconds, and the bytes its kernels must touch.
 pub struct Timing {
@@ -144,7 +144,9 @@ pub fn ring_products(
 ) -> Result<Vec<Timing>> {
     let (center, ..) = bench_masks(res.plan.shape.det, bf_radius);
     let t = Instant::now();
-    res.radial = pollster::block_on(super::radial::RadialCache::build(engine, res, center))?;
+    res.radial = pollster::block_on(crate::products::radial::RadialCache::build(
+        engine, res, center,
+    ))?;
     let made = t.elapsed().as_secs_f64();
     if res.radial.is_none() {
         return Ok(Vec::new());
@@ -192,16 +194,16 @@ pub fn products(
         bytes: res.plan.payload_bytes as f64,
     });
     // `out` holds the moments now: iDPC (both 2-D FFTs and the filter) from them.
-    let idpc = super::fft::Idpc::new(engine, shape.scan);
-    let dpc = super::fft::DpcSettings {
+    let idpc = crate::kernels::fft::Idpc::new(engine, shape.scan);
+    let dpc = crate::kernels::fft::DpcSettings {
         mean: [shape.det[0] as f64 / 2.0, shape.det[1] as f64 / 2.0],
         rotation: 12.0,
         flip: false,
     };
     let s = time(engine, reps, &|e| {
-        let centre = super::fft::CentreSource::Moments {
+        let centre = crate::kernels::fft::CentreSource::Moments {
             buf: &out,
-            bound: super::products::moment_bound(res),
+            bound: crate::products::gpu::moment_bound(res),
         };
         idpc.encode(engine, e, centre, dpc)
     })?;
@@ -240,7 +242,7 @@ fn display_passes(
     sums: &wgpu::Buffer,
     reps: usize,
 ) -> Result<Vec<Timing>> {
-    use super::display::{Plane, PlaneSource};
+    use crate::display::gpu::{Plane, PlaneSource};
     let plane = Plane::new(engine, width as u32, height as u32);
     let n = plane.len() as f64;
     let prep = || PlaneSource::U64 {
@@ -284,11 +286,11 @@ fn display_passes(
 pub async fn decode_window(
     engine: &Engine,
     acq: &crate::formats::Acquisition,
-    res: &super::Resident,
+    res: &crate::gpu::Resident,
     reps: usize,
 ) -> Result<Vec<Timing>> {
-    let window = super::decode::first_window(engine, acq).await?;
-    let decoder = super::decode::Decoder::new(engine, acq);
+    let window = crate::upload::gpu_decode::first_window(engine, acq).await?;
+    let decoder = crate::upload::gpu_decode::Decoder::new(engine, acq);
     let seg = &res.plan.segments[0];
     if window.frames > seg.frames {
         return Err(crate::error::Error::param(
@@ -296,7 +298,7 @@ pub async fn decode_window(
         ));
     }
     let target = engine.storage("bench decode target", seg.bytes.max(4));
-    let to = super::decode::PackTarget {
+    let to = crate::upload::gpu_decode::PackTarget {
         plan: &res.plan,
         corr: crate::frames::Correction::default(),
         seg_first: 0,

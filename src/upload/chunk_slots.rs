@@ -9,21 +9,21 @@ use std::collections::VecDeque;
 use crate::error::Result;
 use crate::formats::{Acquisition, IndexFeed, Part, PartKind};
 use crate::hdf5_index::{ChunkRef, DatasetIndex};
-use crate::resident::{DECODE_SCRATCH, DECODE_WINDOW};
 use crate::source::Started;
+use crate::upload::plan::{DECODE_SCRATCH, DECODE_WINDOW};
 
-use super::decode::{chunk_frames, logical_bytes};
-use super::window_bytes::WindowBytes;
-use super::window_reads::{read_span, walk_span, Prefetch};
+use crate::upload::gpu_decode::{chunk_frames, logical_bytes};
+use crate::upload::window_bytes::WindowBytes;
+use crate::upload::window_reads::{read_span, walk_span, Prefetch};
 
 /// One chunk in frame order: its part, reference, and global frames it holds.
-pub(super) struct ChunkSlot<'a> {
-    pub(super) part: &'a Part,
-    pub(super) ix: &'a DatasetIndex,
-    pub(super) chunk: &'a ChunkRef,
+pub(crate) struct ChunkSlot<'a> {
+    pub(crate) part: &'a Part,
+    pub(crate) ix: &'a DatasetIndex,
+    pub(crate) chunk: &'a ChunkRef,
     /// Global frame of the chunk's first frame (may be past the data set's end for padding).
-    pub(super) first: usize,
-    pub(super) frames: usize,
+    pub(crate) first: usize,
+    pub(crate) frames: usize,
 }
 
 /// The slots of `chunks` of `part` (sorted by coordinates), in frame order.
@@ -60,7 +60,7 @@ fn part_slots<'a>(acq: &Acquisition, part: &'a Part, chunks: &'a [ChunkRef]) -> 
 }
 
 /// Every chunk of `acq`'s parts, in frame order.
-pub(super) fn slots(acq: &Acquisition) -> Vec<ChunkSlot<'_>> {
+pub(crate) fn slots(acq: &Acquisition) -> Vec<ChunkSlot<'_>> {
     let mut out: Vec<ChunkSlot> = acq
         .parts
         .iter()
@@ -75,7 +75,7 @@ pub(super) fn slots(acq: &Acquisition) -> Vec<ChunkSlot<'_>> {
 
 /// Where the slots of one batch of a [`SlotStream`] come from.
 #[derive(Clone, Copy)]
-pub(super) enum BatchOf {
+pub(crate) enum BatchOf {
     /// A part whose chunk index is complete: all of its chunks.
     Part(usize),
     /// A batch of the feed (leaves of a part whose index was deferred).
@@ -84,7 +84,7 @@ pub(super) enum BatchOf {
 
 /// The batches of `acq`'s chunks, in frame order; `None` where a part whose index an open
 /// deferred has none in `feed` (its chunks would be missing).
-pub(super) fn batches(acq: &Acquisition, feed: Option<&IndexFeed>) -> Option<Vec<BatchOf>> {
+pub(crate) fn batches(acq: &Acquisition, feed: Option<&IndexFeed>) -> Option<Vec<BatchOf>> {
     let mut out = Vec::new();
     for (p, part) in acq.parts.iter().enumerate() {
         match &part.kind {
@@ -108,7 +108,7 @@ pub(super) fn batches(acq: &Acquisition, feed: Option<&IndexFeed>) -> Option<Vec
 }
 
 /// What [`SlotStream::next`] found.
-pub(super) enum Next<'s, 'a> {
+pub(crate) enum Next<'s, 'a> {
     /// A batch's slots, with the window of their file span where it was read as one (its
     /// chunks' headers being walked).
     Slots(&'s [ChunkSlot<'a>], Option<Prefetch<'a>>),
@@ -134,7 +134,7 @@ enum Reading<'a> {
 
 /// An upload's chunk slots, batch by batch in frame order. The slots live in `cells` (one a
 /// batch, made by the caller), so that the slots handed out stay put while more come.
-pub(super) struct SlotStream<'s, 'a> {
+pub(crate) struct SlotStream<'s, 'a> {
     acq: &'a Acquisition,
     feed: Option<&'a IndexFeed>,
     order: &'s [BatchOf],
@@ -150,7 +150,7 @@ pub(super) struct SlotStream<'s, 'a> {
 }
 
 impl<'s, 'a> SlotStream<'s, 'a> {
-    pub(super) fn new(
+    pub(crate) fn new(
         acq: &'a Acquisition,
         feed: Option<&'a IndexFeed>,
         order: &'s [BatchOf],
@@ -173,7 +173,7 @@ impl<'s, 'a> SlotStream<'s, 'a> {
     }
 
     /// Whether some of the slots come from a feed (the leaves of a deferred index).
-    pub(super) fn fed(&self) -> bool {
+    pub(crate) fn fed(&self) -> bool {
         self.order.iter().any(|b| matches!(b, BatchOf::Feed(_)))
     }
 
@@ -213,7 +213,7 @@ impl<'s, 'a> SlotStream<'s, 'a> {
         }
     }
 
-    pub(super) async fn next(&mut self) -> Result<Next<'s, 'a>> {
+    pub(crate) async fn next(&mut self) -> Result<Next<'s, 'a>> {
         let Some(&batch) = self.order.get(self.next) else {
             return Ok(Next::Done);
         };

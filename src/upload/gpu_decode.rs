@@ -15,19 +15,19 @@ use crate::error::{Error, Result};
 use crate::formats::{Acquisition, IndexFeed, PartKind};
 use crate::frames::Correction;
 use crate::hdf5_index::DatasetIndex;
-use crate::resident::{ResidentPlan, DECODE_SEQS, DECODE_WINDOW};
+use crate::upload::plan::{ResidentPlan, DECODE_SEQS, DECODE_WINDOW};
 
-pub(super) use super::chunk_slots::ChunkSlot;
-use super::chunk_slots::{batches, slots, Next, SlotStream};
-use super::kernels::{self, grid, DecodeParams};
-use super::window_bytes::WindowBytes;
-use super::window_reads::{
+use crate::gpu::{Batch, Engine, Resident, UploadTimes};
+use crate::kernels::{self, grid, DecodeParams};
+pub(crate) use crate::upload::chunk_slots::ChunkSlot;
+use crate::upload::chunk_slots::{batches, slots, Next, SlotStream};
+use crate::upload::window_bytes::WindowBytes;
+use crate::upload::window_reads::{
     pick_window, read_ahead, read_chunks, slots_wanted, Prefetch, ReadWindows,
 };
-use super::{Batch, Engine, Resident, UploadTimes};
 
 /// Frames per chunk when the chunks hold whole frames in frame order.
-pub(super) fn chunk_frames(ix: &DatasetIndex, det: [usize; 2]) -> Option<u64> {
+pub(crate) fn chunk_frames(ix: &DatasetIndex, det: [usize; 2]) -> Option<u64> {
     let det = [det[0] as u64, det[1] as u64];
     match (ix.shape.len(), ix.chunk_shape()?) {
         (3, [n, kr, kc]) if [*kr, *kc] == det => Some(*n),
@@ -70,7 +70,7 @@ fn decode_error(slot: &ChunkSlot, message: String) -> Error {
 }
 
 /// The walk kind of a chunk of `ix` (the GPU decoder takes bitshuffle+LZ4 and LZ4 only).
-pub(super) fn walk_kind(ix: &DatasetIndex) -> u32 {
+pub(crate) fn walk_kind(ix: &DatasetIndex) -> u32 {
     match gpu_filter(ix) {
         Some(FilterKind::Lz4) => walk::KIND_LZ4,
         _ => walk::KIND_BSLZ4,
@@ -78,7 +78,7 @@ pub(super) fn walk_kind(ix: &DatasetIndex) -> u32 {
 }
 
 /// Logical bytes of one of `acq`'s chunks.
-pub(super) fn logical_bytes(acq: &Acquisition, ix: &DatasetIndex) -> usize {
+pub(crate) fn logical_bytes(acq: &Acquisition, ix: &DatasetIndex) -> usize {
     let cn = chunk_frames(ix, acq.shape.det).unwrap_or(1) as usize;
     cn * acq.shape.det_len() * acq.dtype.size()
 }
@@ -170,7 +170,7 @@ pub struct SrcSlots {
     scratch: [Option<wgpu::Buffer>; 2],
     seqs: [Option<wgpu::Buffer>; 2],
     #[cfg(target_arch = "wasm32")]
-    staging: super::window_bytes::Staging,
+    staging: crate::upload::window_bytes::Staging,
 }
 
 /// A window's bytes waiting in a staging buffer: copied into its storage buffer first.
@@ -197,7 +197,7 @@ impl SrcSlots {
             scratch: [None, None],
             seqs: [None, None],
             #[cfg(target_arch = "wasm32")]
-            staging: super::window_bytes::Staging::new(),
+            staging: crate::upload::window_bytes::Staging::new(),
         }
     }
 
@@ -495,7 +495,7 @@ async fn make_window(
     slots: &mut SrcSlots,
     times: &mut UploadTimes,
 ) -> Result<Option<Window>> {
-    let mut t = crate::viewer::now_ms();
+    let mut t = crate::clock::now_ms();
     let det_len = acq.shape.det_len();
     let elem = acq.dtype.size();
     let window_bytes = DECODE_WINDOW.min(limit);
@@ -689,7 +689,7 @@ impl<'s, 'a: 's> SegmentSlots<'s, 'a> {
         times: &mut UploadTimes,
     ) -> Result<bool> {
         let wanted = slots_wanted(self.limit);
-        let mut t = crate::viewer::now_ms();
+        let mut t = crate::clock::now_ms();
         let mut unread: u64 = self.mine[i.min(self.mine.len())..]
             .iter()
             .map(|s| s.chunk.size)
@@ -730,7 +730,7 @@ impl<'s, 'a: 's> SegmentSlots<'s, 'a> {
 /// Wait for the windows still on the GPU, then hand the acquisition to the CPU path.
 async fn finish_in_flight(
     engine: &Engine,
-    in_flight: std::collections::VecDeque<super::Submitted>,
+    in_flight: std::collections::VecDeque<crate::gpu::Submitted>,
 ) -> Result<Option<Resident>> {
     for prev in in_flight {
         engine.finished(prev).await?;
@@ -785,7 +785,10 @@ pub async fn upload(
     let out = upload_through(engine, acq, feed, corr, plan, progress, &mut slots).await;
     #[cfg(target_arch = "wasm32")]
     let out = {
-        let ring = std::mem::replace(&mut slots.staging, super::window_bytes::Staging::new());
+        let ring = std::mem::replace(
+            &mut slots.staging,
+            crate::upload::window_bytes::Staging::new(),
+        );
         let made = ring.made();
         engine.keep_staging(ring);
         out.map(|res| {
@@ -846,7 +849,7 @@ async fn upload_through(
             return finish_in_flight(engine, in_flight).await;
         }
         while let Some((range, reading)) = ahead.pop_front() {
-            let mut t = crate::viewer::now_ms();
+            let mut t = crate::clock::now_ms();
             let src = reading.finish().await?;
             times.lap("read (not overlapped)", &mut t);
             file_buffer_windows += src.is_file_api() as u32;
@@ -901,7 +904,7 @@ async fn upload_through(
             decoder.encode(engine, &mut enc, &w, &to)?;
             let done = engine.submit_tracked(enc.finish());
             slots.submitted();
-            let mut t = crate::viewer::now_ms();
+            let mut t = crate::clock::now_ms();
             in_flight.push_back(done);
             if in_flight.len() > 2 {
                 if let Some(prev) = in_flight.pop_front() {

@@ -6,8 +6,8 @@
 use crate::display::{lut_words, Limits, Scale, Stats, HIST_BINS, STATS_HEADER};
 use crate::error::{Error, Result};
 
-use super::kernels::{self, grid, PrepParams, StatsParams, View};
-use super::{Engine, Resident};
+use crate::gpu::{Engine, Resident};
+use crate::kernels::{self, grid, PrepParams, StatsParams, View};
 
 /// Where a plane's values come from (see `display_prep.wgsl`).
 pub enum PlaneSource<'a> {
@@ -48,7 +48,7 @@ pub enum PlaneSource<'a> {
     /// f32 values `stride` words apart (1: a plain plane; 2: real parts of complex values).
     F32 { buf: &'a wgpu::Buffer, stride: u32 },
     /// The magnitude `|g|` of DPC vectors held as (g_r, g_c) float32 pairs
-    /// ([`super::fft::encode_dpc_pairs`]).
+    /// ([`crate::kernels::fft::encode_dpc_pairs`]).
     DpcMagnitude { pairs: &'a wgpu::Buffer },
     /// Their direction `atan2(g_c, g_r)`, radians in (−π, π] (0 for a zero vector).
     DpcAngle { pairs: &'a wgpu::Buffer },
@@ -238,7 +238,7 @@ impl Plane {
         let hist = n.div_ceil(4096).clamp(1, 256);
         encoder.clear_buffer(&self.stats, 0, None);
         let walk = [(0, &params), (1, &self.values), (2, &self.stats)];
-        let mut batch = super::Batch::default();
+        let mut batch = crate::gpu::Batch::default();
         batch.add(engine, &kernels::DISPLAY_MINMAX, &walk, (minmax, 1))?;
         batch.add(engine, &kernels::DISPLAY_HIST, &walk, (hist, 1))?;
         batch.add(

@@ -9,11 +9,11 @@ use std::time::Instant;
 
 use serde_json::{json, Value};
 
+use crate::cli::bench_gpu::wait;
 use crate::error::{Error, Result};
 use crate::formats::Acquisition;
-use crate::gpu::bench::wait;
 use crate::gpu::Engine;
-use crate::viewer::{OpenRequest, Session, ViewState};
+use crate::session::{OpenRequest, Session, ViewState};
 
 /// The view state of the k-th update of one interaction.
 type ViewAt<'a> = Box<dyn Fn(usize) -> Value + 'a>;

@@ -1,6 +1,11 @@
 //! Products stage: what a user can ask for, with the same names and meanings on every
 //! backend and in the CLI (`stem4d product --kind KIND ...`) and the page (`stem4d.product`).
 
+pub mod gpu;
+pub mod gpu_float;
+pub mod npy;
+pub mod radial;
+
 use serde::Serialize;
 
 use crate::contract::{DetectorMask, Dtype, Region, Shape4};

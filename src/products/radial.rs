@@ -7,9 +7,9 @@
 
 use crate::error::Result;
 
-use super::kernels::{self, grid, RingSumParams};
-use super::products::{encode_parts, DetectorList, Parts};
-use super::{Engine, Resident};
+use crate::gpu::{Engine, Resident};
+use crate::kernels::{self, grid, RingSumParams};
+use crate::products::gpu::{encode_parts, DetectorList, Parts};
 
 pub struct RadialCache {
     /// The rings' centre (detector row, column of the resident's detector).

@@ -313,7 +313,7 @@ impl StagingSlot {
 }
 
 #[cfg(target_arch = "wasm32")]
-use crate::resident::DECODE_STAGING_SLOTS as STAGING_SLOTS;
+use crate::upload::plan::DECODE_STAGING_SLOTS as STAGING_SLOTS;
 
 #[cfg(target_arch = "wasm32")]
 fn map_for_write(b: &wgpu::webgpu::GpuBuffer) -> wasm_bindgen_futures::JsFuture {
@@ -351,7 +351,7 @@ impl Staging {
         let k = self.next % STAGING_SLOTS;
         self.next += 1;
         if self.ring.get(k).is_none_or(|s| s.buffer.size() < need) {
-            let slot = StagingSlot::new(device, need.max(crate::resident::DECODE_WINDOW));
+            let slot = StagingSlot::new(device, need.max(crate::upload::plan::DECODE_WINDOW));
             self.made += 1;
             match self.ring.get_mut(k) {
                 Some(s) => *s = slot,
@@ -389,7 +389,7 @@ impl Staging {
     /// page was idle (H200, BENCHMARKS, session 21).
     pub fn made_now(device: &wgpu::Device) -> Staging {
         let ring = (0..STAGING_SLOTS)
-            .map(|_| StagingSlot::new(device, crate::resident::DECODE_WINDOW))
+            .map(|_| StagingSlot::new(device, crate::upload::plan::DECODE_WINDOW))
             .collect();
         Staging {
             ring,

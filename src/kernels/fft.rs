@@ -7,8 +7,8 @@ use rustfft::num_complex::Complex;
 
 use crate::error::Result;
 
-use super::kernels::{self, grid, FftParams};
-use super::{Engine, Recorder};
+use crate::gpu::{Engine, Recorder};
+use crate::kernels::{self, grid, FftParams};
 
 /// How one axis of length `n` is transformed.
 enum Axis {
@@ -299,7 +299,7 @@ pub fn encode_dpc_pairs(
 #[derive(Clone, Copy, Debug)]
 pub enum CentreSource<'a> {
     /// Exact integer moments: three u64 per position (total, Σ i·I, Σ j·I), none above
-    /// `bound` ([`super::products::moment_bound`]).
+    /// `bound` ([`crate::products::gpu::moment_bound`]).
     Moments { buf: &'a wgpu::Buffer, bound: u128 },
     /// The CoM as float32 (row, col) per position.
     Com(&'a wgpu::Buffer),

@@ -5,42 +5,20 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::clock::now_ms;
 use crate::contract::{DetectorMask, Dtype, Region, ScanRoi, SparseMask};
+use crate::display::gpu::{Plane, PlaneSource};
 use crate::display::{self, Limits, Scale, ShownRange, Stats};
 use crate::error::{Error, Result};
+use crate::formats::info::Info;
 use crate::formats::{Acquisition, IndexFeed};
 use crate::frames::Correction;
-use crate::gpu::display::{Plane, PlaneSource};
-use crate::gpu::kernels::View;
-use crate::gpu::radial::RadialCache;
-use crate::gpu::{products as gp, Engine, EngineSummary, Resident};
-use crate::info::Info;
+use crate::gpu::{Engine, EngineSummary, Resident};
+use crate::kernels::View;
+use crate::products::gpu as gp;
+use crate::products::radial::RadialCache;
 use crate::products::{ArrayData, ProductArray, ProductKind, ProductParams};
-use crate::resident::ResidentPlan;
-
-/// Milliseconds on a monotonic clock (performance.now() in the browser).
-pub fn now_ms() -> f64 {
-    #[cfg(target_arch = "wasm32")]
-    {
-        js_sys::Reflect::get(&js_sys::global(), &"performance".into())
-            .ok()
-            .and_then(|p| {
-                let now = js_sys::Reflect::get(&p, &"now".into()).ok()?;
-                let f: js_sys::Function = now.into();
-                f.call0(&p).ok()?.as_f64()
-            })
-            .unwrap_or_else(js_sys::Date::now)
-    }
-    #[cfg(not(target_arch = "wasm32"))]
-    {
-        use std::sync::OnceLock;
-        static T0: OnceLock<std::time::Instant> = OnceLock::new();
-        T0.get_or_init(std::time::Instant::now)
-            .elapsed()
-            .as_secs_f64()
-            * 1e3
-    }
-}
+use crate::upload::plan::ResidentPlan;
 
 /// What `stem4d.open(files, options)` accepts (like the CLI's `--scan-shape`/`--dataset`).
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -629,7 +607,7 @@ pub struct Session {
     /// a canvas that shows the same generation through the same view needs no redraw.
     plane_gen: [u64; 2],
     /// iDPC FFT plans and buffers for the current scan shape.
-    idpc: Option<([usize; 2], crate::gpu::fft::Idpc)>,
+    idpc: Option<([usize; 2], crate::kernels::fft::Idpc)>,
     /// Whether [`Session::prepare`] has succeeded.
     prepared: bool,
 }
@@ -679,12 +657,12 @@ impl Session {
         let spans = req.leaf_reads()? == LeafReads::Spans;
         let mut feed = acq.index_pending().then(|| {
             if spans {
-                IndexFeed::with_spans(&acq, crate::resident::DECODE_WINDOW)
+                IndexFeed::with_spans(&acq, crate::upload::plan::DECODE_WINDOW)
             } else {
                 IndexFeed::new(&acq)
             }
         });
-        if !crate::gpu::decode::supported(&acq, correction) || (float && req.bin > 1) {
+        if !crate::upload::gpu_decode::supported(&acq, correction) || (float && req.bin > 1) {
             // Only the GPU decoder reads a deferred index as it goes.
             if let Some(feed) = feed.take() {
                 let t = now_ms();
@@ -1176,17 +1154,17 @@ impl Session {
                 let direction = st.image.kind == ImageKind::Comdir;
                 // The magnitude is made unturned: one plane, bit for bit, whatever the
                 // rotation and flip (which do not change it).
-                let dpc = crate::gpu::fft::DpcSettings {
+                let dpc = crate::kernels::fft::DpcSettings {
                     mean: derived()?.com_mean,
                     rotation: if direction { st.image.rotation } else { 0.0 },
                     flip: direction && st.image.flip,
                 };
-                let centre = crate::gpu::fft::CentreSource::Moments {
+                let centre = crate::kernels::fft::CentreSource::Moments {
                     buf: need_moments()?,
                     bound: gp::moment_bound(res),
                 };
                 let pairs = &self.dpc_pairs;
-                crate::gpu::fft::encode_dpc_pairs(
+                crate::kernels::fft::encode_dpc_pairs(
                     engine,
                     enc,
                     res.plan.shape.scan,
@@ -1206,13 +1184,13 @@ impl Session {
                 let moments = need_moments()?;
                 let scan = res.plan.shape.scan;
                 if self.idpc.as_ref().is_none_or(|(s, _)| *s != scan) {
-                    self.idpc = Some((scan, crate::gpu::fft::Idpc::new(engine, scan)));
+                    self.idpc = Some((scan, crate::kernels::fft::Idpc::new(engine, scan)));
                 }
                 let (_, idpc) = self
                     .idpc
                     .as_ref()
                     .ok_or_else(|| Error::Gpu("iDPC plan missing".into()))?;
-                let dpc = crate::gpu::fft::DpcSettings {
+                let dpc = crate::kernels::fft::DpcSettings {
                     mean: derived()?.com_mean,
                     rotation: st.image.rotation,
                     flip: st.image.flip,
@@ -1220,7 +1198,7 @@ impl Session {
                 idpc.encode(
                     engine,
                     enc,
-                    crate::gpu::fft::CentreSource::Moments {
+                    crate::kernels::fft::CentreSource::Moments {
                         buf: moments,
                         bound: gp::moment_bound(res),
                     },
@@ -1559,7 +1537,7 @@ impl Session {
             }
             _ => product,
         };
-        Ok(crate::npy::to_bytes(&product))
+        Ok(crate::products::npy::to_bytes(&product))
     }
 }
 

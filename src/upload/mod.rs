@@ -1,0 +1,11 @@
+//! Upload: from the files' bytes to an acquisition resident on the GPU. The read scheduler
+//! (which windows of which files, in what order, how many in flight), the staging ring, the
+//! chunk slots GPU decode fills, the plan of the resident buffers and their reuse. Only
+//! `gpu_decode` and `resident` record GPU work; the rest is plain Rust shared by web and native.
+
+pub(crate) mod chunk_slots;
+pub mod gpu_decode;
+pub mod plan;
+pub(crate) mod set_aside;
+pub(crate) mod window_bytes;
+pub(crate) mod window_reads;
