@@ -7,5 +7,6 @@ pub(crate) mod chunk_slots;
 pub mod gpu_decode;
 pub mod plan;
 pub(crate) mod set_aside;
+mod to_gpu;
 pub(crate) mod window_bytes;
 pub(crate) mod window_reads;

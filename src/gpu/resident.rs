@@ -1,0 +1,144 @@
+//! An acquisition resident on the GPU: its buffers, the plan they follow, and their reuse
+//! when another acquisition replaces it (`upload::set_aside`).
+
+use super::*;
+
+pub struct Resident {
+    pub plan: ResidentPlan,
+    pub buffers: Vec<wgpu::Buffer>,
+    pub correction: Correction,
+    /// Float32 residents: the binary orders seen at upload (exact-sum bounds).
+    pub float: Option<FloatRange>,
+    /// Chunks the engine's [`ChunkDecoder`] decoded during the upload.
+    pub offloaded_chunks: usize,
+    /// Where the upload's time went (milliseconds by step), for the load profile.
+    pub upload_times: UploadTimes,
+    /// LZ4 blocks the GPU decoder inflated by one invocation each (blocks over 8 KiB, or
+    /// with more sequences than their region held) rather than from parsed sequences.
+    pub gpu_inflated_in_place: u32,
+    /// Windows uploaded from the File API's own buffers (the browser; see `window_bytes`).
+    pub file_buffer_windows: u32,
+    /// Staging buffers the upload had to make (the browser; see `window_bytes::Staging`).
+    pub staging_buffers_made: u32,
+    /// Windows read as the file spans of their chunks' B-tree leaves (a deferred index).
+    pub leaf_span_windows: u32,
+    /// Of those, windows whose chunk headers the Workers that read them walked.
+    pub worker_walked_windows: u32,
+    /// Ring sums about the BF centre, once made ([`radial::RadialCache::build`]): masked
+    /// sums of disks and annuli about it read them instead of most of their pixels.
+    pub radial: Option<radial::RadialCache>,
+    /// Hot and dead pixels found in this resident's mean pattern and zeroed in it
+    /// ([`products::settle_bad_pixels`]), as a mask of its detector.
+    pub found_bad: Option<Vec<bool>>,
+}
+
+/// The size of a resident segment's buffer of `bytes` (as [`Engine::storage`] makes it).
+pub(super) fn resident_size(bytes: u64) -> u64 {
+    bytes.max(16)
+}
+
+/// The memory plan of `acq` binned by `bin` under `limits`, its largest chunk counted.
+pub fn plan_of(acq: &Acquisition, bin: usize, limits: DeviceLimits) -> Result<ResidentPlan> {
+    let (stored, logical) = acq.largest_chunk();
+    Ok(
+        ResidentPlan::new(acq.shape.binned(bin), acq.dtype, bin > 1, limits)?
+            .with_largest_chunk(stored, logical),
+    )
+}
+
+/// Milliseconds an upload spent in each of its steps, in order of first use.
+#[derive(Clone, Debug, Default)]
+pub struct UploadTimes(pub Vec<(&'static str, f64)>);
+
+impl UploadTimes {
+    /// Add the time since `*since` to `step` and restart the clock.
+    pub fn lap(&mut self, step: &'static str, since: &mut f64) {
+        let now = crate::clock::now_ms();
+        match self.0.iter_mut().find(|(s, _)| *s == step) {
+            Some((_, ms)) => *ms += now - *since,
+            None => self.0.push((step, now - *since)),
+        }
+        *since = now;
+    }
+}
+
+impl Engine {
+    /// Zero detector pixels `pixels` (indices of the resident's detector) at every scan
+    /// position of `res`: bad-pixel masking of pixels found after the upload
+    /// (`wgsl/zero_pixels.wgsl`). Ring sums made before are dropped.
+    pub fn zero_pixels(&self, res: &mut Resident, pixels: &[u32]) -> Result<()> {
+        if pixels.is_empty() {
+            return Ok(());
+        }
+        let plan = &res.plan;
+        let list = self.input(pixels);
+        let mut enc = self.device.create_command_encoder(&Default::default());
+        for (seg, buffer) in plan.segments.iter().zip(&res.buffers) {
+            let tiles = seg.frames.div_ceil(plan.tile as usize) as u32;
+            let words = tiles as u64 * pixels.len() as u64 * 8;
+            let groups = kernels::grid(words.div_ceil(256) as u32);
+            let params = self.uniform(&kernels::ZeroParams {
+                tiles,
+                tile_words: plan.tile_words,
+                pixels: pixels.len() as u32,
+                groups_x: groups.0,
+            });
+            self.dispatch(
+                &mut enc,
+                &kernels::ZERO_PIXELS,
+                &[&params, &list, buffer],
+                groups,
+            )?;
+        }
+        self.queue.submit([enc.finish()]);
+        res.radial = None;
+        Ok(())
+    }
+
+    /// Keep `res`'s segment buffers for the next upload to reuse where its segments have
+    /// their sizes ([`set_aside`]); the rest of `res` is freed. Call
+    /// [`Engine::release_set_aside`] once that upload is made (or the open failed).
+    pub fn set_aside(&self, res: Resident) {
+        self.set_aside.keep(res.buffers);
+    }
+
+    /// Free the buffers set aside that no upload reused.
+    pub fn release_set_aside(&self) {
+        self.set_aside.release();
+    }
+
+    /// Resident buffers set aside and not yet reused (tests, diagnostics).
+    pub fn set_aside_buffers(&self) -> usize {
+        self.set_aside.len()
+    }
+
+    /// Resident buffers reused from those set aside since the engine started.
+    pub fn reused_resident_buffers(&self) -> usize {
+        self.set_aside.taken()
+    }
+
+    /// Start the resident of `plan` (every upload path, before it makes any buffer): of the
+    /// buffers set aside, keep those its segments can reuse and free the others, before
+    /// [`Engine::resident_buffer`] makes new ones.
+    pub(crate) fn start_resident(&self, plan: &ResidentPlan) {
+        self.set_aside
+            .keep_only(plan.segments.iter().map(|s| resident_size(s.bytes)));
+    }
+
+    /// A buffer for a resident segment of `bytes`: one set aside of its size, else a new
+    /// one; cleared either way, in a submission of its own (partial tiles keep what is
+    /// there). A new buffer would be cleared anyway, by WebGPU at its first use: in the
+    /// first decode window's submission, which then waited for the fresh memory's first
+    /// touch. Cleared here, while the host still builds that window, the first load of a
+    /// page waited 0.14–0.19 s for the GPU instead of 0.45–0.54 (BENCHMARKS, session 16).
+    pub(crate) fn resident_buffer(&self, label: &str, bytes: u64) -> wgpu::Buffer {
+        let buffer = self
+            .set_aside
+            .take(resident_size(bytes))
+            .unwrap_or_else(|| self.storage(label, resident_size(bytes)));
+        let mut enc = self.device.create_command_encoder(&Default::default());
+        enc.clear_buffer(&buffer, 0, None);
+        self.queue.submit([enc.finish()]);
+        buffer
+    }
+}
