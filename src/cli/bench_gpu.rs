@@ -290,7 +290,7 @@ pub async fn decode_window(
     reps: usize,
 ) -> Result<Vec<Timing>> {
     let window = crate::upload::gpu_decode::first_window(engine, acq).await?;
-    let decoder = crate::upload::gpu_decode::Decoder::new(engine, acq);
+    let decoder = crate::kernels::decode::Decoder::new(engine, acq);
     let seg = &res.plan.segments[0];
     if window.frames > seg.frames {
         return Err(crate::error::Error::param(
@@ -298,7 +298,7 @@ pub async fn decode_window(
         ));
     }
     let target = engine.storage("bench decode target", seg.bytes.max(4));
-    let to = crate::upload::gpu_decode::PackTarget {
+    let to = crate::kernels::decode::PackTarget {
         plan: &res.plan,
         corr: crate::frames::Correction::default(),
         seg_first: 0,

@@ -1,6 +1,7 @@
 //! The WGSL kernels, embedded from `wgsl/` (the same text on web and native), and the one
 //! Rust definition of each uniform struct; `tests/shader_validation.rs` checks both with naga.
 
+pub mod decode;
 pub mod fft;
 
 use bytemuck::{Pod, Zeroable};

@@ -7,6 +7,7 @@ pub(crate) mod chunk_slots;
 pub mod gpu_decode;
 pub mod plan;
 pub(crate) mod set_aside;
+pub(crate) mod src_slots;
 mod to_gpu;
 pub(crate) mod window_bytes;
 pub(crate) mod window_reads;

@@ -1,0 +1,116 @@
+//! Source slots: the GPU buffers compressed windows are uploaded into, and the decode's
+//! work buffers, reused from window to window and grown only when a window needs more.
+
+use crate::error::Result;
+use crate::gpu::{Engine, UploadTimes};
+use crate::kernels::decode::Staged;
+use crate::upload::window_bytes::WindowBytes;
+
+/// Reused storage buffers for the compressed windows: written through the queue, or in the
+/// browser copied on the GPU from the staging ring the File API's buffers go into (a buffer
+/// mapped at creation per window was a fresh shared-memory allocation in Chromium, 3.9 s of
+/// a 5.6 GB load on the H200; wgpu's own mapped ranges copy through wasm memory, 5.5 s).
+/// Two slots: the host fills the next window while the GPU decodes the last ones (writes
+/// and copies are queue operations ordered after the work already submitted, so a slot is
+/// never overwritten under a running decode).
+pub struct SrcSlots {
+    slots: [Option<wgpu::Buffer>; 2],
+    next: usize,
+    /// The slot [`SrcSlots::fill`] filled last: its window's work buffers go with it.
+    filled: usize,
+    /// The windows' scratch and sequence buffers, reused the same way and cleared before
+    /// each window (as a new buffer would be): in Chromium a new 220 MB buffer per window
+    /// cost more than its clear on the GPU.
+    scratch: [Option<wgpu::Buffer>; 2],
+    seqs: [Option<wgpu::Buffer>; 2],
+    #[cfg(target_arch = "wasm32")]
+    staging: crate::upload::window_bytes::Staging,
+}
+
+/// The buffer in `slot`, replaced by `make()` when there is none or it is under `need` bytes.
+pub(crate) fn reuse(
+    slot: &mut Option<wgpu::Buffer>,
+    need: u64,
+    make: impl FnOnce() -> wgpu::Buffer,
+) -> wgpu::Buffer {
+    if slot.as_ref().is_some_and(|b| b.size() < need) {
+        *slot = None;
+    }
+    slot.get_or_insert_with(make).clone()
+}
+
+impl SrcSlots {
+    pub fn new() -> SrcSlots {
+        SrcSlots {
+            slots: [None, None],
+            next: 0,
+            filled: 0,
+            scratch: [None, None],
+            seqs: [None, None],
+            #[cfg(target_arch = "wasm32")]
+            staging: crate::upload::window_bytes::Staging::new(),
+        }
+    }
+
+    /// A storage buffer holding `bytes` (zero-padded to whole words) from the next submit on,
+    /// and the staging buffer to copy them from first when they came from the File API.
+    /// `times` and `t` as [`UploadTimes::lap`] takes them: the browser's waits for a staging
+    /// buffer are timed apart from the copies.
+    pub(crate) async fn fill(
+        &mut self,
+        engine: &Engine,
+        bytes: &WindowBytes,
+        capacity: u64,
+        times: &mut UploadTimes,
+        t: &mut f64,
+    ) -> Result<(wgpu::Buffer, Staged)> {
+        let need = (bytes.len() as u64).next_multiple_of(4).max(4);
+        let k = self.next % 2;
+        (self.next, self.filled) = (self.next + 1, k);
+        // Room for a full window, unless this one is small (a small acquisition).
+        let size = need.next_power_of_two().min(capacity).max(need);
+        let src = reuse(&mut self.slots[k], need, || {
+            engine.storage("decode window", size)
+        });
+        #[cfg(target_arch = "wasm32")]
+        if let WindowBytes::Js(j) = bytes {
+            if let Some(staged) = self.staging.fill(&engine.device, j, times, t).await? {
+                return Ok((src, Some(staged)));
+            }
+        }
+        let _ = (times, t);
+        bytes.write_to(&engine.queue, &src);
+        Ok((src, None))
+    }
+
+    /// The scratch and sequence buffers of the window [`SrcSlots::fill`] filled last, at
+    /// least `scratch` and `seqs` bytes (cleared by [`Decoder::encode`]).
+    pub(crate) fn work_buffers(
+        &mut self,
+        engine: &Engine,
+        scratch: u64,
+        seqs: u64,
+    ) -> [wgpu::Buffer; 2] {
+        let k = self.filled;
+        [
+            reuse(&mut self.scratch[k], scratch, || {
+                engine.storage("decode scratch", scratch)
+            }),
+            reuse(&mut self.seqs[k], seqs, || {
+                engine.storage("decode sequences", seqs)
+            }),
+        ]
+    }
+
+    /// The window filled last is submitted: its staging buffer may be mapped again.
+    pub(crate) fn submitted(&mut self) {
+        #[cfg(target_arch = "wasm32")]
+        self.staging.release();
+    }
+}
+
+impl Default for SrcSlots {
+    fn default() -> Self {
+        Self::new()
+    }
+}
