@@ -24,7 +24,7 @@ pub struct SrcSlots {
     scratch: [Option<wgpu::Buffer>; 2],
     seqs: [Option<wgpu::Buffer>; 2],
     #[cfg(target_arch = "wasm32")]
-    staging: crate::upload::window_bytes::Staging,
+    pub(crate) staging: crate::upload::window_bytes::Staging,
 }
 
 /// The buffer in `slot`, replaced by `make()` when there is none or it is under `need` bytes.
