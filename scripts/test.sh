@@ -27,4 +27,5 @@ WASM_BINDGEN_TEST_TIMEOUT=400 CHROMEDRIVER=/usr/bin/chromedriver cargo test --ta
 step "viewer build (trunk build --release)"
 trunk build --release
 step "browser end-to-end tests (Chromium + SwiftShader WebGPU, headed under Xvfb)"
-xvfb-run -a -s "-screen 0 1280x800x24" node e2e/run.mjs
+# The screen holds the largest window the suite opens (layout goldens at 1920×1080).
+xvfb-run -a -s "-screen 0 1920x1080x24" node e2e/run.mjs
