@@ -23,9 +23,9 @@ fn upload(engine: &Engine, name: &str) -> (stem4d::formats::Acquisition, Residen
 /// Masked sums kept on the GPU, as the viewer keeps them.
 fn sums_on_gpu(engine: &Engine, res: &Resident, indices: &[u32]) -> wgpu::Buffer {
     let out = engine_storage(engine, res.plan.shape.frames() as u64 * 8);
-    let list = products::DetectorList::new(engine, indices).unwrap();
+    let list = stem4d::kernels::masked_sum::DetectorList::new(engine, indices).unwrap();
     let mut enc = engine.device.create_command_encoder(&Default::default());
-    products::encode_masked_sums(engine, &mut enc, res, &list, &out).unwrap();
+    stem4d::kernels::masked_sum::encode_masked_sums(engine, &mut enc, res, &list, &out).unwrap();
     engine.queue.submit([enc.finish()]);
     out
 }
@@ -201,8 +201,14 @@ fn planes_and_limits_match_the_cpu_mirror() {
     let all_idx = SparseMask::all(det).indices;
     let bf = sums_on_gpu(&engine, &res, &bf_idx);
     let total = sums_on_gpu(&engine, &res, &all_idx);
-    let exact_bf = pollster::block_on(products::masked_sums(&engine, &res, &bf_idx)).unwrap();
-    let exact_total = pollster::block_on(products::masked_sums(&engine, &res, &all_idx)).unwrap();
+    let exact_bf = pollster::block_on(stem4d::kernels::masked_sum::masked_sums(
+        &engine, &res, &bf_idx,
+    ))
+    .unwrap();
+    let exact_total = pollster::block_on(stem4d::kernels::masked_sum::masked_sums(
+        &engine, &res, &all_idx,
+    ))
+    .unwrap();
     let plane = Plane::new(&engine, cols as u32, rows as u32);
     let bf_want: Vec<f32> = exact_bf.iter().map(|&v| u64_as_display(v)).collect();
     let src = PlaneSource::U64 {
@@ -236,7 +242,7 @@ fn planes_and_limits_match_the_cpu_mirror() {
     ];
     let moments = engine_storage(&engine, n as u64 * 24);
     let mut enc = engine.device.create_command_encoder(&Default::default());
-    products::encode_com_moments(&engine, &mut enc, &res, &moments).unwrap();
+    stem4d::kernels::com_moments::encode_com_moments(&engine, &mut enc, &res, &moments).unwrap();
     engine.queue.submit([enc.finish()]);
     for axis in 0..2u32 {
         let plane_of = |v: &[f64]| -> Vec<f32> {

@@ -248,12 +248,12 @@ fn masked_sums_agree_whichever_way_the_slots_meet() {
                 engine.use_subgroups(subgroups);
                 engine.use_atomic_sums(atomics);
                 let res = pollster::block_on(engine.upload(&acq, Default::default())).unwrap();
-                let list = products::DetectorList::new(&engine, picked).unwrap();
+                let list = stem4d::kernels::masked_sum::DetectorList::new(&engine, picked).unwrap();
                 for parts in [1u32, 3, 16] {
                     let frames = acq.shape.frames() as u64;
                     let out = engine.storage("sums", frames * 8);
                     let mut enc = engine.device.create_command_encoder(&Default::default());
-                    products::encode_masked_sums_in_parts(
+                    stem4d::kernels::masked_sum::encode_masked_sums_in_parts(
                         &engine, &mut enc, &res, &list, &out, parts,
                     )
                     .unwrap();
@@ -283,7 +283,7 @@ fn masked_sums_agree_whichever_way_the_slots_meet() {
 #[test]
 fn masked_sums_from_ring_sums_equal_the_cpu() {
     use stem4d::contract::{DetectorMask, Dtype};
-    use stem4d::products::radial::RadialCache;
+    use stem4d::kernels::ring_sum::RadialCache;
     let Some(engine) = engine() else { return };
     for (dtype, dims, saturated, split) in [
         (Dtype::U16, [5, 7, 23, 19], false, false),
@@ -371,7 +371,10 @@ fn masked_sums_from_ring_sums_equal_the_cpu() {
             let mut p = stem4d::products::ProductParams::new(stem4d::products::ProductKind::Mask);
             p.mask = Some(stem4d::contract::DetectorMask::Bool(mask));
             let want = cpu::compute(&acq, &p).unwrap().data;
-            let got = pollster::block_on(products::masked_sums(&engine, &res, picked)).unwrap();
+            let got = pollster::block_on(stem4d::kernels::masked_sum::masked_sums(
+                &engine, &res, picked,
+            ))
+            .unwrap();
             assert_eq!(
                 stem4d::products::ArrayData::U64(got),
                 want,
@@ -410,13 +413,13 @@ fn masked_sums_from_ring_sums_equal_the_cpu() {
 #[test]
 fn masked_sum_part_tables_that_could_wrap_are_refused() {
     use stem4d::contract::Dtype;
-    use stem4d::products::gpu::{encode_parts, Parts};
+    use stem4d::kernels::masked_sum::{encode_parts, Parts};
     let Some(mut engine) = engine() else { return };
     let dims = [1, 2, 300, 256];
     let acq = raw_acquisition(Dtype::U16, dims, vec![0xff; 2 * 300 * 256 * 2]);
     let res = pollster::block_on(engine.upload(&acq, Default::default())).unwrap();
     let all: Vec<u32> = (0..300 * 256).collect();
-    let list = products::DetectorList::in_order(&engine, all);
+    let list = stem4d::kernels::masked_sum::DetectorList::in_order(&engine, all);
     let out = engine.storage("sums", 2 * 8 * 2);
     for subgroups in [true, false] {
         engine.use_subgroups(subgroups);
@@ -456,15 +459,29 @@ fn residents_split_across_buffers_give_the_same_sums() {
     let split = pollster::block_on(engine.upload_with_limits(&acq, corr, limits)).unwrap();
     assert_eq!(split.buffers.len(), plan.segments.len());
     let all: Vec<u32> = (0..acq.shape.det_len() as u32).collect();
-    let a = pollster::block_on(products::masked_sums(&engine, &whole, &all)).unwrap();
-    let b = pollster::block_on(products::masked_sums(&engine, &split, &all)).unwrap();
+    let a = pollster::block_on(stem4d::kernels::masked_sum::masked_sums(
+        &engine, &whole, &all,
+    ))
+    .unwrap();
+    let b = pollster::block_on(stem4d::kernels::masked_sum::masked_sums(
+        &engine, &split, &all,
+    ))
+    .unwrap();
     assert_eq!(a, b);
-    let ma = pollster::block_on(products::com_moments(&engine, &whole)).unwrap();
-    let mb = pollster::block_on(products::com_moments(&engine, &split)).unwrap();
+    let ma =
+        pollster::block_on(stem4d::kernels::com_moments::com_moments(&engine, &whole)).unwrap();
+    let mb =
+        pollster::block_on(stem4d::kernels::com_moments::com_moments(&engine, &split)).unwrap();
     assert_eq!(ma, mb);
     let roi = stem4d::contract::Region::full(acq.shape.scan);
-    let pa = pollster::block_on(products::pattern_reduce(&engine, &whole, roi)).unwrap();
-    let pb = pollster::block_on(products::pattern_reduce(&engine, &split, roi)).unwrap();
+    let pa = pollster::block_on(stem4d::kernels::pattern_reduce::pattern_reduce(
+        &engine, &whole, roi,
+    ))
+    .unwrap();
+    let pb = pollster::block_on(stem4d::kernels::pattern_reduce::pattern_reduce(
+        &engine, &split, roi,
+    ))
+    .unwrap();
     assert_eq!(pa, pb);
 }
 
@@ -555,7 +572,7 @@ fn folding_and_parts_at_any_interval_are_exact() {
         let all: Vec<u32> = (0..acq.shape.det_len() as u32).collect();
         // An odd mask: every pixel but a scattered few, so some sectors are left out.
         let picked: Vec<u32> = all.iter().copied().filter(|k| k % 5 != 2).collect();
-        let list = products::DetectorList::new(&engine, &picked).unwrap();
+        let list = stem4d::kernels::masked_sum::DetectorList::new(&engine, &picked).unwrap();
         let out = |bytes: u64| {
             engine.device.create_buffer(&wgpu::BufferDescriptor {
                 label: None,
@@ -579,17 +596,25 @@ fn folding_and_parts_at_any_interval_are_exact() {
         ] {
             let (sums, moments) = (out(n * 8), out(n * 24));
             let mut enc = engine.device.create_command_encoder(&Default::default());
-            products::encode_masked_sums_in_parts(&engine, &mut enc, &res, &list, &sums, parts)
-                .unwrap();
-            products::encode_com_moments_with(&engine, &mut enc, &res, &moments, flush, parts)
-                .unwrap();
+            stem4d::kernels::masked_sum::encode_masked_sums_in_parts(
+                &engine, &mut enc, &res, &list, &sums, parts,
+            )
+            .unwrap();
+            stem4d::kernels::com_moments::encode_com_moments_with(
+                &engine, &mut enc, &res, &moments, flush, parts,
+            )
+            .unwrap();
             engine.queue.submit([enc.finish()]);
             let s = pollster::block_on(engine.read_back(&sums, n * 8)).unwrap();
             let mo = pollster::block_on(engine.read_back(&moments, n * 24)).unwrap();
             seen.push((flush, parts, s, mo));
         }
-        let exact = pollster::block_on(products::com_moments(&engine, &res)).unwrap();
-        let exact_sums = pollster::block_on(products::masked_sums(&engine, &res, &picked)).unwrap();
+        let exact =
+            pollster::block_on(stem4d::kernels::com_moments::com_moments(&engine, &res)).unwrap();
+        let exact_sums = pollster::block_on(stem4d::kernels::masked_sum::masked_sums(
+            &engine, &res, &picked,
+        ))
+        .unwrap();
         let cpu_sums = {
             let mut p = stem4d::products::ProductParams::new(stem4d::products::ProductKind::Mask);
             let mut mask = vec![false; all.len()];
@@ -603,7 +628,7 @@ fn folding_and_parts_at_any_interval_are_exact() {
             "{name}: odd mask"
         );
         assert_eq!(
-            products::parse_moments(&seen[0].3),
+            stem4d::kernels::com_moments::parse_moments(&seen[0].3),
             exact,
             "{name}: fold every row"
         );
@@ -617,7 +642,10 @@ fn folding_and_parts_at_any_interval_are_exact() {
         // And the 64-bit-per-sample path (flush 0) agrees.
         let moments = out(n * 24);
         let mut enc = engine.device.create_command_encoder(&Default::default());
-        products::encode_com_moments_with(&engine, &mut enc, &res, &moments, 0, 3).unwrap();
+        stem4d::kernels::com_moments::encode_com_moments_with(
+            &engine, &mut enc, &res, &moments, 0, 3,
+        )
+        .unwrap();
         engine.queue.submit([enc.finish()]);
         assert_eq!(
             pollster::block_on(engine.read_back(&moments, n * 24)).unwrap(),
@@ -675,7 +703,8 @@ fn idpc_on_the_gpu_meets_the_contract_bound_for_any_scan_size() {
     ] {
         let acq = stem4d::formats::synthetic::open(dims).unwrap();
         let res = pollster::block_on(engine.upload(&acq, Default::default())).unwrap();
-        let m = pollster::block_on(products::com_moments(&engine, &res)).unwrap();
+        let m =
+            pollster::block_on(stem4d::kernels::com_moments::com_moments(&engine, &res)).unwrap();
         let com = products::com_from_moments(&m);
         let n = acq.shape.frames() as u64;
         let moments = engine.input(
@@ -697,7 +726,7 @@ fn idpc_on_the_gpu_meets_the_contract_bound_for_any_scan_size() {
                 &mut enc,
                 stem4d::kernels::fft::CentreSource::Moments {
                     buf: &moments,
-                    bound: products::moment_bound(&res),
+                    bound: stem4d::kernels::com_moments::moment_bound(&res),
                 },
                 settings,
             )

@@ -362,9 +362,10 @@ async fn display_and_synthetic_kernels_run_in_the_browser() {
             "frame {f} pixel {k}"
         );
     }
-    let totals = products::masked_sums(&engine, &res, &(0..143).collect::<Vec<u32>>())
-        .await
-        .expect("totals");
+    let totals =
+        stem4d::kernels::masked_sum::masked_sums(&engine, &res, &(0..143).collect::<Vec<u32>>())
+            .await
+            .expect("totals");
     let words: Vec<u32> = totals
         .iter()
         .flat_map(|t| [*t as u32, (*t >> 32) as u32])

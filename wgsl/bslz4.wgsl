@@ -1,16 +1,17 @@
+// stem4d:after decode_common.wgsl
 // The LZ4 inflate of the GPU decode (after `decode_common.wgsl`): every block of an uploaded
 // window into the scratch buffer's decoded bit planes or bytes.
 
 // Blocks of up to LOCAL_BYTES (all Dectris blocks: 8 KiB) are inflated in two passes.
-// `lz4_parse` walks each block's sequences, one invocation per block, so every block of the
+// `bslz4_parse` walks each block's sequences, one invocation per block, so every block of the
 // window is parsed at once (the walk is serial: each token's place depends on the lengths
-// before it), checks them and writes them to the block's region of `seqs`. `lz4_blocks`
+// before it), checks them and writes them to the block's region of `seqs`. `bslz4`
 // then gives the block one subgroup's width of invocations, which make its output straight
 // in the scratch buffer, STEP_SEQS sequences at a time: first all their literals (they
 // depend on nothing), an invocation an output word, then their matches one after another,
 // a barrier after each. A match copies only bytes made before it starts — within its
 // period `off` it repeats the `off` bytes before it — so every byte of it is made at once,
-// a word an invocation. `lz4_serial` inflates in place, one invocation a block, the blocks
+// a word an invocation. `bslz4_serial` inflates in place, one invocation a block, the blocks
 // over LOCAL_BYTES and those with more sequences than their region holds.
 //
 // Measured on the H200 (one 64 MB window, 232 MB decoded; variants timed with `stem4d
@@ -34,7 +35,7 @@
 //   every 1.3 matches on Dectris-like data) measured no faster: 1.89, and 1.56 with the scope:
 //   the steps' barriers and loads, not the matches, set the time.
 const LOCAL_BYTES: u32 = 8192u;
-// Invocations of a `lz4_blocks` workgroup: one subgroup on NVIDIA (any width is correct:
+// Invocations of a `bslz4` workgroup: one subgroup on NVIDIA (any width is correct:
 // the barriers are the workgroup's).
 const LANES: u32 = 32u;
 // Sequences a block's region holds at most (the host sizes each region by the block's
@@ -221,7 +222,7 @@ fn block_of(gid: vec3<u32>) -> u32 {
 
 // One invocation per block: its sequences, checked, into its region of `seqs_out`.
 @compute @workgroup_size(64)
-fn lz4_parse(@builtin(global_invocation_id) gid: vec3<u32>) {
+fn bslz4_parse(@builtin(global_invocation_id) gid: vec3<u32>) {
     let b = block_of(gid);
     if (b >= dp.blocks) {
         return;
@@ -258,11 +259,11 @@ fn lz4_parse(@builtin(global_invocation_id) gid: vec3<u32>) {
     seqs_out[at] = vec2<u32>(n, 0u);
 }
 
-// One invocation per block: the blocks `lz4_blocks` leaves, larger than LOCAL_BYTES or with
+// One invocation per block: the blocks `bslz4` leaves, larger than LOCAL_BYTES or with
 // more sequences than their region held, inflated in place — all such blocks at once, where
-// inside `lz4_blocks` each would hold a workgroup while one invocation works.
+// inside `bslz4` each would hold a workgroup while one invocation works.
 @compute @workgroup_size(64)
-fn lz4_serial(@builtin(global_invocation_id) gid: vec3<u32>) {
+fn bslz4_serial(@builtin(global_invocation_id) gid: vec3<u32>) {
     let b = block_of(gid);
     if (b >= dp.blocks) {
         return;
@@ -279,7 +280,7 @@ fn lz4_serial(@builtin(global_invocation_id) gid: vec3<u32>) {
     }
 }
 
-// The block `lz4_blocks` is making: where its sequence entries start, how many, its length.
+// The block `bslz4` is making: where its sequence entries start, how many, its length.
 var<private> blk_seqs: u32;
 var<private> blk_n: u32;
 var<private> blk_len: u32;
@@ -412,7 +413,7 @@ fn match_bytes4(mk: Made, m0: u32, t: u32, off: u32) -> u32 {
 // bytes are made at once), each between two barriers: one after every invocation has read
 // the match's first word as it stood, one after the match is made.
 @compute @workgroup_size(LANES)
-fn lz4_blocks(
+fn bslz4(
     @builtin(workgroup_id) wg: vec3<u32>,
     @builtin(local_invocation_index) lid: u32,
 ) {
@@ -441,7 +442,7 @@ fn lz4_blocks(
     }
     let at = seq_at[b];
     let n = seqs_in[at].x;
-    // Large and overflowing blocks are `lz4_serial`'s, corrupt ones failed in the parse.
+    // Large and overflowing blocks are `bslz4_serial`'s, corrupt ones failed in the parse.
     if (k.len > LOCAL_BYTES || n == 0u || n > SEQ_CAP) {
         return;
     }

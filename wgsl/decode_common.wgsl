@@ -3,9 +3,9 @@
 // common, and byte access to the compressed window and the decoded bit planes.
 //
 // Bitshuffle+LZ4 (HDF5 filter 32008) and plain LZ4 (32004) are decoded on the GPU from the
-// compressed bytes the host uploaded: `lz4_parse`, `lz4_serial` and `lz4_blocks` inflate
+// compressed bytes the host uploaded: `bslz4_parse`, `bslz4_serial` and `bslz4` inflate
 // every LZ4 block (each block writing only its own word-aligned output range; raw blocks and
-// tails are copied), then `unshuffle_tiles` (unbinned bit planes) or `unshuffle_pack` (binned
+// tails are copied), then `unshuffle` (unbinned bit planes) or `unshuffle_pack` (binned
 // or plain bytes) gathers each element, zeroes bad pixels, bins (count-preserving, u32 sums,
 // overflow reported), and packs the samples into the resident buffer. Every read and write
 // is bounds-checked against the block's own ranges: a corrupt block records its index in
@@ -37,9 +37,9 @@ struct DecodeParams {
 }
 
 @group(0) @binding(0) var<uniform> dp: DecodeParams;
-// lz4_blocks: the compressed window; unshuffle_pack: per frame (chunk entry, frame in chunk).
+// bslz4: the compressed window; unshuffle_pack: per frame (chunk entry, frame in chunk).
 @group(0) @binding(1) var<storage, read> src: array<u32>;
-// lz4_blocks: per block (source byte, source length, output byte, output length | raw << 31);
+// bslz4: per block (source byte, source length, output byte, output length | raw << 31);
 // unshuffle_pack: per chunk (scratch byte, block elements, elements, 1 when not bitshuffled).
 @group(0) @binding(2) var<storage, read> table: array<vec4<u32>>;
 // Decoded bit planes or bytes: written by the LZ4 kernels, read by the unshuffle kernels.

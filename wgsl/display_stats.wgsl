@@ -102,7 +102,7 @@ fn values4(i0: u32) -> Values4 {
 }
 
 @compute @workgroup_size(256)
-fn stats_minmax(
+fn display_stats(
     @builtin(local_invocation_index) lid: u32,
     @builtin(workgroup_id) wg: vec3<u32>,
     @builtin(num_workgroups) nwg: vec3<u32>,
@@ -140,7 +140,7 @@ fn stats_minmax(
 }
 
 @compute @workgroup_size(256)
-fn stats_hist(
+fn display_hist(
     @builtin(local_invocation_index) lid: u32,
     @builtin(workgroup_id) wg: vec3<u32>,
     @builtin(num_workgroups) nwg: vec3<u32>,
@@ -170,7 +170,7 @@ fn stats_hist(
 }
 
 @compute @workgroup_size(256)
-fn stats_limits(@builtin(local_invocation_index) lid: u32) {
+fn display_limits(@builtin(local_invocation_index) lid: u32) {
     // The bins into workgroup memory, all hands at once, for the serial scan below.
     for (var b = lid; b < NB; b += WG) {
         bins[b] = atomicLoad(&stats[HEADER + b]);

@@ -45,7 +45,7 @@ fn flat_id(gid: vec3<u32>) -> u32 {
 // One radix-2 Stockham pass of span p over `rows` transforms of length n (table: the n/2
 // twiddles exp(-2πi m/n)); `inverse` conjugates them.
 @compute @workgroup_size(256)
-fn fft_pass(@builtin(global_invocation_id) gid: vec3<u32>) {
+fn fft(@builtin(global_invocation_id) gid: vec3<u32>) {
     let id = flat_id(gid);
     let half = fp.n / 2u;
     if (id >= fp.rows * half) {

@@ -1,3 +1,4 @@
+// stem4d:subgroups masked_sum.wgsl
 // The masked sum without workgroup memory, for adapters with subgroups (in the browser
 // asked for apart from wgpu, which has no name for them there, and built after an `enable
 // subgroups;` directive naga does not parse: `src/gpu/web_subgroups.rs`): the engine appends

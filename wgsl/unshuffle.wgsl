@@ -1,3 +1,4 @@
+// stem4d:after decode_common.wgsl
 // The unshuffle and pack of the GPU decode (after `decode_common.wgsl`): the inflated bit
 // planes or bytes of a window's frames into the resident buffer, bad pixels zeroed, binned.
 
@@ -396,7 +397,7 @@ fn unshuffle_tiles_of(bits: u32, id: u32, lid: u32) {
 }
 
 @compute @workgroup_size(256)
-fn unshuffle_tiles(
+fn unshuffle(
     @builtin(workgroup_id) wg: vec3<u32>,
     @builtin(local_invocation_index) lid: u32,
 ) {

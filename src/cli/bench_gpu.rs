@@ -10,9 +10,9 @@ use crate::contract::{DetectorMask, Region};
 use crate::error::{Error, Result};
 
 use crate::gpu::{Engine, Resident};
-use crate::products::gpu::{
-    encode_com_moments, encode_masked_sums, encode_pattern_reduce, DetectorList,
-};
+use crate::kernels::com_moments::encode_com_moments;
+use crate::kernels::masked_sum::{encode_masked_sums, DetectorList};
+use crate::kernels::pattern_reduce::encode_pattern_reduce;
 
 /// One benchmark line: a product, its median seconds, and the bytes its kernels must touch.
 pub struct Timing {
@@ -144,7 +144,7 @@ pub fn ring_products(
 ) -> Result<Vec<Timing>> {
     let (center, ..) = bench_masks(res.plan.shape.det, bf_radius);
     let t = Instant::now();
-    res.radial = pollster::block_on(crate::products::radial::RadialCache::build(
+    res.radial = pollster::block_on(crate::kernels::ring_sum::RadialCache::build(
         engine, res, center,
     ))?;
     let made = t.elapsed().as_secs_f64();
@@ -203,7 +203,7 @@ pub fn products(
     let s = time(engine, reps, &|e| {
         let centre = crate::kernels::fft::CentreSource::Moments {
             buf: &out,
-            bound: crate::products::gpu::moment_bound(res),
+            bound: crate::kernels::com_moments::moment_bound(res),
         };
         idpc.encode(engine, e, centre, dpc)
     })?;

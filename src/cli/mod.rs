@@ -651,7 +651,7 @@ fn bench_gpu(open: &OpenArgs, b: GpuBench, overrides: &[(String, String)]) -> Re
     crate::cli::bench_gpu::wait(&engine)?;
     let t_upload = t.elapsed().as_secs_f64();
     let t = Instant::now();
-    let first = pollster::block_on(crate::products::gpu::masked_sums(
+    let first = pollster::block_on(crate::kernels::masked_sum::masked_sums(
         &engine,
         &res,
         &crate::contract::SparseMask::all(acq.shape.det).indices,

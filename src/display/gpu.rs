@@ -239,7 +239,7 @@ impl Plane {
         encoder.clear_buffer(&self.stats, 0, None);
         let walk = [(0, &params), (1, &self.values), (2, &self.stats)];
         let mut batch = crate::gpu::Batch::default();
-        batch.add(engine, &kernels::DISPLAY_MINMAX, &walk, (minmax, 1))?;
+        batch.add(engine, &kernels::DISPLAY_STATS, &walk, (minmax, 1))?;
         batch.add(engine, &kernels::DISPLAY_HIST, &walk, (hist, 1))?;
         batch.add(
             engine,

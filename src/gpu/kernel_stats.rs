@@ -301,7 +301,7 @@ mod tests {
     /// buffer and six storage buffers; every kernel builds for every target.
     #[test]
     fn set_layouts_follow_each_entry_points_own_bindings() {
-        let (words, groups) = kernel_spirv(&kernels::LZ4_BLOCKS, true, false).unwrap();
+        let (words, groups) = kernel_spirv(&kernels::BSLZ4, true, false).unwrap();
         assert_eq!(words[0], 0x0723_0203, "SPIR-V magic");
         let storage = vk::DescriptorType::STORAGE_BUFFER;
         let want: Vec<_> = [1, 2, 3, 4, 8, 9].iter().map(|&b| (b, storage)).collect();

@@ -25,8 +25,8 @@ use crate::display::gpu as display;
 use crate::error::{Error, Result};
 use crate::formats::Acquisition;
 use crate::frames::{ChunkDecoder, Correction};
+use crate::kernels::ring_sum as radial;
 use crate::kernels::{self, Kernel};
-use crate::products::radial;
 use crate::upload::plan::{DeviceLimits, FloatRange, ResidentPlan};
 use crate::upload::set_aside;
 #[cfg(target_arch = "wasm32")]

@@ -63,38 +63,6 @@ impl UploadTimes {
 }
 
 impl Engine {
-    /// Zero detector pixels `pixels` (indices of the resident's detector) at every scan
-    /// position of `res`: bad-pixel masking of pixels found after the upload
-    /// (`wgsl/zero_pixels.wgsl`). Ring sums made before are dropped.
-    pub fn zero_pixels(&self, res: &mut Resident, pixels: &[u32]) -> Result<()> {
-        if pixels.is_empty() {
-            return Ok(());
-        }
-        let plan = &res.plan;
-        let list = self.input(pixels);
-        let mut enc = self.device.create_command_encoder(&Default::default());
-        for (seg, buffer) in plan.segments.iter().zip(&res.buffers) {
-            let tiles = seg.frames.div_ceil(plan.tile as usize) as u32;
-            let words = tiles as u64 * pixels.len() as u64 * 8;
-            let groups = kernels::grid(words.div_ceil(256) as u32);
-            let params = self.uniform(&kernels::ZeroParams {
-                tiles,
-                tile_words: plan.tile_words,
-                pixels: pixels.len() as u32,
-                groups_x: groups.0,
-            });
-            self.dispatch(
-                &mut enc,
-                &kernels::ZERO_PIXELS,
-                &[&params, &list, buffer],
-                groups,
-            )?;
-        }
-        self.queue.submit([enc.finish()]);
-        res.radial = None;
-        Ok(())
-    }
-
     /// Keep `res`'s segment buffers for the next upload to reuse where its segments have
     /// their sizes ([`set_aside`]); the rest of `res` is freed. Call
     /// [`Engine::release_set_aside`] once that upload is made (or the open failed).

@@ -204,7 +204,7 @@ mod tests {
     /// those operands only, and changing it again changes nothing.
     #[test]
     fn storage_barriers_become_workgroup_scoped_and_nothing_else_changes() {
-        let k = kernels::LZ4_BLOCKS;
+        let k = kernels::BSLZ4;
         let naga = naga_spirv(&k.source(), k.entry, Target::ENGINE).unwrap();
         let s = entry_spirv(&k.source(), k.entry, Target::ENGINE).unwrap();
         assert_eq!(s.words[0], 0x0723_0203, "SPIR-V magic");
@@ -236,7 +236,11 @@ mod tests {
     /// from its WGSL.
     #[test]
     fn kernels_without_storage_barriers_are_unchanged() {
-        for k in [kernels::LZ4_PARSE, kernels::LZ4_SERIAL, kernels::MASKED_SUM] {
+        for k in [
+            kernels::BSLZ4_PARSE,
+            kernels::BSLZ4_SERIAL,
+            kernels::MASKED_SUM,
+        ] {
             let s = entry_spirv(&k.source(), k.entry, Target::ENGINE).unwrap();
             assert_eq!(s.scoped_barriers, 0, "{}", k.name);
         }
@@ -247,7 +251,7 @@ mod tests {
     /// and the sequence tables, and not the resident or the parse's output.
     #[test]
     fn layouts_follow_each_entry_points_own_bindings() {
-        let k = kernels::LZ4_BLOCKS;
+        let k = kernels::BSLZ4;
         let s = entry_spirv(&k.source(), k.entry, Target::ENGINE).unwrap();
         let ro = BindingKind::Storage { read_only: true };
         let rw = BindingKind::Storage { read_only: false };

@@ -1,5 +1,5 @@
 //! The GPU decode kernels' host side: a window of compressed chunks with its block table,
-//! the sequence regions `lz4_parse` fills, and the encoder that records parse, inflate
+//! the sequence regions `bslz4_parse` fills, and the encoder that records parse, inflate
 //! (`wgsl/bslz4.wgsl`) and unshuffle + pack (`wgsl/unshuffle.wgsl`) into the resident
 //! buffers. Which windows to decode and when is the upload's business (`upload::gpu_decode`).
 
@@ -7,8 +7,10 @@ use crate::error::Result;
 use crate::formats::Acquisition;
 use crate::frames::Correction;
 use crate::gpu::{Batch, Engine};
-use crate::kernels::{self, grid, DecodeParams};
+use crate::kernels::uniform;
+use crate::kernels::{self, grid};
 use crate::upload::plan::ResidentPlan;
+use bytemuck::{Pod, Zeroable};
 
 /// Largest LZ4 block inflated from parsed sequences (`LOCAL_BYTES` in `wgsl/bslz4.wgsl`);
 /// A window's bytes waiting in a staging buffer: copied into its storage buffer first.
@@ -20,11 +22,11 @@ pub(crate) const LOCAL_BYTES: u32 = 8192;
 /// Sequences one block's region holds at most (`SEQ_CAP` in `wgsl/bslz4.wgsl`).
 pub(crate) const SEQ_CAP: u32 = 512;
 
-/// Detector pixels of a tile an `unshuffle_tiles` workgroup packs (`PACK_PIXELS` in
+/// Detector pixels of a tile an `unshuffle` workgroup packs (`PACK_PIXELS` in
 /// `wgsl/unshuffle.wgsl`).
 pub(crate) const PACK_PIXELS: u32 = 1024;
 
-/// Entries of the sequence region `lz4_parse` writes for block `e` (a block table entry):
+/// Entries of the sequence region `bslz4_parse` writes for block `e` (a block table entry):
 /// a count word and room for as many sequences as the block can hold — every sequence but
 /// the last takes at least 3 source bytes (token, offset) and makes at least 4 output bytes
 /// — up to `SEQ_CAP`, and up to `room` beyond its count word (a block that finds too little
@@ -178,7 +180,7 @@ impl Decoder {
         let groups = grid(w.n_blocks.div_ceil(64));
         let params = self.block_params(engine, w, groups);
         let bindings = self.lz4_bindings(&params, w, &[(7, &w.seqs)]);
-        batch.add(engine, &kernels::LZ4_PARSE, &bindings, groups)
+        batch.add(engine, &kernels::BSLZ4_PARSE, &bindings, groups)
     }
 
     /// Record parsing the window's LZ4 blocks alone (benchmarks).
@@ -204,12 +206,12 @@ impl Decoder {
     ) -> Result<()> {
         let mut batch = Batch::default();
         self.add_parse(engine, &mut batch, w)?;
-        // `lz4_serial`: an invocation a block; `lz4_blocks`: a workgroup a block. Both read
+        // `bslz4_serial`: an invocation a block; `bslz4`: a workgroup a block. Both read
         // the parse's sequences and write disjoint blocks of the scratch.
         let serial = grid(w.n_blocks.div_ceil(64));
         for (kernel, groups) in [
-            (&kernels::LZ4_SERIAL, serial),
-            (&kernels::LZ4_BLOCKS, grid(w.n_blocks)),
+            (&kernels::BSLZ4_SERIAL, serial),
+            (&kernels::BSLZ4, grid(w.n_blocks)),
         ] {
             let params = self.block_params(engine, w, groups);
             let bindings = self.lz4_bindings(&params, w, &[(3, &w.scratch), (8, &w.seqs)]);
@@ -246,7 +248,7 @@ impl Decoder {
         let tiled = corr.bin <= 1 && w.bitshuffled;
         let (kernel, groups) = if tiled {
             (
-                &kernels::UNSHUFFLE_TILES,
+                &kernels::UNSHUFFLE,
                 grid(tiles * det_len.div_ceil(PACK_PIXELS)),
             )
         } else {
@@ -317,7 +319,7 @@ mod tests {
     /// The constant `name` of the decode kernels' WGSL text (inflate or unshuffle).
     pub(crate) fn wgsl_const(name: &str) -> u32 {
         let decl = format!("const {name}: u32 = ");
-        let rest = [kernels::LZ4_BLOCKS.body, kernels::UNSHUFFLE_TILES.body]
+        let rest = [kernels::BSLZ4.body, kernels::UNSHUFFLE.body]
             .into_iter()
             .find_map(|t| t.find(&decl).map(|at| &t[at..]))
             .unwrap_or_else(|| panic!("{name} in bslz4.wgsl or unshuffle.wgsl"));
@@ -353,5 +355,32 @@ mod tests {
         // The count words come out of the budget first: 3 of 23, then one region of 11.
         assert_eq!(seq_starts(&blocks, 23), vec![0, 12, 12, 13, 14]);
         assert_eq!(seq_starts(&blocks, 36), vec![0, 12, 12, 24, 36]);
+    }
+}
+
+uniform! {
+    #[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+    pub struct DecodeParams {
+        pub blocks: u32,
+        pub groups_x: u32,
+        pub frames: u32,
+        pub first_frame: u32,
+        pub seg_first_frame: u32,
+        pub tile_words: u32,
+        pub bits: u32,
+        pub det_len: u32,
+        pub elem: u32,
+        pub bin: u32,
+        pub det_cols: u32,
+        pub mask_bad: u32,
+        pub src_bytes: u32,
+        pub dst_bytes: u32,
+        pub out_cols: u32,
+        pub det_rows: u32,
+        /// Index of the window's first block among all blocks of the upload (failures name it).
+        pub block_base: u32,
+        pub _pad0: u32,
+        pub _pad1: u32,
+        pub _pad2: u32,
     }
 }

@@ -3,12 +3,14 @@
 //! integration filter of the contract. The phase stays on the GPU for the display; the
 //! product reads it back.
 
+use crate::kernels::uniform;
+use bytemuck::{Pod, Zeroable};
 use rustfft::num_complex::Complex;
 
 use crate::error::Result;
 
 use crate::gpu::{Engine, Recorder};
-use crate::kernels::{self, grid, FftParams};
+use crate::kernels::{self, grid};
 
 /// How one axis of length `n` is transformed.
 enum Axis {
@@ -136,7 +138,7 @@ fn pow2(
             rows * n / 2,
         );
         rec.dispatch(
-            &kernels::FFT_PASS,
+            &kernels::FFT,
             &[(0, &u), (1, src), (2, twiddles), (3, dst)],
             groups,
         )?;
@@ -299,7 +301,7 @@ pub fn encode_dpc_pairs(
 #[derive(Clone, Copy, Debug)]
 pub enum CentreSource<'a> {
     /// Exact integer moments: three u64 per position (total, Σ i·I, Σ j·I), none above
-    /// `bound` ([`crate::products::gpu::moment_bound`]).
+    /// `bound` ([`crate::kernels::com_moments::moment_bound`]).
     Moments { buf: &'a wgpu::Buffer, bound: u128 },
     /// The CoM as float32 (row, col) per position.
     Com(&'a wgpu::Buffer),
@@ -397,5 +399,29 @@ mod tests {
         assert_eq!(reference_shift(1 << 50), 12);
         assert_eq!(reference_shift((1 << 63) - 1), 0);
         assert_eq!(reference_shift(0), 16);
+    }
+}
+
+uniform! {
+    #[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+    pub struct FftParams {
+        pub n: u32,
+        pub p: u32,
+        pub rows: u32,
+        pub inverse: u32,
+        pub width: u32,
+        pub height: u32,
+        pub groups_x: u32,
+        pub flip: u32,
+        pub scale: f32,
+        pub mean_r: f32,
+        pub mean_c: f32,
+        pub cos_t: f32,
+        pub sin_t: f32,
+        /// `idpc_pack`: the scan mean's fixed-point reference per axis, `ref / 2^ref_shift`
+        /// (`mean_r`/`mean_c` then hold the rest of the mean).
+        pub ref_r: u32,
+        pub ref_c: u32,
+        pub ref_shift: u32,
     }
 }

@@ -13,10 +13,10 @@ use crate::products::{ArrayData, ProductArray, ProductKind, ProductParams};
 use crate::upload::plan::FloatRange;
 
 use crate::gpu::{Engine, Resident};
+use crate::kernels::com_moments::encode_com_moments;
 use crate::kernels::fft::{CentreSource, DpcSettings, Idpc};
-use crate::products::gpu::{
-    encode_com_moments, encode_masked_sums, encode_pattern_reduce, gpu_weight_groups, DetectorList,
-};
+use crate::kernels::masked_sum::{encode_masked_sums, gpu_weight_groups, DetectorList};
+use crate::kernels::pattern_reduce::encode_pattern_reduce;
 
 fn wide_values(bytes: &[u8]) -> Vec<i128> {
     bytes

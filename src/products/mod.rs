@@ -4,7 +4,6 @@
 pub mod gpu;
 pub mod gpu_float;
 pub mod npy;
-pub mod radial;
 
 use serde::Serialize;
 

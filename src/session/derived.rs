@@ -25,17 +25,18 @@ pub(super) async fn derive(engine: &Engine, res: &Resident) -> Result<Derived> {
     let n = shape.frames() as u64;
     let totals = engine.storage("totals", n * 8);
     let all = SparseMask::all(shape.det).indices;
-    let list = gp::DetectorList::new(engine, &all)?;
+    let list = crate::kernels::masked_sum::DetectorList::new(engine, &all)?;
     let mut enc = engine.device.create_command_encoder(&Default::default());
-    gp::encode_masked_sums(engine, &mut enc, res, &list, &totals)?;
+    crate::kernels::masked_sum::encode_masked_sums(engine, &mut enc, res, &list, &totals)?;
     engine.queue.submit([enc.finish()]);
-    let (moments, com) = match gp::moments_fit_64(res) {
+    let (moments, com) = match crate::kernels::com_moments::moments_fit_64(res) {
         Ok(()) => {
             let buf = engine.storage("com moments", n * 24);
             let mut enc = engine.device.create_command_encoder(&Default::default());
-            gp::encode_com_moments(engine, &mut enc, res, &buf)?;
+            crate::kernels::com_moments::encode_com_moments(engine, &mut enc, res, &buf)?;
             engine.queue.submit([enc.finish()]);
-            let m = gp::parse_moments(&engine.read_back(&buf, n * 24).await?);
+            let m =
+                crate::kernels::com_moments::parse_moments(&engine.read_back(&buf, n * 24).await?);
             (Some(buf), Some(gp::com_from_moments(&m)))
         }
         // u32 detectors whose moments could overflow: CoM/DPC/iDPC are refused, not wrong.

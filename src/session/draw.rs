@@ -103,7 +103,7 @@ impl Session {
                 };
                 let centre = crate::kernels::fft::CentreSource::Moments {
                     buf: need_moments()?,
-                    bound: gp::moment_bound(res),
+                    bound: crate::kernels::com_moments::moment_bound(res),
                 };
                 let pairs = &self.dpc_pairs;
                 crate::kernels::fft::encode_dpc_pairs(
@@ -142,7 +142,7 @@ impl Session {
                     enc,
                     crate::kernels::fft::CentreSource::Moments {
                         buf: moments,
-                        bound: gp::moment_bound(res),
+                        bound: crate::kernels::com_moments::moment_bound(res),
                     },
                     dpc,
                 )?;
@@ -158,8 +158,14 @@ impl Session {
             _ => {
                 let mask = detector.ok_or_else(|| Error::param("this image needs a detector"))?;
                 let SparseMask { indices, .. } = mask.sparse(self.det());
-                let list = gp::DetectorList::new(engine, &indices)?;
-                gp::encode_masked_sums(engine, enc, res, &list, &self.image_sums)?;
+                let list = crate::kernels::masked_sum::DetectorList::new(engine, &indices)?;
+                crate::kernels::masked_sum::encode_masked_sums(
+                    engine,
+                    enc,
+                    res,
+                    &list,
+                    &self.image_sums,
+                )?;
                 let src = if st.image.kind == ImageKind::Df {
                     PlaneSource::U64Diff {
                         total: &derived()?.totals,
@@ -226,7 +232,13 @@ impl Session {
                     .encode_prep(engine, enc, PlaneSource::Frame { res, frame })
             }
             source => {
-                gp::encode_pattern_reduce(engine, enc, res, &roi, &self.pattern_sums)?;
+                crate::kernels::pattern_reduce::encode_pattern_reduce(
+                    engine,
+                    enc,
+                    res,
+                    &roi,
+                    &self.pattern_sums,
+                )?;
                 let src = match source {
                     PatternSource::Max => PlaneSource::U32 {
                         buf: &self.pattern_sums,

@@ -29,9 +29,9 @@ use crate::formats::info::Info;
 use crate::formats::{Acquisition, IndexFeed};
 use crate::frames::Correction;
 use crate::gpu::{Engine, EngineSummary, Resident};
+use crate::kernels::ring_sum::RadialCache;
 use crate::kernels::View;
 use crate::products::gpu as gp;
-use crate::products::radial::RadialCache;
 use crate::products::{ArrayData, ProductArray, ProductKind, ProductParams};
 use crate::upload::plan::ResidentPlan;
 
@@ -148,10 +148,11 @@ impl Session {
         let many_weights = p.mask.as_ref().is_some_and(|m| {
             let sparse = m.sparse(self.det());
             sparse.weights.is_some_and(|w| {
-                gp::weight_groups(&sparse.indices, &w).len() > gp::MAX_WEIGHT_GROUPS
+                crate::kernels::masked_sum::weight_groups(&sparse.indices, &w).len()
+                    > crate::kernels::masked_sum::MAX_WEIGHT_GROUPS
             })
         });
-        if (moments && gp::moments_fit_64(res).is_err()) || many_weights {
+        if (moments && crate::kernels::com_moments::moments_fit_64(res).is_err()) || many_weights {
             // Beyond what the GPU path does exactly (moments past 2^64, masks with very many
             // distinct weights): the exact CPU reference instead.
             return crate::cpu::compute(&self.acq, p);

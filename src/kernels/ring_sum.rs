@@ -6,10 +6,12 @@
 //! bytes per position instead of its thousands of pixels' samples, and stays exact.
 
 use crate::error::Result;
+use crate::kernels::uniform;
+use bytemuck::{Pod, Zeroable};
 
 use crate::gpu::{Engine, Resident};
-use crate::kernels::{self, grid, RingSumParams};
-use crate::products::gpu::{encode_parts, DetectorList, Parts};
+use crate::kernels::masked_sum::{encode_parts, DetectorList, Parts};
+use crate::kernels::{self, grid};
 
 pub struct RadialCache {
     /// The rings' centre (detector row, column of the resident's detector).
@@ -220,5 +222,15 @@ mod tests {
         );
         // A pixel outside the detector is never taken for a ring member.
         assert_eq!(split_pixels(&ring_of, &sizes, &[4096], 2), None);
+    }
+}
+
+uniform! {
+    #[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+    pub struct RingSumParams {
+        pub frames: u32,
+        pub rings: u32,
+        pub groups_x: u32,
+        pub _pad0: u32,
     }
 }

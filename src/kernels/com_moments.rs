@@ -1,0 +1,182 @@
+//! The CoM moments (`wgsl/com_moments.wgsl`: u32 lanes, wide, float32): per scan position,
+//! the exact sums of I, I·row and I·col. Parameters, the bounds that pick a variant, and
+//! the encoders.
+
+use bytemuck::{Pod, Zeroable};
+
+use crate::error::{Error, Result};
+use crate::gpu::{Batch, Engine, Resident};
+use crate::kernels::masked_sum::words_to_u64;
+use crate::kernels::{self, grid, uniform};
+
+/// Detector rows per u32 fold of the CoM running sums (`0`: take the 64-bit path per
+/// sample): over n rows the running sum of sums reaches n(n − 1)/2 · vmax, kept below 2^32.
+pub fn moment_flush(bits: u32, _det: [usize; 2]) -> u32 {
+    if bits >= 32 {
+        return 0;
+    }
+    let vmax = (1u64 << bits) - 1;
+    let mut n = 1u64;
+    while (n + 1) * n / 2 * vmax <= u32::MAX as u64 {
+        n += 1;
+    }
+    n as u32
+}
+
+/// Row bands per tile that keep a large GPU busy: about 96 rows each (measured best on the
+/// H200), up to 8. Both CoM kernels start from it.
+pub fn com_bands(rows: usize) -> u32 {
+    rows.div_ceil(96).clamp(1, 8) as u32
+}
+
+/// Row bands per tile for the CoM kernel with u32 lanes (`com_moments`), or `None` when
+/// even one-row bands could wrap a lane (take `com_moments_wide`): an invocation sums
+/// `ceil(cols / slots)` columns over a band, each sample times a row or column index, and
+/// every sum must stay below 2^32. Otherwise [`com_bands`], or more bands when the bound
+/// needs them.
+pub fn com_parts(bits: u32, det: [usize; 2]) -> Option<u32> {
+    if bits >= 32 {
+        return None;
+    }
+    let [rows, cols] = [det[0].max(1) as u64, det[1].max(1) as u64];
+    let slots = if bits == 8 { 32 } else { 64 };
+    let vmax = (1u64 << bits) - 1;
+    let per_row = cols.div_ceil(slots) * vmax * (rows.max(cols) - 1).max(1);
+    let band = u32::MAX as u64 / per_row;
+    if band == 0 {
+        return None;
+    }
+    Some(com_bands(det[0]).max(rows.div_ceil(band) as u32))
+}
+
+uniform! {
+    #[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+    pub struct ComParams {
+        pub frames: u32,
+        pub tile_words: u32,
+        pub bits: u32,
+        pub det_rows: u32,
+        pub det_cols: u32,
+        pub first_frame: u32,
+        pub groups_x: u32,
+        /// Detector rows per u32 fold of the running sums ([`moment_flush`]).
+        pub flush: u32,
+        /// Float32 residents: the power of two all samples are integer multiples of.
+        pub lsb: i32,
+        /// Workgroups per tile ([`com_parts`]).
+        pub parts: u32,
+        pub _pad1: u32,
+        pub _pad2: u32,
+    }
+}
+
+/// The largest value a CoM moment (total, Σ i·I or Σ j·I) of `res` can take:
+/// max_value · pixels · max(K − 1, 1).
+pub fn moment_bound(res: &Resident) -> u128 {
+    let shape = res.plan.shape;
+    let max_value = if res.plan.bits == 32 {
+        u32::MAX as u128
+    } else {
+        (1u128 << res.plan.bits) - 1
+    };
+    max_value * shape.det_len() as u128 * (shape.det[0].max(shape.det[1]) as u128).max(2)
+}
+
+/// Refuse detectors whose 64-bit moments could overflow: exact while the
+/// [`moment_bound`] stays below 2^64.
+pub fn moments_fit_64(res: &Resident) -> Result<()> {
+    if moment_bound(res) >= 1u128 << 64 {
+        return Err(Error::Gpu(
+            "centre-of-mass moments of this detector could exceed 64 bits; use --backend cpu"
+                .into(),
+        ));
+    }
+    Ok(())
+}
+
+/// Moments buffer bytes (three u64 per position) as (total, Σ i·I, Σ j·I).
+pub fn parse_moments(bytes: &[u8]) -> Vec<[u64; 3]> {
+    let v = words_to_u64(bytes);
+    v.chunks_exact(3).map(|m| [m[0], m[1], m[2]]).collect()
+}
+
+/// Per-position (total, Σ i·I, Σ j·I), exact.
+pub async fn com_moments(engine: &Engine, res: &Resident) -> Result<Vec<[u64; 3]>> {
+    moments_fit_64(res)?;
+    let frames = res.plan.shape.frames();
+    let out = engine.storage("com moments", frames as u64 * 24);
+    let mut encoder = engine.device.create_command_encoder(&Default::default());
+    encode_com_moments(engine, &mut encoder, res, &out)?;
+    engine.queue.submit([encoder.finish()]);
+    Ok(parse_moments(
+        &engine.read_back(&out, frames as u64 * 24).await?,
+    ))
+}
+
+/// Record the fused CoM-moment kernel into `out` (24 bytes per position; 48 for float32
+/// residents; cleared first, so it needs `COPY_DST`).
+pub fn encode_com_moments(
+    engine: &Engine,
+    encoder: &mut wgpu::CommandEncoder,
+    res: &Resident,
+    out: &wgpu::Buffer,
+) -> Result<()> {
+    let plan = &res.plan;
+    let (flush, parts) = match kernels::com_parts(plan.bits, plan.shape.det) {
+        Some(parts) => (kernels::moment_flush(plan.bits, plan.shape.det), parts),
+        None => (0, kernels::com_bands(plan.shape.det[0])),
+    };
+    encode_com_moments_with(engine, encoder, res, out, flush, parts)
+}
+
+/// [`encode_com_moments`] folding the running sums every `flush` rows (any value up to
+/// [`kernels::moment_flush`] is exact; 0 = the 64-bit path per sample) in `parts` bands of
+/// rows per tile, at least those [`kernels::com_parts`] needs for u32 lanes (tests force
+/// both to exercise the folds and the atomic adds).
+pub fn encode_com_moments_with(
+    engine: &Engine,
+    encoder: &mut wgpu::CommandEncoder,
+    res: &Resident,
+    out: &wgpu::Buffer,
+    flush: u32,
+    parts: u32,
+) -> Result<()> {
+    let shape = res.plan.shape;
+    let fits = kernels::com_parts(res.plan.bits, shape.det);
+    let flush = flush.min(kernels::moment_flush(res.plan.bits, shape.det));
+    // Float32 residents: three 128-bit sums (48 bytes a position) at binding 3.
+    let (kernel, binding, lsb, parts) = match (res.float, fits) {
+        (Some(r), _) => (&kernels::COM_MOMENTS_F32, 3, r.lsb, parts),
+        (None, Some(least)) if flush > 0 => (&kernels::COM_MOMENTS, 2, 0, parts.max(least)),
+        (None, _) => (&kernels::COM_MOMENTS_WIDE, 2, 0, parts),
+    };
+    // Parts of the detector add into the moments: cleared first.
+    let bytes = if res.float.is_some() { 48 } else { 24 };
+    encoder.clear_buffer(out, 0, Some(shape.frames() as u64 * bytes));
+    let parts = parts.max(1);
+    let mut batch = Batch::default();
+    for (seg, buf) in res.plan.segments.iter().zip(&res.buffers) {
+        let groups = grid((seg.frames as u32).div_ceil(res.plan.tile) * parts);
+        let params = engine.uniform(&ComParams {
+            frames: seg.frames as u32,
+            tile_words: res.plan.tile_words,
+            bits: res.plan.bits,
+            det_rows: shape.det[0] as u32,
+            det_cols: shape.det[1] as u32,
+            first_frame: seg.first_frame as u32,
+            groups_x: groups.0,
+            flush,
+            lsb,
+            parts,
+            ..Default::default()
+        });
+        batch.add(
+            engine,
+            kernel,
+            &[(0, &params), (1, buf), (binding, out)],
+            groups,
+        )?;
+    }
+    batch.flush(encoder);
+    Ok(())
+}

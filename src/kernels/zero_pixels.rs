@@ -1,0 +1,52 @@
+//! Zeroing pixels of a resident (`wgsl/zero_pixels.wgsl`): the hot and dead pixels found in
+//! the mean pattern, left out of every product as the CPU reference leaves them out.
+
+use bytemuck::{Pod, Zeroable};
+
+use crate::error::Result;
+use crate::gpu::{Engine, Resident};
+use crate::kernels::{self, uniform};
+
+uniform! {
+    #[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+    pub struct ZeroParams {
+        pub tiles: u32,
+        pub tile_words: u32,
+        pub pixels: u32,
+        pub groups_x: u32,
+    }
+}
+
+impl Engine {
+    /// Zero detector pixels `pixels` (indices of the resident's detector) at every scan
+    /// position of `res`: bad-pixel masking of pixels found after the upload
+    /// (`wgsl/zero_pixels.wgsl`). Ring sums made before are dropped.
+    pub fn zero_pixels(&self, res: &mut Resident, pixels: &[u32]) -> Result<()> {
+        if pixels.is_empty() {
+            return Ok(());
+        }
+        let plan = &res.plan;
+        let list = self.input(pixels);
+        let mut enc = self.device.create_command_encoder(&Default::default());
+        for (seg, buffer) in plan.segments.iter().zip(&res.buffers) {
+            let tiles = seg.frames.div_ceil(plan.tile as usize) as u32;
+            let words = tiles as u64 * pixels.len() as u64 * 8;
+            let groups = kernels::grid(words.div_ceil(256) as u32);
+            let params = self.uniform(&kernels::ZeroParams {
+                tiles,
+                tile_words: plan.tile_words,
+                pixels: pixels.len() as u32,
+                groups_x: groups.0,
+            });
+            self.dispatch(
+                &mut enc,
+                &kernels::ZERO_PIXELS,
+                &[&params, &list, buffer],
+                groups,
+            )?;
+        }
+        self.queue.submit([enc.finish()]);
+        res.radial = None;
+        Ok(())
+    }
+}
