@@ -1,0 +1,272 @@
+//! Benchmarks the CLI runs: CPU decode (`bench decode`), the kernels' driver statistics
+//! (`bench kernel-stats`) and the GPU products (`bench gpu`); figures go to BENCHMARKS.md.
+
+use super::*;
+
+pub(super) fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+pub(super) fn bench_decode(open: &OpenArgs, repeat: usize) -> Result<()> {
+    use rayon::prelude::*;
+    let t = Instant::now();
+    let acq = open_acquisition(open)?;
+    let t_index = t.elapsed().as_secs_f64();
+    let logical = acq.logical_bytes() as f64;
+    let stored = acq.stored_bytes() as f64;
+    let threads = rayon::current_num_threads();
+    println!(
+        "bench decode: {:?} {:?} {} ({:.3} GB decoded, {:.3} GB stored), {threads} threads",
+        acq.format,
+        acq.shape.as_array(),
+        acq.dtype.name(),
+        logical / 1e9,
+        stored / 1e9
+    );
+    println!("  open+index          {:8.3} ms", t_index * 1e3);
+
+    // Stage 1: read the stored chunk bytes (the page cache is warm after the first repeat).
+    let mut reads = Vec::new();
+    let mut chunks: Vec<(usize, usize, Vec<u8>)> = Vec::new();
+    for _ in 0..repeat {
+        chunks.clear();
+        let t = Instant::now();
+        for (pi, part) in acq.parts.iter().enumerate() {
+            if let PartKind::Hdf5(ix) = &part.kind {
+                if let Layout::Chunked { .. } = ix.layout {
+                    let got: Vec<(usize, usize, Vec<u8>)> = ix
+                        .chunks
+                        .par_iter()
+                        .enumerate()
+                        .map(|(ci, c)| part.source.read_vec(c.offset, c.size).map(|b| (pi, ci, b)))
+                        .collect::<Result<_>>()?;
+                    chunks.extend(got);
+                }
+            }
+        }
+        reads.push(t.elapsed().as_secs_f64());
+    }
+    // Stage 2: decode from memory.
+    let mut decodes = Vec::new();
+    for _ in 0..repeat {
+        let t = Instant::now();
+        chunks
+            .par_iter()
+            .try_for_each(|(pi, ci, raw)| -> Result<()> {
+                let PartKind::Hdf5(ix) = &acq.parts[*pi].kind else {
+                    return Ok(());
+                };
+                let cs = ix.chunk_shape().unwrap_or(&[]);
+                let logical = cs.iter().product::<u64>() as usize * ix.dtype.size();
+                let c = &ix.chunks[*ci];
+                crate::decode::decode_chunk(
+                    &ix.filters,
+                    c.filter_mask,
+                    raw,
+                    logical,
+                    ix.dtype.size(),
+                )
+                .map(|_| ())
+                .map_err(|e| Error::Decode {
+                    file: ix.file.clone(),
+                    chunk: format!("{:?}", c.coords),
+                    message: e.0,
+                })
+            })?;
+        decodes.push(t.elapsed().as_secs_f64());
+    }
+    // Stage 3: the whole CPU path a product uses (read + decode + widen), streamed.
+    let mut streams = Vec::new();
+    let reader = crate::frames::FrameReader::new(&acq);
+    for _ in 0..repeat {
+        let t = Instant::now();
+        let mut n = 0usize;
+        reader.for_each_block(crate::frames::Correction::default(), 256 << 20, |b| {
+            n += b.count;
+            Ok(())
+        })?;
+        streams.push(t.elapsed().as_secs_f64());
+    }
+    let report = |name: &str, secs: f64, bytes: f64, what: &str| {
+        println!(
+            "  {name:<18}  {:8.3} ms  {:7.3} GB/s {what}",
+            secs * 1e3,
+            bytes / secs / 1e9
+        );
+    };
+    if !chunks.is_empty() {
+        report("read chunks", median(reads), stored, "stored");
+        report("decode chunks", median(decodes), logical, "decoded");
+    }
+    report("read+decode+widen", median(streams), logical, "decoded");
+    Ok(())
+}
+
+pub(super) fn export_chunks(acq: &Acquisition, prefix: &Path) -> Result<()> {
+    use std::io::Write;
+    let [part] = acq.parts.as_slice() else {
+        return Err(Error::param(
+            "export-chunks takes an acquisition of one data set",
+        ));
+    };
+    let PartKind::Hdf5(ix) = &part.kind else {
+        return Err(Error::param("export-chunks takes a chunked HDF5 data set"));
+    };
+    let mut chunks: Vec<_> = ix.chunks.iter().collect();
+    chunks.sort_by(|a, b| a.coords.cmp(&b.coords));
+    let with_ext = |ext: &str| {
+        let mut p = prefix.as_os_str().to_owned();
+        p.push(ext);
+        PathBuf::from(p)
+    };
+    let create = |p: &Path| {
+        std::fs::File::create(p)
+            .map(std::io::BufWriter::new)
+            .map_err(|e| Error::param(format!("{}: {e}", p.display())))
+    };
+    let (cp, sp) = (with_ext(".chunks"), with_ext(".sizes"));
+    let (mut data, mut sizes) = (create(&cp)?, create(&sp)?);
+    let io = |p: &Path, e: std::io::Error| Error::param(format!("{}: {e}", p.display()));
+    for c in chunks {
+        let bytes = part.source.read_vec(c.offset, c.size)?;
+        data.write_all(&bytes).map_err(|e| io(&cp, e))?;
+        sizes
+            .write_all(&c.size.to_le_bytes())
+            .map_err(|e| io(&sp, e))?;
+    }
+    data.flush().map_err(|e| io(&cp, e))?;
+    sizes.flush().map_err(|e| io(&sp, e))?;
+    println!("wrote {} and {}", cp.display(), sp.display());
+    Ok(())
+}
+
+pub(super) fn kernel_stats(unchecked: bool) -> Result<()> {
+    let (device, kernels) = crate::gpu::kernel_stats::all(unchecked)?;
+    println!(
+        "kernel statistics on {device} (naga's SPIR-V as wgpu's Vulkan backend writes it{})",
+        if unchecked {
+            ", without its runtime checks"
+        } else {
+            ""
+        }
+    );
+    for k in kernels {
+        let line: Vec<String> = k
+            .stats
+            .iter()
+            .map(|s| format!("{} {}", s.name, s.value))
+            .collect();
+        println!("  {:<14} {:<16} {}", k.kernel, k.entry, line.join(", "));
+    }
+    Ok(())
+}
+
+/// What `bench gpu` times.
+pub(super) struct GpuBench {
+    pub(super) reps: usize,
+    pub(super) bf_radius: f64,
+    pub(super) subgroups: bool,
+    pub(super) decode_only: bool,
+}
+
+pub(super) fn bench_gpu(
+    open: &OpenArgs,
+    b: GpuBench,
+    overrides: &[(String, String)],
+) -> Result<()> {
+    let GpuBench {
+        reps,
+        bf_radius,
+        subgroups,
+        decode_only,
+    } = b;
+    let t = Instant::now();
+    let acq = open_acquisition(open)?;
+    let t_open = t.elapsed().as_secs_f64();
+    let t = Instant::now();
+    let mut engine = pollster::block_on(crate::gpu::Engine::with_kernels(overrides))?;
+    engine.use_subgroups(subgroups);
+    let t_device = t.elapsed().as_secs_f64();
+    let a = &engine.adapter;
+    println!(
+        "bench gpu: {:?} {:?} {} ({:.2} GB) on {} ({}, {}), masked sums meet {}{}",
+        acq.format,
+        acq.shape.as_array(),
+        acq.dtype.name(),
+        acq.logical_bytes() as f64 / 1e9,
+        a.name,
+        a.backend,
+        a.driver,
+        engine.masked_sum_path(),
+        if a.software {
+            "  [SOFTWARE ADAPTER: correctness only, not a GPU timing]"
+        } else {
+            ""
+        }
+    );
+    let scoped = engine.workgroup_scoped_kernels();
+    if !scoped.is_empty() {
+        println!(
+            "  kernels built from SPIR-V with workgroup-scoped storage barriers: {}",
+            scoped.join(", ")
+        );
+    }
+    let t = Instant::now();
+    let mut res = pollster::block_on(engine.upload(&acq, crate::frames::Correction::default()))?;
+    crate::cli::bench_gpu::wait(&engine)?;
+    let t_upload = t.elapsed().as_secs_f64();
+    let t = Instant::now();
+    let first = pollster::block_on(crate::kernels::masked_sum::masked_sums(
+        &engine,
+        &res,
+        &crate::contract::SparseMask::all(acq.shape.det).indices,
+    ))?;
+    let t_first = t.elapsed().as_secs_f64();
+    println!(
+        "  stage  open+index                 {:9.3} ms",
+        t_open * 1e3
+    );
+    println!(
+        "  stage  device                     {:9.3} ms",
+        t_device * 1e3
+    );
+    println!(
+        "  stage  read+decode+upload         {:9.3} ms  ({:.2} GB resident in {} buffers, {:.2} GB/s)",
+        t_upload * 1e3,
+        res.plan.payload_bytes as f64 / 1e9,
+        res.buffers.len(),
+        res.plan.payload_bytes as f64 / t_upload / 1e9
+    );
+    println!(
+        "  stage  first product (total)      {:9.3} ms  ({} positions read back)",
+        t_first * 1e3,
+        first.len()
+    );
+    let mut lines = Vec::new();
+    if !decode_only {
+        // Freshly allocated memory reads slowly at first on some drivers: warm up for ~1 s.
+        let warm = Instant::now();
+        while warm.elapsed().as_secs_f64() < 1.0 {
+            crate::cli::bench_gpu::products(&engine, &res, bf_radius, 2)?;
+        }
+        lines = crate::cli::bench_gpu::products(&engine, &res, bf_radius, reps)?;
+        lines.extend(crate::cli::bench_gpu::ring_products(
+            &engine, &mut res, bf_radius, reps,
+        )?);
+    }
+    if crate::upload::gpu_decode::supported(&acq, crate::frames::Correction::default()) {
+        lines.extend(pollster::block_on(crate::cli::bench_gpu::decode_window(
+            &engine, &acq, &res, reps,
+        ))?);
+    }
+    for line in lines {
+        println!(
+            "  kernel {:<30} {:9.3} ms  {:8.1} GB/s effective",
+            line.name,
+            line.seconds * 1e3,
+            line.bytes / line.seconds / 1e9
+        );
+    }
+    Ok(())
+}
