@@ -1,4 +1,4 @@
-// Ceilings of the browser under the loader (BENCHMARKS, "Load from local files"): how fast
+// Ceilings of the browser under the loader (BENCHMARKS.md, load table; decision 0013): how fast
 // Chromium's File API reads `file` with N Workers, by piece size and API, how fast its small
 // reads go, and how fast bytes reach the GPU by each upload route. Run by e2e/h200.py with
 // CEILINGS=1 on its LOCAL_FILE; no part of the viewer is involved.

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # On the H200 machine, from the project root, with Chromium's parts in /tmp/chrparts and
 # .device/chrome/web in place (../shared/setup/chrome-h200/), and the bslz4 file of the
-# synthetic acquisition in /tmp/syn.h5 (BENCHMARKS, "Load from local files"):
+# synthetic acquisition in /tmp/syn.h5 (BENCHMARKS.md, load table):
 #   bash scripts/h200_browser_ab.sh OUTDIR DIST_A DIST_B [ORDER]
 # Times the load of the file (two loads a turn) with two builds of the page in one lease of
 # the machine, in ORDER (default "a b a": the spread across leases is larger than most

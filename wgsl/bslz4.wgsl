@@ -14,26 +14,11 @@
 // a word an invocation. `bslz4_serial` inflates in place, one invocation a block, the blocks
 // over LOCAL_BYTES and those with more sequences than their region holds.
 //
-// Measured on the H200 (one 64 MB window, 232 MB decoded; variants timed with `stem4d
-// bench gpu --kernels`, BENCHMARKS.md sessions 10 and 11): parse 0.29 ms, copies 1.42 ms,
-// against 0.41 and 2.96 for the kernel before, which put the bytes of runs of matches in
-// place at once (each byte followed back through its run's matches), 256 invocations a
-// block, the block's output in workgroup memory. What decided it:
-// - The output in workgroup memory (8.5 KB a block) left about six blocks to a
-//   multiprocessor, 6.6 ms; in the scratch buffer, 32 (the most workgroups one holds),
-//   2.2 ms. Two or four blocks a workgroup (64 a multiprocessor) gave no more (2.1, 2.4).
-// - The barriers' scope: naga writes `storageBarrier` with Device memory scope, a fence
-//   across the whole GPU, where WGSL's is the workgroup's. On Vulkan the engine builds this
-//   module from SPIR-V with the barriers workgroup-scoped (`src/gpu/spirv.rs`): 1.89 → 1.42.
-// - Literals put in place for the group first, so that a match word is one read of the
-//   bytes made; a period under 4 bytes laid out over two words; branches on the match's
-//   offset, the same for every invocation of a step (2.19 → 1.89 before the scope).
-// - Every invocation reads a match's first word before the barrier that precedes the
-//   stores: a store to that word while others read its bytes before the match would be a
-//   data race, however harmless the bytes read.
-// - Matches made a step of several at once where none reads another's bytes (a step
-//   every 1.3 matches on Dectris-like data) measured no faster: 1.89, and 1.56 with the scope:
-//   the steps' barriers and loads, not the matches, set the time.
+// Every invocation reads a match's first word before the barrier that precedes the stores:
+// a store to that word while others read its bytes before the match would be a data race,
+// however harmless the bytes read. On Vulkan this module is built from SPIR-V with its
+// storage barriers workgroup-scoped (`src/gpu/spirv.rs`). Why this shape, and the variants
+// measured: decision 0007 (the barriers' scope: decision 0009).
 const LOCAL_BYTES: u32 = 8192u;
 // Invocations of a `bslz4` workgroup: one subgroup on NVIDIA (any width is correct:
 // the barriers are the workgroup's).

@@ -1,6 +1,6 @@
 // Centre of mass, fused: per scan position the exact 64-bit total, row moment Σ i·I and
 // column moment Σ j·I in one pass. The single division happens at readout.
-// The resident is position-tiled (`src/resident.rs`): a tile is one contiguous block (a
+// The resident is position-tiled (`src/upload/plan.rs`): a tile is one contiguous block (a
 // 32-byte sector per detector pixel); `parts` workgroups per tile each take a band of
 // detector rows. Each invocation holds four positions (two for 32-bit samples) and a fixed
 // set of columns j ≡ slot (mod slots), walking their rows, so the workgroup reads whole

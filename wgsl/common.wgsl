@@ -1,6 +1,6 @@
 // Shared helpers, prepended to every kernel (one text on web and native).
 // Resident samples are packed `bits` per u32 word (8, 16 or 32) in position tiles
-// (`src/resident.rs`); sample `k` of a word is its `k % (32 / bits)`-th.
+// (`src/upload/plan.rs`); sample `k` of a word is its `k % (32 / bits)`-th.
 
 fn sample_at(word: u32, k: u32, bits: u32) -> u32 {
     if (bits == 32u) {

@@ -50,7 +50,7 @@ struct DecodeParams {
 // unshuffle_pack: bad-pixel bits, one per detector pixel.
 @group(0) @binding(5) var<storage, read> bad: array<u32>;
 // unshuffle_pack: the resident segment the frames go to.
-// Position-tiled (`src/resident.rs`): a word holds one pixel at neighbouring positions,
+// Position-tiled (`src/upload/plan.rs`): a word holds one pixel at neighbouring positions,
 // which may come from two windows, so a word the window fills only partly is or-ed in.
 @group(0) @binding(6) var<storage, read_write> resident: array<atomic<u32>>;
 

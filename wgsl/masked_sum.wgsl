@@ -1,20 +1,18 @@
 // Virtual image: per scan position, the exact 64-bit sum of the resident samples of a
 // detector mask (BF disk, annulus, rectangle, point, boolean mask, or every pixel for the
-// cached total). The resident is position-tiled (`src/resident.rs`): a tile keeps each
+// cached total). The resident is position-tiled (`src/upload/plan.rs`): a tile keeps each
 // detector pixel's samples at its 8–32 positions in one 32-byte sector. A workgroup takes
 // one part of the mask's pixels in one tile (`parts` per tile keep a large GPU busy), an
 // invocation whole sectors of every SLOTS-th pixel of the part, four in flight; pixels are
 // listed ascending, so a workgroup streams the mask's own bytes in runs of up to 4 KiB and
-// reads nothing around them. One subgroup-sized workgroup of whole sectors ran BF r=30 in
-// 0.51 ms on the H200 where two invocations a sector in 64-wide workgroups took 0.77 ms,
-// with the same bytes, parts and arithmetic.
+// reads nothing around them (decision 0005).
 // Each invocation sums its positions in u32 lanes (the host sizes the parts so that no lane
 // can wrap); 32-bit samples carry into a high lane instead. The slots' sums meet in
 // workgroup memory (`masked_sum`), through subgroups (`masked_sum_subgroup.wgsl`), or not
 // at all (`masked_sum_atomic`: each invocation adds its own), and are added into the output
 // with 32-bit atomics (the carry into the high word passed on); the host clears it first.
 // Parts come from a table (`part_starts`): even cuts of one mask adding into one image, or
-// the rings of `src/gpu/radial.rs`, each writing an image of its own (`part_stride`).
+// the rings of `src/kernels/ring_sum.rs`, each writing an image of its own (`part_stride`).
 
 struct MaskedSumParams {
     frames: u32,

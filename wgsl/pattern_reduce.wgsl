@@ -1,6 +1,6 @@
 // Sum and maximum pattern over the scan positions of a scan ROI (a rectangle or a drawn
 // disk, decided on the host as one bit per position of each tile). The resident is
-// position-tiled (`src/resident.rs`): a pixel's samples at a tile's positions are one
+// position-tiled (`src/upload/plan.rs`): a pixel's samples at a tile's positions are one
 // 32-byte sector, so an invocation takes half of one pixel's sector (a vec4: 4–16
 // positions; a warp reads 512 contiguous bytes) over a chunk of tiles, two loads in flight,
 // keeping only the positions inside the ROI (a half-tile with none is not read at all). A

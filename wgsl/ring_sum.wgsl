@@ -1,4 +1,4 @@
-// Virtual image from cached ring sums (`src/gpu/radial.rs`): per scan position, the exact
+// Virtual image from cached ring sums (`src/kernels/ring_sum.rs`): per scan position, the exact
 // 64-bit sum of the listed detector rings' sums, each a masked sum made once per resident.
 // A disk or annulus about the rings' centre is then a few ring sums per position (BF r=30:
 // 30 of them, 240 bytes) plus the masked sum of the pixels of its partial rings, added in

@@ -1,6 +1,6 @@
 // The CPU upload path's last step: a window of frames packed frame after frame (each
 // `frame_words` words, as the host decoded and corrected them) rearranged into the
-// position-tiled resident (`src/resident.rs`) on the GPU, one resident word per invocation.
+// position-tiled resident (`src/upload/plan.rs`) on the GPU, one resident word per invocation.
 // Windows start on a tile and hold whole tiles but at a segment's end, whose padding
 // positions are zero.
 

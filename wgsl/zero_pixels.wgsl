@@ -1,7 +1,7 @@
 // Bad-pixel masking of pixels found after the upload (hot and dead pixels of the mean
 // pattern, `src/pattern/`): the listed detector pixels' samples at every scan position of a
 // resident segment become 0, as if the decode had zeroed them. In the position-tiled
-// resident (`src/resident.rs`) a pixel's samples at a tile's positions are one 32-byte
+// resident (`src/upload/plan.rs`) a pixel's samples at a tile's positions are one 32-byte
 // sector, so each invocation clears one word of one listed pixel's sector in one tile.
 
 struct ZeroParams {

@@ -6,7 +6,7 @@
 //! Chromium, a Chrome whose GPU compositing is blocklisted, some remote desktops) reads each
 //! WebGPU frame back itself once the Worker's task ends, before the page hears that its
 //! update is done: on the H200 machine 1–1.5 ms a frame, more than a whole pattern update
-//! (BENCHMARKS, sessions 18–20). The page can instead draw a frame off screen, map its
+//! (decision 0012). The page can instead draw a frame off screen, map its
 //! pixels in the round trip that waits for the update anyway, and put them on a 2D canvas,
 //! which a software compositor takes as it is. Neither way is faster everywhere, so the
 //! page times both on its own canvases when they are attached and keeps the faster one.

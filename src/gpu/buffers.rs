@@ -84,7 +84,7 @@ impl Engine {
     #[cfg(target_arch = "wasm32")]
     /// A fence recorded at the end of `enc`: a 4-byte buffer cleared there, mapped (with
     /// [`Engine::all_mapped_for_read`]) once the caller has submitted `enc`. Chromium reports
-    /// a finished mapping sooner than `onSubmittedWorkDone` (BENCHMARKS, session 12).
+    /// a finished mapping sooner than `onSubmittedWorkDone` (decision 0011).
     pub(crate) fn fence(&self, enc: &mut wgpu::CommandEncoder) -> wgpu::Buffer {
         let b = self.device.create_buffer(&wgpu::BufferDescriptor {
             label: Some("fence"),

@@ -5,13 +5,13 @@
 //! its command buffer's delayed work: 2 ms after the last batch, then every 1 ms. A mapping
 //! or `onSubmittedWorkDone` awaited with nothing else sent is therefore reported on that
 //! timer, up to 2 ms after the GPU finished: as long as a whole pattern update takes there
-//! (BENCHMARKS, session 12). While such a wait is pending the page keeps one empty
+//! (decision 0011). While such a wait is pending the page keeps one empty
 //! error-scope round trip in flight; each is a batch that makes the GPU process look, so
 //! the wait ends within one round trip of the work finishing.
 //!
 //! Only the waits of interaction are nudged: an update's fence and readbacks. An upload
 //! sends commands all the time, and nudging its staging and GPU waits made its loads no
-//! faster (BENCHMARKS, session 16).
+//! faster (decision 0011).
 //!
 //! Natively the device is polled by the caller, and the future is simply awaited.
 

@@ -98,7 +98,7 @@ impl Engine {
     /// there). A new buffer would be cleared anyway, by WebGPU at its first use: in the
     /// first decode window's submission, which then waited for the fresh memory's first
     /// touch. Cleared here, while the host still builds that window, the first load of a
-    /// page waited 0.14–0.19 s for the GPU instead of 0.45–0.54 (BENCHMARKS, session 16).
+    /// page waited 0.14–0.19 s for the GPU instead of 0.45–0.54 (decision 0016).
     pub(crate) fn resident_buffer(&self, label: &str, bytes: u64) -> wgpu::Buffer {
         let buffer = self
             .set_aside

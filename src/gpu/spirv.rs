@@ -3,7 +3,7 @@
 //! storage accesses of one workgroup's invocations, never across workgroups), but naga 30
 //! gives a `storageBarrier` Device memory scope. On NVIDIA that is a device-wide fence each
 //! time, and the LZ4 copies hold one between every two steps of a block: on the H200 it cost
-//! 0.47 ms of a 2.5 ms window (BENCHMARKS.md, session 11). So on Vulkan the engine builds a
+//! 0.47 ms of a 2.5 ms window (decision 0009). So on Vulkan the engine builds a
 //! kernel that has such a barrier from this SPIR-V, each control barrier's memory scope set
 //! to its execution scope (Workgroup), passed through to the driver with a pipeline layout
 //! made from the entry point's own bindings; every other kernel, and every other backend

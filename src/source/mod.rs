@@ -70,7 +70,7 @@ pub trait ByteSource: Send + Sync {
 
 /// The largest single File API read of [`ByteSource::read_js`] (one chunk may pass it): on
 /// the H200 machine 15 Workers read 3.1–3.5 GB/s together in 32–64 MiB reads against
-/// 1.8 GB/s in 4 MiB ones (BENCHMARKS, session 12).
+/// 1.8 GB/s in 4 MiB ones (decision 0013).
 #[cfg(target_arch = "wasm32")]
 pub const JS_PIECE: u64 = 32 << 20;
 

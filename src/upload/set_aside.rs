@@ -2,7 +2,7 @@
 //! Opening a file after another freed ~19 GB of buffers and allocated as much again: in
 //! Chromium on the H200 that load waited 0.62–0.69 s for its staging buffers, against
 //! 0.09–0.11 s with the old buffers reused, and loaded in 2.61–3.10 s instead of 3.5–3.9 s
-//! (BENCHMARKS, session 15). A reused buffer is cleared first, so it reads as a new one does.
+//! (decision 0016). A reused buffer is cleared first, so it reads as a new one does.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;

@@ -2,7 +2,7 @@
 //! API's buffers. Those go through the header walks and into the GPU without being copied
 //! into wasm memory, which the one thread that builds and submits every window had to do
 //! before: with it gone the 5.6 GB file loaded in 7.1 s instead of 10.4 s in Chromium on the
-//! H200, and in 5.2 s with the staging ring below (BENCHMARKS, session 12).
+//! H200, and in 5.2 s with the staging ring below (decision 0015).
 
 use std::ops::Range;
 
@@ -275,7 +275,7 @@ impl Stored for JsBytes {
 
 /// Mappable buffers the File API's pieces are copied into, then copied on the GPU into a
 /// window's storage buffer. On the H200 machine Chromium took 5.0–5.7 GB/s this way against
-/// 1.9–2.7 GB/s through `GPUQueue.writeBuffer` (BENCHMARKS, session 12; presumably as a
+/// 1.9–2.7 GB/s through `GPUQueue.writeBuffer` (decision 0015; presumably as a
 /// mapping is shared memory the GPU process copies once, where a queue write travels in
 /// pieces through its command stream). Each buffer is mapped again once the GPU has copied
 /// from it.
@@ -386,7 +386,7 @@ impl Staging {
     /// The whole ring made and mapped now, before any upload needs it: in Chromium a
     /// page's first mappings of these buffers are fresh shared memory, and the first load of
     /// a fresh page waited 55–64 ms for them, against 0–1 ms with the ring made while the
-    /// page was idle (H200, BENCHMARKS, session 21).
+    /// page was idle (H200, decision 0015).
     pub fn made_now(device: &wgpu::Device) -> Staging {
         let ring = (0..STAGING_SLOTS)
             .map(|_| StagingSlot::new(device, crate::upload::plan::DECODE_WINDOW))

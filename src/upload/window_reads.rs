@@ -112,8 +112,8 @@ fn span_pieces(span: std::ops::Range<u64>, piece: u64, cuts: &[u64]) -> Vec<std:
 
 /// The window `bytes` of a leaf span with its chunks `slots` known: in the browser its
 /// pieces go back to the pool's Workers, which walk the headers of the chunks each holds, as
-/// they do for the windows they read knowing them (session 14 measured the viewer's Worker
-/// walking leaf spans itself at 0.54–0.58 s of the 5.6 GB file's load). The window as it is
+/// they do for the windows they read knowing them (the viewer's Worker walking leaf
+/// spans itself took 0.54–0.58 s of the 5.6 GB file's load: decision 0014). The window as it is
 /// where a chunk lies across two pieces, or the chunks are not in file order.
 pub(crate) fn walk_span<'a>(
     acq: &Acquisition,
@@ -286,7 +286,7 @@ fn prefetch<'a>(acq: &'a Acquisition, slots: Vec<&'a ChunkSlot<'a>>, limit: u64)
 
 /// Windows whose reads are in flight while the host builds the current one: two keep the
 /// pool's Workers reading through the block tables, the copy and the wait for the GPU
-/// (three, four, six and eight loaded the 5.6 GB file on the H200 no faster, session 12).
+/// (three, four, six and eight loaded the 5.6 GB file on the H200 no faster: decision 0013).
 const READ_AHEAD: usize = 2;
 
 /// Windows of `mine` whose bytes were read already, as leaf spans (`chunk_slots`): the

@@ -128,7 +128,7 @@ impl FrameBatch {
 
 /// Wait for `frames`' submission (the fence and the read-back pixels map in the same round
 /// trip), then put each read-back frame on its 2D canvas. Chromium reports a mapped fence
-/// sooner than `onSubmittedWorkDone` (BENCHMARKS, session 12: pattern at cursor computed
+/// sooner than `onSubmittedWorkDone` (decision 0011: pattern at cursor computed
 /// 0.9–1.1 against 2.9–3.2 ms, BF drawn 4.3–4.9 against 5.9–6.7 ms on the H200), and racing
 /// the two was no faster than the fence alone.
 pub(super) async fn show(inner: &Inner, frames: Frames) -> Result<(), JsValue> {
