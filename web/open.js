@@ -1,0 +1,153 @@
+// Opening an acquisition: the files chosen or dropped, the options of the header (scan shape,
+// crop, bin, bad pixels), the open itself and what a failed one leaves.
+import { $, state } from './state.js';
+import { call } from './worker_client.js';
+import { clearError, hideProgress, showError, showNotice, showProgress } from './messages.js';
+import { showEmpty, showOpened, showProfile } from './acquisition_view.js';
+import { applyDefaults } from './detector.js';
+import { renderNow } from './render.js';
+import { fmtBytes } from './format.js';
+
+// A key of the files' names and sizes, and their names as the page lists them.
+export const filesKey = (files) => Array.from(files || [], (f) => `${f.name}:${f.size}`).sort().join('|');
+const names = (files) => Array.from(files || [], (f) => f.name).join(', ');
+
+// The scan shape typed in the header, if it belongs to `files` (see scanShapeFor). Fields
+// typed for other files are cleared, and the page says so.
+function scanShapeFieldsFor(files) {
+  const r = parseInt($('scan-rows').value, 10), c = parseInt($('scan-cols').value, 10);
+  if (!(r > 0 && c > 0)) return null;
+  if (state.scanShapeFor !== null && state.scanShapeFor !== filesKey(files)) {
+    $('scan-rows').value = ''; $('scan-cols').value = '';
+    showNotice(`The scan shape ${r} × ${c} was typed for other files; ${names(files)} open with the shape they store.`);
+    state.scanShapeFor = null;
+    return null;
+  }
+  return [r, c];
+}
+
+function readOptions(files) {
+  const o = {};
+  const shape = scanShapeFieldsFor(files);
+  if (shape) o.scanShape = shape;
+  const bin = parseInt($('bin').value, 10);
+  if (bin > 1) o.bin = bin;
+  const crop = $('crop').value.trim();
+  if (crop) {
+    const m = crop.match(/^(\d+)\s*:\s*(\d+)\s*,\s*(\d+)\s*:\s*(\d+)$/);
+    if (!m) throw new Error(`scan crop "${crop}": write rows and columns as r0:r1,c0:c1 (half-open)`);
+    o.crop = m.slice(1).map(Number);
+  }
+  if ($('bad-pixels').checked) o.maskBadPixels = true;
+  return o;
+}
+
+// Open from the page's controls: a malformed option or a failed open is shown on the page,
+// not thrown.
+export function openFromUi(files, base = {}) {
+  files = Array.from(files || []);
+  let opts;
+  try { opts = { ...base, ...readOptions(files) }; } catch (e) { showError(e.message); return Promise.resolve(); }
+  return openFiles(files, opts).catch(() => {});
+}
+
+// Open `files`. Until the Worker has read their metadata the acquisition open now stays
+// open there (Viewer::open sets it aside only when the new one is about to load): a failed
+// open leaves it usable, a failed load leaves an empty page, and either is said.
+export async function openFiles(files, options = {}) {
+  files = Array.from(files || []);
+  try {
+    await state.workerReady;
+    if (state.adapterInfo && state.adapterInfo.error) throw new Error('WebGPU is not available: ' + state.adapterInfo.error);
+    if (!files.length && !options.synthetic) throw new Error('no files given: choose or drop the files of one acquisition');
+  } catch (e) {
+    showError(e.message);
+    throw e;
+  }
+  state.lastFiles = files;
+  state.lastOptions = options;
+  clearError();
+  const previous = state.current;
+  const what = options.synthetic ? `synthetic ${options.synthetic.join('×')}` : names(files);
+  state.loading = { files, options, logical: 0, what };
+  document.body.classList.add('loading');
+  showProgress('reading metadata', 0, 0);
+  let r;
+  try {
+    r = await call('open', { files, options });
+  } catch (e) {
+    state.loading = null;
+    document.body.classList.remove('loading');
+    hideProgress();
+    state.lastScanShapeError = /scan-shape|scan shape/i.test(e.message);
+    await afterFailedOpen(previous, `Opening ${what} failed: ${e.message}`);
+    throw e;
+  }
+  state.lastScanShapeError = false;
+  if (options.scanShape) state.scanShapeFor = filesKey(files);
+  state.loading.logical = r.info.logical_bytes;
+  showProgress('drawing the first image', 0, 0);
+  state.current = { ...r, files, options, logical: r.info.logical_bytes };
+  state.loading = null;
+  applyDefaults(r);
+  showOpened();
+  try {
+    await renderNow();
+  } finally {
+    document.body.classList.remove('loading');
+    hideProgress();
+  }
+  // The totals, CoM moments and ring sums follow the first image; the profile shown then
+  // has their times. Calls made meanwhile queue behind them in the Worker.
+  const opened = state.current;
+  call('prepare').then(() => call('profile')).then((p) => {
+    if (state.current !== opened) return;
+    state.current.profile = p;
+    showProfile();
+  }).catch((e) => { if (state.current === opened) showError(e.message); });
+  return r.info;
+}
+
+// After a failed open: the acquisition open before is still there when the Worker kept it
+// (the failure came before the new load began), else the page is empty.
+async function afterFailedOpen(previous, message) {
+  let kept = false;
+  try { kept = previous !== null && await call('isOpen'); } catch (e) { kept = false; }
+  if (kept) {
+    state.current = previous;
+    showError(`${message}. ${names(previous.files) || 'The acquisition'} is still open.`, true);
+    await renderNow().catch(() => {});
+  } else {
+    showEmpty();
+    showError(previous ? `${message}. Nothing is open now: the previous acquisition was released when loading began.` : message, true);
+  }
+}
+
+// Bin, masking or crop changed with an acquisition open: the resident copy is rebuilt from
+// the same files, and the page says what that costs.
+export function reapplySettings(what) {
+  if (!state.current || state.loading || state.current.options.synthetic) return;
+  const files = state.current.files;
+  showNotice(`${what}: re-reading ${names(files)} (${fmtBytes(state.current.info.logical_bytes)}) to rebuild the GPU copy.`);
+  openFromUi(files);
+}
+
+// The files of a drop, with those of dropped folders.
+export async function droppedFiles(dt) {
+  const entries = Array.from(dt.items || []).map((i) => i.webkitGetAsEntry && i.webkitGetAsEntry()).filter(Boolean);
+  if (!entries.length) return Array.from(dt.files || []);
+  const out = [];
+  const walk = async (entry) => {
+    if (entry.isFile) out.push(await new Promise((res, rej) => entry.file(res, rej)));
+    else if (entry.isDirectory) {
+      const reader = entry.createReader();
+      for (;;) {
+        const batch = await new Promise((res, rej) => reader.readEntries(res, rej));
+        if (!batch.length) break;
+        for (const e of batch) await walk(e);
+      }
+    }
+  };
+  for (const e of entries) await walk(e);
+  return out;
+}
