@@ -56,7 +56,7 @@ const BATCH_BELOW = 1 << 20;
 // A batch of small ranges is read one by one with FileReaderSync in each of several Workers
 // (on the H200 machine, 4,100 node-sized reads in 0.98 s over 15 Workers, 1.34 s all in
 // flight with Blob.arrayBuffer()); a pool of one to three reads them all in flight, which
-// was faster with a single Worker (2.2 s against 3.3 s, session 6).
+// was faster with a single Worker (2.2 s against 3.3 s: decision 0013).
 const SYNC_SMALL_READS = POOL_WORKERS >= 4;
 // `walks[i]`, if given, is the job list of the chunks range i holds: its Worker walks their
 // headers, and the answer is `{bytes, tables, failed, message}`.
