@@ -32,7 +32,18 @@ pub enum Error {
     /// The scan shape is missing or does not fit the frames.
     #[error("{file}: {message}")]
     ScanShape { file: String, message: String },
-    /// Failures of a GPU backend (adapter, device loss, out of memory, limits).
+    /// What the GPU path cannot do exactly for this input or adapter (a float32 span too
+    /// wide for 128-bit sums, moments past 64 bits, a tile past the binding limit, ...): the
+    /// CPU reference can, and is the only error the engine's users fall back to it on.
+    #[error("GPU: {0}")]
+    GpuUnsupported(String),
+    /// The GPU had no memory for a plan; the message gives its sizes and the alternatives.
+    #[error("GPU: {0}")]
+    GpuOutOfMemory(String),
+    /// The device was lost; reopening the acquisition makes a new one.
+    #[error("GPU: {0}")]
+    DeviceLost(String),
+    /// Other failures of a GPU backend (no adapter, a pipeline refused, a mapping failed).
     #[error("GPU: {0}")]
     Gpu(String),
 }
@@ -47,5 +58,10 @@ impl Error {
 
     pub fn param(message: impl Into<String>) -> Self {
         Error::Param(message.into())
+    }
+
+    /// Whether the GPU path declined this input (the CPU reference computes it instead).
+    pub fn is_gpu_unsupported(&self) -> bool {
+        matches!(self, Error::GpuUnsupported(_))
     }
 }

@@ -128,7 +128,7 @@ impl Engine {
             for rx in waits {
                 let r = rx
                     .await
-                    .map_err(|_| Error::Gpu(format!("{what} was cancelled (device lost?)")))
+                    .map_err(|_| Error::DeviceLost(format!("{what} was cancelled (device lost?)")))
                     .and_then(|r| r.map_err(|e| Error::Gpu(format!("{what} failed: {e}"))));
                 out = out.and(r);
             }
@@ -150,7 +150,7 @@ impl Engine {
         #[cfg(target_arch = "wasm32")]
         let _ = s.index;
         s.rx.await
-            .map_err(|_| Error::Gpu("GPU work was dropped (device lost?)".into()))?;
+            .map_err(|_| Error::DeviceLost("GPU work was dropped (device lost?)".into()))?;
         self.check_alive()
     }
 

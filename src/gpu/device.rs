@@ -183,7 +183,7 @@ impl Engine {
 
     pub(crate) fn check_alive(&self) -> Result<()> {
         match self.lost.lock().ok().and_then(|l| l.clone()) {
-            Some(why) => Err(Error::Gpu(format!(
+            Some(why) => Err(Error::DeviceLost(format!(
                 "the GPU device was lost ({why}); reopen the acquisition to recover"
             ))),
             None => Ok(()),

@@ -86,7 +86,7 @@ pub fn moment_bound(res: &Resident) -> u128 {
 /// [`moment_bound`] stays below 2^64.
 pub fn moments_fit_64(res: &Resident) -> Result<()> {
     if moment_bound(res) >= 1u128 << 64 {
-        return Err(Error::Gpu(
+        return Err(Error::GpuUnsupported(
             "centre-of-mass moments of this detector could exceed 64 bits; use --backend cpu"
                 .into(),
         ));

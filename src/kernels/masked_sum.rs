@@ -271,7 +271,7 @@ pub fn gpu_weight_groups(
 ) -> Result<std::collections::BTreeMap<u64, Vec<u32>>> {
     let groups = weight_groups(indices, weights);
     if groups.len() > MAX_WEIGHT_GROUPS {
-        return Err(Error::Gpu(format!(
+        return Err(Error::GpuUnsupported(format!(
             "this weighted mask has {} distinct weights (the GPU path takes at most {MAX_WEIGHT_GROUPS}); use --backend cpu",
             groups.len()
         )));

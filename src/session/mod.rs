@@ -167,10 +167,11 @@ impl Session {
             let same =
                 p.bin == res.correction.bin && p.mask_bad_pixels == res.correction.mask_bad_pixels;
             if same {
-                // A span too wide for 128-bit sums (or NaN) is refused there: the CPU
-                // reference computes it instead, exactly.
-                if let Ok(a) = gp::compute_resident(engine, &self.acq, res, p).await {
-                    return Ok(a);
+                // A span too wide for 128-bit sums (or NaN) is declined there: the CPU
+                // reference computes it instead, exactly. Any other failure is the user's to see.
+                match gp::compute_resident(engine, &self.acq, res, p).await {
+                    Err(e) if e.is_gpu_unsupported() => {}
+                    done => return done,
                 }
             }
         }

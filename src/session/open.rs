@@ -309,7 +309,8 @@ impl Session {
             // A float32 span the GPU cannot sum exactly is left to the CPU reference.
             Some(res) => match gp::settle_bad_pixels(engine, &self.acq, res).await {
                 Ok((mean, found)) => Some((mean, found, res.found_bad.clone())),
-                Err(_) => None,
+                Err(e) if e.is_gpu_unsupported() => None,
+                Err(e) => return Err(e),
             },
             None => None,
         };

@@ -63,7 +63,7 @@ impl ResidentPlan {
             (Dtype::U8, false) => 8,
             (Dtype::U16, false) => 16,
             (Dtype::F32, false) => 32,
-            (Dtype::F32, true) => return Err(Error::Gpu(
+            (Dtype::F32, true) => return Err(Error::GpuUnsupported(
                 "binned float32 acquisitions are computed on the CPU backend (use --backend cpu)"
                     .into(),
             )),
@@ -80,12 +80,14 @@ impl ResidentPlan {
         let limit = limits.max_storage_binding.min(limits.max_buffer_size) & !3;
         let tiles_per_segment = (limit / tile_bytes) as usize;
         if tiles_per_segment == 0 {
-            return Err(Error::Gpu(format!(
+            return Err(Error::GpuUnsupported(format!(
                 "one tile of {tile} scan positions ({tile_bytes} bytes) exceeds the adapter's storage binding limit ({limit} bytes): bin the detector"
             )));
         }
         if tile_words > u32::MAX as u64 / 2 || frame_words * 4 > u32::MAX as u64 {
-            return Err(Error::Gpu("detector too large for 32-bit indexing".into()));
+            return Err(Error::GpuUnsupported(
+                "detector too large for 32-bit indexing".into(),
+            ));
         }
         let frames = shape.frames();
         let mut segments = Vec::new();
@@ -308,7 +310,7 @@ impl FloatRange {
     /// exactly in a signed 128-bit integer of units `2^lsb`.
     pub fn check_exact(&self, terms: u64, max_factor: u64, file: &str) -> Result<()> {
         if self.non_finite {
-            return Err(Error::Gpu(format!(
+            return Err(Error::GpuUnsupported(format!(
                 "{file}: float32 data holds NaN or infinity; the GPU sums only finite values exactly (use --backend cpu)"
             )));
         }
@@ -318,7 +320,7 @@ impl FloatRange {
         }
         let need = (self.top - self.lsb) + log2(terms) + log2(max_factor.max(1) + 1);
         if need > 127 {
-            return Err(Error::Gpu(format!(
+            return Err(Error::GpuUnsupported(format!(
                 "{file}: float32 values span 2^{}..2^{}, too wide for the GPU's exact 128-bit sums (needs {need} bits); use --backend cpu",
                 self.lsb, self.top
             )));
@@ -428,14 +430,14 @@ mod tests {
         assert_eq!((r.lsb, r.top, r.non_finite), (-25, 2, false));
         assert!(r.check_exact(1 << 16, 255, "f").is_ok());
         r.take(&[1e-30]);
-        let e = r.check_exact(1 << 16, 255, "f.h5").unwrap_err().to_string();
+        let e = r.check_exact(1 << 16, 255, "f.h5").unwrap_err();
+        // Declined as unsupported: the one error the session computes on the CPU instead.
+        assert!(e.is_gpu_unsupported(), "{e:?}");
+        let e = e.to_string();
         assert!(e.contains("f.h5") && e.contains("128-bit"), "{e}");
         r.take(&[f32::NAN]);
-        assert!(r
-            .check_exact(1, 1, "f")
-            .unwrap_err()
-            .to_string()
-            .contains("NaN"));
+        let e = r.check_exact(1, 1, "f").unwrap_err();
+        assert!(e.is_gpu_unsupported() && e.to_string().contains("NaN"), "{e:?}");
         let mut sub = FloatRange::default();
         sub.take(&[f32::from_bits(1)]);
         assert_eq!((sub.lsb, sub.top), (-149, -148));

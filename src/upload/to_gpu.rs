@@ -238,7 +238,7 @@ impl Engine {
         correction: Correction,
     ) -> Result<Resident> {
         if let Some(e) = scope.pop().await {
-            return Err(Error::Gpu(format!(
+            return Err(Error::GpuOutOfMemory(format!(
                 "out of GPU memory for {} bytes resident (peak {}): {} ({e})",
                 plan.payload_bytes,
                 plan.peak_bytes,
