@@ -76,6 +76,44 @@ fn main() {
     let dest = Path::new(&std::env::var("OUT_DIR").expect("cargo sets OUT_DIR"))
         .join("kernel_registry.rs");
     std::fs::write(dest, out).expect("the registry is written");
+    build_commit(root);
+}
+
+/// `STEM4D_COMMIT`: the commit benchmark reports record (`git rev-parse`, with `-dirty`
+/// when tracked files differ; "unknown" outside a git checkout). Rebuilt when HEAD moves.
+fn build_commit(root: &Path) {
+    let git = |args: &[&str]| {
+        std::process::Command::new("git")
+            .args(args)
+            .current_dir(root)
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+    };
+    let commit = match git(&["rev-parse", "--short=7", "HEAD"]) {
+        Some(hash) => {
+            let dirty = git(&["status", "--porcelain", "--untracked-files=no"])
+                .is_some_and(|s| !s.is_empty());
+            format!("{hash}{}", if dirty { "-dirty" } else { "" })
+        }
+        None => "unknown".to_string(),
+    };
+    if let Some(dir) = git(&["rev-parse", "--git-dir"]) {
+        let dir = root.join(dir);
+        println!("cargo:rerun-if-changed={}", dir.join("HEAD").display());
+        println!("cargo:rerun-if-changed={}", dir.join("index").display());
+        if let (Some(head), Some(common)) = (
+            git(&["symbolic-ref", "-q", "HEAD"]),
+            git(&["rev-parse", "--git-common-dir"]),
+        ) {
+            println!(
+                "cargo:rerun-if-changed={}",
+                root.join(common).join(head).display()
+            );
+        }
+    }
+    println!("cargo:rustc-env=STEM4D_COMMIT={commit}");
 }
 
 /// The names of the `@compute` entry points in `text`, in order (comments skipped).

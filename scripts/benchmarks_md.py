@@ -4,6 +4,7 @@
     python3 scripts/benchmarks_md.py            # write BENCHMARKS.md
     python3 scripts/benchmarks_md.py --check    # exit 1 if BENCHMARKS.md differs
     python3 scripts/benchmarks_md.py --stdout   # print it instead
+    python3 scripts/benchmarks_md.py --update RESULT.json...   # take a run's figures, then write
 
 Schema. One JSON file per table, taken in file-name order (`benchmarks/10-gpu-kernels.json`
 before `20-…`), each an object:
@@ -26,6 +27,9 @@ A RECORD is one row, the latest measured value of one figure, with exactly these
              "see decision NNNN", naming the docs/decisions record that holds the run
     date     the day the figure was recorded, YYYY-MM-DD
     note     optional: one sentence printed under the table
+    key      optional: the figure's name in `stem4d bench … --json` output ("kernel BF r=30
+             (2828 px)"); `--update` replaces value, machine, commit and date of the records
+             whose key and command equal a figure's and its run's (and drops their note)
 
 A new measurement replaces its row's value, commit and date; it never adds a row beside it.
 The script checks the schema (unknown or missing fields, a commit that is neither a hash nor
@@ -43,7 +47,7 @@ TARGET = ROOT / "BENCHMARKS.md"
 DECISIONS = ROOT / "docs" / "decisions"
 
 FIELDS = ("figure", "value", "target", "command", "machine", "commit", "date")
-OPTIONAL = ("note",)
+OPTIONAL = ("note", "key")
 COLUMNS = ("figure", "value", "target", "command", "machine", "commit", "date")
 
 HEADER = """\
@@ -163,7 +167,48 @@ def render():
     return HEADER + "\n" + "\n\n".join(render_table(t) for t in tables) + "\n"
 
 
+def update(result_paths):
+    """Replace the rows a `stem4d bench … --json` run measured; returns how many."""
+    paths = sorted(SOURCES.glob("*.json"))
+    tables = {p: load(p) for p in paths}
+    changed = 0
+    for rp in result_paths:
+        try:
+            run = json.loads(Path(rp).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as e:
+            raise SchemaError(f"{rp}: {e}")
+        if run.get("software_adapter"):
+            raise SchemaError(f"{rp}: measured on a software adapter: never a speed figure")
+        if not re.fullmatch(r"[0-9a-f]{7,40}", str(run.get("commit", ""))):
+            raise SchemaError(f"{rp}: commit '{run.get('commit')}' is not a clean build's hash")
+        matched = 0
+        for fig in run.get("figures", []):
+            for table in tables.values():
+                for rec in table["records"]:
+                    if rec.get("key") == fig["key"] and rec["command"] == run["command"]:
+                        rec.update(value=fig["value"], machine=run["machine"],
+                                   commit=run["commit"], date=run["date"])
+                        rec.pop("note", None)
+                        matched += 1
+        if not matched:
+            raise SchemaError(f"{rp}: no record has this run's command and a key it measured "
+                              f"(command: {run.get('command')})")
+        changed += matched
+    for p, table in tables.items():
+        p.write_text(json.dumps(table, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    return changed
+
+
 def main(argv):
+    if len(argv) > 2 and argv[1] == "--update":
+        try:
+            n = update(argv[2:])
+            TARGET.write_text(render(), encoding="utf-8")
+        except SchemaError as e:
+            print(f"benchmarks_md.py: {e}", file=sys.stderr)
+            return 1
+        print(f"benchmarks_md.py: {n} rows updated; BENCHMARKS.md written")
+        return 0
     args = set(argv[1:])
     if args - {"--check", "--stdout"}:
         print(__doc__.split("\n\n")[1], file=sys.stderr)

@@ -17,6 +17,8 @@ step "cargo fmt --check"
 cargo fmt --check
 step "cargo clippy --all-targets -D warnings"
 cargo clippy --all-targets -- -D warnings
+step "BENCHMARKS.md is what benchmarks/*.json render"
+python3 scripts/benchmarks_md.py --check
 step "cargo test"
 cargo test
 step "wasm32-unknown-unknown build of the library"

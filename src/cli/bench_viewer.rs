@@ -45,7 +45,12 @@ fn median_update(
 
 /// Print the load time and the median time of each interaction (`subgroups`: where the
 /// adapter has them; off, the kernels the page runs).
-pub fn run(acq: Acquisition, reps: usize, subgroups: bool) -> Result<()> {
+pub fn run(
+    acq: Acquisition,
+    reps: usize,
+    subgroups: bool,
+    json: Option<&std::path::Path>,
+) -> Result<()> {
     let mut engine = pollster::block_on(Engine::new())?;
     engine.use_subgroups(subgroups);
     let shape = acq.shape;
@@ -62,6 +67,11 @@ pub fn run(acq: Acquisition, reps: usize, subgroups: bool) -> Result<()> {
             ""
         }
     );
+    let a = &engine.adapter;
+    let mut report = crate::cli::bench_report::BenchReport::new(
+        format!("{}, {}, driver {}", a.name, a.backend, a.driver),
+        a.software,
+    );
     let t = Instant::now();
     let req = OpenRequest {
         bin: 1,
@@ -69,10 +79,9 @@ pub fn run(acq: Acquisition, reps: usize, subgroups: bool) -> Result<()> {
     };
     let mut s = pollster::block_on(Session::open(&engine, acq, &req, 0.0, &mut |_, _, _| {}))?;
     pollster::block_on(s.prepare(&engine))?;
-    println!(
-        "  load (upload + totals + CoM + BF fit)   {:9.2} ms",
-        t.elapsed().as_secs_f64() * 1e3
-    );
+    let load_ms = t.elapsed().as_secs_f64() * 1e3;
+    println!("  load (upload + totals + CoM + BF fit)   {load_ms:9.2} ms");
+    report.push("load", format!("{load_ms:.2} ms"));
     let [kr, kc] = shape.det;
     let [rows, cols] = shape.scan;
     let (cr, cc) = (kr as f64 / 2.0, kc as f64 / 2.0);
@@ -128,11 +137,17 @@ pub fn run(acq: Acquisition, reps: usize, subgroups: bool) -> Result<()> {
     for (name, view) in &lines {
         let ms = median_update(&engine, &mut s, reps, view.as_ref())?;
         println!("  {name:<38} {ms:9.2} ms  (median of {reps})");
+        let mut value = format!("{ms:.2} ms");
         if let Some(g) = gpu_times(&engine, &mut s, reps.min(10), view.as_ref())? {
             println!("    {g}");
+            value = format!("{value} ({g})");
         }
+        report.push(*name, value);
     }
-    Ok(())
+    match json {
+        Some(path) => report.write(path),
+        None => Ok(()),
+    }
 }
 
 /// The GPU's own time in `reps` further updates, by pass timestamps where the adapter has

@@ -3,6 +3,7 @@
 
 mod bench;
 pub mod bench_gpu;
+pub mod bench_report;
 pub mod bench_viewer;
 pub mod parity;
 
@@ -118,6 +119,9 @@ enum BenchCmd {
         /// Time only the GPU decode of the first window (decode kernel experiments).
         #[arg(long)]
         decode_only: bool,
+        /// Also write the figures as JSON (`scripts/benchmarks_md.py --update` takes it).
+        #[arg(long, value_name = "PATH")]
+        json: Option<PathBuf>,
     },
     /// The Vulkan driver's statistics for every kernel (registers, workgroup memory,
     /// instructions), through VK_KHR_pipeline_executable_properties.
@@ -147,6 +151,9 @@ enum BenchCmd {
         /// operations), for figures set beside such a page's.
         #[arg(long)]
         no_subgroups: bool,
+        /// Also write the figures as JSON (`scripts/benchmarks_md.py --update` takes it).
+        #[arg(long, value_name = "PATH")]
+        json: Option<PathBuf>,
     },
 }
 
@@ -232,6 +239,7 @@ fn run(cli: Cli) -> Result<()> {
                     kernels,
                     no_subgroups,
                     decode_only,
+                    json,
                 },
         } => bench_gpu(
             &open,
@@ -240,6 +248,7 @@ fn run(cli: Cli) -> Result<()> {
                 bf_radius,
                 subgroups: !no_subgroups,
                 decode_only,
+                json,
             },
             &kernel_overrides(kernels)?,
         ),
@@ -255,8 +264,14 @@ fn run(cli: Cli) -> Result<()> {
                     open,
                     reps,
                     no_subgroups,
+                    json,
                 },
-        } => crate::cli::bench_viewer::run(open_acquisition(&open)?, reps.max(1), !no_subgroups),
+        } => crate::cli::bench_viewer::run(
+            open_acquisition(&open)?,
+            reps.max(1),
+            !no_subgroups,
+            json.as_deref(),
+        ),
         Cmd::Parity {
             open,
             mask_bad_pixels,

@@ -437,7 +437,10 @@ mod tests {
         assert!(e.contains("f.h5") && e.contains("128-bit"), "{e}");
         r.take(&[f32::NAN]);
         let e = r.check_exact(1, 1, "f").unwrap_err();
-        assert!(e.is_gpu_unsupported() && e.to_string().contains("NaN"), "{e:?}");
+        assert!(
+            e.is_gpu_unsupported() && e.to_string().contains("NaN"),
+            "{e:?}"
+        );
         let mut sub = FloatRange::default();
         sub.take(&[f32::from_bits(1)]);
         assert_eq!((sub.lsb, sub.top), (-149, -148));
