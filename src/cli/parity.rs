@@ -158,7 +158,14 @@ pub fn run(acq: &Acquisition, mask_bad_pixels: bool, overrides: &[(String, Strin
                 mask_bad_pixels: p.mask_bad_pixels,
                 bin: p.bin,
             };
-            match pollster::block_on(engine.upload(acq, corr)) {
+            // As the page and `products::gpu::compute` make it: with masking on, the hot and
+            // dead pixels of the mean pattern are zeroed as the CPU reference leaves them out.
+            let made = pollster::block_on(async {
+                let mut r = engine.upload(acq, corr).await?;
+                crate::products::gpu::settle_bad_pixels(engine, acq, &mut r).await?;
+                Ok::<_, crate::error::Error>(r)
+            });
+            match made {
                 Ok(r) => resident = Some(r),
                 Err(e) => {
                     println!(
