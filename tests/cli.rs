@@ -483,24 +483,28 @@ fn kernel_overrides_replace_kernels_by_name() {
 /// `stem4d parity --mask-bad-pixels` compares the GPU with the CPU reference as the page
 /// computes them: the hot pixels found in arina_u16's mean pattern (65534 at a few pixels)
 /// are left out on both sides, so every product passes; without the zeroing on the GPU side
-/// the totals differed by the hot pixels' counts.
+/// the totals differed by the hot pixels' counts. The EMD float32 fixture masked has a weak
+/// DPC (about 2e-3 px against CoMs of 5 px): its iDPC holds 1e-5·max|φ| only with the scan
+/// mean taken off before the CoM is rounded to float32.
 #[test]
 fn parity_with_bad_pixels_masked_passes_on_real_hot_pixels() {
     if std::env::var_os("STEM4D_REQUIRE_GPU").is_none() {
         eprintln!("skipped: no STEM4D_REQUIRE_GPU");
         return;
     }
-    let files: Vec<String> = ARINA_U16.iter().map(|f| data(f)).collect();
-    let mut args: Vec<&str> = vec!["parity"];
-    args.extend(files.iter().map(String::as_str));
-    args.push("--mask-bad-pixels");
-    let o = stem4d(&args);
-    let out = String::from_utf8_lossy(&o.stdout);
-    assert!(
-        o.status.success(),
-        "{out}\n{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    assert!(!out.contains("FAIL"), "{out}");
-    assert!(out.matches("PASS").count() >= 15, "{out}");
+    let arina: Vec<String> = ARINA_U16.iter().map(|f| data(f)).collect();
+    for files in [arina, vec![data("emd_f32.h5")]] {
+        let mut args: Vec<&str> = vec!["parity"];
+        args.extend(files.iter().map(String::as_str));
+        args.push("--mask-bad-pixels");
+        let o = stem4d(&args);
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert!(
+            o.status.success(),
+            "{out}\n{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert!(!out.contains("FAIL"), "{out}");
+        assert!(out.matches("PASS").count() >= 14, "{out}");
+    }
 }

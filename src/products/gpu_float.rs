@@ -191,15 +191,22 @@ pub async fn compute(
                     data: f32s(dpc_from_com(&com, p.rotation, p.flip)),
                 },
                 _ => {
+                    // The scan mean is taken off in float64 here, before the one rounding to
+                    // float32: a CoM of several pixels rounded first keeps only ~5e-7 px, which
+                    // a weak DPC (1e-3 px) cannot spare against iDPC's bound.
                     let n = shape.frames();
+                    let [mean_r, mean_c] = scan_means(&com);
                     let pairs: Vec<u32> = (0..n)
-                        .flat_map(|k| [(com[k] as f32).to_bits(), (com[n + k] as f32).to_bits()])
+                        .flat_map(|k| {
+                            let d = [com[k] - mean_r, com[n + k] - mean_c];
+                            [(d[0] as f32).to_bits(), (d[1] as f32).to_bits()]
+                        })
                         .collect();
                     let centre = engine.input(&pairs);
                     let idpc = Idpc::new(engine, shape.scan);
                     let mut enc = engine.device.create_command_encoder(&Default::default());
                     let dpc = DpcSettings {
-                        mean: scan_means(&com),
+                        mean: [0.0, 0.0],
                         rotation: p.rotation,
                         flip: p.flip,
                     };
