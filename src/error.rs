@@ -29,6 +29,13 @@ pub enum Error {
     /// The user's parameters do not fit the acquisition.
     #[error("{0}")]
     Param(String),
+    /// A product parameter missing or out of range, named by its field as `stem4d.product`
+    /// spells it (`'center'`, `'bin'`): the CLI says it with its flag (`cli::say_error`).
+    #[error("{message}")]
+    ProductParam {
+        field: &'static str,
+        message: String,
+    },
     /// The scan shape is missing or does not fit the frames.
     #[error("{file}: {message}")]
     ScanShape { file: String, message: String },
@@ -58,6 +65,14 @@ impl Error {
 
     pub fn param(message: impl Into<String>) -> Self {
         Error::Param(message.into())
+    }
+
+    /// A product parameter's problem; `message` names the field as `'field'`.
+    pub fn product_param(field: &'static str, message: impl Into<String>) -> Self {
+        Error::ProductParam {
+            field,
+            message: message.into(),
+        }
     }
 
     /// Whether the GPU path declined this input (the CPU reference computes it instead).

@@ -508,3 +508,44 @@ fn parity_with_bad_pixels_masked_passes_on_real_hot_pixels() {
         assert!(out.matches("PASS").count() >= 14, "{out}");
     }
 }
+
+/// A product parameter is named by its flag on the command line and by its field on the page
+/// (`stem4d.product`): the shared layer names the field, the CLI says it its way.
+#[test]
+fn missing_and_bad_parameters_are_named_by_flag() {
+    let tmp = TempDir::new("params");
+    let out = tmp.path("x.npy").display().to_string();
+    let files: Vec<String> = ARINA_U16.iter().map(|n| data(n)).collect();
+    for (extra, want) in [
+        (
+            vec!["--kind", "bf", "--radius", "3"],
+            "product 'bf' needs --center R,C",
+        ),
+        (
+            vec!["--kind", "pattern"],
+            "product 'pattern' needs --at R,C",
+        ),
+        (
+            vec!["--kind", "pattern", "--at", "9,0"],
+            "--at 9,0 is outside the 5x7 scan",
+        ),
+        (
+            vec!["--kind", "total", "--bin", "40"],
+            "--bin 40 is larger than the 13x11 detector",
+        ),
+    ] {
+        let mut args = vec!["product", "--backend", "cpu", "--out", out.as_str()];
+        args.extend(extra);
+        args.extend(files.iter().map(String::as_str));
+        let o = stem4d(&args);
+        assert!(!o.status.success());
+        assert!(stderr(&o).contains(want), "{args:?}: {}", stderr(&o));
+    }
+    let p = stem4d::products::ProductParams::new(stem4d::products::ProductKind::Bf);
+    let shape = stem4d::contract::Shape4 {
+        scan: [5, 7],
+        det: [13, 11],
+    };
+    let e = p.validate(shape).unwrap_err().to_string();
+    assert_eq!(e, "product 'bf' needs 'center'");
+}

@@ -206,10 +206,33 @@ pub fn main() -> i32 {
     match run(cli) {
         Ok(()) => 0,
         Err(e) => {
-            eprintln!("stem4d: error: {e}");
+            eprintln!("stem4d: error: {}", say_error(&e));
             1
         }
     }
+}
+
+/// An error as the command line says it: a product parameter by its flag (`--center R,C`
+/// where the page says `'center'`), everything else as it is.
+fn say_error(e: &Error) -> String {
+    let Error::ProductParam { field, message } = e else {
+        return e.to_string();
+    };
+    let (flag, value) = match *field {
+        "center" => ("--center", " R,C"),
+        "radius" => ("--radius", " R"),
+        "inner" => ("--inner", " R"),
+        "outer" => ("--outer", " R"),
+        "rect" => ("--rect", " R0,R1,C0,C1"),
+        "mask" => ("--mask", " MASK.npy"),
+        "at" => ("--at", " R,C"),
+        "bin" => ("--bin", ""),
+        "rotation" => ("--rotation", ""),
+        _ => return message.clone(),
+    };
+    message
+        .replace(&format!("needs '{field}'"), &format!("needs {flag}{value}"))
+        .replace(&format!("'{field}'"), flag)
 }
 
 fn run(cli: Cli) -> Result<()> {

@@ -7,7 +7,7 @@ mod fft;
 pub use exact::{div_u128, Dd};
 
 use crate::contract::{fftfreq, rotate_flip, Region, SparseMask};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::formats::Acquisition;
 use crate::frames::{Correction, FrameBlock, FrameReader, Samples};
 use crate::pattern;
@@ -127,8 +127,7 @@ pub fn compute(acq: &Acquisition, p: &ProductParams) -> Result<ProductArray> {
             })
         }
         ProductKind::Pattern => {
-            let [r, c] =
-                p.at.ok_or_else(|| Error::param("product 'pattern' needs --at R,C"))?;
+            let [r, c] = ProductParams::need(p.at, "at", p.kind)?;
             let f = r * shape.scan[1] + c;
             let block = reader.block(f, f + 1, corr)?;
             let data = match block.samples {

@@ -265,8 +265,7 @@ pub(crate) async fn stored_frames(
     let det = shape.det;
     let (f0, f1, out_shape) = match p.kind {
         ProductKind::Pattern => {
-            let [r, c] =
-                p.at.ok_or_else(|| Error::param("product 'pattern' needs --at R,C"))?;
+            let [r, c] = ProductParams::need(p.at, "at", p.kind)?;
             let f = r * shape.scan[1] + c;
             (f, f + 1, det.to_vec())
         }

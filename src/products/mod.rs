@@ -201,8 +201,11 @@ impl ProductParams {
         Ok(p)
     }
 
-    fn need<T: Copy>(v: Option<T>, what: &str, kind: ProductKind) -> Result<T> {
-        v.ok_or_else(|| Error::param(format!("product '{}' needs {what}", kind.name())))
+    /// `v`, or an error naming the field `product '<kind>' needs '<field>'`.
+    pub fn need<T: Copy>(v: Option<T>, field: &'static str, kind: ProductKind) -> Result<T> {
+        v.ok_or_else(|| {
+            Error::product_param(field, format!("product '{}' needs '{field}'", kind.name()))
+        })
     }
 
     /// The detector mask of a virtual-image product, validated against the (binned) detector.
@@ -210,21 +213,19 @@ impl ProductParams {
         let k = self.kind;
         let m = match k {
             ProductKind::Bf | ProductKind::Df => DetectorMask::Disk {
-                center: Self::need(self.center, "--center R,C", k)?,
-                radius: Self::need(self.radius, "--radius R", k)?,
+                center: Self::need(self.center, "center", k)?,
+                radius: Self::need(self.radius, "radius", k)?,
             },
             ProductKind::Adf => DetectorMask::Annulus {
-                center: Self::need(self.center, "--center R,C", k)?,
-                inner: Self::need(self.inner, "--inner R", k)?,
-                outer: Self::need(self.outer, "--outer R", k)?,
+                center: Self::need(self.center, "center", k)?,
+                inner: Self::need(self.inner, "inner", k)?,
+                outer: Self::need(self.outer, "outer", k)?,
             },
-            ProductKind::Rect => {
-                DetectorMask::Rect(Self::need(self.rect, "--rect R0,R1,C0,C1", k)?)
-            }
+            ProductKind::Rect => DetectorMask::Rect(Self::need(self.rect, "rect", k)?),
             ProductKind::Mask => self
                 .mask
                 .clone()
-                .ok_or_else(|| Error::param("product 'mask' needs --mask MASK.npy"))?,
+                .ok_or_else(|| Error::product_param("mask", "product 'mask' needs 'mask'"))?,
             _ => {
                 return Err(Error::param(format!(
                     "product '{}' has no detector mask",
@@ -238,16 +239,22 @@ impl ProductParams {
 
     pub fn validate(&self, shape: Shape4) -> Result<()> {
         if self.bin == 0 {
-            return Err(Error::param("--bin must be >= 1"));
+            return Err(Error::product_param("bin", "'bin' must be >= 1"));
         }
         if self.bin > shape.det[0].max(shape.det[1]) {
-            return Err(Error::param(format!(
-                "--bin {} is larger than the {}x{} detector",
-                self.bin, shape.det[0], shape.det[1]
-            )));
+            return Err(Error::product_param(
+                "bin",
+                format!(
+                    "'bin' {} is larger than the {}x{} detector",
+                    self.bin, shape.det[0], shape.det[1]
+                ),
+            ));
         }
         if !self.rotation.is_finite() {
-            return Err(Error::param("--rotation must be finite"));
+            return Err(Error::product_param(
+                "rotation",
+                "'rotation' must be finite",
+            ));
         }
         let det = shape.binned(self.bin).det;
         if let Some(roi) = self.scan_roi {
@@ -262,12 +269,15 @@ impl ProductParams {
                 self.detector_mask(det)?;
             }
             ProductKind::Pattern => {
-                let [r, c] = Self::need(self.at, "--at R,C", self.kind)?;
+                let [r, c] = Self::need(self.at, "at", self.kind)?;
                 if r >= shape.scan[0] || c >= shape.scan[1] {
-                    return Err(Error::param(format!(
-                        "--at {r},{c} is outside the {}x{} scan",
-                        shape.scan[0], shape.scan[1]
-                    )));
+                    return Err(Error::product_param(
+                        "at",
+                        format!(
+                            "'at' {r},{c} is outside the {}x{} scan",
+                            shape.scan[0], shape.scan[1]
+                        ),
+                    ));
                 }
             }
             _ => {}
