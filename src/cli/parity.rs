@@ -4,7 +4,7 @@
 use crate::contract::Region;
 use crate::error::Result;
 use crate::formats::Acquisition;
-use crate::products::{ArrayData, ProductArray, ProductKind, ProductParams};
+use crate::products::{ProductKind, ProductParams};
 
 /// Parameters for each kind, derived from the acquisition (fitted BF disk, inner quarter...).
 pub fn default_params(acq: &Acquisition, mask_bad_pixels: bool) -> Result<Vec<ProductParams>> {
@@ -54,30 +54,6 @@ pub fn default_params(acq: &Acquisition, mask_bad_pixels: bool) -> Result<Vec<Pr
     });
     out.push(roi);
     Ok(out)
-}
-
-/// Max error of `got` against the CPU float64/integer reference and whether it meets the
-/// contract's bound for `kind`.
-pub fn judge(kind: ProductKind, got: &ProductArray, cpu: &ProductArray) -> (f64, bool) {
-    if got.shape != cpu.shape {
-        return (f64::INFINITY, false);
-    }
-    let (g, c) = (got.data.to_f64(), cpu.data.to_f64());
-    let max_err = g
-        .iter()
-        .zip(&c)
-        .map(|(a, b)| (a - b).abs())
-        .fold(0.0, f64::max);
-    let scale = c.iter().fold(0f64, |m, v| m.max(v.abs()));
-    let pass = match (kind, &got.data, &cpu.data) {
-        (ProductKind::Com, ArrayData::F32(g), ArrayData::F64(c)) => {
-            g.iter().zip(c).all(|(a, b)| *a == *b as f32)
-        }
-        (ProductKind::Dpc, _, _) => max_err <= 2e-6,
-        (ProductKind::Idpc, _, _) => max_err <= 1e-5 * scale,
-        _ => got.data == cpu.data,
-    };
-    (max_err, pass)
 }
 
 /// Every product on every available backend against the CPU reference; `overrides` replace
@@ -179,7 +155,8 @@ pub fn run(acq: &Acquisition, mask_bad_pixels: bool, overrides: &[(String, Strin
         let Some(res) = &resident else { continue };
         match pollster::block_on(crate::products::gpu::compute_resident(engine, acq, res, p)) {
             Ok(got) => {
-                let (err, pass) = judge(p.kind, &got, &cpu);
+                let verdict = crate::products::judge::judge(p.kind, &got, &cpu);
+                let (err, pass) = (verdict.max_error, verdict.pass());
                 if !pass {
                     failed += 1;
                 }

@@ -1,0 +1,126 @@
+//! The one judge of a backend's product against the CPU reference, under the contract's
+//! precision bounds (docs/CONTRACT.md): integer products, float sums and everything else
+//! identical (C-BOUND-INT); CoM the float32 rounding of the exact quotient (C-BOUND-COM); DPC
+//! within 2e-6 detector px (C-BOUND-DPC); iDPC within 1e-5·max|φ| (C-BOUND-IDPC); weighted
+//! masks, float64 from exact per-weight sums, within the CPU's float64 bound (C-WEIGHTS).
+//! `stem4d parity` and the native and browser parity tests judge with it; it is GPU-free and
+//! builds for wasm.
+
+use super::{ArrayData, ProductArray, ProductKind};
+
+/// DPC: the largest error allowed, in detector pixels.
+pub const DPC_BOUND_PX: f64 = 2e-6;
+/// iDPC: the largest error allowed, relative to the reference's max|φ|.
+pub const IDPC_BOUND_OF_MAX: f64 = 1e-5;
+/// Weighted masks: the CPU reference's own float64 bound, relative to each value.
+pub const WEIGHTED_BOUND_REL: f64 = 1e-12;
+
+/// What the judge found: the largest absolute difference, and the first value out of
+/// bounds (`None`: the product passes).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Verdict {
+    pub max_error: f64,
+    pub failure: Option<String>,
+}
+
+impl Verdict {
+    pub fn pass(&self) -> bool {
+        self.failure.is_none()
+    }
+}
+
+/// `got` (any backend) against `reference` (the CPU's) for a product of `kind`.
+pub fn judge(kind: ProductKind, got: &ProductArray, reference: &ProductArray) -> Verdict {
+    if got.shape != reference.shape {
+        return Verdict {
+            max_error: f64::INFINITY,
+            failure: Some(format!(
+                "shape {:?} != reference {:?}",
+                got.shape, reference.shape
+            )),
+        };
+    }
+    let (g, c) = (got.data.to_f64(), reference.data.to_f64());
+    let max_error = g
+        .iter()
+        .zip(&c)
+        .map(|(a, b)| (a - b).abs())
+        .fold(0.0, f64::max);
+    let scale = c.iter().fold(0f64, |m, v| m.max(v.abs()));
+    let within = |ok: &dyn Fn(f64, f64) -> bool| {
+        g.iter()
+            .zip(&c)
+            .position(|(a, b)| !ok(*a, *b))
+            .map(|i| format!("[{i}] {:e} vs reference {:e}", g[i], c[i]))
+    };
+    let failure = match (kind, &got.data, &reference.data) {
+        (ProductKind::Com, ArrayData::F32(gf), ArrayData::F64(cf)) => gf
+            .iter()
+            .zip(cf)
+            .position(|(a, b)| *a != *b as f32)
+            .map(|i| format!("[{i}] {:e} is not the float32 of {:e}", gf[i], cf[i])),
+        (ProductKind::Dpc, _, _) => within(&|a, b| (a - b).abs() <= DPC_BOUND_PX),
+        (ProductKind::Idpc, _, _) => within(&|a, b| (a - b).abs() <= IDPC_BOUND_OF_MAX * scale),
+        (ProductKind::Mask, ArrayData::F64(_), ArrayData::F64(_)) => {
+            within(&|a, b| (a - b).abs() <= WEIGHTED_BOUND_REL * b.abs())
+        }
+        _ if got.data == reference.data => None,
+        _ if got.data.dtype_name() != reference.data.dtype_name() => Some(format!(
+            "dtype {} != reference {}",
+            got.data.dtype_name(),
+            reference.data.dtype_name()
+        )),
+        _ => within(&|a, b| a.to_bits() == b.to_bits())
+            .or_else(|| Some("not identical to the reference".into())),
+    };
+    Verdict { max_error, failure }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn f32s(v: &[f32]) -> ProductArray {
+        ProductArray {
+            shape: vec![v.len()],
+            data: ArrayData::F32(v.to_vec()),
+        }
+    }
+
+    fn f64s(v: &[f64]) -> ProductArray {
+        ProductArray {
+            shape: vec![v.len()],
+            data: ArrayData::F64(v.to_vec()),
+        }
+    }
+
+    #[test]
+    fn each_kind_is_held_to_its_bound() {
+        // CoM: the float32 rounding, nothing else.
+        let c = f64s(&[0.1, 2.5]);
+        assert!(judge(ProductKind::Com, &f32s(&[0.1, 2.5]), &c).pass());
+        let off = f32::from_bits(0.1f32.to_bits() + 1);
+        assert!(!judge(ProductKind::Com, &f32s(&[off, 2.5]), &c).pass());
+        // DPC: 2e-6 px absolute.
+        assert!(judge(ProductKind::Dpc, &f32s(&[0.1000019]), &f64s(&[0.1])).pass());
+        assert!(!judge(ProductKind::Dpc, &f32s(&[0.100003]), &f64s(&[0.1])).pass());
+        // iDPC: 1e-5 of the largest |φ|.
+        let phi = f64s(&[1.0, -0.5]);
+        assert!(judge(ProductKind::Idpc, &f32s(&[1.000009, -0.5]), &phi).pass());
+        assert!(!judge(ProductKind::Idpc, &f32s(&[1.0, -0.49998]), &phi).pass());
+        // Integers: identical; a shape or dtype apart fails.
+        let u = |v: Vec<u64>| ProductArray {
+            shape: vec![v.len()],
+            data: ArrayData::U64(v),
+        };
+        assert!(judge(ProductKind::Bf, &u(vec![3, 4]), &u(vec![3, 4])).pass());
+        let v = judge(ProductKind::Bf, &u(vec![3, 5]), &u(vec![3, 4]));
+        assert_eq!((v.pass(), v.max_error), (false, 1.0));
+        assert!(!judge(ProductKind::Bf, &u(vec![3]), &u(vec![3, 4])).pass());
+        assert!(!judge(ProductKind::Total, &f64s(&[3.0]), &u(vec![3])).pass());
+        // Float sums: the same bits; weighted masks within the CPU's float64 bound.
+        assert!(!judge(ProductKind::Total, &f64s(&[1.0 + 1e-15]), &f64s(&[1.0])).pass());
+        assert!(judge(ProductKind::Mask, &f64s(&[1.0 + 1e-15]), &f64s(&[1.0])).pass());
+        assert!(!judge(ProductKind::Mask, &f64s(&[1.0 + 1e-11]), &f64s(&[1.0])).pass());
+    }
+}
