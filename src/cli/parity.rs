@@ -57,7 +57,8 @@ pub fn default_params(acq: &Acquisition, mask_bad_pixels: bool) -> Result<Vec<Pr
 }
 
 /// Max error of `got` against the CPU float64/integer reference and whether it meets the
-/// contract's bound for `kind`.
+/// contract's bound for `kind`: C-BOUND-COM (the float32 of the exact quotient), C-BOUND-DPC,
+/// C-BOUND-IDPC, and identical values for the rest (C-BOUND-INT, C-BOUND-FLOAT-MEAN).
 pub fn judge(kind: ProductKind, got: &ProductArray, cpu: &ProductArray) -> (f64, bool) {
     if got.shape != cpu.shape {
         return (f64::INFINITY, false);

@@ -20,7 +20,9 @@ mod source_reads;
 use common::*;
 use stem4d::products::{ArrayData, ProductArray};
 
-/// A GPU product against the CPU reference, under the contract's bound for `kind`.
+/// A GPU product against the CPU reference, under the contract's bound for `kind`:
+/// C-BOUND-COM, C-BOUND-DPC, C-BOUND-IDPC on float32 (C-DTYPE), identical values else
+/// (C-BOUND-INT).
 fn check(kind: &str, what: &str, gpu: &ProductArray, cpu: &ProductArray) -> Result<(), String> {
     match kind {
         "com" | "dpc" | "idpc" => {
