@@ -193,6 +193,7 @@ export async function firstUse(t) {
   });
 
   // ---------------------------------------------------------------- 3. a BF fit that finds the disk
+  // C-FIT within a pixel of the true disk, masked or not; C-BAD-FOUND's pixels in the provenance.
   await scenario('3 BF fit', async () => {
     for (const fx of manifest.fixtures.filter((f) => f.true_bf_disk)) {
       for (const mask of [true, false]) {
@@ -303,6 +304,7 @@ export async function firstUse(t) {
   });
 
   // ---------------------------------------------------------------- 5. display limits that never silently fail
+  // C-DISPLAY: absolute limits in data units on every scale, and notes where they cannot apply.
   await scenario('5 limits', async () => {
     {
       const page = await freshPage();
@@ -560,6 +562,7 @@ export async function firstUse(t) {
       const stages = ['reading metadata', 'reading, decoding and uploading', 'finding the BF disk', 'drawing the first image'];
       const missing = stages.filter((s) => !seen.some((x) => x.startsWith(s)));
       check(missing.length === 0, `the progress names every stage until the first image (missing: ${missing.join(', ')}; seen ${[...new Set(seen.map((x) => x.split(':')[0]))].join(' | ')})`);
+      // C-DPC-POLAR: the value under the cursor is |g| or θ of the DPC product there.
       for (const kind of ['commag', 'comdir']) {
         await page.selectOption('#image-kind', kind);
         await rendered(page);
@@ -582,6 +585,7 @@ export async function firstUse(t) {
       await rendered(page);
       const sq = await page.evaluate(() => window.stem4d.stats('image'));
       check(sq.scale === 'sqrt' && sq.hi > sq.lo, `square-root scaling renders: ${JSON.stringify({ scale: sq.scale, lo: sq.lo, hi: sq.hi })}`);
+      // C-MEM: the resident payload and the predicted peak are reported apart.
       await page.click('#profile-box summary');
       const prov = await page.evaluate(() => ({ text: document.getElementById('profile').innerText, peakTip: [...document.querySelectorAll('#profile tr')].find((r) => r.querySelector('th')?.textContent === 'peak during the load')?.title }));
       check(/resident payload/.test(prov.text) && /peak during the load/.test(prov.text) && /ms/.test(prov.text) && /read/.test(prov.text) && /payload plus/.test(prov.peakTip || ''),

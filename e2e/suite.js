@@ -24,8 +24,10 @@ function typed(dtype, buf) {
   return new T(buf);
 }
 
-// The contract's bounds: integers byte-identical; GPU CoM the float32 rounding of the exact
-// quotient, DPC within 2e-6 px, iDPC within 1e-5·max|φ|; CPU floats within 1e-12.
+// The contract's bounds: integers byte-identical (C-BOUND-INT); GPU CoM the float32 rounding
+// of the exact quotient (C-BOUND-COM), DPC within 2e-6 px (C-BOUND-DPC), iDPC within
+// 1e-5·max|φ| (C-BOUND-IDPC); the float mean pattern bit for bit in float32
+// (C-BOUND-FLOAT-MEAN); CPU floats within 1e-12.
 export function compare(kind, got, want) {
   if (JSON.stringify(got.shape) !== JSON.stringify(want.shape)) return `shape ${got.shape} != ${want.shape}`;
   const g = got.data, w = want.data;

@@ -42,7 +42,7 @@ impl Dtype {
         self == Dtype::F32
     }
 
-    /// Dectris saturation / dead-pixel sentinel `2^bits − 1`; floats have none.
+    /// Dectris saturation / dead-pixel sentinel `2^bits − 1`; floats have none (C-BAD).
     pub fn sentinel(self) -> Option<u32> {
         match self {
             Dtype::U8 => Some(u8::MAX as u32),
@@ -53,7 +53,7 @@ impl Dtype {
     }
 }
 
-/// Logical shape `I[Rr, Rc, Kr, Kc]`.
+/// Logical shape `I[Rr, Rc, Kr, Kc]`, (row, col) on both grids (C-AXES).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct Shape4 {
     pub scan: [usize; 2],
@@ -70,7 +70,7 @@ impl Shape4 {
     pub fn as_array(&self) -> [usize; 4] {
         [self.scan[0], self.scan[1], self.det[0], self.det[1]]
     }
-    /// Detector shape after a count-preserving bin by `b` (partial edge blocks kept).
+    /// Detector shape after a count-preserving bin by `b` (partial edge blocks kept: C-BIN).
     pub fn binned(&self, b: usize) -> Shape4 {
         Shape4 {
             scan: self.scan,
@@ -79,7 +79,7 @@ impl Shape4 {
     }
 }
 
-/// Half-open region `[r0, r1) × [c0, c1)`.
+/// Half-open region `[r0, r1) × [c0, c1)` (C-AXES).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct Region {
     pub r0: usize,
@@ -189,7 +189,7 @@ impl ScanRoi {
     }
 }
 
-/// A detector mask. Geometric masks follow the contract's edge rules exactly:
+/// A detector mask. Geometric masks follow the contract's edge rules exactly (C-MASK):
 /// disk `d² ≤ r²`, annulus `ri² < d² ≤ ro²`, rectangle half-open.
 #[derive(Clone, Debug, PartialEq)]
 pub enum DetectorMask {
@@ -222,7 +222,7 @@ pub struct SparseMask {
 }
 
 impl SparseMask {
-    /// Every detector pixel: the per-position total that DF and the cached total use.
+    /// Every detector pixel: the per-position total that DF and the cached total use (C-MASK).
     pub fn all(det: [usize; 2]) -> SparseMask {
         SparseMask {
             indices: (0..(det[0] * det[1]) as u32).collect(),
@@ -294,6 +294,7 @@ impl DetectorMask {
 
     /// Weight of detector pixel (i, j): 0 or 1 for geometric and boolean masks.
     pub fn weight(&self, det: [usize; 2], i: usize, j: usize) -> f64 {
+        // C-MASK: the membership test every backend's pixel list comes from.
         let inside = match self {
             DetectorMask::Disk { center, radius } => Self::dist2(*center, i, j) <= radius * radius,
             DetectorMask::Annulus {
@@ -351,7 +352,7 @@ fn check_mask_len(len: usize, det: [usize; 2]) -> Result<()> {
     Ok(())
 }
 
-/// DPC convention: the component swap ("flip") comes first, then the rotation by θ:
+/// DPC convention (C-DPC): the component swap ("flip") comes first, then the rotation by θ:
 /// `g_r = cosθ·d_r − sinθ·d_c`, `g_c = sinθ·d_r + cosθ·d_c`.
 pub fn rotate_flip(d: [f64; 2], rotation_deg: f64, flip: bool) -> [f64; 2] {
     let [dr, dc] = if flip { [d[1], d[0]] } else { d };
@@ -361,7 +362,8 @@ pub fn rotate_flip(d: [f64; 2], rotation_deg: f64, flip: bool) -> [f64; 2] {
 
 /// DPC magnitude and direction of one position's DPC vector `[g_r, g_c]` (after flip and
 /// rotation): `|g| = sqrt(g_r² + g_c²)` in detector pixels, and the angle `atan2(g_c, g_r)`
-/// in radians, in (−π, π]: 0 along +row, +π/2 along +col. A zero vector has angle 0.
+/// in radians, in (−π, π]: 0 along +row, +π/2 along +col. A zero vector has angle 0
+/// (C-DPC-POLAR).
 pub fn dpc_polar(g: [f64; 2]) -> [f64; 2] {
     let magnitude = g[0].hypot(g[1]);
     if magnitude == 0.0 {
@@ -370,7 +372,7 @@ pub fn dpc_polar(g: [f64; 2]) -> [f64; 2] {
     [magnitude, g[1].atan2(g[0])]
 }
 
-/// numpy's `fftfreq(n)` (unit sample spacing).
+/// numpy's `fftfreq(n)` (unit sample spacing): iDPC's `ν` per scan axis (C-IDPC).
 pub fn fftfreq(n: usize) -> Vec<f64> {
     let half = n.div_ceil(2);
     (0..n)
@@ -385,7 +387,7 @@ pub fn fftfreq(n: usize) -> Vec<f64> {
         .collect()
 }
 
-/// Resident payload in bytes: `B = Rr·Rc·ceil(Kr/b)·ceil(Kc/b)·w`.
+/// Resident payload in bytes: `B = Rr·Rc·ceil(Kr/b)·ceil(Kc/b)·w` (C-MEM).
 pub fn resident_payload_bytes(shape: Shape4, bin: usize, bytes_per_value: usize) -> u64 {
     let b = shape.binned(bin.max(1));
     (b.frames() as u64) * (b.det_len() as u64) * bytes_per_value as u64

@@ -1,6 +1,8 @@
 //! Every malformed input of `tests/fixtures/bad/manifest.json` (written by
 //! `tests/fixtures/make_bad_inputs.py`) fails with a one-line error that names the file and
-//! says what is wrong — never a panic, never an allocation by a lying header's size.
+//! says what is wrong — never a panic, never an allocation by a lying header's size. Among
+//! them: scan shapes missing or wrong (C-SCAN), chunks past the end of the file and linked
+//! files missing (C-INCOMPLETE).
 
 mod common;
 

@@ -1,7 +1,8 @@
 //! Hot and dead pixels found in the mean pattern, and the BF fit that sees past them: the
 //! CPU reference, the GPU engine and the viewer's open find exactly the pixels the numpy
 //! reference (tests/fixtures/make_fixtures.py) finds, zero them with masking on, and fit the
-//! disk of the fixtures made with hot pixels within a pixel of the truth, masked or not.
+//! disk of the fixtures made with hot pixels within a pixel of the truth, masked or not
+//! (C-BAD-FOUND, C-FIT).
 
 mod common;
 
@@ -33,6 +34,7 @@ const MASKED: Correction = Correction {
     bin: 1,
 };
 
+/// C-BAD-FOUND on the CPU: the hot and dead pixels numpy's implementation of the rule finds.
 #[test]
 fn the_cpu_reference_finds_the_pixels_numpy_finds() {
     let mut seen_hot = 0;
@@ -98,6 +100,7 @@ fn the_viewer_finds_the_same_pixels_and_fits_like_numpy() {
     }
 }
 
+/// C-FIT: the disk within a pixel of the truth past hot pixels, masked or not.
 #[test]
 fn the_disk_is_found_past_hot_pixels_with_masking_on_and_off() {
     let Some(engine) = engine() else { return };
@@ -130,7 +133,7 @@ fn the_disk_is_found_past_hot_pixels_with_masking_on_and_off() {
 
 /// With masking on, the found pixels are zeroed on the GPU exactly where the CPU reference
 /// zeroes them: every masked product of the hot-pixel fixtures is the same on both, and the
-/// hot pixels read 0 in the sum pattern.
+/// hot pixels read 0 in the sum pattern (C-BAD, C-BAD-FOUND).
 #[test]
 fn found_pixels_are_zeroed_alike_on_both_backends() {
     let Some(engine) = engine() else { return };

@@ -1,6 +1,6 @@
 //! Calibration read from the files, each value with its source: the fixtures' companions,
 //! masters and EMD dims as make_fixtures.py wrote them, the real Dectris files, and EMPAD
-//! descriptions written here.
+//! descriptions written here (C-CAL).
 
 mod common;
 
@@ -131,6 +131,7 @@ fn empad_pair(tag: &str, raw: &str, frames: usize, xml: &str) -> Vec<PathBuf> {
     vec![raw_path, xml_path]
 }
 
+/// The scan shape from the description (C-SCAN), and its calibration (C-CAL).
 #[test]
 fn an_empad_description_gives_the_scan_shape_and_calibration() {
     let xml = r#"<root><raw_file filename="frames.raw"/>
@@ -324,6 +325,7 @@ fn info_prints_the_calibration_with_its_sources() {
     assert!(!run(&args).contains("none in the files"));
 }
 
+/// C-SCAN: a description naming another raw file, or a shape that disagrees with the name's.
 #[test]
 fn empad_descriptions_that_do_not_fit_are_refused_by_name() {
     let other = r#"<root><raw_file filename="other.raw"/><pix_x>3</pix_x><pix_y>2</pix_y></root>"#;

@@ -73,6 +73,7 @@ fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
+/// `info --json` reports the logical shape and the metadata C-AXES asks for.
 #[test]
 fn info_json_describes_the_arina_fixture() {
     let files: Vec<String> = ARINA_U16.iter().map(|n| data(n)).collect();
@@ -112,6 +113,7 @@ fn bf_reference() -> (Value, PathBuf) {
     (p, path)
 }
 
+/// The CLI's `.npy` of a BF image: the reference's values and dtype, uint64 (C-DTYPE, C-MASK).
 #[test]
 fn product_bf_matches_the_reference() {
     let tmp = TempDir::new("bf");
@@ -170,6 +172,7 @@ fn bad_input_is_one_line_naming_the_file() {
     assert!(lines[0].contains("notes.h5"), "stderr: {err}");
 }
 
+/// A missing scan shape is an error that names `--scan-shape` (C-SCAN).
 #[test]
 fn missing_scan_shape_asks_for_it() {
     let files = [data("arina_u8_master.h5"), data("arina_u8_data_000001.h5")];
@@ -485,7 +488,7 @@ fn kernel_overrides_replace_kernels_by_name() {
 /// are left out on both sides, so every product passes; without the zeroing on the GPU side
 /// the totals differed by the hot pixels' counts. The EMD float32 fixture masked has a weak
 /// DPC (about 2e-3 px against CoMs of 5 px): its iDPC holds 1e-5·max|φ| only with the scan
-/// mean taken off before the CoM is rounded to float32.
+/// mean taken off before the CoM is rounded to float32 (C-IDPC-GPU, C-BAD-FOUND).
 #[test]
 fn parity_with_bad_pixels_masked_passes_on_real_hot_pixels() {
     if std::env::var_os("STEM4D_REQUIRE_GPU").is_none() {

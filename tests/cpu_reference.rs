@@ -1,6 +1,12 @@
 //! The CPU reference against numpy float64 references computed from files written by the
 //! real encoders (h5py + hdf5plugin): every product of every fixture, and the decoded
 //! arrays byte for byte.
+//!
+//! `every_product_matches_numpy` proves, against numpy's own implementation of each rule:
+//! C-MASK, C-REDUCE, C-BIN, C-COM, C-DPC, C-IDPC (every product); C-BAD and C-BAD-FOUND (with
+//! and without masking); C-BIN-COMPOSE (products of binned frames); C-DPC-MEAN (fixtures with
+//! all-zero frames); C-FIT (`fit-bf`); C-FLOAT-CPU (float sums, and `mean-dp-f32` bit for
+//! bit: C-BOUND-FLOAT-MEAN); C-DTYPE (the reference's dtypes).
 
 mod common;
 
@@ -9,6 +15,7 @@ use stem4d::cpu;
 use stem4d::frames::FrameReader;
 use stem4d::products::{ArrayData, ProductArray};
 
+/// The logical shape `[Rr, Rc, Kr, Kc]` and dtype of every fixture, and its samples (C-AXES).
 #[test]
 fn decoded_arrays_match_h5py_byte_for_byte() {
     for fx in manifest()["fixtures"].as_array().unwrap() {
@@ -87,6 +94,7 @@ fn every_product_matches_numpy() {
     );
 }
 
+/// The metadata C-AXES asks for, whatever the storage layout.
 #[test]
 fn info_reports_what_the_files_hold() {
     for fx in manifest()["fixtures"].as_array().unwrap() {

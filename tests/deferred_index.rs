@@ -1,7 +1,8 @@
 //! The browser's open leaves a chunk B-tree's leaves unread; the GPU upload reads them in
 //! batches a few ahead of the chunks they list (`IndexFeed`), and the index is completed
 //! afterwards. The resident must equal the CPU decode of an ordinary open, the completed
-//! index that open's chunk table, and a bad leaf must fail the upload as it fails the open.
+//! index that open's chunk table, and a bad leaf must fail the upload as it fails the open
+//! (C-INCOMPLETE).
 
 mod common;
 

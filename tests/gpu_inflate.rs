@@ -5,7 +5,7 @@
 //! block that is not whole words. Each decodes on the GPU exactly as the CPU decoder does,
 //! unbinned and binned, with and without bad pixels masked (bad pixels at every column of a
 //! 32-pixel group, holding ordinary values), and only the blocks meant to are inflated in
-//! place.
+//! place. The GPU decode of C-DECODE-GPU, sequence shape by sequence shape.
 
 mod common;
 

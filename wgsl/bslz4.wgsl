@@ -75,7 +75,8 @@ fn fail(block: u32) {
 // One LZ4 sequence at source byte `start`, producing output from byte `d` of the block
 // [d0, d_end): literals [lit_src, lit_src + lit), then `ml` bytes copied from `off` back
 // (ml = 0 only for the last sequence, which must end the block). `next`: the source byte
-// after it. `ok` is false when the sequence is corrupt or leaves its ranges.
+// after it. `ok` is false when the sequence is corrupt or leaves its ranges: each sequence
+// is checked as it is parsed, before any byte is copied (C-DECODE-GPU).
 struct Seq {
     lit_src: u32,
     lit: u32,

@@ -1,5 +1,5 @@
 // Centre of mass, fused: per scan position the exact 64-bit total, row moment Σ i·I and
-// column moment Σ j·I in one pass. The single division happens at readout.
+// column moment Σ j·I in one pass. The single division happens at readout (C-COM).
 // The resident is position-tiled (`src/upload/plan.rs`): a tile is one contiguous block (a
 // 32-byte sector per detector pixel); `parts` workgroups per tile each take a band of
 // detector rows. Each invocation holds four positions (two for 32-bit samples) and a fixed
@@ -34,7 +34,7 @@ struct ComParams {
 // Per position: total, row moment, column moment, each a (lo, hi) pair, added into.
 @group(0) @binding(2) var<storage, read_write> moments: array<atomic<u32>>;
 // Float32 residents: the same three sums, each a 128-bit integer in units of 2^lsb (four
-// limbs, least significant first), added into.
+// limbs, least significant first), added into (C-FLOAT-GPU).
 @group(0) @binding(3) var<storage, read_write> wide_moments: array<atomic<u32>>;
 
 const WG: u32 = 256u;

@@ -33,7 +33,8 @@ fn mul64(a: u32, b: u32) -> vec2<u32> {
 }
 
 // Display scales (`src/display/scale.rs`): linear, signed log10(1 + |v|), signed sqrt(|v|).
-// Shared by the limits kernel and the renderer so the colour bar and the pixels agree.
+// Shared by the limits kernel and the renderer so the colour bar and the pixels agree
+// (C-DISPLAY).
 const SCALE_LOG: u32 = 1u;
 const SCALE_SQRT: u32 = 2u;
 
@@ -68,7 +69,7 @@ fn atan_unit(x: f32) -> f32 {
 }
 
 // Direction of a DPC vector g = (g_r, g_c): atan2(g_c, g_r) in (−π, π], 0 along +row, +π/2
-// along +col; 0 for the zero vector (`contract::dpc_polar`).
+// along +col; 0 for the zero vector (`contract::dpc_polar`, C-DPC-POLAR).
 fn dpc_angle(g: vec2<f32>) -> f32 {
     let ar = abs(g.x);
     let ac = abs(g.y);
@@ -87,7 +88,7 @@ fn dpc_angle(g: vec2<f32>) -> f32 {
     return select(a, -a, g.y < 0.0);
 }
 
-// A u64 (lo, hi) as f32 (display and FFT inputs only; exact values stay in u64).
+// A u64 (lo, hi) as f32 (display and FFT inputs only; exact values stay in u64: C-DISPLAY).
 fn u64_f32(lo: u32, hi: u32) -> f32 {
     return f32(hi) * 4294967296.0 + f32(lo);
 }
@@ -101,8 +102,8 @@ fn com_from_words(w: array<u32, 6>) -> vec2<f32> {
     return vec2<f32>(u64_f32(w[2], w[3]) / t, u64_f32(w[4], w[5]) / t);
 }
 
-// DPC of the contract: subtract the scan mean, swap the axes when flipped, then rotate by
-// (cos, sin).
+// DPC of the contract (C-DPC): subtract the scan mean, swap the axes when flipped, then
+// rotate by (cos, sin).
 fn dpc_from_com(com: vec2<f32>, mean: vec2<f32>, cos_t: f32, sin_t: f32, flip: u32) -> vec2<f32> {
     var d = com - mean;
     if (flip != 0u) {
@@ -114,7 +115,7 @@ fn dpc_from_com(com: vec2<f32>, mean: vec2<f32>, cos_t: f32, sin_t: f32, flip: u
 // Float32 data summed exactly: every sample is an integer multiple of 2^lsb (the host audits
 // the resident values and proves the sums fit), so sums are 128-bit two's-complement
 // integers (four u32 limbs, least significant first) and the order of addition cannot
-// change a bit.
+// change a bit (C-FLOAT-GPU).
 fn add128(a: vec4<u32>, b: vec4<u32>) -> vec4<u32> {
     let s = a + b;
     let c0 = select(0u, 1u, s.x < a.x);
@@ -157,7 +158,8 @@ fn fixed128(x: u32, factor: u32, lsb: i32) -> vec4<u32> {
     return v;
 }
 
-// Order-preserving key of float32 bits for atomicMax (negative values reverse).
+// Order-preserving key of float32 bits for atomicMax (negative values reverse): IEEE total
+// order, +0 above −0 (C-FLOAT-GPU).
 fn float_key(x: u32) -> u32 {
     return select(x | 0x80000000u, ~x, (x >> 31u) != 0u);
 }

@@ -9,7 +9,7 @@
 // or plain bytes) gathers each element, zeroes bad pixels, bins (count-preserving, u32 sums,
 // overflow reported), and packs the samples into the resident buffer. Every read and write
 // is bounds-checked against the block's own ranges: a corrupt block records its index in
-// `status[0]` and stops.
+// `status[0]` and stops. The rule these kernels keep is C-DECODE-GPU of docs/CONTRACT.md.
 
 struct DecodeParams {
     blocks: u32,

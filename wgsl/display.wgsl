@@ -57,7 +57,7 @@ fn unpack(w: u32) -> vec4<f32> {
 }
 
 // HSV at full saturation: hue 0 (red) at angle 0, turning with the angle (one turn per
-// 2π), brightness `value` (`src/display/wheel.rs`, operation for operation).
+// 2π), brightness `value` (`src/display/wheel.rs`, operation for operation; C-DPC-POLAR).
 fn wheel_rgb(angle: f32, value: f32) -> vec3<f32> {
     let turn = angle * 0.15915494;
     let h6 = (turn - floor(turn)) * 6.0;

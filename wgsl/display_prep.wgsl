@@ -1,6 +1,6 @@
 // Turn a product that lives on the GPU (exact 64-bit sums, CoM moments, a resident frame,
 // a reduced pattern) into the f32 plane the display samples, without leaving the GPU.
-// The exact values stay where they are; this plane is for pixels on screen only.
+// The exact values stay where they are; this plane is for pixels on screen only (C-DISPLAY).
 
 struct PrepParams {
     n: u32,
@@ -32,6 +32,7 @@ const SRC_COM_COL: u32 = 5u;
 const SRC_DPC_ROW: u32 = 6u;
 const SRC_DPC_COL: u32 = 7u;
 const SRC_F32: u32 = 8u;       // a[stride·i + offset] as f32 bits (complex: stride 2)
+// C-DPC-POLAR: the magnitude and direction of DPC vectors.
 const SRC_DPC_MAGNITUDE: u32 = 9u;  // |g| of DPC vectors g = (g_r, g_c), f32 pairs in a
 const SRC_DPC_ANGLE: u32 = 10u;     // their direction atan2(g_c, g_r), radians
 

@@ -11,7 +11,7 @@
 // are found (percentile, symmetric) or given (absolute: in data units, with their shown
 // values from the host, one Rust function for GPU and mirror) in shown units, which the
 // renderer maps to the ends of the colour map. Limits that cannot apply as asked set a
-// note flag instead of failing silently.
+// note flag instead of failing silently (C-DISPLAY).
 
 struct StatsParams {
     n: u32,

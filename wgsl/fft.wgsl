@@ -3,6 +3,7 @@
 // for other lengths (its chirp and the transform of its kernel also come from the host),
 // transposes for the second axis, and the iDPC steps: pack the two DPC planes as one complex
 // signal, and the Fourier integration filter. Complex values are vec2<f32> (re, im).
+// C-IDPC-GPU: float32 FFTs around float64 host tables, the DPC centred in exact integers.
 
 struct FftParams {
     n: u32,
@@ -125,7 +126,7 @@ fn fft_transpose(@builtin(global_invocation_id) gid: vec3<u32>) {
 }
 
 // z = dpc_row + i·dpc_col from the fused CoM moments (src read as raw words: 3 u64 per
-// position), with the scan mean, flip and rotation of the contract.
+// position), with the scan mean, flip and rotation of the contract (C-DPC).
 @group(0) @binding(4) var<storage, read> moments: array<u32>;
 
 fn sub64(a: vec2<u32>, b: vec2<u32>) -> vec2<u32> {
@@ -136,7 +137,7 @@ fn sub64(a: vec2<u32>, b: vec2<u32>) -> vec2<u32> {
 // a/2^k near the mean and d the rest of it, m·2^k − a·t is an exact signed 64-bit integer
 // (the host picks k so that it fits), so the centred value keeps float32's relative
 // accuracy however small it is against the CoM itself (a float32 CoM of ~100 px is only
-// good to ~1e-5 px, and a small DPC would inherit that error).
+// good to ~1e-5 px, and a small DPC would inherit that error). C-IDPC-GPU's `m·2^k − a·t`.
 fn centred(m: vec2<u32>, t: vec2<u32>, a: u32, k: u32, d: f32) -> f32 {
     let scale = f32(1u << k);
     if (t.x == 0u && t.y == 0u) {
@@ -185,9 +186,9 @@ fn freq(k: u32, n: u32) -> f32 {
     return select(f32(k), f32(k) - f32(n), k >= (n + 1u) / 2u);
 }
 
-// φ̂ = (ν_r·Ĝ_r + ν_c·Ĝ_c) / (2πi|ν|²), φ̂(0) = 0, from Z = FFT2(G_r + i·G_c) held transposed
-// (width = scan rows along a stored row, height = scan cols): Ĝ_r(k) = (Z(k) + Z*(−k))/2,
-// Ĝ_c(k) = (Z(k) − Z*(−k))/(2i).
+// C-IDPC: φ̂ = (ν_r·Ĝ_r + ν_c·Ĝ_c) / (2πi|ν|²), φ̂(0) = 0, ν = fftfreq per scan axis, from
+// Z = FFT2(G_r + i·G_c) held transposed (width = scan rows along a stored row, height = scan
+// cols): Ĝ_r(k) = (Z(k) + Z*(−k))/2, Ĝ_c(k) = (Z(k) − Z*(−k))/(2i).
 @compute @workgroup_size(256)
 fn idpc_filter(@builtin(global_invocation_id) gid: vec3<u32>) {
     let id = flat_id(gid);

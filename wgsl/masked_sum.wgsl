@@ -5,14 +5,15 @@
 // one part of the mask's pixels in one tile (`parts` per tile keep a large GPU busy), an
 // invocation whole sectors of every SLOTS-th pixel of the part, four in flight; pixels are
 // listed ascending, so a workgroup streams the mask's own bytes in runs of up to 4 KiB and
-// reads nothing around them (decision 0005).
+// reads nothing around them (decision 0005). The sums are C-MASK's `V[s]`, exact.
 // Each invocation sums its positions in u32 lanes (the host sizes the parts so that no lane
 // can wrap); 32-bit samples carry into a high lane instead. The slots' sums meet in
 // workgroup memory (`masked_sum`), through subgroups (`masked_sum_subgroup.wgsl`), or not
 // at all (`masked_sum_atomic`: each invocation adds its own), and are added into the output
 // with 32-bit atomics (the carry into the high word passed on); the host clears it first.
 // Parts come from a table (`part_starts`): even cuts of one mask adding into one image, or
-// the rings of `src/kernels/ring_sum.rs`, each writing an image of its own (`part_stride`).
+// the rings of `src/kernels/ring_sum.rs`, each writing an image of its own (`part_stride`:
+// C-RING).
 
 struct MaskedSumParams {
     frames: u32,
@@ -40,7 +41,7 @@ struct MaskedSumParams {
 // Per position (lo, hi), added into.
 @group(0) @binding(3) var<storage, read_write> sums: array<atomic<u32>>;
 // Float32 residents: per position the exact sum, a 128-bit integer in units of 2^lsb
-// (four limbs, least significant first), added into.
+// (four limbs, least significant first), added into (C-FLOAT-GPU).
 @group(0) @binding(4) var<storage, read_write> wide_sums: array<atomic<u32>>;
 // Part k of the pixel list is [part_starts[k], part_starts[k + 1]).
 @group(0) @binding(5) var<storage, read> part_starts: array<u32>;

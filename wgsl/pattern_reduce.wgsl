@@ -7,7 +7,7 @@
 // pixel's two invocations are summed in workgroup memory, then added into the output with
 // 32-bit atomics (carry propagated into the high word), so the whole GPU works however
 // small the detector is. The output is cleared before the first segment; samples are
-// unsigned, so max starts at 0.
+// unsigned, so max starts at 0 (C-REDUCE).
 
 struct PatternParams {
     frames: u32,
@@ -182,7 +182,7 @@ fn add_wide(k: u32, v: vec4<u32>) {
 }
 
 // The same reduction over float32 residents (four positions a vec4): exact 128-bit sums,
-// maximum by order key.
+// maximum by order key (C-FLOAT-GPU: IEEE total order, +0 above −0).
 @compute @workgroup_size(64)
 fn pattern_reduce_f32(
     @builtin(workgroup_id) wg: vec3<u32>,

@@ -2,7 +2,7 @@
 // 64-bit sum of the listed detector rings' sums, each a masked sum made once per resident.
 // A disk or annulus about the rings' centre is then a few ring sums per position (BF r=30:
 // 30 of them, 240 bytes) plus the masked sum of the pixels of its partial rings, added in
-// by the masked-sum kernel afterwards.
+// by the masked-sum kernel afterwards: a regrouping of the same exact integer sum (C-RING).
 
 struct RingSumParams {
     // Scan positions: also each ring's length in `ring_sums`.

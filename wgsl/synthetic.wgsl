@@ -1,6 +1,6 @@
 // The synthetic acquisition of `src/formats/synthetic.rs`, generated straight into a resident
 // buffer (u16 samples, position tiles of 16: a word holds one pixel at two neighbouring
-// positions): the same integers as the CPU, in milliseconds.
+// positions): the same integers as the CPU, in milliseconds (C-SYNTH).
 
 struct SynthParams {
     frames: u32,

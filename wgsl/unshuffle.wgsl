@@ -1,6 +1,7 @@
 // stem4d:after decode_common.wgsl
 // The unshuffle and pack of the GPU decode (after `decode_common.wgsl`): the inflated bit
-// planes or bytes of a window's frames into the resident buffer, bad pixels zeroed, binned.
+// planes or bytes of a window's frames into the resident buffer, bad pixels zeroed, binned
+// (C-DECODE-GPU).
 
 // Element `e` of a chunk (scratch byte `base`, `be` elements per full block, `n` elements;
 // `plain`: stored as bytes, not bit planes).
@@ -77,7 +78,8 @@ fn window_tiles() -> WindowTiles {
     return WindowTiles(tile_len, 32u / dp.bits, rel0, rel1, t0, (rel1 + tile_len - 1u) / tile_len - t0);
 }
 
-// Sample `k` of frame `fi` of chunk `c`, zeroed when bad and masking is on.
+// Sample `k` of frame `fi` of chunk `c`, zeroed when bad and masking is on (C-BAD: the
+// file's mask and the saturation sentinel).
 fn sample(c: vec4<u32>, fi: u32, k: u32, sentinel: u32) -> u32 {
     let v = element(c.x, c.y, c.z, c.w, fi * dp.det_len + k);
     if (dp.mask_bad != 0u && (v == sentinel || is_bad(k))) {
@@ -87,7 +89,7 @@ fn sample(c: vec4<u32>, fi: u32, k: u32, sentinel: u32) -> u32 {
 }
 
 // The count-preserving sum of binned pixel `w`'s b×b block (partial at the edges), bad
-// pixels zeroed first; an overflow past u32 is reported.
+// pixels zeroed first (C-BIN); an overflow past u32 is reported (C-BIN-COMPOSE).
 fn binned(c: vec4<u32>, fi: u32, w: u32, sentinel: u32) -> u32 {
     let i0 = (w / dp.out_cols) * dp.bin;
     let j0 = (w % dp.out_cols) * dp.bin;
@@ -278,8 +280,8 @@ struct TileWords {
     sentinel: u32,
 }
 
-// Pixel k0 + i's word: bad pixels and stored sentinels zeroed when masking, or-ed into a
-// word the window fills only partly.
+// Pixel k0 + i's word: bad pixels and stored sentinels zeroed when masking (C-BAD), or-ed
+// into a word the window fills only partly.
 fn store_word(t: TileWords, word: u32, i: u32) {
     if (t.k0 + i >= dp.det_len) {
         return;

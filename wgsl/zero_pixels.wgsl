@@ -3,6 +3,7 @@
 // resident segment become 0, as if the decode had zeroed them. In the position-tiled
 // resident (`src/upload/plan.rs`) a pixel's samples at a tile's positions are one 32-byte
 // sector, so each invocation clears one word of one listed pixel's sector in one tile.
+// C-BAD, C-BAD-FOUND: the found pixels are left out of every product, as on the CPU.
 
 struct ZeroParams {
     tiles: u32,

@@ -1,6 +1,7 @@
 //! Error-free float accumulation. A double-double keeps the rounding error of every
 //! addition (TwoSum) and product (FMA), so float64 sums of float32 data do not depend on
-//! the order of accumulation in practice — what lets the mean pattern match bit for bit.
+//! the order of accumulation in practice — what lets the mean pattern match bit for bit
+//! (C-FLOAT-CPU).
 
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Dd {
@@ -26,7 +27,7 @@ impl Dd {
     }
 
     /// `v · 2^exp` (an exact integer sum in units of 2^exp, as the GPU's float kernels give
-    /// it), rounded once into a double-double.
+    /// it), rounded once into a double-double (C-FLOAT-GPU).
     pub fn from_i128_scaled(v: i128, exp: i32) -> Dd {
         if v == 0 {
             return Dd::ZERO;

@@ -1,5 +1,5 @@
 //! 2-D FFT (rows then columns) with rustfft's plans for any length; the inverse is
-//! normalised by `1/(rows·cols)` like numpy's `ifft2`.
+//! normalised by `1/(rows·cols)` like numpy's `ifft2`. Any length, as iDPC needs (C-IDPC).
 
 use rustfft::num_complex::Complex;
 use rustfft::FftPlanner;

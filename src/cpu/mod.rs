@@ -22,8 +22,10 @@ pub fn compute(acq: &Acquisition, p: &ProductParams) -> Result<ProductArray> {
         mask_bad_pixels: p.mask_bad_pixels,
         bin: p.bin,
     };
+    // C-BIN-COMPOSE: every product runs on the binned frames, its geometry in binned pixels.
     let shape = acq.shape.binned(p.bin);
-    // With bad-pixel masking, the hot and dead pixels of the mean pattern are left out too.
+    // With bad-pixel masking, the hot and dead pixels of the mean pattern are left out too
+    // (C-BAD-FOUND).
     let found = match corr.mask_bad_pixels {
         true => Some(find_bad_pixels(acq, corr)?.mask(shape.det)),
         false => None,
@@ -37,6 +39,7 @@ pub fn compute(acq: &Acquisition, p: &ProductParams) -> Result<ProductArray> {
             let roi = p.scan_roi.unwrap_or(Region::full(shape.scan));
             let r = pattern_reductions(&reader, corr, det, roi, p.kind == ProductKind::MaxDp)?;
             let count = roi.len() as u64;
+            // C-REDUCE: mean = exact total ÷ count, rounded once.
             let data = match (p.kind, r) {
                 (ProductKind::SumDp, Reduced::Int { sum, .. }) => ArrayData::U64(sum),
                 (ProductKind::SumDp, Reduced::Float { sum, .. }) => {
@@ -75,6 +78,7 @@ pub fn compute(acq: &Acquisition, p: &ProductParams) -> Result<ProductArray> {
             })
         }
         ProductKind::Df => {
+            // C-MASK: DF = total − BF, from the per-position total.
             let bf = p.detector_mask(det)?.sparse(det);
             let all = SparseMask::all(det);
             let total = masked_sums(&reader, corr, &all)?;
@@ -165,7 +169,8 @@ fn full_mean(reader: &FrameReader, corr: Correction, det: [usize; 2]) -> Result<
 }
 
 /// The hot and dead pixels of `acq`'s mean pattern under `corr` (its file mask and saturated
-/// values zeroed when masking, binned): `pattern::detect`, leaving out the file's bad pixels.
+/// values zeroed when masking, binned): `pattern::detect`, leaving out the file's bad pixels
+/// (C-BAD-FOUND).
 pub fn find_bad_pixels(acq: &Acquisition, corr: Correction) -> Result<pattern::BadPixels> {
     let det = acq.shape.binned(corr.bin).det;
     let mean = full_mean(&FrameReader::new(acq), corr, det)?;
@@ -178,7 +183,8 @@ enum Reduced {
     Float { sum: Vec<Dd>, max: Vec<f32> },
 }
 
-/// Sum and maximum over the scan positions in `roi`, per detector pixel.
+/// Sum and maximum over the scan positions in `roi`, per detector pixel: integer sums exact,
+/// float sums in double-double, a maximum started from the first value (C-REDUCE).
 fn pattern_reductions(
     reader: &FrameReader,
     corr: Correction,
@@ -232,7 +238,8 @@ fn pattern_reductions(
                             max.extend_from_slice(frame);
                         } else {
                             // IEEE total order: +0 above −0 and a NaN above every
-                            // number, so the maximum does not depend on the order of frames.
+                            // number, so the maximum does not depend on the order of frames
+                            // (C-FLOAT-GPU: the same order on every backend).
                             for (m, &x) in max.iter_mut().zip(frame) {
                                 if x.total_cmp(m).is_gt() {
                                     *m = x;
@@ -249,7 +256,8 @@ fn pattern_reductions(
     Ok(out)
 }
 
-/// Per-position masked sums: exact u64 for 0/1 masks on integer data, double-double else.
+/// Per-position masked sums `V[s] = Σ mask[k]·I[s,k]` (C-MASK): exact u64 for 0/1 masks on
+/// integer data, double-double else (C-FLOAT-CPU).
 enum Sums {
     Int(Vec<u64>),
     Float(Vec<Dd>),
@@ -324,7 +332,7 @@ fn masked_sums(reader: &FrameReader, corr: Correction, mask: &SparseMask) -> Res
 }
 
 /// Centre of mass `[row plane, col plane]` in detector pixels; an empty frame gives 0.
-/// Integer moments are exact (u128) and divided once.
+/// Integer moments are exact (u128) and divided once (C-COM).
 fn center_of_mass(reader: &FrameReader, corr: Correction, det: [usize; 2]) -> Result<Vec<f64>> {
     let frames = reader.acquisition().shape.frames();
     let mut com = vec![0f64; 2 * frames];
@@ -376,7 +384,8 @@ fn center_of_mass(reader: &FrameReader, corr: Correction, det: [usize; 2]) -> Re
     Ok(com)
 }
 
-/// Scan means of the two CoM planes `[row plane, col plane]`, summed in double-double.
+/// Scan means of the two CoM planes `[row plane, col plane]`, summed in double-double, over
+/// every position, empty frames (CoM 0) included (C-DPC-MEAN).
 pub fn scan_means(com: &[f64]) -> [f64; 2] {
     let n = com.len() / 2;
     let mean = |plane: &[f64]| {
@@ -389,7 +398,7 @@ pub fn scan_means(com: &[f64]) -> [f64; 2] {
     [mean(&com[..n]), mean(&com[n..])]
 }
 
-/// DPC: CoM minus its scan mean per component, then flip and rotation (contract order).
+/// DPC: CoM minus its scan mean per component, then flip and rotation (C-DPC).
 pub fn dpc_from_com(com: &[f64], rotation_deg: f64, flip: bool) -> Vec<f64> {
     let n = com.len() / 2;
     let [mr, mc] = scan_means(com);
@@ -402,7 +411,8 @@ pub fn dpc_from_com(com: &[f64], rotation_deg: f64, flip: bool) -> Vec<f64> {
     out
 }
 
-/// iDPC by exact Fourier integration: `φ̂ = (ν_r Ĝ_r + ν_c Ĝ_c) / (2πi |ν|²)`, `φ̂(0) = 0`.
+/// iDPC by exact Fourier integration: `φ̂ = (ν_r Ĝ_r + ν_c Ĝ_c) / (2πi |ν|²)`, `φ̂(0) = 0`
+/// (C-IDPC).
 pub fn idpc(dpc: &[f64], scan: [usize; 2]) -> Vec<f64> {
     use rustfft::num_complex::Complex;
     let [rows, cols] = scan;

@@ -2,7 +2,8 @@
 //! between threads. In the browser the pool Workers that read a window's file pieces walk
 //! the chunks in them with these same functions, so that the one thread that builds and
 //! submits every window only stitches the lists (the walks took it 0.5–0.6 s of the 5.6 GB
-//! file's load on the H200, decision 0013).
+//! file's load on the H200, decision 0013). The GPU decode's block tables come from these
+//! walks (C-DECODE-GPU).
 //!
 //! A job list is `[elem, then per chunk: at, stored, logical, kind]` (byte offset in the
 //! buffer, stored and logical bytes, [`KIND_BSLZ4`] or [`KIND_LZ4`]); a walk is, per chunk,

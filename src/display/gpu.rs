@@ -1,7 +1,8 @@
 //! The display on the GPU: a product already on the GPU is turned into an f32 plane, its
 //! limits and histogram are computed there, and the renderer draws it with a colour map and
 //! the user's overlays. Nothing is read back while the user drags; readback (hover values,
-//! the histogram, PNG export) is explicit and asynchronous.
+//! the histogram, PNG export) is explicit and asynchronous. The planes are float32 renderings
+//! of the exact products, never products themselves (C-DISPLAY).
 
 use crate::display::{lut_words, Limits, Scale, Stats, HIST_BINS, STATS_HEADER};
 use crate::error::{Error, Result};

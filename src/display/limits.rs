@@ -12,7 +12,7 @@
 //! Nothing fails silently: the kernel sets a note flag when the limits cannot apply as
 //! asked (no finite value; limits that collapse to one value, then widened by one shown
 //! unit; absolute limits on one side of every value, which are kept — a series shown with
-//! fixed limits stays comparable — but said), and [`Stats::note`] words it.
+//! fixed limits stays comparable — but said), and [`Stats::note`] words it (C-DISPLAY).
 
 use serde::{Deserialize, Serialize};
 

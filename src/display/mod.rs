@@ -1,7 +1,7 @@
 //! The display stage, GPU-free: colour maps, the display scales (`scale`), the limits rule
 //! the `display_stats` kernel runs (`limits`, mirrored so it can be checked), the colour
 //! wheel of direction images (`wheel`), colouring for exports, and PNG encoding. Display
-//! values are for pixels only; products keep their exact values.
+//! values are for pixels only; products keep their exact values (C-DISPLAY).
 
 pub mod colormaps;
 pub mod gpu;

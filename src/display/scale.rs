@@ -2,7 +2,7 @@
 //! laid out on ("shown units"). Every scale is odd and non-decreasing, so limits, minima and
 //! maxima keep their order through it and symmetric limits stay symmetric. The same rule
 //! runs in `common.wgsl`'s `shown` (GPU) and here (CPU mirror, exports, and the inverse that
-//! turns limits found in shown units back into data units).
+//! turns limits found in shown units back into data units). The rule is C-DISPLAY.
 
 use serde::{Deserialize, Serialize};
 

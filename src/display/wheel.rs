@@ -2,7 +2,8 @@
 //! (brightness) the magnitude placed between the panel's limits, at full saturation (HSV).
 //! Hue 0 (red) is the +row direction, and the hue turns with the angle towards +col:
 //! 60° yellow, 120° green, 180° cyan, 240° blue, 300° magenta (`contract::dpc_polar` gives
-//! the angle). `display.wgsl`'s `wheel_rgb` is the same rule, operation for operation.
+//! the angle). `display.wgsl`'s `wheel_rgb` is the same rule, operation for operation
+//! (C-DPC-POLAR).
 
 /// 1 / 2π as float32 (the kernel's constant).
 const INV_TAU: f32 = 0.159_154_94;

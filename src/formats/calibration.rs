@@ -1,7 +1,7 @@
 //! What the files say about the microscope and the detector, each value with the file and
 //! field it came from, and what follows from them: the electron wavelength and the angle a
 //! detector pixel subtends. Units are in the field names; values are as the files give them,
-//! converted to those units only.
+//! converted to those units only (C-CAL).
 
 use std::collections::BTreeMap;
 

@@ -56,6 +56,7 @@ pub(super) fn open(files: FileSet, name: &str, opts: &OpenOptions) -> Result<Acq
     let description = describe(&files, name)?;
     let from_name = shape_from_name(name).map(|s| (s, format!("file name {name}")));
     let from_xml = description.as_ref().and_then(|d| d.scan.clone());
+    // C-SCAN: the name's shape and the description's must agree.
     let found = match (from_name, from_xml) {
         (Some(n), Some(x)) if n.0 != x.0 => {
             return Err(Error::format(
@@ -99,7 +100,8 @@ pub(super) fn open(files: FileSet, name: &str, opts: &OpenOptions) -> Result<Acq
 }
 
 /// The description of raw file `raw` among `files`: the `.xml` that names it, else the only
-/// `.xml`. One that names another raw file is refused rather than applied to this one.
+/// `.xml`. One that names another raw file is refused rather than applied to this one
+/// (C-SCAN).
 fn describe(files: &FileSet, raw: &str) -> Result<Option<empad_xml::Description>> {
     let xmls: Vec<_> = files
         .files()

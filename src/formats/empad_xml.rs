@@ -1,4 +1,5 @@
-//! The EMPAD acquisition description: the `.xml` the EMPAD software writes beside the `.raw`.
+//! The EMPAD acquisition description: the `.xml` the EMPAD software writes beside the `.raw`
+//! (its scan shape: C-SCAN; its calibration: C-CAL).
 //! It names its raw file, the scan shape, and what the microscope reported through its
 //! instrument interface (SI units, angles in radians). Three generations are known by their
 //! element names (RosettaSciIO's `rsciio/empad` reads the first two; element names hold

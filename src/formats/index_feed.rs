@@ -3,7 +3,8 @@
 //! small File API reads ~4,000 a second: read before the load they took a second of it. Read
 //! by the GPU upload a few batches ahead of the chunks it reads, they run alongside, but
 //! share Chromium's read capacity with them; read as the file spans that hold them and
-//! their chunks ([`IndexFeed::with_spans`]), they cost no read of their own.
+//! their chunks ([`IndexFeed::with_spans`]), they cost no read of their own. The leaves then
+//! pass the checks an open's would (C-INCOMPLETE).
 
 use std::ops::Range;
 use std::sync::{Arc, OnceLock};

@@ -1,5 +1,6 @@
 //! What `stem4d info --json` reports: shape, dtype, format, files, filters, chunk table,
-//! span plan, sizes, scan-shape provenance, calibration and a source identity.
+//! span plan, sizes, scan-shape provenance, calibration and a source identity: the metadata
+//! of C-AXES, whatever the storage layout.
 
 use serde::Serialize;
 use sha2::{Digest, Sha256};

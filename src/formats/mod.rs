@@ -178,7 +178,7 @@ impl Acquisition {
 
     /// Complete the parts' chunk indexes with the chunks `feed` read (reading the leaves it
     /// did not), checked as an open that read them checks them: sorted, without repeats,
-    /// every chunk of the grid stored.
+    /// every chunk of the grid stored (C-INCOMPLETE).
     pub async fn finish_index(&mut self, feed: IndexFeed) -> Result<()> {
         for (part, chunks) in feed.into_chunks().await? {
             let Some(Part {
@@ -203,7 +203,7 @@ impl Acquisition {
 
     /// Keep only the scan positions of `region` (rows r0..r1, cols c0..c1 of the scan as
     /// opened): what fits when the whole acquisition does not. Nothing stored is changed;
-    /// frames are read through the crop.
+    /// frames are read through the crop, renumbered from 0 (C-CROP).
     pub fn crop_scan(mut self, region: crate::contract::Region) -> Result<Acquisition> {
         if self.crop.is_some() {
             return Err(Error::param(format!(
@@ -260,7 +260,7 @@ fn choose_primary(files: &FileSet) -> Result<String> {
     Ok(names[0].to_string())
 }
 
-/// Check a scan shape against the frame count, or explain how to give one.
+/// Check a scan shape against the frame count, or explain how to give one (C-SCAN).
 pub(crate) fn resolve_scan_shape(
     file: &str,
     frames: u64,
@@ -340,7 +340,7 @@ pub(crate) fn check_frames(file: &str, frames: u64) -> Result<u64> {
 }
 
 /// Every frame of a chunked data set must be written: a missing chunk means an incomplete
-/// or corrupt acquisition, never silent zeros.
+/// or corrupt acquisition, never silent zeros (C-INCOMPLETE).
 pub(crate) fn check_chunk_coverage(ix: &DatasetIndex) -> Result<()> {
     if ix.pending.is_some() {
         // Checked by `Acquisition::finish_index` once the leaves are read.

@@ -1,7 +1,8 @@
 //! A synthetic uint16 acquisition generated on the fly: a bright-field disk whose centre
 //! drifts with scan position, a faint ring, and hashed counting noise. Every sample is a
 //! pure function of (frame, pixel), so benchmarks can make an acquisition of any size on
-//! the machine that measures it, without files, and every backend sees the same numbers.
+//! the machine that measures it, without files, and every backend sees the same numbers
+//! (C-SYNTH: `wgsl/synthetic.wgsl` generates the same integers on the GPU).
 
 use std::sync::Arc;
 

@@ -3,7 +3,8 @@
 
 use super::*;
 
-/// Widen, zero bad pixels, then bin: the contract's order.
+/// Widen, zero bad pixels, then bin: the contract's order (C-BAD: the file's mask and the
+/// saturation sentinel; C-BIN).
 pub fn correct(
     acq: &Acquisition,
     raw: &[u8],
@@ -76,7 +77,8 @@ pub fn correct(
     }
 }
 
-/// Count-preserving `b × b` detector bin; partial edge blocks are kept.
+/// Count-preserving `b × b` detector bin; partial edge blocks are kept (C-BIN). Integer sums
+/// narrow to u32 or fail, float sums are the float32 of the float64 sum (C-BIN-COMPOSE).
 pub fn bin_block(block: &FrameBlock, b: usize, file: &str) -> Result<FrameBlock> {
     let [kr, kc] = block.det;
     let out_shape = Shape4 {

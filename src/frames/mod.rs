@@ -97,7 +97,8 @@ pub struct FrameReader<'a> {
     /// Chunks a [`ChunkDecoder`] decoded ahead of the window that reads them.
     predecoded: Mutex<HashMap<ChunkKey, Arc<Vec<u8>>>>,
     /// Pixels of the corrected (binned) detector zeroed after correction when bad-pixel
-    /// masking is on: the hot and dead pixels found in the mean pattern (`pattern`).
+    /// masking is on: the hot and dead pixels found in the mean pattern (`pattern`,
+    /// C-BAD-FOUND).
     found_bad: Option<Vec<bool>>,
 }
 
@@ -155,7 +156,8 @@ impl<'a> FrameReader<'a> {
     }
 
     /// Frames `[f0, f1)` of the (cropped) scan as runs `(s0, s1, f)` of consecutive stored
-    /// frames, `f` being the run's first frame: each row of a crop is one run.
+    /// frames, `f` being the run's first frame: each row of a crop is one run, and only
+    /// those frames are read (C-CROP).
     fn stored_runs(&self, f0: usize, f1: usize) -> Vec<(usize, usize, usize)> {
         let Some(crop) = &self.acq.crop else {
             return vec![(f0, f1, f0)];
@@ -458,6 +460,7 @@ impl<'a> FrameReader<'a> {
     pub fn block(&self, f0: usize, f1: usize, corr: Correction) -> Result<FrameBlock> {
         let raw = self.read_raw(f0, f1)?;
         let mut block = correct(self.acq, &raw, f0, f1 - f0, corr)?;
+        // C-BAD-FOUND: after the correction (and its bin), the pixels found are zeroed too.
         if let Some(found) = self.found_bad.as_deref().filter(|_| corr.mask_bad_pixels) {
             block.zero_pixels(found);
         }

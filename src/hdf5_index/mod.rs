@@ -178,7 +178,7 @@ impl ChunkCheck {
 
     /// The entries as chunk references sorted by coordinates, without stale chunks (outside
     /// the extent: legal in HDF5) or repeats; a chunk past the end of the file, or larger
-    /// than any supported filter writes, is refused.
+    /// than any supported filter writes, is refused (C-INCOMPLETE).
     fn chunk_refs(
         &self,
         entries: Vec<hdf5_reader::chunk_index::ChunkEntry>,

@@ -2,6 +2,7 @@
 //! the sequence regions `bslz4_parse` fills, and the encoder that records parse, inflate
 //! (`wgsl/bslz4.wgsl`) and unshuffle + pack (`wgsl/unshuffle.wgsl`) into the resident
 //! buffers. Which windows to decode and when is the upload's business (`upload::gpu_decode`).
+//! The rule the kernels keep is C-DECODE-GPU of docs/CONTRACT.md.
 
 use crate::error::Result;
 use crate::formats::Acquisition;

@@ -1,6 +1,7 @@
 //! The masked sum (`wgsl/masked_sum.wgsl`, its subgroup and atomic variants): per scan
-//! position, the exact sum of a detector mask's samples. Its parameters, how a mask is cut
-//! into parts, and the encoders every virtual image and total goes through.
+//! position, the exact sum of a detector mask's samples (C-MASK; float32 data: C-FLOAT-GPU).
+//! Its parameters, how a mask is cut into parts, and the encoders every virtual image and
+//! total goes through.
 
 use bytemuck::{Pod, Zeroable};
 
@@ -247,7 +248,7 @@ pub async fn masked_sums(engine: &Engine, res: &Resident, indices: &[u32]) -> Re
     ))
 }
 
-/// Most distinct weights a weighted mask may have on the GPU (one exact pass each).
+/// Most distinct weights a weighted mask may have on the GPU (one exact pass each; C-WEIGHTS).
 pub const MAX_WEIGHT_GROUPS: usize = 64;
 
 /// The detector pixels of each distinct non-zero weight (keyed by the weight's bits).
@@ -280,7 +281,8 @@ pub fn gpu_weight_groups(
 }
 
 /// Weighted masks: an exact integer sum per distinct weight on the GPU, combined on the host
-/// in double-double with exact (FMA) products, so the result meets the CPU reference's bound.
+/// in double-double with exact (FMA) products, so the result meets the CPU reference's bound
+/// (C-WEIGHTS).
 pub async fn weighted_sums(
     engine: &Engine,
     res: &Resident,

@@ -1,5 +1,6 @@
 //! The pattern reduction (`wgsl/pattern_reduce.wgsl`): sum and max patterns over all
-//! positions or a scan ROI, in chunks of tiles that bound one dispatch's work.
+//! positions or a scan ROI, in chunks of tiles that bound one dispatch's work (C-REDUCE;
+//! float32 data: C-FLOAT-GPU).
 
 use bytemuck::{Pod, Zeroable};
 

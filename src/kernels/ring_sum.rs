@@ -3,7 +3,7 @@
 //! ring is made once per resident by one masked-sum dispatch whose parts are the rings
 //! (one pass over the data, like the cached totals). A mask then costs the sums of the rings it holds whole plus the
 //! masked sum of its other pixels: a BF disk or ADF annulus about the centre reads tens of
-//! bytes per position instead of its thousands of pixels' samples, and stays exact.
+//! bytes per position instead of its thousands of pixels' samples, and stays exact (C-RING).
 
 use crate::error::Result;
 use crate::kernels::uniform;

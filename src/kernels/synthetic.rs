@@ -1,5 +1,5 @@
 //! The synthetic acquisition (`wgsl/synthetic.wgsl`): generated on the GPU for benchmarks,
-//! the same integers as `formats::synthetic::sample`.
+//! the same integers as `formats::synthetic::sample` (C-SYNTH).
 
 use bytemuck::{Pod, Zeroable};
 

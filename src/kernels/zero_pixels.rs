@@ -1,5 +1,6 @@
 //! Zeroing pixels of a resident (`wgsl/zero_pixels.wgsl`): the hot and dead pixels found in
-//! the mean pattern, left out of every product as the CPU reference leaves them out.
+//! the mean pattern, left out of every product as the CPU reference leaves them out
+//! (C-BAD-FOUND).
 
 use bytemuck::{Pod, Zeroable};
 

@@ -3,6 +3,7 @@
 //! a dead one lies below every neighbour by more than half that contrast. A disk's edge, or
 //! noise, never puts a pixel above (below) all its neighbours by that much, so sharp, noisy
 //! and background-subtracted patterns give no false hits (tests and the decision record).
+//! The rule is C-BAD-FOUND of docs/CONTRACT.md.
 
 use serde::Serialize;
 
@@ -41,7 +42,7 @@ impl BadPixels {
 
 /// Hot and dead pixels of `mean` (row-major `det`), leaving out the pixels `known` to be bad
 /// already (and any non-finite value) from every neighbourhood and statistic. A neighbourhood
-/// of fewer than three usable pixels judges nothing.
+/// of fewer than three usable pixels judges nothing (C-BAD-FOUND).
 pub fn detect(mean: &[f64], det: [usize; 2], known: &[bool]) -> BadPixels {
     let n = det[0] * det[1];
     let usable: Vec<bool> = (0..n).map(|k| !known[k] && mean[k].is_finite()).collect();

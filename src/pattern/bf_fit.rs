@@ -2,7 +2,8 @@
 //! their neighbours' median, the pattern is median-filtered 3 × 3 (so no isolated pixel can
 //! be the peak), the region at or above half-way from the median to the peak is grown from the
 //! peak (4-connected), its holes filled; the disk is its centroid and `sqrt(area / π)`.
-//! Fits that do not look like a beam are said so (`BfFit::warning`).
+//! Fits that do not look like a beam are said so (`BfFit::warning`). The rule is C-FIT of
+//! docs/CONTRACT.md.
 
 use serde::Serialize;
 
@@ -27,7 +28,7 @@ impl BfFit {
     }
 }
 
-/// Fit the BF disk of `mean` (row-major `det`), leaving out `known` bad pixels.
+/// Fit the BF disk of `mean` (row-major `det`), leaving out `known` bad pixels (C-FIT).
 pub fn fit(mean: &[f64], det: [usize; 2], known: &[bool]) -> BfFit {
     let n = det[0] * det[1];
     let bad = detect(mean, det, known);

@@ -4,7 +4,7 @@ use crate::frames::Correction;
 
 /// On the detector binned `corr.bin` (from an unbinned `det`): with bad-pixel masking, the
 /// pixels whose every unbinned pixel the file's `pixel_mask` flags (their sums are 0); none
-/// without masking.
+/// without masking. They are neither judged nor used (C-BAD-FOUND).
 pub fn file_known(pixel_mask: Option<&[bool]>, det: [usize; 2], corr: Correction) -> Vec<bool> {
     let b = corr.bin.max(1);
     let [or, oc] = [det[0].div_ceil(b), det[1].div_ceil(b)];

@@ -1,6 +1,6 @@
 //! Products on the GPU: each is one kernel over the resident acquisition; only the small
 //! result leaves the GPU, and only when asked. Integer products equal the CPU reference
-//! byte for byte; CoM/DPC/iDPC are returned as float32 per the contract.
+//! byte for byte; CoM/DPC/iDPC are returned as float32 per the contract (C-DTYPE).
 
 use crate::contract::{Region, SparseMask};
 use crate::cpu::{dpc_from_com, Dd};
@@ -51,7 +51,8 @@ pub async fn frames(engine: &Engine, res: &Resident, f0: usize, f1: usize) -> Re
     Ok(out)
 }
 
-/// Exact CoM planes [row, col] from the moments (0 where a pattern is empty).
+/// Exact CoM planes [row, col] from the moments (0 where a pattern is empty): one division
+/// of exact integers (C-COM).
 pub fn com_from_moments(m: &[[u64; 3]]) -> Vec<f64> {
     let n = m.len();
     let mut com = vec![0f64; 2 * n];
@@ -88,7 +89,7 @@ pub async fn compute(
 /// The mean pattern of `res` (float64, exact sums rounded once) and the hot and dead pixels
 /// in it (`pattern::detect`, leaving out the file's bad pixels). With bad-pixel masking on
 /// they are zeroed in `res` (`Engine::zero_pixels`) and in the mean returned, so that every
-/// product leaves them out as the CPU reference does.
+/// product leaves them out as the CPU reference does (C-BAD-FOUND).
 pub async fn settle_bad_pixels(
     engine: &Engine,
     acq: &Acquisition,
@@ -163,6 +164,7 @@ pub async fn compute_resident(
                 });
             }
             let sums = masked_sums(engine, res, &indices).await?;
+            // C-MASK: DF = total − BF, from the per-position total.
             let data = if p.kind == ProductKind::Df {
                 let total = masked_sums(engine, res, &SparseMask::all(det).indices).await?;
                 total.iter().zip(&sums).map(|(t, s)| t - s).collect()
@@ -176,7 +178,8 @@ pub async fn compute_resident(
         }
         ProductKind::Idpc => {
             // The moments stay on the GPU for the FFTs; the exact CoM comes back only for
-            // the scan mean (a float64 sum, as the CPU reference takes it).
+            // the scan mean (a float64 sum, as the CPU reference takes it): C-IDPC-GPU and
+            // C-DPC-MEAN.
             moments_fit_64(res)?;
             let n = shape.frames() as u64;
             let moments = engine.storage("com moments", n * 24);

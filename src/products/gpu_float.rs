@@ -2,7 +2,8 @@
 //! integer multiple of `2^lsb`, so the kernels sum them as exact 128-bit integers, in any
 //! order, and the host rounds each sum once into a double-double. Virtual images, CoM and
 //! the mean pattern so equal the CPU reference's double-double results bit for bit; data
-//! whose sums could pass 127 bits (or hold NaN/∞) are refused by name, never approximated.
+//! whose sums could pass 127 bits (or hold NaN/∞) are refused by name, never approximated
+//! (C-FLOAT-GPU).
 
 use crate::contract::{Region, ScanRoi, SparseMask};
 use crate::cpu::{dpc_from_com, scan_means, Dd};

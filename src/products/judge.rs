@@ -1,6 +1,6 @@
 //! The one judge of a backend's product against the CPU reference, under the contract's
 //! precision bounds (docs/CONTRACT.md): integer products, float sums and everything else
-//! identical (C-BOUND-INT); CoM the float32 rounding of the exact quotient (C-BOUND-COM); DPC
+//! identical (C-BOUND-INT, C-BOUND-FLOAT-MEAN); CoM the float32 rounding of the exact quotient (C-BOUND-COM); DPC
 //! within 2e-6 detector px (C-BOUND-DPC); iDPC within 1e-5·max|φ| (C-BOUND-IDPC); weighted
 //! masks, float64 from exact per-weight sums, within the CPU's float64 bound (C-WEIGHTS).
 //! `stem4d parity` and the native and browser parity tests judge with it; it is GPU-free and

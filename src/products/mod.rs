@@ -209,7 +209,8 @@ impl ProductParams {
         })
     }
 
-    /// The detector mask of a virtual-image product, validated against the (binned) detector.
+    /// The detector mask of a virtual-image product, validated against the (binned) detector
+    /// (C-BIN-COMPOSE: its geometry is in binned pixels).
     pub fn detector_mask(&self, det: [usize; 2]) -> Result<DetectorMask> {
         let k = self.kind;
         let m = match k {
@@ -287,7 +288,7 @@ impl ProductParams {
     }
 }
 
-/// A product's values, in the dtype the contract gives it.
+/// A product's values, in the dtype the contract gives it (C-DTYPE).
 #[derive(Clone, Debug, PartialEq)]
 pub enum ArrayData {
     U8(Vec<u8>),
@@ -337,7 +338,7 @@ impl ArrayData {
         }
     }
 
-    /// Narrow u32 samples back to the source dtype (max-dp and pattern keep it).
+    /// Narrow u32 samples back to the source dtype (max-dp and pattern keep it; C-DTYPE).
     pub fn from_samples_u32(v: Vec<u32>, dtype: Dtype, binned: bool) -> ArrayData {
         match (dtype, binned) {
             (Dtype::U8, false) => ArrayData::U8(v.into_iter().map(|x| x as u8).collect()),

@@ -19,7 +19,7 @@ pub(super) async fn exact_u64(engine: &Engine, buf: &wgpu::Buffer, offset: u64) 
 }
 
 /// Totals and CoM moments of a resident acquisition, computed once; the exact CoM comes
-/// back once so DPC means and iDPC use exact values.
+/// back once so DPC means and iDPC use exact values (C-DPC-MEAN).
 pub(super) async fn derive(engine: &Engine, res: &Resident) -> Result<Derived> {
     let shape = res.plan.shape;
     let n = shape.frames() as u64;
@@ -51,7 +51,7 @@ pub(super) async fn derive(engine: &Engine, res: &Resident) -> Result<Derived> {
 }
 
 /// Magnitude and direction planes (float32, from float64) of a DPC product
-/// `[g_r plane, g_c plane]` (`contract::dpc_polar`).
+/// `[g_r plane, g_c plane]` (`contract::dpc_polar`, C-DPC-POLAR).
 pub(super) fn polar_planes(dpc: &ProductArray) -> [Vec<f32>; 2] {
     let g = dpc.data.to_f64();
     let n = g.len() / 2;

@@ -154,7 +154,7 @@ impl Session {
         });
         if (moments && crate::kernels::com_moments::moments_fit_64(res).is_err()) || many_weights {
             // Beyond what the GPU path does exactly (moments past 2^64, masks with very many
-            // distinct weights): the exact CPU reference instead.
+            // distinct weights, C-WEIGHTS): the exact CPU reference instead.
             return crate::cpu::compute(&self.acq, p);
         }
         gp::compute_resident(engine, &self.acq, res, p).await

@@ -1,5 +1,6 @@
 //! Readouts and exports of what a panel shows: statistics and histogram, the exact value
-//! under the cursor, PNG and npy.
+//! under the cursor, PNG and npy. Readouts and `.npy` exports are the exact products, never
+//! the display planes (C-DISPLAY).
 
 use super::*;
 

@@ -115,7 +115,7 @@ pub(crate) enum Next<'s, 'a> {
     Done,
     /// A chunk the GPU decoder does not take as planned (a filter skipped, a chunk larger
     /// than a window), or leaves out of key order: the whole index is read and the CPU path
-    /// (or a new plan) takes the acquisition.
+    /// (or a new plan) takes the acquisition, exactly as an open that read it (C-INCOMPLETE).
     NotAsPlanned,
 }
 

@@ -3,7 +3,7 @@
 //! headers to build the block table (in the browser the Workers that read the chunks walk
 //! them), `wgsl/bslz4.wgsl` inflates the blocks and `wgsl/unshuffle.wgsl` packs the
 //! frames (bad pixels zeroed, detector binned) straight into the resident buffers: the
-//! unbinned volume never exists.
+//! unbinned volume never exists (C-DECODE-GPU, C-BAD, C-BIN).
 //! Acquisitions it does not cover (deflate/shuffle, chunks that split frames, LZ4 blocks that
 //! are not whole words, blocks so small that their tables pass the binding limit) take the
 //! CPU path.
@@ -531,6 +531,7 @@ async fn upload_through(
     }
     let (failed, overflow, in_place) = decoder.take_status(engine).await?;
     if overflow {
+        // C-BIN-COMPOSE: a binned sum past u32 is an error, never a wrapped value.
         let b = corr.bin;
         return Err(Error::format(
             &acq.primary,

@@ -1,7 +1,7 @@
 //! Resident stage, GPU-free part: how an acquisition is laid out in GPU memory — sample
 //! width, word packing, position tiles, the split into buffers at the adapter's binding
 //! limit — and the memory plan (payload and predicted peak) reported before anything is
-//! allocated.
+//! allocated (C-MEM).
 //!
 //! The resident is **position-tiled**: scan positions are grouped in tiles of `tile`
 //! positions (`256 / bits`: 32 for u8, 16 for u16, 8 for u32/f32), and a tile stores, pixel
@@ -172,7 +172,7 @@ impl ResidentPlan {
 
     /// The exact alternatives to offer when this plan does not fit: resident bytes with a
     /// further detector bin of 2 and 4 (sums widen to 32 bits), and with the first half of
-    /// the scan rows.
+    /// the scan rows (C-MEM, C-CROP).
     pub fn alternatives(&self) -> String {
         let frames = self.shape.frames() as u64;
         let gb = |b: u64| format!("{:.2} GB", b as f64 / 1e9);
@@ -201,7 +201,7 @@ impl ResidentPlan {
     /// Pack raw little-endian samples of an unbinned integer acquisition (one frame after
     /// another, `bits / 8` bytes each) into resident words: the bytes are the packed words
     /// already, so each frame is copied whole and only its bad pixels (`bad`, by detector
-    /// index) and `sentinel` values are zeroed — the result of widening, correcting and
+    /// index) and `sentinel` values are zeroed (C-BAD) — the result of widening, correcting and
     /// [`Self::pack_frames`], without a pass per sample (frames in parallel natively).
     pub fn pack_raw_frames(
         &self,
@@ -263,7 +263,7 @@ impl ResidentPlan {
 }
 
 /// What the upload saw of float32 samples: the binary orders that decide whether the GPU can
-/// sum them exactly as 128-bit integers in units of `2^lsb`.
+/// sum them exactly as 128-bit integers in units of `2^lsb` (the audit of C-FLOAT-GPU).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct FloatRange {
     /// Every sample is an integer multiple of `2^lsb` (the smallest ulp exponent seen).

@@ -229,7 +229,8 @@ impl Engine {
         Ok(())
     }
 
-    /// Turn an out-of-memory error during upload into the plan's message, else the resident.
+    /// Turn an out-of-memory error during upload into the plan's message (its sizes and the
+    /// alternatives: C-MEM), else the resident.
     pub(crate) async fn finish_resident(
         &self,
         scope: wgpu::ErrorScopeGuard,

@@ -24,7 +24,7 @@ pub fn manifest() -> Value {
     serde_json::from_str(&text).expect("manifest parses")
 }
 
-/// The keys `stem4d info --json` must always report (the CLI contract).
+/// The keys `stem4d info --json` must always report (the CLI contract; C-AXES's metadata).
 pub const INFO_KEYS: [&str; 11] = [
     "shape",
     "dtype",
@@ -137,8 +137,10 @@ pub fn read_npy(path: &Path) -> ProductArray {
     stem4d::products::npy::from_bytes(&path.display().to_string(), &bytes).expect("npy parses")
 }
 
-/// The contract's comparison: integers and float32 bit for bit; float64 within `rel`
-/// of the reference (relative to the largest |reference| for signed fields like DPC).
+/// The contract's comparison: integers and float32 bit for bit (C-BOUND-INT, and the float32
+/// mean pattern: C-BOUND-FLOAT-MEAN); float64 within `rel` of the reference (relative to the
+/// largest |reference| for signed fields like DPC). Dtypes must match the reference's
+/// (C-DTYPE).
 pub fn compare(
     what: &str,
     kind: &str,

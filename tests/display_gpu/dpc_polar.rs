@@ -1,5 +1,5 @@
 //! DPC magnitude and direction planes from exact moments meet the bounds the contract's DPC
-//! bound implies, and the colour wheel is drawn as the mirror draws it.
+//! bound implies, and the colour wheel is drawn as the mirror draws it (C-DPC-POLAR).
 
 use super::{engine_storage, render};
 use crate::common::*;

@@ -1,6 +1,6 @@
 //! Display limits against the mirror: a large plane, percentiles at every kind of bin, the
 //! edges (no finite value, values past ±3e38, a constant), absolute limits in data units on
-//! every scale, and limits beside the data said rather than hidden.
+//! every scale, and limits beside the data said rather than hidden (C-DISPLAY).
 
 use super::{assert_limits_match, gpu_and_mirror_stats, render, LIMITS};
 use crate::common::*;

@@ -2,7 +2,8 @@
 //! f32 rendering of the exact products, limits equal the mirror's bit for bit on the linear
 //! scale (and land in its histogram bin on log and sqrt, whose transcendental steps the
 //! adapter rounds its own way), absolute limits are data units on every scale, and the
-//! rendered pixels carry the colour-map entry the mirror picks (±1 level for the divide).
+//! rendered pixels carry the colour-map entry the mirror picks (±1 level for the divide):
+//! C-DISPLAY.
 //!
 //! One module per thing proved: `planes` (planes and their limits), `rendering` (pixels
 //! and canvases), `limits` (limits at their edges and beside the data) and `dpc_polar`

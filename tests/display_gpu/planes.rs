@@ -1,5 +1,6 @@
 //! Display planes equal the f32 rendering of the exact products (BF, DF, CoM, DPC, a
-//! resident frame), and their limits the mirror's under every limits mode and scale.
+//! resident frame), and their limits the mirror's under every limits mode and scale
+//! (C-DISPLAY).
 
 use super::{assert_limits_match, engine_storage, sums_on_gpu, upload, LIMITS};
 use crate::common::*;

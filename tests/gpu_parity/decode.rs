@@ -8,7 +8,8 @@ use stem4d::products::gpu as products;
 
 /// Bitshuffle+LZ4 and LZ4 decoded on the GPU (compressed bytes uploaded) equal the CPU
 /// decoder, sample for sample, with and without bad-pixel masking, unbinned and binned
-/// (partial edge blocks), whole and split across buffers.
+/// (partial edge blocks), whole and split across buffers (C-DECODE-GPU, C-BAD, C-BIN; a bin
+/// whose sums pass u32 is refused on both: C-BIN-COMPOSE).
 #[test]
 fn gpu_decode_equals_the_cpu_decoder() {
     use stem4d::frames::{Correction, FrameReader, Samples};
@@ -84,7 +85,8 @@ fn gpu_decode_equals_the_cpu_decoder() {
     );
 }
 
-/// Corrupt bitshuffle/LZ4 chunks give the file's name and the problem, never a wrong image.
+/// Corrupt bitshuffle/LZ4 chunks give the file's name and the problem, never a wrong image
+/// (C-DECODE-GPU).
 #[test]
 fn gpu_decode_refuses_corrupt_chunks_by_name() {
     let Some(engine) = engine() else { return };
@@ -113,7 +115,8 @@ fn gpu_decode_refuses_corrupt_chunks_by_name() {
 }
 
 /// The compressed synthetic acquisition (bitshuffle+LZ4 chunks in memory) decodes on the GPU
-/// to the same samples the generator gives, and its products equal the CPU reference.
+/// to the same samples the generator gives, and its products equal the CPU reference
+/// (C-SYNTH).
 #[test]
 fn compressed_synthetic_decodes_on_the_gpu_to_the_generated_samples() {
     use stem4d::formats::synthetic;

@@ -9,7 +9,7 @@ use stem4d::cpu;
 /// lavapipe and the H200 do), through workgroup memory and atomically in the output give
 /// the CPU's sums, on 8-, 16- and 32-bit data with padded tiles, at saturation on a detector
 /// whose totals pass 2^32 (the subgroup path then needs two parts per tile) and with 32-bit
-/// samples that carry, for whole, disk and scattered masks in any number of parts.
+/// samples that carry, for whole, disk and scattered masks in any number of parts (C-MASK).
 #[test]
 fn masked_sums_agree_whichever_way_the_slots_meet() {
     use stem4d::contract::Dtype;
@@ -87,7 +87,7 @@ fn masked_sums_agree_whichever_way_the_slots_meet() {
 /// the CPU's for disks and annuli about the rings' centre (float radii, so rings are cut),
 /// off-centre and scattered masks, on 8-, 16- and 32-bit data, at saturation where the
 /// per-position totals pass 2^32, and on a resident split across buffers; the centred masks
-/// must take the ring path, or the test would check nothing new.
+/// must take the ring path, or the test would check nothing new (C-RING).
 #[test]
 fn masked_sums_from_ring_sums_equal_the_cpu() {
     use stem4d::contract::{DetectorMask, Dtype};
@@ -253,7 +253,7 @@ fn masked_sum_part_tables_that_could_wrap_are_refused() {
 /// The CoM running sums folded into 64 bits after every row, every few, or never, and both
 /// kernels cut into any number of parts per tile (whose sums meet through atomic adds),
 /// must all give the same exact sums and moments: the folds and the carries are where a
-/// wrap would hide.
+/// wrap would hide (C-COM: the moments stay exact).
 #[test]
 fn folding_and_parts_at_any_interval_are_exact() {
     let Some(engine) = engine() else { return };

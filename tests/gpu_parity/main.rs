@@ -20,8 +20,9 @@ mod source_reads;
 use stem4d::products::judge::judge;
 use stem4d::products::{ProductArray, ProductKind};
 
-/// A GPU product against the CPU reference, under the contract's bound for `kind`: the
-/// one judge `stem4d parity` and the browser tests use too.
+/// A GPU product against the CPU reference, under the contract's bound for `kind`
+/// (C-BOUND-INT, C-BOUND-COM, C-BOUND-DPC, C-BOUND-IDPC, C-DTYPE): the one judge
+/// `stem4d parity` and the browser tests use too.
 fn check(kind: &str, what: &str, gpu: &ProductArray, cpu: &ProductArray) -> Result<(), String> {
     let kind = ProductKind::parse(kind).map_err(|e| format!("{what}: {e}"))?;
     match judge(kind, gpu, cpu).failure {

@@ -8,6 +8,9 @@ use stem4d::cpu;
 use stem4d::products::gpu as products;
 use stem4d::products::ArrayData;
 
+/// Every product of every fixture on the GPU under the contract's bounds: C-MASK, C-REDUCE,
+/// C-COM, C-DPC, C-DPC-MEAN, C-IDPC, C-BAD and C-BAD-FOUND (masked products), C-BIN-COMPOSE,
+/// C-FLOAT-GPU (float32 fixtures, bit for bit), C-BOUND-FLOAT-MEAN (`mean-dp-f32`).
 #[test]
 fn kernels_match_the_cpu_reference_on_every_fixture() {
     let Some(engine) = engine() else { return };
@@ -89,7 +92,8 @@ fn kernels_match_the_cpu_reference_on_every_fixture() {
 /// narrower than a slot's run or wider than the column-moment fold, and a u16 detector of
 /// more than 65,537 pixels whose per-position totals pass 2^32 (the 64-bit reduction across
 /// slots). Values sit at the sample limits (every bit set in many pixels, saturation
-/// sentinels included), with and without bad-pixel masking, on rectangular scans.
+/// sentinels included), with and without bad-pixel masking, on rectangular scans (C-MASK:
+/// sums past 32 bits stay exact; C-BAD).
 #[test]
 fn tiled_kernels_match_the_cpu_at_tile_edges_and_sample_limits() {
     use stem4d::contract::Dtype;
@@ -167,6 +171,7 @@ fn tiled_kernels_match_the_cpu_at_tile_edges_and_sample_limits() {
     assert_eq!(checked, 10 * 2 * 9 - 4);
 }
 
+/// Weighted masks on the GPU meet the CPU's float64 bound (C-WEIGHTS).
 #[test]
 fn weighted_masks_sum_exactly_per_distinct_weight() {
     let Some(engine) = engine() else { return };
@@ -194,7 +199,8 @@ fn weighted_masks_sum_exactly_per_distinct_weight() {
 }
 
 /// iDPC on the GPU (Stockham and Bluestein FFTs around the Fourier-integration filter)
-/// against the CPU reference's float64 FFT, on power-of-two, odd and mixed scan sizes.
+/// against the CPU reference's float64 FFT, on power-of-two, odd and mixed scan sizes
+/// (C-IDPC-GPU, within C-BOUND-IDPC).
 #[test]
 fn idpc_on_the_gpu_meets_the_contract_bound_for_any_scan_size() {
     use stem4d::kernels::fft::{DpcSettings, Idpc};
@@ -260,7 +266,7 @@ fn idpc_on_the_gpu_meets_the_contract_bound_for_any_scan_size() {
 
 /// Float32 residents: signed values over forty binary orders, −0.0, exact cancellations and
 /// a rectangular scan with a ragged detector; every product equals the CPU reference's bits.
-/// NaN and spans too wide for 128-bit sums are refused with the file's name.
+/// NaN and spans too wide for 128-bit sums are refused with the file's name (C-FLOAT-GPU).
 #[test]
 fn float32_residents_sum_exactly_or_refuse_by_name() {
     use stem4d::contract::Dtype;
@@ -349,7 +355,8 @@ fn float32_residents_sum_exactly_or_refuse_by_name() {
 
 /// A scan crop is the sub-scan: per-position products equal the uncropped ones over the crop,
 /// the sum pattern equals the uncropped one over that scan ROI, on the CPU and on the GPU
-/// (which reads the crop's row runs through the CPU path, also for GPU-decodable chunks).
+/// (which reads the crop's row runs through the CPU path, also for GPU-decodable chunks):
+/// C-CROP.
 #[test]
 fn a_scan_crop_is_the_sub_scan_on_every_backend() {
     use stem4d::contract::Region;

@@ -50,6 +50,7 @@ fn residents_split_across_buffers_give_the_same_sums() {
     assert_eq!(pa, pb);
 }
 
+/// The GPU's synthetic acquisition holds `formats::synthetic::sample`'s integers (C-SYNTH).
 #[test]
 fn synthetic_residents_made_on_the_gpu_equal_the_cpu_samples() {
     use stem4d::formats::synthetic;
@@ -90,7 +91,7 @@ fn synthetic_residents_made_on_the_gpu_equal_the_cpu_samples() {
 }
 
 /// Reduced patterns over many chunks of positions and several segments (atomics + carries)
-/// equal the CPU reference, over the whole scan and over an off-centre ROI.
+/// equal the CPU reference, over the whole scan and over an off-centre ROI (C-REDUCE).
 #[test]
 fn pattern_reductions_over_many_position_chunks_are_exact() {
     use stem4d::products::{ProductKind, ProductParams};

@@ -1,5 +1,6 @@
 //! DPC magnitude (`commag`) and direction (`comdir`) in the session: readouts, exports and
-//! colours within the bounds the contract's DPC bound implies, redrawn only when they change.
+//! colours within the bounds the contract's DPC bound implies, redrawn only when they change
+//! (C-DPC-POLAR).
 
 use super::{open_unbinned, state};
 use crate::common::*;

@@ -58,6 +58,8 @@ fn an_open_leaves_the_totals_com_and_ring_sums_to_prepare() {
     assert_eq!((stage_count(&s, derive), stage_count(&s, rings)), (1, 1));
 }
 
+/// A product with another bin runs on the binned frames, and the view's pattern is the
+/// binned detector (C-BIN-COMPOSE).
 #[test]
 fn a_product_with_another_bin_reuploads_and_stays_exact() {
     let Some(engine) = engine() else { return };
@@ -102,6 +104,7 @@ fn a_product_with_another_bin_reuploads_and_stays_exact() {
     assert_eq!(counts, [1, 1], "{:?}", s.profile.stages);
 }
 
+/// The crop's positions are renumbered from 0 (C-CROP).
 #[test]
 fn a_scan_crop_opens_the_sub_scan_and_says_so() {
     let Some(engine) = engine() else { return };

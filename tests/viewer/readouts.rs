@@ -9,6 +9,7 @@ use stem4d::cpu;
 use stem4d::products::{ProductKind, ProductParams};
 use stem4d::session::Panel;
 
+/// Hover readouts are the exact products, not the display planes (C-DISPLAY).
 #[test]
 fn readouts_follow_the_view_and_equal_the_cpu_reference() {
     let Some(engine) = engine() else { return };

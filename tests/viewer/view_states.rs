@@ -90,7 +90,7 @@ fn display_scales_parse_from_scale_or_the_older_log_flag() {
 
 /// At the session: absolute limits typed in data units draw the data on a log scale (never
 /// one flat colour), `stem4d.stats` reports them as given with their shown values beside,
-/// and limits above every value come with a note instead of a silent black image.
+/// and limits above every value come with a note instead of a silent black image (C-DISPLAY).
 #[test]
 fn absolute_limits_on_a_log_scale_show_the_data_or_say_why_not() {
     let Some(engine) = engine() else { return };
