@@ -5,10 +5,10 @@
 
 use bytemuck::{Pod, Zeroable};
 
-use crate::cpu::Dd;
 use crate::error::{Error, Result};
 use crate::gpu::{Batch, Engine, Resident};
 use crate::kernels::{self, grid, uniform};
+use crate::products::host_exact::ExactSum;
 
 uniform! {
     #[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
@@ -281,7 +281,7 @@ pub fn gpu_weight_groups(
 }
 
 /// Weighted masks: an exact integer sum per distinct weight on the GPU, combined on the host
-/// in double-double with exact (FMA) products, so the result meets the CPU reference's bound
+/// exactly (FMA products into an exact expansion, `products::host_exact`), rounded once, so the result meets the CPU reference's bound
 /// (C-WEIGHTS).
 pub async fn weighted_sums(
     engine: &Engine,
@@ -290,7 +290,7 @@ pub async fn weighted_sums(
     weights: &[f64],
 ) -> Result<Vec<f64>> {
     let groups = gpu_weight_groups(indices, weights)?;
-    let mut acc = vec![Dd::ZERO; res.plan.shape.frames()];
+    let mut acc = vec![ExactSum::default(); res.plan.shape.frames()];
     for (bits, idx) in groups {
         let w = f64::from_bits(bits);
         for (a, s) in acc.iter_mut().zip(masked_sums(engine, res, &idx).await?) {
@@ -299,5 +299,5 @@ pub async fn weighted_sums(
             a.add_product(w, (s & 0xffff_ffff) as f64);
         }
     }
-    Ok(acc.iter().map(Dd::value).collect())
+    Ok(acc.iter().map(ExactSum::value).collect())
 }

@@ -3,11 +3,11 @@
 //! byte for byte; CoM/DPC/iDPC are returned as float32 per the contract (C-DTYPE).
 
 use crate::contract::{Region, SparseMask};
-use crate::cpu::{dpc_from_com, Dd};
 use crate::error::{Error, Result};
 use crate::formats::Acquisition;
 use crate::frames::Correction;
 use crate::pattern;
+use crate::products::host_exact;
 use crate::products::{ArrayData, ProductArray, ProductKind, ProductParams};
 
 use crate::gpu::{Engine, Resident};
@@ -58,8 +58,8 @@ pub fn com_from_moments(m: &[[u64; 3]]) -> Vec<f64> {
     let mut com = vec![0f64; 2 * n];
     for (k, [t, r, c]) in m.iter().enumerate() {
         if *t != 0 {
-            com[k] = crate::cpu::div_u128(*r as u128, *t as u128);
-            com[n + k] = crate::cpu::div_u128(*c as u128, *t as u128);
+            com[k] = host_exact::quotient(*r as u128, *t as u128, 0, false);
+            com[n + k] = host_exact::quotient(*c as u128, *t as u128, 0, false);
         }
     }
     com
@@ -190,7 +190,7 @@ pub async fn compute_resident(
             let idpc = crate::kernels::fft::Idpc::new(engine, shape.scan);
             let mut enc = engine.device.create_command_encoder(&Default::default());
             let dpc = crate::kernels::fft::DpcSettings {
-                mean: crate::cpu::scan_means(&com),
+                mean: host_exact::scan_means(&com),
                 rotation: p.rotation,
                 flip: p.flip,
             };
@@ -219,7 +219,7 @@ pub async fn compute_resident(
                 },
                 _ => ProductArray {
                     shape: planes,
-                    data: f32s(dpc_from_com(&com, p.rotation, p.flip)),
+                    data: f32s(host_exact::dpc_from_com(&com, p.rotation, p.flip)),
                 },
             }
         }
@@ -232,7 +232,7 @@ pub async fn compute_resident(
             let count = roi.len() as u64;
             let mean = || {
                 sum.iter()
-                    .map(|&s| Dd::from_u64(s).div_u64(count))
+                    .map(|&s| host_exact::quotient(s as u128, count as u128, 0, false))
                     .collect::<Vec<f64>>()
             };
             let (shape_out, data) = match p.kind {

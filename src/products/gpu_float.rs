@@ -6,10 +6,10 @@
 //! (C-FLOAT-GPU).
 
 use crate::contract::{Region, ScanRoi, SparseMask};
-use crate::cpu::{dpc_from_com, scan_means, Dd};
 use crate::error::{Error, Result};
 use crate::formats::Acquisition;
 use crate::products::gpu::fit_on;
+use crate::products::host_exact::{self, dpc_from_com, scan_means, ExactSum};
 use crate::products::{ArrayData, ProductArray, ProductKind, ProductParams};
 use crate::upload::plan::FloatRange;
 
@@ -103,15 +103,18 @@ async fn pattern_reduce(
     Ok((sums, max))
 }
 
-/// Exact CoM planes [row, col] from the moments, divided as the CPU reference divides.
-fn com_from_moments(m: &[[i128; 3]], lsb: i32) -> Vec<f64> {
+/// Exact CoM planes [row, col] from the moments: each quotient of exact integers rounded once.
+fn com_from_moments(m: &[[i128; 3]]) -> Vec<f64> {
     let n = m.len();
     let mut com = vec![0f64; 2 * n];
     for (k, [t, r, c]) in m.iter().enumerate() {
-        let t = Dd::from_i128_scaled(*t, lsb);
-        if t.value() != 0.0 {
-            com[k] = Dd::from_i128_scaled(*r, lsb).div_dd(&t);
-            com[n + k] = Dd::from_i128_scaled(*c, lsb).div_dd(&t);
+        // The common scale 2^lsb cancels: r / t and c / t of the exact integers.
+        if *t != 0 {
+            let q = |v: i128| {
+                host_exact::quotient(v.unsigned_abs(), t.unsigned_abs(), 0, (v < 0) != (*t < 0))
+            };
+            com[k] = q(*r);
+            com[n + k] = q(*c);
         }
     }
     com
@@ -131,7 +134,7 @@ pub async fn compute(
     let scan = shape.scan.to_vec();
     let values = |v: Vec<i128>| -> Vec<f64> {
         v.into_iter()
-            .map(|s| Dd::from_i128_scaled(s, lsb).value())
+            .map(|s| host_exact::from_i128_scaled(s, lsb))
             .collect()
     };
     let f32s = |v: Vec<f64>| ArrayData::F32(v.into_iter().map(|x| x as f32).collect());
@@ -150,21 +153,25 @@ pub async fn compute(
             let SparseMask { indices, weights } = p.detector_mask(det)?.sparse(det);
             if let Some(w) = weights {
                 let groups = gpu_weight_groups(&indices, &w)?;
-                let mut acc = vec![Dd::ZERO; shape.frames()];
+                let mut acc = vec![ExactSum::default(); shape.frames()];
                 for (bits, idx) in groups {
                     let w = f64::from_bits(bits);
                     for (a, s) in acc
                         .iter_mut()
                         .zip(masked_sums(engine, file, res, &idx).await?)
                     {
-                        let (hi, lo) = Dd::from_i128_scaled(s, lsb).parts();
-                        a.add_product(w, hi);
-                        a.add_product(w, lo);
+                        // s·2^lsb in three exact pieces of at most 43 bits each.
+                        let low = |k: u32| ((s >> (42 * k)) & ((1 << 42) - 1)) as f64;
+                        let pieces = [low(0), low(1), (s >> 84) as f64];
+                        for (k, piece) in pieces.into_iter().enumerate() {
+                            let scale = host_exact::from_i128_scaled(1, lsb + 42 * k as i32);
+                            a.add_product(w, piece * scale);
+                        }
                     }
                 }
                 return Ok(ProductArray {
                     shape: scan,
-                    data: ArrayData::F64(acc.iter().map(Dd::value).collect()),
+                    data: ArrayData::F64(acc.iter().map(ExactSum::value).collect()),
                 });
             }
             let mut sums = masked_sums(engine, file, res, &indices).await?;
@@ -180,7 +187,7 @@ pub async fn compute(
             }
         }
         ProductKind::Com | ProductKind::Dpc | ProductKind::Idpc => {
-            let com = com_from_moments(&moments(engine, file, res).await?, lsb);
+            let com = com_from_moments(&moments(engine, file, res).await?);
             let planes = vec![2, shape.scan[0], shape.scan[1]];
             match p.kind {
                 ProductKind::Com => ProductArray {
@@ -229,7 +236,7 @@ pub async fn compute(
             let count = roi.len() as u64;
             let mean = || -> Vec<f64> {
                 sum.iter()
-                    .map(|&s| Dd::from_i128_scaled(s, lsb).div_u64(count))
+                    .map(|&s| host_exact::quotient(s.unsigned_abs(), count as u128, lsb, s < 0))
                     .collect()
             };
             let (shape_out, data) = match p.kind {

@@ -3,6 +3,7 @@
 
 pub mod gpu;
 pub mod gpu_float;
+pub mod host_exact;
 pub mod judge;
 pub mod npy;
 
