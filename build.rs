@@ -8,7 +8,7 @@
 //!
 //! Files with no compute entry point are preludes (`common.wgsl`, `decode_common.wgsl`) or
 //! the display's render module. `tests/shader_validation.rs` checks with naga that the
-//! registry holds exactly the compute entry points of every module.
+//! registry holds exactly the compute entry points of every module (decision 0019).
 
 use std::fmt::Write as _;
 use std::path::Path;

@@ -2,7 +2,7 @@
 //! into float64 (C-COM, C-REDUCE, C-FLOAT-GPU, C-WEIGHTS). Written apart from the CPU
 //! reference's double-double (`cpu::exact`) and by other means — integer long division and
 //! exact float expansions, each correctly rounded — so that parity compares two
-//! implementations and can catch a bug in either.
+//! implementations and can catch a bug in either (decision 0020).
 
 /// `m · 2^exp2` (with `sticky`: plus a positive amount below its last bit), negated when
 /// `negative`, rounded to nearest float64, ties to even.
