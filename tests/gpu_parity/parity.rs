@@ -198,6 +198,26 @@ fn weighted_masks_sum_exactly_per_distinct_weight() {
     }
 }
 
+/// A weighted mask with more distinct weights than the GPU path combines (64) is refused by
+/// the GPU backend as unsupported, by name, never approximated (C-WEIGHTS); the session then
+/// computes it on the CPU reference, the same values (tests/viewer/readouts.rs).
+#[test]
+fn weighted_masks_past_the_gpus_weights_are_refused_by_name() {
+    let Some(engine) = engine() else { return };
+    let fx = fixture_named("arina_u16");
+    let acq = open_fixture(&fx);
+    let n = acq.shape.det[0] * acq.shape.det[1];
+    // 65 distinct weights, the rest of the pixels left out.
+    let w: Vec<f64> = (0..n)
+        .map(|k| if k < 65 { 1.0 + k as f64 / 8.0 } else { 0.0 })
+        .collect();
+    let mut p = stem4d::products::ProductParams::new(stem4d::products::ProductKind::Mask);
+    p.mask = Some(stem4d::contract::DetectorMask::Weighted(w));
+    let e = pollster::block_on(products::compute(&engine, &acq, &p)).unwrap_err();
+    assert!(e.is_gpu_unsupported(), "{e:?}");
+    assert!(e.to_string().contains("65 distinct weights"), "{e}");
+}
+
 /// iDPC on the GPU (Stockham and Bluestein FFTs around the Fourier-integration filter)
 /// against the CPU reference's float64 FFT, on power-of-two, odd and mixed scan sizes
 /// (C-IDPC-GPU, within C-BOUND-IDPC).

@@ -1,6 +1,6 @@
 //! Hover readouts are the exact products: BF, patterns, DF, sum patterns over a scan ROI and
 //! DPC follow the view; float32 data through exact GPU sums; a circular scan ROI sums
-//! exactly the positions inside it.
+//! exactly the positions inside it; weighted masks past the GPU's weights come from the reference.
 
 use super::{bf_state, cpu_at, open_unbinned, state};
 use crate::common::*;
@@ -166,4 +166,20 @@ fn a_circular_scan_roi_sums_exactly_the_positions_inside_it() {
         .unwrap_err()
         .to_string()
         .contains("no position"));
+}
+
+/// `stem4d.product` with a weighted mask of more distinct weights than the GPU combines:
+/// the session computes it on the CPU reference (the GPU declines it as unsupported), the
+/// reference's values exactly (C-WEIGHTS).
+#[test]
+fn weighted_masks_past_the_gpus_weights_come_from_the_reference() {
+    let Some(engine) = engine() else { return };
+    let (mut s, acq) = open_unbinned(&engine, "arina_u16");
+    let n = acq.shape.det[0] * acq.shape.det[1];
+    let w: Vec<f64> = (0..n).map(|k| 0.25 + (k % 70) as f64).collect();
+    let mut p = ProductParams::new(ProductKind::Mask);
+    p.mask = Some(stem4d::contract::DetectorMask::Weighted(w));
+    let got = pollster::block_on(s.product(&engine, &p)).unwrap();
+    let want = stem4d::cpu::compute(&acq, &p).unwrap();
+    assert_eq!(got, want);
 }
