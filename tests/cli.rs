@@ -552,3 +552,56 @@ fn missing_and_bad_parameters_are_named_by_flag() {
     let e = p.validate(shape).unwrap_err().to_string();
     assert_eq!(e, "product 'bf' needs 'center'");
 }
+
+/// A scan shape whose product matches the frame count only modulo 2^64 is refused, from the
+/// command line and from an EMPAD file name, with the true product, and no output is written
+/// (C-SCAN). 5 x 3689348814741910328 = 2^64 + 24 (a 24-frame stack); 2 x 9223372036854775811
+/// = 2^64 + 6 (a 6-frame EMPAD file).
+#[test]
+fn scan_shapes_that_wrap_around_are_refused() {
+    let tmp = TempDir::new("wrap");
+    let out = tmp.path("bf.npy");
+    let out_s = out.display().to_string();
+    let stack = data("lz4_stack_u16.h5");
+    for args in [
+        vec![
+            "info",
+            stack.as_str(),
+            "--scan-shape",
+            "5,3689348814741910328",
+        ],
+        vec![
+            "product",
+            "--kind",
+            "bf",
+            "--center",
+            "5,4",
+            "--radius",
+            "2",
+            "--out",
+            &out_s,
+            stack.as_str(),
+            "--scan-shape",
+            "5,3689348814741910328",
+        ],
+    ] {
+        let o = stem4d(&args);
+        assert!(!o.status.success(), "{args:?} passed");
+        let e = stderr(&o);
+        assert!(
+            e.contains("wrong scan shape 5x3689348814741910328")
+                && e.contains("18446744073709551640 positions but the data hold 24 frames"),
+            "{e}"
+        );
+    }
+    assert!(!out.exists(), "an output was written");
+    let raw = tmp.path("empad_hot_x9223372036854775811_y2.raw");
+    std::fs::copy(fixtures().join("data").join("empad_hot_x3_y2.raw"), &raw).unwrap();
+    let o = stem4d(&["info", raw.to_str().unwrap()]);
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("18446744073709551622 positions but the data hold 6 frames"),
+        "{}",
+        stderr(&o)
+    );
+}

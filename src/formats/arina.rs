@@ -103,13 +103,15 @@ pub(super) fn open(h5: &H5Set, master: &str, opts: &OpenOptions) -> Result<Acqui
             let attrs = meta.and_then(|g| g.attributes().ok()).unwrap_or_default();
             let cols = attr_f64(&attrs, "NumPixelsX");
             let rows = attr_f64(&attrs, "NumPixelsY");
-            if let (Some(r), Some(c)) = (rows, cols) {
-                if r >= 1.0 && c >= 1.0 && r.fract() == 0.0 && c.fract() == 0.0 {
-                    from_companion = Some((
-                        [r as usize, c as usize],
-                        format!("{cname}: STEM Metadata NumPixelsY x NumPixelsX"),
-                    ));
-                }
+            // Recorded dimensions must be usable; with --scan-shape given they are not needed.
+            if let (Some(r), Some(c), None) = (rows, cols, opts.scan_shape) {
+                let dim = |what: &str, v: f64| {
+                    super::scan_dimension(cname, &format!("STEM Metadata {what}"), v, frames)
+                };
+                from_companion = Some((
+                    [dim("NumPixelsY", r)?, dim("NumPixelsX", c)?],
+                    format!("{cname}: STEM Metadata NumPixelsY x NumPixelsX"),
+                ));
             }
             companion_calibration(&mut calibration, cname, &attrs);
         }

@@ -285,18 +285,33 @@ pub(crate) fn resolve_scan_shape(
             });
         }
     };
-    if shape[0] == 0 || shape[1] == 0 || (shape[0] as u64) * (shape[1] as u64) != frames {
+    // The product in 128 bits: two 64-bit sides never wrap there, so a shape whose product
+    // only matches the frame count modulo 2^64 is refused, and the message shows the true one.
+    let positions = shape[0] as u128 * shape[1] as u128;
+    if shape[0] == 0 || shape[1] == 0 || positions != frames as u128 {
         return Err(Error::ScanShape {
             file: file.to_string(),
             message: format!(
-                "wrong scan shape {}x{} from {source}: {} positions but the data hold {frames} frames",
-                shape[0],
-                shape[1],
-                shape[0] as u64 * shape[1] as u64
+                "wrong scan shape {}x{} from {source}: {positions} positions but the data hold {frames} frames",
+                shape[0], shape[1],
             ),
         });
     }
     Ok((shape, source))
+}
+
+/// A scan dimension a file records as a number (`value`, read from `what` in `file`): a whole
+/// number from 1 to `frames`, or an error that names the file, the field and the value.
+pub(crate) fn scan_dimension(file: &str, what: &str, value: f64, frames: u64) -> Result<usize> {
+    if value.is_finite() && value >= 1.0 && value.fract() == 0.0 && value <= frames as f64 {
+        return Ok(value as usize);
+    }
+    Err(Error::ScanShape {
+        file: file.to_string(),
+        message: format!(
+            "{what} is {value}, not a scan dimension of these {frames} frames (a whole number from 1 to {frames}); pass --scan-shape ROWS,COLS"
+        ),
+    })
 }
 
 pub(crate) fn check_detector(file: &str, det: [u64; 2]) -> Result<[usize; 2]> {
@@ -365,4 +380,32 @@ pub(crate) fn check_chunk_coverage(ix: &DatasetIndex) -> Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod scan_shape_tests {
+    use super::*;
+
+    #[test]
+    fn recorded_scan_dimensions_are_whole_numbers_within_the_frames() {
+        assert_eq!(scan_dimension("c.h5", "NumPixelsX", 4.0, 24).unwrap(), 4);
+        for v in [1e300, f64::NAN, -3.0, 2.5, 0.0, 25.0, f64::INFINITY] {
+            let e = scan_dimension("c.h5", "STEM Metadata NumPixelsX", v, 24)
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.starts_with("c.h5: STEM Metadata NumPixelsX is ") && e.contains("--scan-shape"),
+                "{v}: {e}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_product_that_wraps_is_not_the_frame_count() {
+        let e = resolve_scan_shape("s.h5", 24, Some([5, 3_689_348_814_741_910_328]), None)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("18446744073709551640 positions"), "{e}");
+        assert!(resolve_scan_shape("s.h5", 24, Some([6, 4]), None).is_ok());
+    }
 }
