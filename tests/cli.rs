@@ -214,6 +214,94 @@ fn out_onto_an_input_is_refused() {
     }
 }
 
+/// An `--out` that is another name of a file the run reads (a hard link to an Arina data
+/// file, or the `--mask` file itself) is refused by the file's identity and changes nothing;
+/// an output replaced over an existing file never changes another name of that file.
+#[cfg(unix)]
+#[test]
+fn out_onto_another_name_of_a_read_file_is_refused() {
+    let tmp = TempDir::new("identity");
+    let files = tmp.copy_fixtures(&ARINA_U16);
+    let link = tmp.path("result.npy");
+    std::fs::hard_link(&files[1], &link).unwrap();
+    let before = std::fs::read(&files[1]).unwrap();
+    let link_s = link.display().to_string();
+    let mut args = vec![
+        "product",
+        "--backend",
+        "cpu",
+        "--kind",
+        "sum-dp",
+        "--out",
+        &link_s,
+    ];
+    args.extend(files.iter().map(String::as_str));
+    let o = stem4d(&args);
+    assert!(
+        !o.status.success(),
+        "--out a hard link to an input succeeded"
+    );
+    assert!(
+        stderr(&o).contains("a file this run reads"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(
+        std::fs::read(&files[1]).unwrap(),
+        before,
+        "the data file changed"
+    );
+    // The mask is read too: --out onto it is refused and leaves it as it was.
+    let mask = tmp.path("mask.npy");
+    std::fs::copy(fixtures().join("masks/arina_u16_bool.npy"), &mask).unwrap();
+    let mask_before = std::fs::read(&mask).unwrap();
+    let mask_s = mask.display().to_string();
+    let mut args = vec![
+        "product",
+        "--backend",
+        "cpu",
+        "--kind",
+        "mask",
+        "--mask",
+        &mask_s,
+    ];
+    args.extend(["--out", mask_s.as_str()]);
+    args.extend(files.iter().map(String::as_str));
+    let o = stem4d(&args);
+    assert!(!o.status.success(), "--out onto the mask succeeded");
+    assert_eq!(
+        std::fs::read(&mask).unwrap(),
+        mask_before,
+        "the mask changed"
+    );
+    // An existing output is replaced as a new file: another name of the old one keeps it.
+    let out = tmp.path("total.npy");
+    std::fs::write(&out, b"old").unwrap();
+    let keep = tmp.path("kept.npy");
+    std::fs::hard_link(&out, &keep).unwrap();
+    let out_s = out.display().to_string();
+    let mut args = vec![
+        "product",
+        "--backend",
+        "cpu",
+        "--kind",
+        "total",
+        "--out",
+        &out_s,
+    ];
+    args.extend(files.iter().map(String::as_str));
+    let o = stem4d(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(std::fs::read(&keep).unwrap(), b"old");
+    assert!(std::fs::read(&out).unwrap().starts_with(b"\x93NUMPY"));
+    let leftovers: Vec<_> = std::fs::read_dir(&tmp.0)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".partial"))
+        .collect();
+    assert!(leftovers.is_empty(), "a temporary file was left");
+}
+
 /// `stem4d bench viewer` times every interaction of the page's session natively (lavapipe in
 /// CI: the figures are labelled as a software adapter's). `--crop` reaches every command.
 #[test]

@@ -437,46 +437,71 @@ fn product(p: ProductArgs) -> Result<()> {
         )?);
     }
     let acq = open_acquisition(&p.open)?;
-    // Refuse before computing, and again right before writing.
-    refuse_input_overwrite(&p.out, &acq, &p.open.files)?;
+    // Every file the run reads: the inputs and the mask. Refused as --out before computing,
+    // and again right before writing.
+    let read: Vec<PathBuf> = p.open.files.iter().chain(&p.mask).cloned().collect();
+    refuse_input_overwrite(&p.out, &acq, &read)?;
     let out = if p.backend == "wgpu" {
         let engine = pollster::block_on(crate::gpu::Engine::new())?;
         pollster::block_on(crate::products::gpu::compute(&engine, &acq, &params))?
     } else {
         crate::cpu::compute(&acq, &params)?
     };
-    write_new_file(
-        &p.out,
-        &crate::products::npy::to_bytes(&out),
-        &acq,
-        &p.open.files,
-    )
+    write_new_file(&p.out, &crate::products::npy::to_bytes(&out), &acq, &read)
 }
 
-/// Write the output, refusing to overwrite one of the inputs.
-fn write_new_file(path: &Path, bytes: &[u8], acq: &Acquisition, inputs: &[PathBuf]) -> Result<()> {
-    refuse_input_overwrite(path, acq, inputs)?;
-    std::fs::write(path, bytes).map_err(|e| Error::Io {
+/// Write the output, refusing to overwrite a file the run read (`read`). The bytes go to a
+/// temporary file beside it, renamed into place once whole: a failed run leaves no
+/// half-written output, and an existing output's file is replaced, never truncated, so no
+/// other name of that file (a hard link) changes.
+fn write_new_file(path: &Path, bytes: &[u8], acq: &Acquisition, read: &[PathBuf]) -> Result<()> {
+    refuse_input_overwrite(path, acq, read)?;
+    let io = |message: String| Error::Io {
         file: path.display().to_string(),
-        message: format!("cannot write output: {e}"),
+        message,
+    };
+    let name = path
+        .file_name()
+        .ok_or_else(|| io("--out names no file".into()))?;
+    let mut temp_name = std::ffi::OsString::from(".");
+    temp_name.push(name);
+    temp_name.push(format!(".{}.partial", std::process::id()));
+    let temp = path.with_file_name(temp_name);
+    let written = std::fs::write(&temp, bytes).and_then(|()| std::fs::rename(&temp, path));
+    written.map_err(|e| {
+        let _ = std::fs::remove_file(&temp);
+        io(format!("cannot write output: {e}"))
     })
 }
 
-/// An existing `path` that is one of the inputs (same path after resolving links) or has
-/// an input's name is never written.
-fn refuse_input_overwrite(path: &Path, acq: &Acquisition, inputs: &[PathBuf]) -> Result<()> {
-    let name = crate::source::base_name(&path.display().to_string()).to_string();
-    if let Ok(canon) = path.canonicalize() {
-        let same_path = inputs
-            .iter()
-            .any(|i| i.canonicalize().is_ok_and(|c| c == canon));
-        let same_name = acq.files.files().iter().any(|f| f.name() == name);
-        if same_path || same_name {
-            return Err(Error::param(format!(
-                "--out {} would overwrite an input file",
-                path.display()
-            )));
+/// Whether `a` and `b` name the same file: the same device and inode on Unix (hard links
+/// included), the same resolved path elsewhere.
+fn same_file(a: &Path, b: &Path) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        if let (Ok(x), Ok(y)) = (std::fs::metadata(a), std::fs::metadata(b)) {
+            return x.dev() == y.dev() && x.ino() == y.ino();
         }
+    }
+    matches!((a.canonicalize(), b.canonicalize()), (Ok(x), Ok(y)) if x == y)
+}
+
+/// An existing `path` that is a file the run read (by identity: a hard link or another path
+/// to it counts) or has an input's name is never written.
+fn refuse_input_overwrite(path: &Path, acq: &Acquisition, read: &[PathBuf]) -> Result<()> {
+    if !path.exists() {
+        return Ok(());
+    }
+    let name = crate::source::base_name(&path.display().to_string()).to_string();
+    let same = read.iter().find(|r| same_file(path, r));
+    let same_name = acq.files.files().iter().any(|f| f.name() == name);
+    if same.is_some() || same_name {
+        let what = same.map_or_else(|| name.clone(), |r| r.display().to_string());
+        return Err(Error::param(format!(
+            "--out {} would overwrite {what}, a file this run reads",
+            path.display()
+        )));
     }
     Ok(())
 }
