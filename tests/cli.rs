@@ -693,3 +693,47 @@ fn scan_shapes_that_wrap_around_are_refused() {
         stderr(&o)
     );
 }
+
+/// A side input must be a regular file of a size a mask can have: `/dev/zero` and a FIFO are
+/// refused at once by name (they never end, or block), as is a file too large for a mask of
+/// this detector.
+#[cfg(unix)]
+#[test]
+fn side_inputs_are_bounded_regular_files() {
+    let tmp = TempDir::new("side");
+    let out = tmp.path("m.npy").display().to_string();
+    let fifo = tmp.path("mask.fifo");
+    let made = Command::new("mkfifo").arg(&fifo).status();
+    let big = tmp.path("big.npy");
+    std::fs::write(&big, vec![0u8; 2 << 20]).unwrap();
+    let files: Vec<String> = ARINA_U16.iter().map(|n| data(n)).collect();
+    let mut masks = vec![("/dev/zero".to_string(), "must be a regular file")];
+    if made.is_ok_and(|s| s.success()) {
+        masks.push((fifo.display().to_string(), "must be a regular file"));
+    }
+    masks.push((
+        big.display().to_string(),
+        "more than a mask of this detector can",
+    ));
+    for (mask, want) in masks {
+        let mut args = vec![
+            "product",
+            "--backend",
+            "cpu",
+            "--kind",
+            "mask",
+            "--mask",
+            &mask,
+        ];
+        args.extend(["--out", out.as_str()]);
+        args.extend(files.iter().map(String::as_str));
+        // Refused before it is read (a FIFO would block, /dev/zero never end).
+        let o = stem4d(&args);
+        assert!(!o.status.success(), "--mask {mask} succeeded");
+        assert!(
+            stderr(&o).contains(want) && stderr(&o).contains(&mask),
+            "{}",
+            stderr(&o)
+        );
+    }
+}

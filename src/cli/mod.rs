@@ -426,17 +426,16 @@ fn product(p: ProductArgs) -> Result<()> {
     params.mask_bad_pixels = p.mask_bad_pixels;
     params.rotation = p.rotation;
     params.flip = p.flip;
+    let acq = open_acquisition(&p.open)?;
     if let Some(m) = &p.mask {
-        let bytes = std::fs::read(m).map_err(|e| Error::Io {
-            file: m.display().to_string(),
-            message: format!("cannot read mask: {e}"),
-        })?;
+        // At most an 8-byte value per (binned or not) detector pixel, after its header.
+        let limit = NPY_HEADER_MAX_BYTES + acq.shape.det_len() as u64 * 8;
+        let bytes = read_side_input(m, "mask", limit)?;
         params.mask = Some(crate::products::npy::mask_from_npy(
             &m.display().to_string(),
             &bytes,
         )?);
     }
-    let acq = open_acquisition(&p.open)?;
     // Every file the run reads: the inputs and the mask. Refused as --out before computing,
     // and again right before writing.
     let read: Vec<PathBuf> = p.open.files.iter().chain(&p.mask).cloned().collect();
@@ -448,6 +447,39 @@ fn product(p: ProductArgs) -> Result<()> {
         crate::cpu::compute(&acq, &params)?
     };
     write_new_file(&p.out, &crate::products::npy::to_bytes(&out), &acq, &read)
+}
+
+/// The largest `.npy` header a side input may have (numpy writes 128 bytes or a few more).
+const NPY_HEADER_MAX_BYTES: u64 = 64 << 10;
+
+/// A side input (`what`: the mask) read whole: a regular file (never a device, FIFO or
+/// directory, which could hang or never end) of at most `limit` bytes.
+fn read_side_input(path: &Path, what: &str, limit: u64) -> Result<Vec<u8>> {
+    use std::io::Read;
+    let io = |message: String| Error::Io {
+        file: path.display().to_string(),
+        message,
+    };
+    let meta = std::fs::metadata(path).map_err(|e| io(format!("cannot read {what}: {e}")))?;
+    if !meta.is_file() {
+        return Err(io(format!("the {what} must be a regular file")));
+    }
+    if meta.len() > limit {
+        return Err(io(format!(
+            "the {what} holds {} bytes, more than a mask of this detector can ({limit} at most)",
+            meta.len()
+        )));
+    }
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|f| f.take(limit + 1).read_to_end(&mut bytes))
+        .map_err(|e| io(format!("cannot read {what}: {e}")))?;
+    if bytes.len() as u64 > limit {
+        return Err(io(format!(
+            "the {what} grew past {limit} bytes while it was read"
+        )));
+    }
+    Ok(bytes)
 }
 
 /// Write the output, refusing to overwrite a file the run read (`read`). The bytes go to a
