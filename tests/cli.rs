@@ -737,3 +737,24 @@ fn side_inputs_are_bounded_regular_files() {
         );
     }
 }
+
+/// Synthetic shapes whose sizes pass what the engine indexes are refused up front, by their
+/// true sizes (the product of 5 x 3689348814741910328 wraps to 24 in 64 bits).
+#[test]
+fn synthetic_shapes_past_the_engine_are_refused() {
+    for (dims, want) in [
+        (
+            "5,3689348814741910328,4,4",
+            "18446744073709551640 positions",
+        ),
+        (
+            "4294967296,4294967297,16,16",
+            "18446744078004518912 positions",
+        ),
+        ("6,5,4294967296,4294967296", "18446744073709551616 pixels"),
+    ] {
+        let o = stem4d(&["info", "--synthetic", dims]);
+        assert!(!o.status.success(), "--synthetic {dims} passed");
+        assert!(stderr(&o).contains(want), "{dims}: {}", stderr(&o));
+    }
+}

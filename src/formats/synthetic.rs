@@ -79,6 +79,22 @@ pub fn open(dims: [usize; 4]) -> Result<Acquisition> {
             "--synthetic needs four positive sizes R,C,KR,KC",
         ));
     }
+    // Sizes multiplied in 128 bits: a shape past what the engine indexes is refused by its
+    // true size, never wrapped.
+    let [r, c, kr, kc] = dims.map(|d| d as u128);
+    if r * c > super::MAX_FRAMES as u128 || kr * kc > super::MAX_DET_PIXELS as u128 {
+        return Err(Error::param(format!(
+            "--synthetic {}x{}x{}x{}: {} positions of {} pixels is past what is supported (at most {} positions, {} pixels a frame)",
+            dims[0],
+            dims[1],
+            dims[2],
+            dims[3],
+            r * c,
+            kr * kc,
+            super::MAX_FRAMES,
+            super::MAX_DET_PIXELS
+        )));
+    }
     let shape = Shape4 {
         scan: [dims[0], dims[1]],
         det: [dims[2], dims[3]],
