@@ -758,3 +758,42 @@ fn synthetic_shapes_past_the_engine_are_refused() {
         assert!(stderr(&o).contains(want), "{dims}: {}", stderr(&o));
     }
 }
+
+/// Options that would be silently ignored are errors: `--mask` with a product that takes no
+/// mask, `--dataset` on an EMPAD raw file (which holds no data sets).
+#[test]
+fn options_that_would_be_ignored_are_refused() {
+    let tmp = TempDir::new("ignored");
+    let out = tmp.path("x.npy").display().to_string();
+    let mask = fixtures()
+        .join("masks/arina_u16_bool.npy")
+        .display()
+        .to_string();
+    let files: Vec<String> = ARINA_U16.iter().map(|n| data(n)).collect();
+    let mut args = vec![
+        "product",
+        "--backend",
+        "cpu",
+        "--kind",
+        "total",
+        "--mask",
+        &mask,
+    ];
+    args.extend(["--out", out.as_str()]);
+    args.extend(files.iter().map(String::as_str));
+    let o = stem4d(&args);
+    assert!(!o.status.success(), "--mask with --kind total passed");
+    assert!(
+        stderr(&o).contains("--mask is used only by --kind mask (it was given with --kind total)"),
+        "{}",
+        stderr(&o)
+    );
+    let raw = data("empad_hot_x3_y2.raw");
+    let o = stem4d(&["info", raw.as_str(), "--dataset", "/data"]);
+    assert!(!o.status.success(), "--dataset on an EMPAD file passed");
+    assert!(
+        stderr(&o).contains("empad_hot_x3_y2.raw: an EMPAD raw file holds no data sets"),
+        "{}",
+        stderr(&o)
+    );
+}

@@ -426,6 +426,13 @@ fn product(p: ProductArgs) -> Result<()> {
     params.mask_bad_pixels = p.mask_bad_pixels;
     params.rotation = p.rotation;
     params.flip = p.flip;
+    // A mask given to a product that takes none would be silently ignored: refuse it.
+    if p.mask.is_some() && params.kind != ProductKind::Mask {
+        return Err(Error::param(format!(
+            "--mask is used only by --kind mask (it was given with --kind {})",
+            params.kind.name()
+        )));
+    }
     let acq = open_acquisition(&p.open)?;
     if let Some(m) = &p.mask {
         // At most an 8-byte value per (binned or not) detector pixel, after its header.

@@ -136,6 +136,14 @@ impl Acquisition {
     ) -> Result<Acquisition> {
         if let Some(first) = files.files().iter().find(|f| empad::is_raw_name(f.name())) {
             let name = first.name().to_string();
+            // An EMPAD raw file holds no data sets: a data set asked for is an error, never
+            // silently ignored.
+            if let Some(ds) = &opts.dataset {
+                return Err(Error::format(
+                    &name,
+                    format!("an EMPAD raw file holds no data sets: drop --dataset {ds}"),
+                ));
+            }
             return empad::open(files, &name, opts);
         }
         if let Some(e) = empad::description_without_raw(&files) {
