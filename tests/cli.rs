@@ -23,6 +23,15 @@ fn stem4d(args: &[&str]) -> Output {
         .expect("run stem4d")
 }
 
+/// `stem4d product --backend cpu OPTIONS --out OUT FILES...`.
+fn cpu_product(options: &[&str], out: &str, files: &[String]) -> Output {
+    let mut args = vec!["product", "--backend", "cpu"];
+    args.extend_from_slice(options);
+    args.extend(["--out", out]);
+    args.extend(files.iter().map(String::as_str));
+    stem4d(&args)
+}
+
 fn data(name: &str) -> String {
     fixtures().join("data").join(name).display().to_string()
 }
@@ -226,17 +235,7 @@ fn out_onto_another_name_of_a_read_file_is_refused() {
     std::fs::hard_link(&files[1], &link).unwrap();
     let before = std::fs::read(&files[1]).unwrap();
     let link_s = link.display().to_string();
-    let mut args = vec![
-        "product",
-        "--backend",
-        "cpu",
-        "--kind",
-        "sum-dp",
-        "--out",
-        &link_s,
-    ];
-    args.extend(files.iter().map(String::as_str));
-    let o = stem4d(&args);
+    let o = cpu_product(&["--kind", "sum-dp"], &link_s, &files);
     assert!(
         !o.status.success(),
         "--out a hard link to an input succeeded"
@@ -256,18 +255,7 @@ fn out_onto_another_name_of_a_read_file_is_refused() {
     std::fs::copy(fixtures().join("masks/arina_u16_bool.npy"), &mask).unwrap();
     let mask_before = std::fs::read(&mask).unwrap();
     let mask_s = mask.display().to_string();
-    let mut args = vec![
-        "product",
-        "--backend",
-        "cpu",
-        "--kind",
-        "mask",
-        "--mask",
-        &mask_s,
-    ];
-    args.extend(["--out", mask_s.as_str()]);
-    args.extend(files.iter().map(String::as_str));
-    let o = stem4d(&args);
+    let o = cpu_product(&["--kind", "mask", "--mask", &mask_s], &mask_s, &files);
     assert!(!o.status.success(), "--out onto the mask succeeded");
     assert_eq!(
         std::fs::read(&mask).unwrap(),
@@ -280,17 +268,7 @@ fn out_onto_another_name_of_a_read_file_is_refused() {
     let keep = tmp.path("kept.npy");
     std::fs::hard_link(&out, &keep).unwrap();
     let out_s = out.display().to_string();
-    let mut args = vec![
-        "product",
-        "--backend",
-        "cpu",
-        "--kind",
-        "total",
-        "--out",
-        &out_s,
-    ];
-    args.extend(files.iter().map(String::as_str));
-    let o = stem4d(&args);
+    let o = cpu_product(&["--kind", "total"], &out_s, &files);
     assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(std::fs::read(&keep).unwrap(), b"old");
     assert!(std::fs::read(&out).unwrap().starts_with(b"\x93NUMPY"));
@@ -625,12 +603,9 @@ fn missing_and_bad_parameters_are_named_by_flag() {
             "--bin 40 is larger than the 13x11 detector",
         ),
     ] {
-        let mut args = vec!["product", "--backend", "cpu", "--out", out.as_str()];
-        args.extend(extra);
-        args.extend(files.iter().map(String::as_str));
-        let o = stem4d(&args);
+        let o = cpu_product(&extra, &out, &files);
         assert!(!o.status.success());
-        assert!(stderr(&o).contains(want), "{args:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains(want), "{extra:?}: {}", stderr(&o));
     }
     let p = stem4d::products::ProductParams::new(stem4d::products::ProductKind::Bf);
     let shape = stem4d::contract::Shape4 {
@@ -716,19 +691,8 @@ fn side_inputs_are_bounded_regular_files() {
         "more than a mask of this detector can",
     ));
     for (mask, want) in masks {
-        let mut args = vec![
-            "product",
-            "--backend",
-            "cpu",
-            "--kind",
-            "mask",
-            "--mask",
-            &mask,
-        ];
-        args.extend(["--out", out.as_str()]);
-        args.extend(files.iter().map(String::as_str));
         // Refused before it is read (a FIFO would block, /dev/zero never end).
-        let o = stem4d(&args);
+        let o = cpu_product(&["--kind", "mask", "--mask", &mask], &out, &files);
         assert!(!o.status.success(), "--mask {mask} succeeded");
         assert!(
             stderr(&o).contains(want) && stderr(&o).contains(&mask),
@@ -770,18 +734,7 @@ fn options_that_would_be_ignored_are_refused() {
         .display()
         .to_string();
     let files: Vec<String> = ARINA_U16.iter().map(|n| data(n)).collect();
-    let mut args = vec![
-        "product",
-        "--backend",
-        "cpu",
-        "--kind",
-        "total",
-        "--mask",
-        &mask,
-    ];
-    args.extend(["--out", out.as_str()]);
-    args.extend(files.iter().map(String::as_str));
-    let o = stem4d(&args);
+    let o = cpu_product(&["--kind", "total", "--mask", &mask], &out, &files);
     assert!(!o.status.success(), "--mask with --kind total passed");
     assert!(
         stderr(&o).contains("--mask is used only by --kind mask (it was given with --kind total)"),
