@@ -8,6 +8,7 @@ mod common;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
+use stem4d::frames::Correction;
 
 use common::*;
 use serde_json::Value;
@@ -25,7 +26,12 @@ fn first_error(paths: &[PathBuf], scan_shape: Option<[usize; 2]>) -> Option<stem
         Ok(a) => a,
         Err(e) => return Some(e),
     };
-    stem4d::cpu::compute(&acq, &ProductParams::new(ProductKind::SumDp)).err()
+    stem4d::cpu::compute(
+        &acq,
+        &ProductParams::new(ProductKind::SumDp),
+        Correction::default(),
+    )
+    .err()
 }
 
 fn check_case(case: &Value) -> Result<String, String> {

@@ -145,13 +145,13 @@ fn found_pixels_are_zeroed_alike_on_both_backends() {
         let hot = pixels(&fx["found_bad_pixels"]["hot"]);
         for entry in fx["products"].as_array().expect("products") {
             let kind = entry["kind"].as_str().unwrap_or_default();
-            let p = params(kind, &entry["params"]);
-            if acq.dtype == stem4d::contract::Dtype::F32 && p.bin > 1 {
+            let (p, corr) = params(kind, &entry["params"]);
+            if acq.dtype == stem4d::contract::Dtype::F32 && corr.bin > 1 {
                 continue; // binned float32 stays on the CPU reference (the contract)
             }
-            let cpu = stem4d::cpu::compute(&acq, &p).unwrap();
-            let gpu =
-                pollster::block_on(stem4d::products::gpu::compute(&engine, &acq, &p)).unwrap();
+            let cpu = stem4d::cpu::compute(&acq, &p, corr).unwrap();
+            let gpu = pollster::block_on(stem4d::products::gpu::compute(&engine, &acq, &p, corr))
+                .unwrap();
             let (c, g) = (cpu.data.to_f64(), gpu.data.to_f64());
             assert_eq!(cpu.shape, gpu.shape, "{} {kind}", fx["name"]);
             for (k, (a, b)) in c.iter().zip(&g).enumerate() {
@@ -159,7 +159,7 @@ fn found_pixels_are_zeroed_alike_on_both_backends() {
                 let want = if kind == "com" { *a as f32 as f64 } else { *a };
                 assert_eq!(want, *b, "{} {kind} [{k}]: cpu {a} gpu {b}", fx["name"]);
             }
-            if kind == "sum-dp" && p.mask_bad_pixels && p.bin == 1 {
+            if kind == "sum-dp" && corr.mask_bad_pixels && corr.bin == 1 {
                 let cols = acq.shape.det[1];
                 for [r, c2] in &hot {
                     assert_eq!(
@@ -203,8 +203,7 @@ fn zeroing_reaches_every_segment_of_a_split_resident() {
         .map(|[r, c]| (r * det[1] + c) as u32)
         .collect();
     engine.zero_pixels(&mut res, &pixels).unwrap();
-    let mut p = stem4d::products::ProductParams::new(stem4d::products::ProductKind::Binned);
-    p.mask_bad_pixels = true;
+    let p = stem4d::products::ProductParams::new(stem4d::products::ProductKind::Binned);
     let got = pollster::block_on(stem4d::products::gpu::compute_resident(
         &engine, &acq, &res, &p,
     ))

@@ -5,6 +5,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::atomic::{AtomicUsize, Ordering};
+use stem4d::frames::Correction;
 
 use common::*;
 use serde_json::Value;
@@ -602,9 +603,36 @@ fn missing_and_bad_parameters_are_named_by_flag() {
             vec!["--kind", "total", "--bin", "40"],
             "--bin 40 is larger than the 13x11 detector",
         ),
+        // Values the vocabulary's flag parsers refuse: the CLI's own errors, as before the
+        // flags were derived from the shared type (status 1, the flag and the value said).
+        (
+            vec!["--kind", "nope"],
+            "unknown product kind 'nope' (one of: sum-dp",
+        ),
+        (
+            vec!["--kind", "bf", "--center", "4", "--radius", "3"],
+            "--center expects 2 comma-separated numbers, got '4'",
+        ),
+        (
+            vec!["--kind", "rect", "--rect", "1,2,3"],
+            "--rect expects 4 comma-separated numbers, got '1,2,3'",
+        ),
+        (
+            vec!["--kind", "sum-dp", "--scan-roi", "0,2,x,4"],
+            "--scan-roi expects 4 comma-separated numbers, got '0,2,x,4'",
+        ),
+        (
+            vec!["--kind", "pattern", "--at", "1;2"],
+            "--at expects 2 comma-separated numbers, got '1;2'",
+        ),
     ] {
         let o = cpu_product(&extra, &out, &files);
-        assert!(!o.status.success());
+        assert_eq!(o.status.code(), Some(1), "{extra:?}: {}", stderr(&o));
+        assert!(
+            stderr(&o).starts_with("stem4d: error: "),
+            "{extra:?}: {}",
+            stderr(&o)
+        );
         assert!(stderr(&o).contains(want), "{extra:?}: {}", stderr(&o));
     }
     let p = stem4d::products::ProductParams::new(stem4d::products::ProductKind::Bf);
@@ -612,7 +640,10 @@ fn missing_and_bad_parameters_are_named_by_flag() {
         scan: [5, 7],
         det: [13, 11],
     };
-    let e = p.validate(shape).unwrap_err().to_string();
+    let e = p
+        .validate(shape, Correction::default())
+        .unwrap_err()
+        .to_string();
     assert_eq!(e, "product 'bf' needs 'center'");
 }
 

@@ -6,6 +6,7 @@ mod common;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
+use stem4d::frames::Correction;
 
 use common::fixtures;
 use proptest::prelude::*;
@@ -114,8 +115,16 @@ fn open_and_compute(
                 dataset: None,
             },
         )?;
-        stem4d::cpu::compute(&acq, &ProductParams::new(ProductKind::SumDp))?;
-        stem4d::cpu::compute(&acq, &ProductParams::new(ProductKind::Com))?;
+        stem4d::cpu::compute(
+            &acq,
+            &ProductParams::new(ProductKind::SumDp),
+            Correction::default(),
+        )?;
+        stem4d::cpu::compute(
+            &acq,
+            &ProductParams::new(ProductKind::Com),
+            Correction::default(),
+        )?;
         Ok(())
     };
     run().map_err(|e| e.to_string())

@@ -58,9 +58,9 @@ fn every_product_matches_numpy() {
         for p in fx["products"].as_array().unwrap() {
             let kind = p["kind"].as_str().unwrap();
             let reference = p["ref"].as_str().unwrap();
-            let params = params(kind, &p["params"]);
+            let (params, corr) = params(kind, &p["params"]);
             let what = format!("{name} {reference}");
-            let got = match cpu::compute(&acq, &params) {
+            let got = match cpu::compute(&acq, &params, corr) {
                 Ok(g) => g,
                 Err(e) => {
                     failures.push(format!("{what}: {e}"));

@@ -266,7 +266,6 @@ async fn check_all_within(
                 ProductKind::Binned,
             ] {
                 let mut p = params(kind);
-                (p.bin, p.mask_bad_pixels) = (bin, masked);
                 if bin > 1 {
                     p.center = Some([2.6, 2.1]);
                     (p.radius, p.inner, p.outer) = (Some(1.6), Some(1.0), Some(2.5));
@@ -281,7 +280,7 @@ async fn check_all_within(
                 let gpu = products::compute_resident(engine, acq, &res, &p)
                     .await
                     .expect(&what);
-                let cpu = stem4d::cpu::compute(acq, &p).expect(&what);
+                let cpu = stem4d::cpu::compute(acq, &p, corr).expect(&what);
                 // The one judge of the contract's bounds, as `stem4d parity` and the native
                 // parity tests judge.
                 let verdict = judge(kind, &gpu, &cpu);

@@ -17,7 +17,9 @@ use clap::{Args, Parser, Subcommand};
 use crate::contract::Region;
 use crate::error::{Error, Result};
 use crate::formats::{Acquisition, OpenOptions, PartKind};
+use crate::frames::Correction;
 use crate::hdf5_index::Layout;
+use crate::products::flags::FlagError;
 use crate::products::{ProductKind, ProductParams};
 use crate::source::{ByteSource, FileSet, FsSource};
 
@@ -157,38 +159,20 @@ enum BenchCmd {
     },
 }
 
+/// `stem4d product`: the product's flags and the acquisition's correction come from the
+/// types the page's JSON is read into too (`products::ProductRequest`).
 #[derive(Args)]
 struct ProductArgs {
     #[command(flatten)]
     open: OpenArgs,
-    #[arg(long)]
-    kind: String,
-    #[arg(long, value_name = "R,C", allow_hyphen_values = true)]
-    center: Option<String>,
-    #[arg(long)]
-    radius: Option<f64>,
-    #[arg(long)]
-    inner: Option<f64>,
-    #[arg(long)]
-    outer: Option<f64>,
-    #[arg(long, value_name = "R0,R1,C0,C1")]
-    rect: Option<String>,
+    #[command(flatten)]
+    params: ProductParams,
+    #[command(flatten)]
+    correction: Correction,
+    /// The detector mask of `--kind mask`, a `.npy` of the detector's shape: bool or uint8
+    /// select pixels (nonzero), other dtypes weight them.
     #[arg(long, value_name = "MASK.npy")]
     mask: Option<PathBuf>,
-    #[arg(long, value_name = "R0,R1,C0,C1")]
-    scan_roi: Option<String>,
-    #[arg(long, value_name = "R,C")]
-    at: Option<String>,
-    #[arg(long, default_value_t = 1)]
-    bin: usize,
-    /// Zero the file's pixel mask, saturated values and the hot and dead pixels found in the
-    /// mean pattern before the product (docs/CONTRACT.md "Bad pixels").
-    #[arg(long)]
-    mask_bad_pixels: bool,
-    #[arg(long, default_value_t = 0.0, allow_hyphen_values = true)]
-    rotation: f64,
-    #[arg(long)]
-    flip: bool,
     #[arg(long, default_value = "cpu")]
     backend: String,
     #[arg(long, value_name = "OUT.npy")]
@@ -199,6 +183,10 @@ pub fn main() -> i32 {
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {
+            if let Some(message) = flag_error(&e) {
+                eprintln!("stem4d: error: {message}");
+                return 1;
+            }
             let _ = e.print();
             return if e.use_stderr() { 2 } else { 0 };
         }
@@ -210,6 +198,19 @@ pub fn main() -> i32 {
             1
         }
     }
+}
+
+/// A product flag's value the vocabulary refused (`products::flags`), said as the CLI's own
+/// errors are (exit status 1), naming the flag.
+fn flag_error(e: &clap::Error) -> Option<String> {
+    use clap::error::{ContextKind, ContextValue};
+    use std::error::Error as _;
+    let refused = e.source()?.downcast_ref::<FlagError>()?;
+    let flag = match e.get(ContextKind::InvalidArg) {
+        Some(ContextValue::String(s)) => s.split(' ').next().unwrap_or(s).to_string(),
+        _ => "the flag".to_string(),
+    };
+    Some(refused.say(&flag))
 }
 
 /// An error as the command line says it: a product parameter by its flag (`--center R,C`
@@ -366,30 +367,12 @@ fn open_uncropped(a: &OpenArgs) -> Result<Acquisition> {
     Acquisition::open(open_files(&a.files)?, &opts)
 }
 
+/// `N` comma-separated values of an open flag (`--crop`, `--scan-shape`, `--synthetic`).
 fn parse_list<T: std::str::FromStr, const N: usize>(s: &str, flag: &str) -> Result<[T; N]> {
-    let parts: Vec<&str> = s.split(',').map(str::trim).collect();
-    let bad = || {
-        Error::param(format!(
-            "{flag} expects {N} comma-separated numbers, got '{s}'"
-        ))
-    };
-    if parts.len() != N {
-        return Err(bad());
-    }
-    let values: Vec<T> = parts
-        .iter()
-        .map(|p| p.parse::<T>().map_err(|_| bad()))
-        .collect::<Result<_>>()?;
-    values.try_into().map_err(|_| bad())
-}
-
-fn region(s: &str, flag: &str) -> Result<Region> {
-    let [r0, r1, c0, c1] = parse_list::<usize, 4>(s, flag)?;
-    Ok(Region { r0, r1, c0, c1 })
+    crate::products::flags::list::<T, N>(s).map_err(|e| Error::param(e.say(flag)))
 }
 
 fn product(p: ProductArgs) -> Result<()> {
-    let kind = ProductKind::parse(&p.kind)?;
     match p.backend.as_str() {
         "cpu" | "wgpu" => {}
         "cuda" => {
@@ -403,29 +386,7 @@ fn product(p: ProductArgs) -> Result<()> {
             )))
         }
     }
-    let mut params = ProductParams::new(kind);
-    params.center = p
-        .center
-        .as_deref()
-        .map(|s| parse_list::<f64, 2>(s, "--center"))
-        .transpose()?;
-    params.radius = p.radius;
-    params.inner = p.inner;
-    params.outer = p.outer;
-    params.rect = p.rect.as_deref().map(|s| region(s, "--rect")).transpose()?;
-    params.scan_roi = p
-        .scan_roi
-        .as_deref()
-        .map(|s| region(s, "--scan-roi"))
-        .transpose()?;
-    params.at =
-        p.at.as_deref()
-            .map(|s| parse_list::<usize, 2>(s, "--at"))
-            .transpose()?;
-    params.bin = p.bin;
-    params.mask_bad_pixels = p.mask_bad_pixels;
-    params.rotation = p.rotation;
-    params.flip = p.flip;
+    let (mut params, corr) = (p.params, p.correction);
     // A mask given to a product that takes none would be silently ignored: refuse it.
     if p.mask.is_some() && params.kind != ProductKind::Mask {
         return Err(Error::param(format!(
@@ -449,9 +410,9 @@ fn product(p: ProductArgs) -> Result<()> {
     refuse_input_overwrite(&p.out, &acq, &read)?;
     let out = if p.backend == "wgpu" {
         let engine = pollster::block_on(crate::gpu::Engine::new())?;
-        pollster::block_on(crate::products::gpu::compute(&engine, &acq, &params))?
+        pollster::block_on(crate::products::gpu::compute(&engine, &acq, &params, corr))?
     } else {
-        crate::cpu::compute(&acq, &params)?
+        crate::cpu::compute(&acq, &params, corr)?
     };
     write_new_file(&p.out, &crate::products::npy::to_bytes(&out), &acq, &read)
 }

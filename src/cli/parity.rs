@@ -4,13 +4,17 @@
 use crate::contract::Region;
 use crate::error::Result;
 use crate::formats::Acquisition;
-use crate::products::{ProductKind, ProductParams};
+use crate::frames::Correction;
+use crate::products::{ProductKind, ProductParams, ProductRequest};
 
 /// Parameters for each kind, derived from the acquisition (fitted BF disk, inner quarter...).
-pub fn default_params(acq: &Acquisition, mask_bad_pixels: bool) -> Result<Vec<ProductParams>> {
-    let mut fit = ProductParams::new(ProductKind::FitBf);
-    fit.mask_bad_pixels = mask_bad_pixels;
-    let f = crate::cpu::compute(acq, &fit)?.data.to_f64();
+pub fn default_params(acq: &Acquisition, mask_bad_pixels: bool) -> Result<Vec<ProductRequest>> {
+    let corr = Correction {
+        mask_bad_pixels,
+        bin: 1,
+    };
+    let fit = ProductParams::new(ProductKind::FitBf);
+    let f = crate::cpu::compute(acq, &fit, corr)?.data.to_f64();
     let [kr, kc] = acq.shape.det;
     let [rr, rc] = acq.shape.scan;
     let center = [f[0], f[1]];
@@ -18,7 +22,6 @@ pub fn default_params(acq: &Acquisition, mask_bad_pixels: bool) -> Result<Vec<Pr
     let mut out = Vec::new();
     for kind in ProductKind::ALL {
         let mut p = ProductParams::new(kind);
-        p.mask_bad_pixels = mask_bad_pixels;
         p.center = Some(center);
         p.radius = Some(radius);
         p.inner = Some(radius * 1.5);
@@ -39,20 +42,26 @@ pub fn default_params(acq: &Acquisition, mask_bad_pixels: bool) -> Result<Vec<Pr
                     .collect(),
             ));
         }
-        if kind == ProductKind::Binned {
-            p.bin = 2.min(kr.min(kc));
-        }
-        out.push(p);
+        let bin = match kind {
+            ProductKind::Binned => 2.min(kr.min(kc)),
+            _ => 1,
+        };
+        out.push(ProductRequest {
+            params: p,
+            correction: Correction { bin, ..corr },
+        });
     }
     let mut roi = ProductParams::new(ProductKind::SumDp);
-    roi.mask_bad_pixels = mask_bad_pixels;
     roi.scan_roi = Some(Region {
         r0: 0,
         r1: rr.div_ceil(2),
         c0: rc / 3,
         c1: rc,
     });
-    out.push(roi);
+    out.push(ProductRequest {
+        params: roi,
+        correction: corr,
+    });
     Ok(out)
 }
 
@@ -88,20 +97,26 @@ pub fn run(acq: &Acquisition, mask_bad_pixels: bool, overrides: &[(String, Strin
     println!("{:<22} {:<10} {backend}", "", "");
     let mut failed = 0;
     let mut resident: Option<crate::gpu::Resident> = None;
-    for p in &params {
+    for ProductRequest {
+        params: p,
+        correction: corr,
+    } in &params
+    {
+        let corr = *corr;
         let label = match p.scan_roi {
             Some(_) => format!("{} (scan ROI)", p.kind.name()),
-            None if p.bin > 1 => format!("{} (bin {})", p.kind.name(), p.bin),
+            None if corr.bin > 1 => format!("{} (bin {})", p.kind.name(), corr.bin),
             None => p.kind.name().to_string(),
         };
-        let cpu = match crate::cpu::compute(acq, p) {
+        let cpu = match crate::cpu::compute(acq, p, corr) {
             Ok(c) => c,
             Err(refusal) => {
                 // The contract refuses this product here (e.g. a binned sum past u32): every
                 // backend must refuse it too, never return a value.
                 println!("{label:<22} {:<10} refused: {refusal}", "cpu");
                 if let Ok(engine) = &engine {
-                    let gpu = pollster::block_on(crate::products::gpu::compute(engine, acq, p));
+                    let gpu =
+                        pollster::block_on(crate::products::gpu::compute(engine, acq, p, corr));
                     if gpu.is_ok() {
                         failed += 1;
                     }
@@ -125,15 +140,8 @@ pub fn run(acq: &Acquisition, mask_bad_pixels: bool, overrides: &[(String, Strin
             "cpu", "float64 / exact integers", "0"
         );
         let Ok(engine) = &engine else { continue };
-        let same = resident.as_ref().is_some_and(|r| {
-            r.correction.bin == p.bin && r.correction.mask_bad_pixels == p.mask_bad_pixels
-        });
-        if !same {
+        if resident.as_ref().is_none_or(|r| r.correction != corr) {
             resident = None;
-            let corr = crate::frames::Correction {
-                mask_bad_pixels: p.mask_bad_pixels,
-                bin: p.bin,
-            };
             // As the page and `products::gpu::compute` make it: with masking on, the hot and
             // dead pixels of the mean pattern are zeroed as the CPU reference leaves them out.
             let made = pollster::block_on(async {

@@ -16,14 +16,11 @@ use crate::products::{ArrayData, ProductArray, ProductKind, ProductParams};
 /// Decoded bytes per block while streaming (bounded memory whatever the acquisition size).
 const BLOCK_BYTES: usize = 64 << 20;
 
-pub fn compute(acq: &Acquisition, p: &ProductParams) -> Result<ProductArray> {
-    p.validate(acq.shape)?;
-    let corr = Correction {
-        mask_bad_pixels: p.mask_bad_pixels,
-        bin: p.bin,
-    };
+/// Compute one product of `acq` on its frames corrected by `corr`.
+pub fn compute(acq: &Acquisition, p: &ProductParams, corr: Correction) -> Result<ProductArray> {
+    p.validate(acq.shape, corr)?;
     // C-BIN-COMPOSE: every product runs on the binned frames, its geometry in binned pixels.
-    let shape = acq.shape.binned(p.bin);
+    let shape = acq.shape.binned(corr.bin);
     // With bad-pixel masking, the hot and dead pixels of the mean pattern are left out too
     // (C-BAD-FOUND).
     let found = match corr.mask_bad_pixels {
@@ -33,7 +30,7 @@ pub fn compute(acq: &Acquisition, p: &ProductParams) -> Result<ProductArray> {
     let reader = FrameReader::new(acq).with_found_bad(found.clone());
     let scan = shape.scan.to_vec();
     let det = shape.det;
-    let binned = p.bin > 1;
+    let binned = corr.bin > 1;
     match p.kind {
         ProductKind::SumDp | ProductKind::MeanDp | ProductKind::MaxDp => {
             let roi = p.scan_roi.unwrap_or(Region::full(shape.scan));

@@ -15,12 +15,19 @@ pub use crate::source::LocalFuture;
 mod correct;
 pub use correct::{bin_block, correct};
 
-/// What happens to frames between decode and products.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// What happens to frames between decode and products: a setting of the whole acquisition
+/// (a GPU resident is uploaded with one), never of a single product. The CLI's flags and the
+/// page's JSON keys (`bin`, `maskBadPixels`) are derived from it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize)]
+#[cfg_attr(not(target_arch = "wasm32"), derive(clap::Args))]
+#[serde(deny_unknown_fields, rename_all = "camelCase", default)]
 pub struct Correction {
-    /// Zero pixels flagged in the file's pixel mask and saturation sentinels `2^bits − 1`.
+    /// Zero the file's pixel mask, saturated values and the hot and dead pixels found in the
+    /// mean pattern before the product (docs/CONTRACT.md "Bad pixels").
+    #[cfg_attr(not(target_arch = "wasm32"), arg(long))]
     pub mask_bad_pixels: bool,
     /// Count-preserving detector bin (1 = none).
+    #[cfg_attr(not(target_arch = "wasm32"), arg(long, default_value_t = 1))]
     pub bin: usize,
 }
 
@@ -30,6 +37,28 @@ impl Default for Correction {
             mask_bad_pixels: false,
             bin: 1,
         }
+    }
+}
+
+impl Correction {
+    /// The page's JSON keys of a correction.
+    pub const KEYS: [&str; 2] = ["bin", "maskBadPixels"];
+
+    /// Whether `shape`'s detector can be corrected so; errors name the field.
+    pub fn validate(&self, shape: Shape4) -> Result<()> {
+        if self.bin == 0 {
+            return Err(Error::product_param("bin", "'bin' must be >= 1"));
+        }
+        if self.bin > shape.det[0].max(shape.det[1]) {
+            return Err(Error::product_param(
+                "bin",
+                format!(
+                    "'bin' {} is larger than the {}x{} detector",
+                    self.bin, shape.det[0], shape.det[1]
+                ),
+            ));
+        }
+        Ok(())
     }
 }
 

@@ -3,7 +3,7 @@
 //! byte for byte; CoM/DPC/iDPC are returned as float32 per the contract (C-DTYPE).
 
 use crate::contract::{Region, SparseMask};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::formats::Acquisition;
 use crate::frames::Correction;
 use crate::pattern;
@@ -65,23 +65,16 @@ pub fn com_from_moments(m: &[[u64; 3]]) -> Vec<f64> {
     com
 }
 
-/// Compute one product with the GPU engine (uploading the acquisition first, and with
-/// bad-pixel masking zeroing the hot and dead pixels of its mean pattern).
+/// Compute one product with the GPU engine: the acquisition uploaded with `corr` first (with
+/// bad-pixel masking, the hot and dead pixels of its mean pattern zeroed).
 pub async fn compute(
     engine: &Engine,
     acq: &Acquisition,
     p: &ProductParams,
+    corr: Correction,
 ) -> Result<ProductArray> {
-    p.validate(acq.shape)?;
-    let mut res = engine
-        .upload(
-            acq,
-            Correction {
-                mask_bad_pixels: p.mask_bad_pixels,
-                bin: p.bin,
-            },
-        )
-        .await?;
+    p.validate(acq.shape, corr)?;
+    let mut res = engine.upload(acq, corr).await?;
     settle_bad_pixels(engine, acq, &mut res).await?;
     compute_resident(engine, acq, &res, p).await
 }
@@ -97,8 +90,7 @@ pub async fn settle_bad_pixels(
 ) -> Result<(Vec<f64>, pattern::BadPixels)> {
     let corr = res.correction;
     let det = res.plan.shape.det;
-    let mut p = ProductParams::new(ProductKind::MeanDp);
-    (p.bin, p.mask_bad_pixels) = (corr.bin, corr.mask_bad_pixels);
+    let p = ProductParams::new(ProductKind::MeanDp);
     let mut mean = compute_resident(engine, acq, res, &p).await?.data.to_f64();
     let known = pattern::file_known(acq.pixel_mask.as_deref(), acq.shape.det, corr);
     let found = pattern::detect(&mean, det, &known);
@@ -125,26 +117,22 @@ pub(crate) fn fit_on(acq: &Acquisition, res: &Resident, mean: &[f64], det: [usiz
     pattern::fit(mean, det, &known).product()
 }
 
-/// Compute one product on an already resident acquisition (same correction).
+/// Compute one product on an already resident acquisition, with the correction it was
+/// uploaded with.
 pub async fn compute_resident(
     engine: &Engine,
     acq: &Acquisition,
     res: &Resident,
     p: &ProductParams,
 ) -> Result<ProductArray> {
-    p.validate(acq.shape)?;
-    if res.correction.bin != p.bin || res.correction.mask_bad_pixels != p.mask_bad_pixels {
-        return Err(Error::param(
-            "resident acquisition has another bin / bad-pixel setting",
-        ));
-    }
+    p.validate(acq.shape, res.correction)?;
     if res.float.is_some() {
         return crate::products::gpu_float::compute(engine, acq, res, p).await;
     }
     let shape = res.plan.shape;
     let det = shape.det;
     let scan = shape.scan.to_vec();
-    let binned = p.bin > 1;
+    let binned = res.correction.bin > 1;
     let f32s = |v: Vec<f64>| ArrayData::F32(v.into_iter().map(|x| x as f32).collect());
     Ok(match p.kind {
         ProductKind::Total => ProductArray {

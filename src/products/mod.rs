@@ -1,15 +1,21 @@
 //! Products stage: what a user can ask for, with the same names and meanings on every
 //! backend and in the CLI (`stem4d product --kind KIND ...`) and the page (`stem4d.product`).
 
+#[cfg(not(target_arch = "wasm32"))]
+pub mod flags;
 pub mod gpu;
 pub mod gpu_float;
 pub mod host_exact;
 pub mod judge;
 pub mod npy;
+mod params;
+
+pub(crate) use params::wire;
+pub use params::{ProductParams, ProductRequest};
 
 use serde::Serialize;
 
-use crate::contract::{DetectorMask, Dtype, Region, Shape4};
+use crate::contract::Dtype;
 use crate::error::{Error, Result};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -85,210 +91,6 @@ impl ProductKind {
     }
 }
 
-/// Parameters of one product; unused ones are ignored.
-#[derive(Clone, Debug, PartialEq)]
-pub struct ProductParams {
-    pub kind: ProductKind,
-    pub center: Option<[f64; 2]>,
-    pub radius: Option<f64>,
-    pub inner: Option<f64>,
-    pub outer: Option<f64>,
-    pub rect: Option<Region>,
-    pub mask: Option<DetectorMask>,
-    pub scan_roi: Option<Region>,
-    pub at: Option<[usize; 2]>,
-    pub bin: usize,
-    pub mask_bad_pixels: bool,
-    pub rotation: f64,
-    pub flip: bool,
-}
-
-impl ProductParams {
-    pub fn new(kind: ProductKind) -> Self {
-        ProductParams {
-            kind,
-            center: None,
-            radius: None,
-            inner: None,
-            outer: None,
-            rect: None,
-            mask: None,
-            scan_roi: None,
-            at: None,
-            bin: 1,
-            mask_bad_pixels: false,
-            rotation: 0.0,
-            flip: false,
-        }
-    }
-
-    /// Parameters as the browser API takes them (`stem4d.product(params)`): the CLI's flags
-    /// in camelCase JSON. Unknown keys are refused so a typo never silently means "default".
-    pub fn from_json(v: &serde_json::Value) -> Result<Self> {
-        use serde_json::Value;
-        let obj = v
-            .as_object()
-            .ok_or_else(|| Error::param("product parameters must be an object"))?;
-        let kind = obj
-            .get("kind")
-            .and_then(Value::as_str)
-            .ok_or_else(|| Error::param("product parameters need a 'kind' string"))?;
-        let mut p = ProductParams::new(ProductKind::parse(kind)?);
-        let num = |k: &str, x: &Value| {
-            x.as_f64()
-                .filter(|f| f.is_finite())
-                .ok_or_else(|| Error::param(format!("'{k}' must be a finite number")))
-        };
-        let index = |k: &str, x: &Value| {
-            x.as_u64()
-                .map(|u| u as usize)
-                .ok_or_else(|| Error::param(format!("'{k}' must hold non-negative integers")))
-        };
-        let list = |k: &str, x: &Value, n: usize| -> Result<Vec<Value>> {
-            match x.as_array() {
-                Some(a) if a.len() == n => Ok(a.clone()),
-                _ => Err(Error::param(format!(
-                    "'{k}' must be an array of {n} numbers"
-                ))),
-            }
-        };
-        let region = |k: &str, x: &Value| -> Result<Region> {
-            let a = list(k, x, 4)?;
-            Ok(Region {
-                r0: index(k, &a[0])?,
-                r1: index(k, &a[1])?,
-                c0: index(k, &a[2])?,
-                c1: index(k, &a[3])?,
-            })
-        };
-        for (k, x) in obj {
-            if x.is_null() {
-                continue;
-            }
-            match k.as_str() {
-                "kind" => {}
-                "center" => {
-                    let a = list(k, x, 2)?;
-                    p.center = Some([num(k, &a[0])?, num(k, &a[1])?]);
-                }
-                "radius" => p.radius = Some(num(k, x)?),
-                "inner" => p.inner = Some(num(k, x)?),
-                "outer" => p.outer = Some(num(k, x)?),
-                "rect" => p.rect = Some(region(k, x)?),
-                "scanRoi" => p.scan_roi = Some(region(k, x)?),
-                "at" => {
-                    let a = list(k, x, 2)?;
-                    p.at = Some([index(k, &a[0])?, index(k, &a[1])?]);
-                }
-                "bin" => p.bin = index(k, x)?,
-                "maskBadPixels" => {
-                    p.mask_bad_pixels = x
-                        .as_bool()
-                        .ok_or_else(|| Error::param("'maskBadPixels' must be true or false"))?
-                }
-                "rotation" => p.rotation = num(k, x)?,
-                "flip" => {
-                    p.flip = x
-                        .as_bool()
-                        .ok_or_else(|| Error::param("'flip' must be true or false"))?
-                }
-                "mask" => p.mask = Some(mask_from_json(x)?),
-                other => {
-                    return Err(Error::param(format!(
-                        "unknown product parameter '{other}' (kind, center, radius, inner, outer, rect, scanRoi, at, bin, maskBadPixels, rotation, flip, mask)"
-                    )))
-                }
-            }
-        }
-        Ok(p)
-    }
-
-    /// `v`, or an error naming the field `product '<kind>' needs '<field>'`.
-    pub fn need<T: Copy>(v: Option<T>, field: &'static str, kind: ProductKind) -> Result<T> {
-        v.ok_or_else(|| {
-            Error::product_param(field, format!("product '{}' needs '{field}'", kind.name()))
-        })
-    }
-
-    /// The detector mask of a virtual-image product, validated against the (binned) detector
-    /// (C-BIN-COMPOSE: its geometry is in binned pixels).
-    pub fn detector_mask(&self, det: [usize; 2]) -> Result<DetectorMask> {
-        let k = self.kind;
-        let m = match k {
-            ProductKind::Bf | ProductKind::Df => DetectorMask::Disk {
-                center: Self::need(self.center, "center", k)?,
-                radius: Self::need(self.radius, "radius", k)?,
-            },
-            ProductKind::Adf => DetectorMask::Annulus {
-                center: Self::need(self.center, "center", k)?,
-                inner: Self::need(self.inner, "inner", k)?,
-                outer: Self::need(self.outer, "outer", k)?,
-            },
-            ProductKind::Rect => DetectorMask::Rect(Self::need(self.rect, "rect", k)?),
-            ProductKind::Mask => self
-                .mask
-                .clone()
-                .ok_or_else(|| Error::product_param("mask", "product 'mask' needs 'mask'"))?,
-            _ => {
-                return Err(Error::param(format!(
-                    "product '{}' has no detector mask",
-                    k.name()
-                )))
-            }
-        };
-        m.validate(det)?;
-        Ok(m)
-    }
-
-    pub fn validate(&self, shape: Shape4) -> Result<()> {
-        if self.bin == 0 {
-            return Err(Error::product_param("bin", "'bin' must be >= 1"));
-        }
-        if self.bin > shape.det[0].max(shape.det[1]) {
-            return Err(Error::product_param(
-                "bin",
-                format!(
-                    "'bin' {} is larger than the {}x{} detector",
-                    self.bin, shape.det[0], shape.det[1]
-                ),
-            ));
-        }
-        if !self.rotation.is_finite() {
-            return Err(Error::product_param(
-                "rotation",
-                "'rotation' must be finite",
-            ));
-        }
-        let det = shape.binned(self.bin).det;
-        if let Some(roi) = self.scan_roi {
-            roi.checked(shape.scan, "scan ROI")?;
-        }
-        match self.kind {
-            ProductKind::Bf
-            | ProductKind::Df
-            | ProductKind::Adf
-            | ProductKind::Rect
-            | ProductKind::Mask => {
-                self.detector_mask(det)?;
-            }
-            ProductKind::Pattern => {
-                let [r, c] = Self::need(self.at, "at", self.kind)?;
-                if r >= shape.scan[0] || c >= shape.scan[1] {
-                    return Err(Error::product_param(
-                        "at",
-                        format!(
-                            "'at' {r},{c} is outside the {}x{} scan",
-                            shape.scan[0], shape.scan[1]
-                        ),
-                    ));
-                }
-            }
-            _ => {}
-        }
-        Ok(())
-    }
-}
-
 /// A product's values, in the dtype the contract gives it (C-DTYPE).
 #[derive(Clone, Debug, PartialEq)]
 pub enum ArrayData {
@@ -353,95 +155,4 @@ impl ArrayData {
 pub struct ProductArray {
     pub shape: Vec<usize>,
     pub data: ArrayData,
-}
-
-/// A detector mask from JSON, flat or nested row-major: booleans select pixels (exact
-/// integer sums, like a uint8 `.npy`), numbers weight them (float64 sums).
-fn mask_from_json(v: &serde_json::Value) -> Result<DetectorMask> {
-    fn flatten<'a>(v: &'a serde_json::Value, out: &mut Vec<&'a serde_json::Value>) {
-        match v.as_array() {
-            Some(a) => a.iter().for_each(|x| flatten(x, out)),
-            None => out.push(v),
-        }
-    }
-    let mut flat = Vec::new();
-    flatten(v, &mut flat);
-    if flat.iter().all(|x| x.is_boolean()) {
-        return Ok(DetectorMask::Bool(
-            flat.iter().map(|x| x.as_bool() == Some(true)).collect(),
-        ));
-    }
-    flat.iter()
-        .map(|x| {
-            x.as_f64().filter(|f| f.is_finite()).ok_or_else(|| {
-                Error::param("'mask' must hold only booleans or only finite numbers")
-            })
-        })
-        .collect::<Result<Vec<f64>>>()
-        .map(DetectorMask::Weighted)
-}
-
-#[cfg(test)]
-mod json_tests {
-    use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn browser_parameters_mean_what_the_cli_flags_mean() {
-        let p = ProductParams::from_json(&json!({
-            "kind": "adf", "center": [10.5, 11], "inner": 3, "outer": 9.5,
-            "scanRoi": [0, 4, 1, 5], "bin": 2, "maskBadPixels": true,
-            "rotation": -12.5, "flip": true, "at": null
-        }))
-        .unwrap();
-        assert_eq!(p.kind, ProductKind::Adf);
-        assert_eq!(p.center, Some([10.5, 11.0]));
-        assert_eq!((p.inner, p.outer), (Some(3.0), Some(9.5)));
-        assert_eq!(
-            p.scan_roi,
-            Some(Region {
-                r0: 0,
-                r1: 4,
-                c0: 1,
-                c1: 5
-            })
-        );
-        assert_eq!(
-            (p.bin, p.mask_bad_pixels, p.rotation, p.flip),
-            (2, true, -12.5, true)
-        );
-        let m = ProductParams::from_json(
-            &json!({"kind": "mask", "mask": [[true, false], [false, true]]}),
-        )
-        .unwrap();
-        assert_eq!(
-            m.mask,
-            Some(DetectorMask::Bool(vec![true, false, false, true]))
-        );
-        let w = ProductParams::from_json(&json!({"kind": "mask", "mask": [0.5, 1, 0, 2]})).unwrap();
-        assert_eq!(
-            w.mask,
-            Some(DetectorMask::Weighted(vec![0.5, 1.0, 0.0, 2.0]))
-        );
-    }
-
-    #[test]
-    fn malformed_browser_parameters_are_named() {
-        for (v, want) in [
-            (json!({"kind": "bf", "radius": "3"}), "'radius'"),
-            (
-                json!({"kind": "bf", "centre": [1, 2]}),
-                "unknown product parameter 'centre'",
-            ),
-            (json!({"kind": "bf", "center": [1]}), "'center'"),
-            (json!({"kind": "pattern", "at": [-1, 2]}), "'at'"),
-            (json!({"kind": "nope"}), "nope"),
-            (json!({"radius": 3}), "'kind'"),
-            (json!([1, 2]), "object"),
-            (json!({"kind": "mask", "mask": [true, 1]}), "'mask'"),
-        ] {
-            let e = ProductParams::from_json(&v).unwrap_err().to_string();
-            assert!(e.contains(want), "{v}: {e}");
-        }
-    }
 }

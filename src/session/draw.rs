@@ -24,8 +24,8 @@ impl Session {
             self.ensure_derived(engine).await?;
         }
         let Some(res) = &self.resident else {
-            let p = st.image.params(self.correction);
-            let product = self.exact_product(engine, &p).await?;
+            let p = st.image.params();
+            let product = self.exact_product(engine, &p, self.correction).await?;
             if matches!(st.image.kind, ImageKind::Commag | ImageKind::Comdir) {
                 let [magnitude, angle] = polar_planes(&product);
                 let f32s = |v: &[f32]| engine.input(bytemuck::cast_slice(v));
@@ -212,9 +212,11 @@ impl Session {
                 }
                 ScanRoi::Circle { .. } => None,
             };
-            p.bin = self.correction.bin;
-            p.mask_bad_pixels = self.correction.mask_bad_pixels;
-            let plane = plane_of(&self.exact_product(engine, &p).await?, p.kind, 0);
+            let plane = plane_of(
+                &self.exact_product(engine, &p, self.correction).await?,
+                p.kind,
+                0,
+            );
             let buf = engine.input(bytemuck::cast_slice(&plane));
             return self.pattern.encode_prep(
                 engine,
@@ -301,10 +303,10 @@ impl Session {
             ..Default::default()
         };
         let f = |x: Option<f64>| x.unwrap_or(0.0) as f32;
-        let rect = |v: &mut View, a: [usize; 4]| {
+        let rect = |v: &mut View, a: Region| {
             v.overlay = 3;
             (v.rect_r0, v.rect_r1, v.rect_c0, v.rect_c1) =
-                (a[0] as f32, a[1] as f32, a[2] as f32, a[3] as f32);
+                (a.r0 as f32, a.r1 as f32, a.c0 as f32, a.c1 as f32);
         };
         match panel {
             Panel::Image => {
@@ -314,7 +316,7 @@ impl Session {
                     v.cursor_c = st.image.cursor[1] as f32;
                 }
                 if let Some(roi) = st.image.roi {
-                    rect(&mut v, roi);
+                    rect(&mut v, region(roi));
                 }
                 if let Some([r, c, radius]) = st.image.roi_circle {
                     v.overlay = 1;

@@ -123,19 +123,35 @@ impl Session {
         self.correction
     }
 
-    /// Compute one product exactly (as `stem4d product`), re-uploading when the requested
-    /// bin or bad-pixel policy differs from the resident one.
-    pub async fn product(&mut self, engine: &Engine, p: &ProductParams) -> Result<ProductArray> {
-        p.validate(self.acq.shape)?;
-        if self.resident.is_none() {
-            return self.exact_product(engine, p).await;
+    /// Give the integer resident the correction `corr` (detector bin, bad-pixel masking): a
+    /// new upload of the whole acquisition when it has another, so what was drawn follows
+    /// it. Without an integer resident nothing changes: products say their correction.
+    pub async fn set_correction(&mut self, engine: &Engine, corr: Correction) -> Result<()> {
+        corr.validate(self.acq.shape)?;
+        if self.resident.is_some() && corr != self.correction {
+            self.reload(engine, corr).await?;
         }
-        let want = Correction {
-            mask_bad_pixels: p.mask_bad_pixels,
-            bin: p.bin,
-        };
-        if want != self.correction {
-            self.reload(engine, want).await?;
+        Ok(())
+    }
+
+    /// Compute one product exactly (as `stem4d product`) with the correction `corr`. With an
+    /// integer resident that is the resident's: [`Session::set_correction`] first.
+    pub async fn product(
+        &mut self,
+        engine: &Engine,
+        p: &ProductParams,
+        corr: Correction,
+    ) -> Result<ProductArray> {
+        p.validate(self.acq.shape, corr)?;
+        if self.resident.is_none() {
+            return self.exact_product(engine, p, corr).await;
+        }
+        if corr != self.correction {
+            return Err(Error::param(format!(
+                "the acquisition on the GPU has bin {} and bad-pixel masking {}: set its correction before a product with another",
+                self.correction.bin,
+                if self.correction.mask_bad_pixels { "on" } else { "off" },
+            )));
         }
         let res = self
             .resident
@@ -155,18 +171,21 @@ impl Session {
         if (moments && crate::kernels::com_moments::moments_fit_64(res).is_err()) || many_weights {
             // Beyond what the GPU path does exactly (moments past 2^64, masks with very many
             // distinct weights, C-WEIGHTS): the exact CPU reference instead.
-            return crate::cpu::compute(&self.acq, p);
+            return crate::cpu::compute(&self.acq, p, corr);
         }
         gp::compute_resident(engine, &self.acq, res, p).await
     }
 
     /// A product without an integer resident: exact float32 sums on the GPU when the float
     /// resident has this correction and can sum it exactly, else the CPU reference.
-    async fn exact_product(&self, engine: &Engine, p: &ProductParams) -> Result<ProductArray> {
+    async fn exact_product(
+        &self,
+        engine: &Engine,
+        p: &ProductParams,
+        corr: Correction,
+    ) -> Result<ProductArray> {
         if let Some(res) = &self.float_resident {
-            let same =
-                p.bin == res.correction.bin && p.mask_bad_pixels == res.correction.mask_bad_pixels;
-            if same {
+            if corr == res.correction {
                 // A span too wide for 128-bit sums (or NaN) is declined there: the CPU
                 // reference computes it instead, exactly. Any other failure is the user's to see.
                 match gp::compute_resident(engine, &self.acq, res, p).await {
@@ -175,7 +194,7 @@ impl Session {
                 }
             }
         }
-        crate::cpu::compute(&self.acq, p)
+        crate::cpu::compute(&self.acq, p, corr)
     }
 
     async fn reload(&mut self, engine: &Engine, corr: Correction) -> Result<()> {

@@ -155,9 +155,7 @@ impl Session {
             mask_bad_pixels: req.mask_bad_pixels,
             bin: req.bin,
         };
-        let mut probe = ProductParams::new(ProductKind::Total);
-        probe.bin = req.bin;
-        probe.validate(acq.shape)?;
+        correction.validate(acq.shape)?;
         let float = acq.dtype == Dtype::F32;
         let spans = req.leaf_reads()? == LeafReads::Spans;
         let mut feed = acq.index_pending().then(|| {
@@ -318,9 +316,8 @@ impl Session {
             Some(settled) => settled,
             None => {
                 let found = crate::cpu::find_bad_pixels(&self.acq, corr)?;
-                let mut p = ProductParams::new(ProductKind::MeanDp);
-                (p.bin, p.mask_bad_pixels) = (corr.bin, corr.mask_bad_pixels);
-                let mean = crate::cpu::compute(&self.acq, &p)?.data.to_f64();
+                let p = ProductParams::new(ProductKind::MeanDp);
+                let mean = crate::cpu::compute(&self.acq, &p, corr)?.data.to_f64();
                 let zeroed = (corr.mask_bad_pixels && !found.is_empty()).then(|| found.mask(det));
                 (mean, found, zeroed)
             }

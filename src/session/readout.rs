@@ -131,8 +131,8 @@ impl Session {
             .state
             .clone()
             .ok_or_else(|| Error::param("no view yet"))?;
-        let p = st.image.params(self.correction);
-        let product = self.product(engine, &p).await?;
+        let p = st.image.params();
+        let product = self.product(engine, &p, self.correction).await?;
         let product = match st.image.kind {
             ImageKind::Commag | ImageKind::Comdir => {
                 let [magnitude, angle] = polar_planes(&product);

@@ -1,6 +1,7 @@
 //! The view state the page sends on every interaction: what each panel shows and how.
 
 use super::*;
+use crate::products::wire;
 
 /// Display settings of one panel.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
@@ -137,15 +138,22 @@ pub struct ImageView {
     /// Component of CoM/DPC: 0 = row, 1 = column.
     #[serde(default)]
     pub axis: u32,
+    // The detector's geometry and the DPC turn: the product vocabulary's fields, read by its
+    // own parsers (`products::ProductParams`), so the view means what `stem4d.product` does.
+    #[serde(default, deserialize_with = "wire::finite_pair")]
     pub center: Option<[f64; 2]>,
+    #[serde(default, deserialize_with = "wire::finite")]
     pub radius: Option<f64>,
+    #[serde(default, deserialize_with = "wire::finite")]
     pub inner: Option<f64>,
+    #[serde(default, deserialize_with = "wire::finite")]
     pub outer: Option<f64>,
-    pub rect: Option<[usize; 4]>,
+    #[serde(default, deserialize_with = "wire::region")]
+    pub rect: Option<Region>,
     pub point: Option<[usize; 2]>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "wire::rotation")]
     pub rotation: f64,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "wire::boolean")]
     pub flip: bool,
     #[serde(default)]
     pub display: PanelDisplay,
@@ -218,7 +226,7 @@ pub(super) fn region(a: [usize; 4]) -> Region {
 
 impl ImageView {
     /// The product this panel shows, as `stem4d product` parameters (export, CPU path).
-    pub fn params(&self, corr: Correction) -> ProductParams {
+    pub fn params(&self) -> ProductParams {
         let kind = match self.kind {
             ImageKind::Bf => ProductKind::Bf,
             ImageKind::Adf => ProductKind::Adf,
@@ -236,11 +244,9 @@ impl ImageView {
         p.radius = self.radius;
         p.inner = self.inner;
         p.outer = self.outer;
-        p.rect = self.rect.map(region);
+        p.rect = self.rect;
         p.rotation = self.rotation;
         p.flip = self.flip;
-        p.bin = corr.bin;
-        p.mask_bad_pixels = corr.mask_bad_pixels;
         if let (ImageKind::Point, Some([r, c])) = (self.kind, self.point) {
             p.mask = Some(DetectorMask::Point { r, c });
         }
@@ -248,7 +254,7 @@ impl ImageView {
     }
 
     pub(super) fn detector(&self, det: [usize; 2]) -> Result<Option<DetectorMask>> {
-        let p = self.params(Correction::default());
+        let p = self.params();
         Ok(match self.kind {
             ImageKind::Point => {
                 let [r, c] = self

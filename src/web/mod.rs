@@ -23,7 +23,7 @@ use crate::display::gpu::PixelTarget;
 use crate::display::present::{Calibration, Present, ROUNDS, WARMUP_ROUNDS};
 use crate::formats::{Acquisition, OpenOptions};
 use crate::gpu::Engine;
-use crate::products::{ArrayData, ProductParams};
+use crate::products::{ArrayData, ProductRequest};
 use crate::session::{DrawKey, LeafReads, OpenRequest, Panel, Session, Stage, ViewState};
 use crate::source::blob::{self as blob_source, BlobSource};
 use crate::source::ByteSource;
@@ -208,9 +208,15 @@ impl Viewer {
         future_to_promise(async move {
             let v: serde_json::Value = serde_json::from_str(&params)
                 .map_err(|e| js_err(format!("product parameters: {e}")))?;
-            let p = ProductParams::from_json(&v).map_err(js_err)?;
+            let ProductRequest { params, correction } =
+                ProductRequest::from_json(&v).map_err(js_err)?;
+            // The acquisition-level part first, as its own step: on an integer resident a
+            // new bin or masking policy is a new upload (the page's contract allows it here).
             let a = inner
-                .with_session(async |s| s.product(&inner.engine, &p).await)
+                .with_session(async |s| {
+                    s.set_correction(&inner.engine, correction).await?;
+                    s.product(&inner.engine, &params, correction).await
+                })
                 .await?
                 .map_err(js_err)?;
             let out = js_sys::Object::new();

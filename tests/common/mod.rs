@@ -4,6 +4,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use stem4d::frames::Correction;
 
 use serde_json::Value;
 use stem4d::contract::Region;
@@ -100,8 +101,9 @@ pub fn open_fixture(fx: &Value) -> Acquisition {
     .unwrap_or_else(|e| panic!("{}: {e}", fx["name"]))
 }
 
-/// Product parameters from a manifest entry (`mean-dp-f32` maps to `mean-dp`).
-pub fn params(kind: &str, p: &Value) -> ProductParams {
+/// Product parameters and the correction they are computed with, from a manifest entry
+/// (`mean-dp-f32` maps to `mean-dp`).
+pub fn params(kind: &str, p: &Value) -> (ProductParams, Correction) {
     let k = ProductKind::parse(kind.strip_suffix("-f32").unwrap_or(kind)).expect("kind");
     let mut out = ProductParams::new(k);
     let region = |v: &Value| {
@@ -120,8 +122,10 @@ pub fn params(kind: &str, p: &Value) -> ProductParams {
     out.rect = region(&p["rect"]);
     out.scan_roi = region(&p["scan_roi"]);
     out.at = usize2(&p["at"]);
-    out.bin = p["bin"].as_u64().unwrap_or(1) as usize;
-    out.mask_bad_pixels = p["mask_bad_pixels"].as_bool().unwrap_or(false);
+    let corr = Correction {
+        bin: p["bin"].as_u64().unwrap_or(1) as usize,
+        mask_bad_pixels: p["mask_bad_pixels"].as_bool().unwrap_or(false),
+    };
     out.rotation = p["rotation"].as_f64().unwrap_or(0.0);
     out.flip = p["flip"].as_bool().unwrap_or(false);
     if let Some(m) = p["mask"].as_str() {
@@ -129,7 +133,7 @@ pub fn params(kind: &str, p: &Value) -> ProductParams {
         let bytes = std::fs::read(&path).expect("mask file");
         out.mask = Some(stem4d::products::npy::mask_from_npy(m, &bytes).expect("mask parses"));
     }
-    out
+    (out, corr)
 }
 
 pub fn read_npy(path: &Path) -> ProductArray {

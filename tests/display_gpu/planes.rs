@@ -7,6 +7,7 @@ use crate::common::*;
 use stem4d::contract::{DetectorMask, SparseMask};
 use stem4d::display;
 use stem4d::display::gpu::{Plane, PlaneSource};
+use stem4d::frames::Correction;
 use stem4d::gpu::Engine;
 use stem4d::products::gpu as products;
 
@@ -87,10 +88,16 @@ fn planes_and_limits_match_the_cpu_mirror() {
 
     // CoM and DPC from the fused moments, against the exact CPU values (f32 display path).
     let mut p = stem4d::products::ProductParams::new(stem4d::products::ProductKind::Com);
-    let com = stem4d::cpu::compute(&acq, &p).unwrap().data.to_f64();
+    let com = stem4d::cpu::compute(&acq, &p, Correction::default())
+        .unwrap()
+        .data
+        .to_f64();
     p.kind = stem4d::products::ProductKind::Dpc;
     (p.rotation, p.flip) = (23.0, true);
-    let dpc = stem4d::cpu::compute(&acq, &p).unwrap().data.to_f64();
+    let dpc = stem4d::cpu::compute(&acq, &p, Correction::default())
+        .unwrap()
+        .data
+        .to_f64();
     let n = rows * cols;
     let mean = [
         com[..n].iter().sum::<f64>() / n as f64,

@@ -143,7 +143,10 @@ fn compressed_synthetic_decodes_on_the_gpu_to_the_generated_samples() {
     let mut p = stem4d::products::ProductParams::new(stem4d::products::ProductKind::Adf);
     (p.center, p.inner, p.outer) = (Some([16.0, 14.5]), Some(3.0), Some(11.0));
     let gpu = pollster::block_on(products::compute_resident(&engine, &acq, &res, &p)).unwrap();
-    assert_eq!(gpu, cpu::compute(&acq, &p).unwrap());
+    assert_eq!(
+        gpu,
+        cpu::compute(&acq, &p, stem4d::frames::Correction::default()).unwrap()
+    );
 }
 
 /// LZ4 (32004) chunks take the GPU decoder itself (not the CPU fallback) and match the CPU.

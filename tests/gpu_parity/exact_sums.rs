@@ -4,6 +4,7 @@
 
 use crate::common::*;
 use stem4d::cpu;
+use stem4d::frames::Correction;
 
 /// The masked sums meeting their slots through subgroups (where the adapter has them:
 /// lavapipe and the H200 do), through workgroup memory and atomically in the output give
@@ -51,7 +52,7 @@ fn masked_sums_agree_whichever_way_the_slots_meet() {
             picked.iter().for_each(|&k| mask[k as usize] = true);
             let mut p = stem4d::products::ProductParams::new(stem4d::products::ProductKind::Mask);
             p.mask = Some(stem4d::contract::DetectorMask::Bool(mask));
-            let want = cpu::compute(&acq, &p).unwrap().data;
+            let want = cpu::compute(&acq, &p, Correction::default()).unwrap().data;
             for (subgroups, atomics) in [(true, false), (false, false), (false, true)] {
                 engine.use_subgroups(subgroups);
                 engine.use_atomic_sums(atomics);
@@ -178,7 +179,7 @@ fn masked_sums_from_ring_sums_equal_the_cpu() {
             picked.iter().for_each(|&k| mask[k as usize] = true);
             let mut p = stem4d::products::ProductParams::new(stem4d::products::ProductKind::Mask);
             p.mask = Some(stem4d::contract::DetectorMask::Bool(mask));
-            let want = cpu::compute(&acq, &p).unwrap().data;
+            let want = cpu::compute(&acq, &p, Correction::default()).unwrap().data;
             let got = pollster::block_on(stem4d::kernels::masked_sum::masked_sums(
                 &engine, &res, picked,
             ))
@@ -320,7 +321,7 @@ fn folding_and_parts_at_any_interval_are_exact() {
             let mut mask = vec![false; all.len()];
             picked.iter().for_each(|&k| mask[k as usize] = true);
             p.mask = Some(stem4d::contract::DetectorMask::Bool(mask));
-            cpu::compute(&acq, &p).unwrap()
+            cpu::compute(&acq, &p, Correction::default()).unwrap()
         };
         assert_eq!(
             stem4d::products::ArrayData::U64(exact_sums),

@@ -5,6 +5,7 @@
 use super::check;
 use crate::common::*;
 use stem4d::cpu;
+use stem4d::frames::Correction;
 use stem4d::products::gpu as products;
 use stem4d::products::ArrayData;
 
@@ -23,10 +24,10 @@ fn kernels_match_the_cpu_reference_on_every_fixture() {
         let float = acq.dtype.is_float();
         for p in fx["products"].as_array().unwrap() {
             let kind = p["kind"].as_str().unwrap();
-            let params = params(kind, &p["params"]);
+            let (params, corr) = params(kind, &p["params"]);
             // Moments of u32 detectors can exceed 64 bits; the engine refuses them (tested below).
             let what = format!("{name} {}", p["ref"].as_str().unwrap());
-            let gpu = match pollster::block_on(products::compute(&engine, &acq, &params)) {
+            let gpu = match pollster::block_on(products::compute(&engine, &acq, &params, corr)) {
                 Ok(g) => g,
                 Err(e)
                     if acq.dtype == stem4d::contract::Dtype::U32
@@ -38,7 +39,7 @@ fn kernels_match_the_cpu_reference_on_every_fixture() {
                 // Weighted masks with many distinct weights are refused by name, never approximated.
                 Err(e) if e.to_string().contains("distinct weights") => continue,
                 // Float data is never binned on the GPU; the refusal says so.
-                Err(e) if float && params.bin > 1 => {
+                Err(e) if float && corr.bin > 1 => {
                     assert!(e.to_string().contains("binned float32"), "{what}: {e}");
                     continue;
                 }
@@ -47,7 +48,7 @@ fn kernels_match_the_cpu_reference_on_every_fixture() {
                     continue;
                 }
             };
-            let cpu = cpu::compute(&acq, &params).unwrap();
+            let cpu = cpu::compute(&acq, &params, corr).unwrap();
             let verdict = match (kind, &gpu.data, &cpu.data) {
                 // The contract's float mean: the float64 mean rounded to float32, bit for bit.
                 ("mean-dp-f32", ArrayData::F64(g), ArrayData::F64(c)) => {
@@ -141,7 +142,6 @@ fn tiled_kernels_match_the_cpu_at_tile_edges_and_sample_limits() {
                     continue;
                 }
                 let mut p = ProductParams::new(kind);
-                p.mask_bad_pixels = mask_bad;
                 p.center = Some([kr as f64 * 0.4, kc as f64 * 0.55]);
                 p.radius = Some(kr.min(kc) as f64 * 0.35 + 0.3);
                 p.inner = Some(1.1);
@@ -154,9 +154,13 @@ fn tiled_kernels_match_the_cpu_at_tile_edges_and_sample_limits() {
                 });
                 p.at = Some([dims[0] - 1, dims[1] / 2]);
                 let what = format!("{dtype:?} {dims:?} {kind:?} mask={mask_bad}");
-                let gpu = pollster::block_on(products::compute(&engine, &acq, &p))
+                let corr = Correction {
+                    mask_bad_pixels: mask_bad,
+                    bin: 1,
+                };
+                let gpu = pollster::block_on(products::compute(&engine, &acq, &p, corr))
                     .unwrap_or_else(|e| panic!("{what}: {e}"));
-                let cpu = cpu::compute(&acq, &p).unwrap();
+                let cpu = cpu::compute(&acq, &p, corr).unwrap();
                 if large && kind == ProductKind::Total && !mask_bad {
                     let stem4d::products::ArrayData::U64(t) = &cpu.data else {
                         panic!("{what}: u64 totals");
@@ -192,8 +196,9 @@ fn weighted_masks_sum_exactly_per_distinct_weight() {
             .collect();
         let mut p = stem4d::products::ProductParams::new(stem4d::products::ProductKind::Mask);
         p.mask = Some(stem4d::contract::DetectorMask::Weighted(w));
-        let gpu = pollster::block_on(products::compute(&engine, &acq, &p)).unwrap();
-        let cpu = cpu::compute(&acq, &p).unwrap();
+        let gpu = pollster::block_on(products::compute(&engine, &acq, &p, Correction::default()))
+            .unwrap();
+        let cpu = cpu::compute(&acq, &p, Correction::default()).unwrap();
         compare(name, "mask", &gpu, &cpu, 1e-12).unwrap();
     }
 }
@@ -213,7 +218,8 @@ fn weighted_masks_past_the_gpus_weights_are_refused_by_name() {
         .collect();
     let mut p = stem4d::products::ProductParams::new(stem4d::products::ProductKind::Mask);
     p.mask = Some(stem4d::contract::DetectorMask::Weighted(w));
-    let e = pollster::block_on(products::compute(&engine, &acq, &p)).unwrap_err();
+    let e = pollster::block_on(products::compute(&engine, &acq, &p, Correction::default()))
+        .unwrap_err();
     assert!(e.is_gpu_unsupported(), "{e:?}");
     assert!(e.to_string().contains("65 distinct weights"), "{e}");
 }
@@ -333,9 +339,9 @@ fn float32_residents_sum_exactly_or_refuse_by_name() {
             ));
         }
         let what = format!("f32 {dims:?} {kind:?}");
-        let gpu = pollster::block_on(products::compute(&engine, &acq, &p))
+        let gpu = pollster::block_on(products::compute(&engine, &acq, &p, Correction::default()))
             .unwrap_or_else(|e| panic!("{what}: {e}"));
-        let cpu = cpu::compute(&acq, &p).unwrap();
+        let cpu = cpu::compute(&acq, &p, Correction::default()).unwrap();
         match kind {
             // Signed data put some centres of mass far out, where 2e-6 px is below a float32
             // ulp: DPC here is the float32 rounding of the CPU's value, as CoM is.
@@ -354,6 +360,7 @@ fn float32_residents_sum_exactly_or_refuse_by_name() {
         &engine,
         &acq,
         &ProductParams::new(ProductKind::Total),
+        Correction::default(),
     ))
     .unwrap_err()
     .to_string();
@@ -367,6 +374,7 @@ fn float32_residents_sum_exactly_or_refuse_by_name() {
         &engine,
         &acq,
         &ProductParams::new(ProductKind::MeanDp),
+        Correction::default(),
     ))
     .unwrap_err()
     .to_string();
@@ -403,15 +411,23 @@ fn a_scan_crop_is_the_sub_scan_on_every_backend() {
             let mut p = ProductParams::new(kind);
             p.center = Some([acq.shape.det[0] as f64 / 2.0, acq.shape.det[1] as f64 / 2.5]);
             p.radius = Some(3.5);
-            let whole = cpu::compute(&acq, &p).unwrap();
-            let cut = cpu::compute(&cropped, &p).unwrap();
-            let gpu = pollster::block_on(products::compute(&engine, &cropped, &p)).unwrap();
+            let whole = cpu::compute(&acq, &p, Correction::default()).unwrap();
+            let cut = cpu::compute(&cropped, &p, Correction::default()).unwrap();
+            let gpu = pollster::block_on(products::compute(
+                &engine,
+                &cropped,
+                &p,
+                Correction::default(),
+            ))
+            .unwrap();
             let what = format!("{name} cropped {kind:?}");
             check(kind.name(), &what, &gpu, &cut).unwrap();
             let expected = if kind == ProductKind::SumDp {
                 let mut roi = p.clone();
                 roi.scan_roi = Some(region);
-                cpu::compute(&acq, &roi).unwrap().data
+                cpu::compute(&acq, &roi, Correction::default())
+                    .unwrap()
+                    .data
             } else {
                 // The crop's positions, picked from the whole scan (per plane for CoM).
                 let v = whole.data.to_f64();

@@ -5,6 +5,7 @@
 use super::check;
 use crate::common::*;
 use stem4d::cpu;
+use stem4d::frames::Correction;
 use stem4d::products::gpu as products;
 
 #[test]
@@ -81,13 +82,13 @@ fn synthetic_residents_made_on_the_gpu_equal_the_cpu_samples() {
         "com",
         "synthetic com",
         &gpu,
-        &cpu::compute(&acq, &p).unwrap(),
+        &cpu::compute(&acq, &p, Correction::default()).unwrap(),
     )
     .unwrap();
     p.kind = stem4d::products::ProductKind::Bf;
     (p.center, p.radius) = (Some([6.2, 5.1]), Some(2.5));
     let gpu = pollster::block_on(products::compute_resident(&engine, &acq, &res, &p)).unwrap();
-    assert_eq!(gpu, cpu::compute(&acq, &p).unwrap());
+    assert_eq!(gpu, cpu::compute(&acq, &p, Correction::default()).unwrap());
 }
 
 /// Reduced patterns over many chunks of positions and several segments (atomics + carries)
@@ -116,7 +117,11 @@ fn pattern_reductions_over_many_position_chunks_are_exact() {
             p.scan_roi = roi;
             let gpu =
                 pollster::block_on(products::compute_resident(&engine, &acq, &res, &p)).unwrap();
-            assert_eq!(gpu, cpu::compute(&acq, &p).unwrap(), "{kind:?} roi {roi:?}");
+            assert_eq!(
+                gpu,
+                cpu::compute(&acq, &p, Correction::default()).unwrap(),
+                "{kind:?} roi {roi:?}"
+            );
         }
     }
 }
@@ -169,10 +174,10 @@ fn a_replaced_resident_lends_its_buffers_cleared() {
     );
     let mut p = stem4d::products::ProductParams::new(stem4d::products::ProductKind::SumDp);
     let gpu = pollster::block_on(products::compute_resident(&engine, &acq, &reused, &p)).unwrap();
-    assert_eq!(gpu, cpu::compute(&acq, &p).unwrap());
+    assert_eq!(gpu, cpu::compute(&acq, &p, Correction::default()).unwrap());
     p.kind = stem4d::products::ProductKind::MaxDp;
     let gpu = pollster::block_on(products::compute_resident(&engine, &acq, &reused, &p)).unwrap();
-    assert_eq!(gpu, cpu::compute(&acq, &p).unwrap());
+    assert_eq!(gpu, cpu::compute(&acq, &p, Correction::default()).unwrap());
     // Another plan (bin 2) reuses nothing: what was set aside is freed before it uploads.
     engine.set_aside(reused);
     let binned = stem4d::frames::Correction {
@@ -185,8 +190,7 @@ fn a_replaced_resident_lends_its_buffers_cleared() {
         0,
         "buffers of another size are freed"
     );
-    let mut p = stem4d::products::ProductParams::new(stem4d::products::ProductKind::Total);
-    p.bin = 2;
+    let p = stem4d::products::ProductParams::new(stem4d::products::ProductKind::Total);
     let gpu = pollster::block_on(products::compute_resident(&engine, &acq, &res, &p)).unwrap();
-    assert_eq!(gpu, cpu::compute(&acq, &p).unwrap());
+    assert_eq!(gpu, cpu::compute(&acq, &p, binned).unwrap());
 }

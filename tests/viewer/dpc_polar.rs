@@ -7,6 +7,7 @@ use crate::common::*;
 use serde_json::json;
 use stem4d::cpu;
 use stem4d::formats::Acquisition;
+use stem4d::frames::Correction;
 use stem4d::products::{ProductKind, ProductParams};
 use stem4d::session::{Panel, ViewState};
 
@@ -14,7 +15,10 @@ use stem4d::session::{Panel, ViewState};
 fn dpc_polar_reference(acq: &Acquisition, rotation: f64, flip: bool) -> Vec<[f64; 2]> {
     let mut p = ProductParams::new(ProductKind::Dpc);
     (p.rotation, p.flip) = (rotation, flip);
-    let g = cpu::compute(acq, &p).unwrap().data.to_f64();
+    let g = cpu::compute(acq, &p, Correction::default())
+        .unwrap()
+        .data
+        .to_f64();
     let n = g.len() / 2;
     (0..n)
         .map(|k| stem4d::contract::dpc_polar([g[k], g[n + k]]))

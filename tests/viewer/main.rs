@@ -20,6 +20,7 @@ use common::*;
 use serde_json::json;
 use stem4d::cpu;
 use stem4d::formats::Acquisition;
+use stem4d::frames::Correction;
 use stem4d::gpu::Engine;
 use stem4d::products::ProductParams;
 use stem4d::session::{OpenRequest, Session, ViewState};
@@ -67,5 +68,8 @@ fn bf_state(center: [f64; 2], radius: f64, cursor: [usize; 2]) -> ViewState {
 }
 
 fn cpu_at(acq: &Acquisition, p: &ProductParams, k: usize) -> f64 {
-    cpu::compute(acq, p).unwrap().data.to_f64()[k]
+    cpu::compute(acq, p, Correction::default())
+        .unwrap()
+        .data
+        .to_f64()[k]
 }

@@ -6,6 +6,7 @@ use crate::common::*;
 use serde_json::json;
 use stem4d::cpu;
 use stem4d::formats::Acquisition;
+use stem4d::frames::Correction;
 use stem4d::products::{ProductKind, ProductParams};
 use stem4d::session::{OpenRequest, Panel, Session};
 
@@ -25,7 +26,10 @@ fn an_open_leaves_the_totals_com_and_ring_sums_to_prepare() {
     let bf = |radius| bf_state(bf_centre, radius, [1, 2]);
     let mut p = ProductParams::new(ProductKind::Bf);
     (p.center, p.radius) = (Some(bf_centre), Some(s.bf_fit[2]));
-    let want = cpu::compute(&acq, &p).unwrap().data.to_f64();
+    let want = cpu::compute(&acq, &p, Correction::default())
+        .unwrap()
+        .data
+        .to_f64();
     let image = |s: &Session| -> Vec<f64> {
         (0..rows * cols)
             .map(|k| {
@@ -64,13 +68,24 @@ fn an_open_leaves_the_totals_com_and_ring_sums_to_prepare() {
 fn a_product_with_another_bin_reuploads_and_stays_exact() {
     let Some(engine) = engine() else { return };
     let (mut s, acq) = open_unbinned(&engine, "arina_u16");
-    let mut p = ProductParams::new(ProductKind::Binned);
-    p.bin = 3;
-    p.mask_bad_pixels = true;
+    let p = ProductParams::new(ProductKind::Binned);
+    let corr = Correction {
+        bin: 3,
+        mask_bad_pixels: true,
+    };
     pollster::block_on(s.prepare(&engine)).unwrap();
     let at_load = s.ring_sums_centre().expect("ring sums made by prepare");
-    let gpu = pollster::block_on(s.product(&engine, &p)).unwrap();
-    assert_eq!(gpu, cpu::compute(&acq, &p).unwrap());
+    // A product of another correction is refused until the acquisition has it: a new
+    // upload is never a product's side effect.
+    let refused = pollster::block_on(s.product(&engine, &p, corr)).unwrap_err();
+    assert!(
+        refused.to_string().contains("set its correction"),
+        "{refused}"
+    );
+    assert_eq!(s.correction(), Correction::default());
+    pollster::block_on(s.set_correction(&engine, corr)).unwrap();
+    let gpu = pollster::block_on(s.product(&engine, &p, corr)).unwrap();
+    assert_eq!(gpu, cpu::compute(&acq, &p, corr).unwrap());
     assert_eq!(s.correction().bin, 3);
     // The new resident has ring sums too, about the same centre on the binned detector.
     let binned_centre = s
@@ -278,11 +293,14 @@ fn a_deferred_index_opens_the_same_session() {
         assert_eq!(spanned, fed && req.leaves.is_none(), "{what}: span windows");
         for kind in [ProductKind::Total, ProductKind::SumDp, ProductKind::Bf] {
             let mut p = ProductParams::new(kind);
-            p.bin = req.bin;
             p.center = Some([3.6, 4.1]);
             p.radius = Some(2.5);
-            let got = pollster::block_on(deferred.product(&engine, &p)).unwrap();
-            let want = pollster::block_on(plain.product(&engine, &p)).unwrap();
+            let corr = Correction {
+                bin: req.bin,
+                ..Correction::default()
+            };
+            let got = pollster::block_on(deferred.product(&engine, &p, corr)).unwrap();
+            let want = pollster::block_on(plain.product(&engine, &p, corr)).unwrap();
             assert_eq!(got, want, "{what} {kind:?}");
         }
     }

@@ -6,6 +6,7 @@ use super::{bf_state, cpu_at, open_unbinned, state};
 use crate::common::*;
 use serde_json::json;
 use stem4d::cpu;
+use stem4d::frames::Correction;
 use stem4d::products::{ProductKind, ProductParams};
 use stem4d::session::Panel;
 
@@ -15,7 +16,12 @@ fn readouts_follow_the_view_and_equal_the_cpu_reference() {
     let Some(engine) = engine() else { return };
     let (mut s, acq) = open_unbinned(&engine, "arina_u16");
     let [rows, cols] = acq.shape.scan;
-    let fit = cpu::compute(&acq, &ProductParams::new(ProductKind::FitBf)).unwrap();
+    let fit = cpu::compute(
+        &acq,
+        &ProductParams::new(ProductKind::FitBf),
+        Correction::default(),
+    )
+    .unwrap();
     assert_eq!(s.bf_fit.to_vec(), fit.data.to_f64());
     assert_eq!(s.profile.shape, acq.shape.as_array());
     assert!(s.profile.resident_payload_bytes.unwrap() > 0);
@@ -103,8 +109,8 @@ fn float32_acquisitions_are_viewed_through_exact_gpu_sums() {
     // `stem4d.product` on the float resident: the CPU reference's values, bit for bit.
     for kind in [ProductKind::MeanDp, ProductKind::Total, ProductKind::MaxDp] {
         let p = ProductParams::new(kind);
-        let gpu = pollster::block_on(s.product(&engine, &p)).unwrap();
-        let cpu = stem4d::cpu::compute(&acq, &p).unwrap();
+        let gpu = pollster::block_on(s.product(&engine, &p, Correction::default())).unwrap();
+        let cpu = stem4d::cpu::compute(&acq, &p, Correction::default()).unwrap();
         assert_eq!(gpu.data, cpu.data, "{kind:?}");
     }
 }
@@ -131,10 +137,12 @@ fn a_circular_scan_roi_sums_exactly_the_positions_inside_it() {
                     count += 1;
                     let mut p = ProductParams::new(ProductKind::Pattern);
                     p.at = Some([r, c]);
-                    for (w, v) in want
-                        .iter_mut()
-                        .zip(cpu::compute(&acq, &p).unwrap().data.to_f64())
-                    {
+                    for (w, v) in want.iter_mut().zip(
+                        cpu::compute(&acq, &p, Correction::default())
+                            .unwrap()
+                            .data
+                            .to_f64(),
+                    ) {
                         *w += v as u64;
                     }
                 }
@@ -179,7 +187,7 @@ fn weighted_masks_past_the_gpus_weights_come_from_the_reference() {
     let w: Vec<f64> = (0..n).map(|k| 0.25 + (k % 70) as f64).collect();
     let mut p = ProductParams::new(ProductKind::Mask);
     p.mask = Some(stem4d::contract::DetectorMask::Weighted(w));
-    let got = pollster::block_on(s.product(&engine, &p)).unwrap();
-    let want = stem4d::cpu::compute(&acq, &p).unwrap();
+    let got = pollster::block_on(s.product(&engine, &p, Correction::default())).unwrap();
+    let want = stem4d::cpu::compute(&acq, &p, Correction::default()).unwrap();
     assert_eq!(got, want);
 }
