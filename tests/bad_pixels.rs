@@ -174,7 +174,7 @@ fn found_pixels_are_zeroed_alike_on_both_backends() {
     }
 }
 
-/// The zeroing kernel clears exactly the listed pixels at every position of every segment
+/// The zeroing kernel (`src/kernels/zero_pixels.rs`) clears exactly the listed pixels at every position of every segment
 /// of a resident split across buffers (one tile per buffer here), and nothing else: the
 /// zeroed resident reads back as the CPU frames with those pixels zeroed.
 #[test]

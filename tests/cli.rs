@@ -139,7 +139,7 @@ fn product_bf_matches_the_reference() {
     let (_, reference) = bf_reference();
     let got = read_npy(&out);
     let want = read_npy(&reference);
-    compare("cli bf", "bf", &got, &want, 1e-12).unwrap();
+    against_numpy("cli bf", "bf", &got, &want).unwrap();
 }
 
 #[test]

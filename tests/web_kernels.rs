@@ -335,6 +335,39 @@ async fn kernels_match_the_cpu_reference_in_the_browser() {
     assert_eq!(n, ways * 3 * 4 * 12);
 }
 
+/// The parity matrix (`products::parity`: what `stem4d parity` and the page's
+/// `stem4d.parity()` run) in the browser's WebGPU, with and without bad-pixel masking: no
+/// row fails, and each product has a row on the GPU.
+#[wasm_bindgen_test]
+async fn the_parity_matrix_passes_in_the_browser() {
+    use stem4d::products::parity::{matrix, run, Outcome};
+    let engine = Engine::new().await.expect("a WebGPU adapter");
+    let arina = open(
+        &[
+            fixture!("arina_u16_master.h5"),
+            fixture!("arina_u16_data_000001.h5"),
+            fixture!("arina_u16_data_000002.h5"),
+            fixture!("arina_u16.h5"),
+        ],
+        None,
+    );
+    let lz4 = open(&[fixture!("lz4_stack_u16.h5")], Some([6, 4]));
+    let mut passed = 0;
+    for (label, acq) in [("arina_u16", &arina), ("lz4_stack_u16", &lz4)] {
+        for masked in [false, true] {
+            let requests = matrix(acq, masked).expect("matrix");
+            let rows = run(Some(&engine), acq, &requests).await;
+            let failed: Vec<_> = rows.iter().filter(|r| r.failed()).collect();
+            assert!(failed.is_empty(), "{label} masked {masked}: {failed:?}");
+            let gpu: Vec<_> = rows.iter().filter(|r| r.backend == "wgpu").collect();
+            assert_eq!(gpu.len(), requests.len(), "{label}: a GPU row per product");
+            passed += gpu.iter().filter(|r| r.outcome == Outcome::Pass).count();
+        }
+    }
+    // Every product of these u16 acquisitions is computed on the GPU and passes.
+    assert_eq!(passed, 2 * 2 * 16);
+}
+
 #[wasm_bindgen_test]
 async fn display_and_synthetic_kernels_run_in_the_browser() {
     let engine = Engine::new().await.expect("a WebGPU adapter");

@@ -24,6 +24,17 @@ window.stem4d = {
     if (!state.current) throw new Error('no acquisition is open: call stem4d.open first');
     return call('product', { params: normaliseParams(params) });
   },
+  // The parity matrix of the open acquisition (every product on the CPU reference and on
+  // this WebGPU adapter, judged by the contract's one judge), as `stem4d parity` prints it.
+  async parity({ maskBadPixels = false } = {}) {
+    if (!state.current) throw new Error('no acquisition is open: call stem4d.open first');
+    return call('parity', { maskBadPixels });
+  },
+  // The contract's one judge: `got` ({shape, dtype, data}) against `reference` for a product
+  // of `kind`, the reference our CPU's (`against: 'cpu'`) or another float64 implementation
+  // such as numpy (`'independent'`, the default). Resolves to {pass, maxError, failure}.
+  judge: (kind, got, reference, { against = 'independent' } = {}) =>
+    call('judge', { kind, got, reference, against }),
   adapter: () => state.adapterInfo,
   async profile() { return withPresent(await call('profile')); },
   // What the page shows now: the files open (null when empty), whether a load runs, the

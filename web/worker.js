@@ -1,6 +1,6 @@
 // The viewer's Worker: owns the wasm engine, the GPU device, the file handles (read with
 // FileReaderSync) and the panels' canvases (OffscreenCanvas). The page only sends requests.
-import init, { createViewer } from './stem4d.js';
+import init, { createViewer, judge } from './stem4d.js';
 
 let viewer = null;
 
@@ -137,6 +137,12 @@ async function handle(m) {
       case 'product':
         result = await viewer.product(JSON.stringify(m.params));
         transfer = [result.data.buffer];
+        break;
+      case 'parity':
+        result = JSON.parse(await viewer.parity(!!m.maskBadPixels));
+        break;
+      case 'judge':
+        result = JSON.parse(judge(m.kind, m.got, m.reference, m.against));
         break;
       case 'attach':
         viewer.attach(m.panel, m.canvas, m.plain);

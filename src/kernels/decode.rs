@@ -3,6 +3,8 @@
 //! (`wgsl/bslz4.wgsl`) and unshuffle + pack (`wgsl/unshuffle.wgsl`) into the resident
 //! buffers. Which windows to decode and when is the upload's business (`upload::gpu_decode`).
 //! The rule the kernels keep is C-DECODE-GPU of docs/CONTRACT.md.
+//!
+//! Its parity tests: `tests/gpu_parity/decode.rs`.
 
 use crate::error::Result;
 use crate::formats::Acquisition;

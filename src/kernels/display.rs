@@ -1,6 +1,8 @@
 //! The display kernels' uniforms: preparing a plane (`display_prep.wgsl`), its statistics,
 //! histogram and limits (`display_stats.wgsl`), and the view the render module draws with
 //! (`display.wgsl`). Their encoders are the display stage's (`display::gpu`).
+//!
+//! Its parity tests: `tests/display_gpu/`.
 
 use bytemuck::{Pod, Zeroable};
 

@@ -2,6 +2,8 @@
 //! Bluestein's chirp-z otherwise, both from float64 tables made here) around the Fourier
 //! integration filter of the contract (C-IDPC, C-IDPC-GPU). The phase stays on the GPU for
 //! the display; the product reads it back.
+//!
+//! Its parity tests: `tests/gpu_parity/fft.rs`.
 
 use crate::kernels::uniform;
 use bytemuck::{Pod, Zeroable};

@@ -2,6 +2,8 @@
 //! position, the exact sum of a detector mask's samples (C-MASK; float32 data: C-FLOAT-GPU).
 //! Its parameters, how a mask is cut into parts, and the encoders every virtual image and
 //! total goes through.
+//!
+//! Its parity tests: `tests/gpu_parity/masked_sum.rs`.
 
 use bytemuck::{Pod, Zeroable};
 

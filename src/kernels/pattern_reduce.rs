@@ -1,6 +1,8 @@
 //! The pattern reduction (`wgsl/pattern_reduce.wgsl`): sum and max patterns over all
 //! positions or a scan ROI, in chunks of tiles that bound one dispatch's work (C-REDUCE;
 //! float32 data: C-FLOAT-GPU).
+//!
+//! Its parity tests: `tests/gpu_parity/pattern_reduce.rs`.
 
 use bytemuck::{Pod, Zeroable};
 

@@ -4,6 +4,8 @@
 //! (one pass over the data, like the cached totals). A mask then costs the sums of the rings it holds whole plus the
 //! masked sum of its other pixels: a BF disk or ADF annulus about the centre reads tens of
 //! bytes per position instead of its thousands of pixels' samples, and stays exact (C-RING).
+//!
+//! Its parity tests: `tests/gpu_parity/ring_sum.rs`.
 
 use crate::error::Result;
 use crate::kernels::uniform;

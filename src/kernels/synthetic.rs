@@ -1,5 +1,7 @@
 //! The synthetic acquisition (`wgsl/synthetic.wgsl`): generated on the GPU for benchmarks,
 //! the same integers as `formats::synthetic::sample` (C-SYNTH).
+//!
+//! Its parity tests: `tests/gpu_parity/synthetic.rs`.
 
 use bytemuck::{Pod, Zeroable};
 

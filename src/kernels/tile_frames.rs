@@ -1,5 +1,7 @@
 //! Tiling frames (`wgsl/tile_frames.wgsl`): frames read on the CPU, packed into the
 //! position-tiled resident layout on the GPU.
+//!
+//! Its parity tests: `tests/gpu_parity/tile_frames.rs`.
 
 use bytemuck::{Pod, Zeroable};
 

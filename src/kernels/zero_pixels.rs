@@ -1,6 +1,8 @@
 //! Zeroing pixels of a resident (`wgsl/zero_pixels.wgsl`): the hot and dead pixels found in
 //! the mean pattern, left out of every product as the CPU reference leaves them out
 //! (C-BAD-FOUND).
+//!
+//! Its parity tests: `tests/bad_pixels.rs` (`zeroing_reaches_every_segment_of_a_split_resident`).
 
 use bytemuck::{Pod, Zeroable};
 

@@ -5,6 +5,7 @@
 mod canvas;
 mod chunk_workers;
 mod open;
+mod parity;
 mod present;
 
 pub use crate::source::blob::walked_answer;

@@ -1,4 +1,5 @@
-//! The display path on the GPU against its CPU mirror (`stem4d::display`): planes equal the
+//! The display path on the GPU (the kernels of `src/kernels/display.rs`) against its CPU
+//! mirror (`stem4d::display`): planes equal the
 //! f32 rendering of the exact products, limits equal the mirror's bit for bit on the linear
 //! scale (and land in its histogram bin on log and sqrt, whose transcendental steps the
 //! adapter rounds its own way), absolute limits are data units on every scale, and the

@@ -1,4 +1,5 @@
-//! Chunks decoded for the GPU: bitshuffle+LZ4 and LZ4 decoded on the GPU equal the CPU
+//! Chunks decoded for the GPU (`src/kernels/decode.rs`): bitshuffle+LZ4 and LZ4 decoded on
+//! the GPU equal the CPU
 //! decoder's samples, corrupt chunks are refused by name, and chunks handed to a chunk
 //! decoder (the browser's Workers) make the same resident.
 

@@ -3,19 +3,26 @@
 //! DPC within 2e-6 px, iDPC within 1e-5 · max|φ|. `STEM4D_REQUIRE_GPU=1` makes a missing
 //! adapter a failure (CI sets it); otherwise the test says it was skipped.
 //!
-//! One module per thing proved: `parity` (whole products equal the CPU's), `exact_sums`
-//! (masked sums and CoM moments exact on every path), `residents` (residents split across
-//! buffers, made on the GPU, reused), `decode` (chunks decoded on the GPU or by a chunk
-//! decoder) and `source_reads` (how often the source is read).
+//! One module per kernel, named as the kernel (`src/kernels/NAME.rs`, `wgsl/NAME.wgsl`):
+//! `masked_sum`, `com_moments`, `ring_sum`, `pattern_reduce`, `fft`, `tile_frames`,
+//! `synthetic`, `decode`. Then whole products (`parity`: the fixtures and the parity matrix),
+//! residents reused across uploads (`residents`) and how often the source is read
+//! (`source_reads`).
 
 #[path = "../common/mod.rs"]
 mod common;
 
+mod com_moments;
 mod decode;
-mod exact_sums;
+mod fft;
+mod masked_sum;
 mod parity;
+mod pattern_reduce;
 mod residents;
+mod ring_sum;
 mod source_reads;
+mod synthetic;
+mod tile_frames;
 
 use stem4d::products::judge::judge;
 use stem4d::products::{ProductArray, ProductKind};

@@ -1,0 +1,49 @@
+//! One kernel, one place: every kernel module under `src/kernels/` names the file that holds
+//! its parity tests (`//! Its parity tests: \`PATH\``), the file exists, and it names the
+//! kernel's module back. A kernel added without its tests, or tests moved without the
+//! kernel's note, fail here.
+
+use std::path::PathBuf;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+#[test]
+fn every_kernel_names_its_parity_tests_and_they_name_it() {
+    let dir = root().join("src/kernels");
+    let mut kernels = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_stem().unwrap().to_string_lossy().to_string();
+        // The registry and naga's reflection are not kernels.
+        if matches!(name.as_str(), "mod" | "reflect") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        let line = text
+            .lines()
+            .take_while(|l| l.starts_with("//!"))
+            .find(|l| l.contains("Its parity tests: `"))
+            .unwrap_or_else(|| panic!("src/kernels/{name}.rs names no parity tests"));
+        let tests = line.split('`').nth(1).unwrap();
+        let at = root().join(tests);
+        assert!(at.exists(), "src/kernels/{name}.rs: {tests} does not exist");
+        let texts: Vec<String> = if at.is_dir() {
+            std::fs::read_dir(&at)
+                .unwrap()
+                .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap())
+                .collect()
+        } else {
+            vec![std::fs::read_to_string(&at).unwrap()]
+        };
+        let cited = format!("kernels::{name}");
+        let named = format!("src/kernels/{name}.rs");
+        assert!(
+            texts.iter().any(|t| t.contains(&cited) || t.contains(&named)),
+            "{tests} never names the kernel {name}"
+        );
+        kernels += 1;
+    }
+    assert_eq!(kernels, 10, "kernel modules found");
+}
