@@ -40,7 +40,9 @@ fn every_kernel_names_its_parity_tests_and_they_name_it() {
         let cited = format!("kernels::{name}");
         let named = format!("src/kernels/{name}.rs");
         assert!(
-            texts.iter().any(|t| t.contains(&cited) || t.contains(&named)),
+            texts
+                .iter()
+                .any(|t| t.contains(&cited) || t.contains(&named)),
             "{tests} never names the kernel {name}"
         );
         kernels += 1;

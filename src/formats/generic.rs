@@ -22,6 +22,19 @@ struct Candidate {
     shape: Vec<u64>,
 }
 
+/// What the search for the data set found: the candidates, and the objects it could not
+/// read with why (a corrupt or truncated header, an unsupported version, a link to a file
+/// not given). When no candidate is found, those are the real cause and the error says them.
+#[derive(Default)]
+struct Search {
+    found: Vec<Candidate>,
+    unreadable: Vec<String>,
+    seen: usize,
+}
+
+/// How many unreadable objects an error lists (the rest are counted).
+const UNREADABLE_LISTED: usize = 3;
+
 pub(super) fn open(
     h5: &H5Set,
     primary: &str,
@@ -35,19 +48,15 @@ pub(super) fn open(
     let path = match &opts.dataset {
         Some(p) => p.clone(),
         None => {
-            let mut found = Vec::new();
-            let mut seen = 0usize;
-            walk(&root, "", emd, &mut found, &mut seen, 0)?;
-            found
+            let mut search = Search::default();
+            walk(&root, "", emd, &mut search, 0);
+            let unreadable = std::mem::take(&mut search.unreadable);
+            search
+                .found
                 .into_iter()
                 .max_by_key(|c| (c.shape.len() == 4, c.shape.iter().fold(1u64, |a, &d| a.saturating_mul(d))))
                 .map(|c| c.path)
-                .ok_or_else(|| {
-                    Error::format(
-                        primary,
-                        "no 3D (N, H, W) or 4D (Rr, Rc, H, W) numeric data set found (use --dataset PATH)",
-                    )
-                })?
+                .ok_or_else(|| not_found(primary, &unreadable))?
         }
     };
     let (data_file, ds) = h5.dataset(primary, &path)?;
@@ -111,43 +120,69 @@ fn attr_string(group: &Group, name: &str) -> Option<String> {
         .map(|s| s.trim_end_matches('\0').to_string())
 }
 
-fn walk(
-    group: &Group,
-    prefix: &str,
-    emd: bool,
-    found: &mut Vec<Candidate>,
-    seen: &mut usize,
-    depth: usize,
-) -> Result<()> {
-    if depth > MAX_DEPTH {
-        return Ok(());
+/// The error when no data set qualifies: with the objects that could not be read first,
+/// since one of them is most likely the data.
+fn not_found(primary: &str, unreadable: &[String]) -> Error {
+    let none = "no 3D (N, H, W) or 4D (Rr, Rc, H, W) numeric data set found";
+    if unreadable.is_empty() {
+        return Error::format(primary, format!("{none} (use --dataset PATH)"));
     }
-    let Ok((groups, datasets)) = group.members() else {
-        return Ok(());
+    let mut listed = unreadable[..unreadable.len().min(UNREADABLE_LISTED)].join("; ");
+    if unreadable.len() > UNREADABLE_LISTED {
+        listed.push_str(&format!(
+            "; and {} more",
+            unreadable.len() - UNREADABLE_LISTED
+        ));
+    }
+    Error::format(
+        primary,
+        format!("{none}: cannot read {listed}"),
+    )
+}
+
+fn walk(group: &Group, prefix: &str, emd: bool, search: &mut Search, depth: usize) {
+    if depth > MAX_DEPTH || search.seen > MAX_OBJECTS {
+        return;
+    }
+    let here = if prefix.is_empty() { "/" } else { prefix };
+    let (groups, datasets) = match group.member_names() {
+        Ok(names) => names,
+        Err(e) => {
+            search.unreadable.push(format!("group {here}: {e}"));
+            return;
+        }
     };
-    *seen += groups.len() + datasets.len();
-    if *seen > MAX_OBJECTS {
-        return Ok(());
+    search.seen += groups.len() + datasets.len();
+    if search.seen > MAX_OBJECTS {
+        return;
     }
-    for ds in datasets {
+    for name in datasets {
+        let name = crate::source::base_name(&name).to_string();
+        let path = format!("{prefix}/{name}");
+        let ds = match group.dataset(&name) {
+            Ok(ds) => ds,
+            Err(e) => {
+                search.unreadable.push(format!("data set {path}: {e}"));
+                continue;
+            }
+        };
         let shape = ds.shape().to_vec();
         let numeric = matches!(
             ds.dtype(),
             hdf5_reader::Datatype::FixedPoint { .. } | hdf5_reader::Datatype::FloatingPoint { .. }
         );
-        let name = crate::source::base_name(ds.name()).to_string();
         if numeric && (shape.len() == 3 || shape.len() == 4) && (!emd || name == "data") {
-            found.push(Candidate {
-                path: format!("{prefix}/{name}"),
-                shape,
-            });
+            search.found.push(Candidate { path, shape });
         }
     }
-    for g in groups {
-        let name = crate::source::base_name(g.name()).to_string();
-        walk(&g, &format!("{prefix}/{name}"), emd, found, seen, depth + 1)?;
+    for name in groups {
+        let name = crate::source::base_name(&name).to_string();
+        let path = format!("{prefix}/{name}");
+        match group.group(&name) {
+            Ok(g) => walk(&g, &path, emd, search, depth + 1),
+            Err(e) => search.unreadable.push(format!("group {path}: {e}")),
+        }
     }
-    Ok(())
 }
 
 /// EMD 1.0 keeps axis calibrations in `dim0..dim3` beside `data`; py4DSTEM/emdfile keep

@@ -4,7 +4,6 @@
 use crate::common::*;
 use stem4d::cpu;
 use stem4d::frames::Correction;
-use stem4d::products::gpu as products;
 
 /// The CoM running sums folded into 64 bits after every row, every few, or never, and both
 /// kernels cut into any number of parts per tile (whose sums meet through atomic adds),

@@ -3,7 +3,6 @@
 
 use crate::common::*;
 use stem4d::cpu;
-use stem4d::frames::Correction;
 use stem4d::products::gpu as products;
 
 /// iDPC on the GPU (Stockham and Bluestein FFTs around the Fourier-integration filter)

@@ -2,6 +2,7 @@
 //! exact whichever way its slots meet and in any number of parts, weighted masks per distinct
 //! weight, part tables that could wrap refused.
 
+use super::check;
 use crate::common::*;
 use stem4d::cpu;
 use stem4d::frames::Correction;

@@ -159,9 +159,6 @@ fn tiled_kernels_match_the_cpu_at_tile_edges_and_sample_limits() {
     assert_eq!(checked, 10 * 2 * 9 - 4);
 }
 
-
-
-
 /// Float32 residents: signed values over forty binary orders, −0.0, exact cancellations and
 /// a rectangular scan with a ragged detector; every product equals the CPU reference's bits.
 /// NaN and spans too wide for 128-bit sums are refused with the file's name (C-FLOAT-GPU).

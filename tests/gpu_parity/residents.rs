@@ -1,13 +1,9 @@
 //! Residents over time: a replaced resident lends its buffers to the next upload, cleared.
 
-use super::check;
 use crate::common::*;
 use stem4d::cpu;
 use stem4d::frames::Correction;
 use stem4d::products::gpu as products;
-
-
-
 
 /// A resident replaced by one of the same plan lends it its buffers, cleared: byte for byte
 /// (partial tiles included) the new resident is what a fresh upload makes, and its products

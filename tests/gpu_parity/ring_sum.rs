@@ -3,7 +3,6 @@
 use crate::common::*;
 use stem4d::cpu;
 use stem4d::frames::Correction;
-use stem4d::products::gpu as products;
 
 /// Masked sums through cached ring sums (whole rings summed, the other pixels read) equal
 /// the CPU's for disks and annuli about the rings' centre (float radii, so rings are cut),

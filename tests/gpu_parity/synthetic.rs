@@ -1,6 +1,7 @@
 //! The synthetic acquisition made on the GPU (`src/kernels/synthetic.rs`, `wgsl/synthetic.wgsl`)
 //! equals the CPU's samples.
 
+use super::check;
 use crate::common::*;
 use stem4d::cpu;
 use stem4d::frames::Correction;

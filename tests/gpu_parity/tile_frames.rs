@@ -2,9 +2,6 @@
 //! buffers give the same sums.
 
 use crate::common::*;
-use stem4d::cpu;
-use stem4d::frames::Correction;
-use stem4d::products::gpu as products;
 
 #[test]
 fn residents_split_across_buffers_give_the_same_sums() {
