@@ -18,7 +18,7 @@ pub enum Error {
         message: String,
     },
     /// A file named by a link or a data set is not among the opened files.
-    #[error("{referenced_by}: linked file '{missing}' was not given (open it together with the master file)")]
+    #[error("{referenced_by}: linked file '{missing}' was not given (open it together with the file that links it)")]
     MissingFile {
         missing: String,
         referenced_by: String,

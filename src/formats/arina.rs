@@ -10,12 +10,25 @@ use super::{
     Calibration, CalibrationField as Field, Format, OpenOptions, Part, PartKind,
 };
 use crate::error::{Error, Result};
-use crate::hdf5_index::{attr_f64, dataset_f64_units, DatasetIndex, H5Set};
+use crate::hdf5_index::{attr_f64, attr_number, dataset_f64_units, DatasetIndex, H5Set};
 
 const DETECTOR: &str = "/entry/instrument/detector";
 
-pub(super) fn is_master(file: &Hdf5File) -> bool {
-    data_links(file).map(|l| !l.is_empty()).unwrap_or(false)
+/// Whether `file` (`name` in `h5`) is an Arina master: `/entry/data` lists `data_NNNNNN`
+/// links. A listing that fails while following a link is that linked file's error, said
+/// now: falling through to a search for a data set would hide it.
+pub(super) fn is_master(h5: &H5Set, name: &str, file: &Hdf5File) -> Result<bool> {
+    let Ok(group) = file.group("/entry/data") else {
+        return Ok(false);
+    };
+    let before = h5.link_requests();
+    match group.member_names() {
+        Ok(_) => Ok(data_links(file).is_some_and(|l| !l.is_empty())),
+        Err(e) if h5.link_requests() > before => {
+            Err(h5.blame(name, "cannot list /entry/data", before, e))
+        }
+        Err(_) => Ok(false),
+    }
 }
 
 /// Names of the `data_NNNNNN` members of `/entry/data`, in frame order.
@@ -36,6 +49,52 @@ fn link_names(group: &hdf5_reader::group::Group) -> Option<Vec<String>> {
     let mut all = groups;
     all.extend(datasets);
     Some(all)
+}
+
+/// The scan shape the companion records (`STEM Metadata` NumPixelsY × NumPixelsX), if it
+/// records one. A value that is there but is no scan dimension (NaN, negative, a string, an
+/// array), or one dimension without the other, is an error naming the companion.
+fn companion_scan_shape(
+    cname: &str,
+    attrs: &[hdf5_reader::Attribute],
+    frames: u64,
+) -> Result<Option<([usize; 2], String)>> {
+    let dim = |what: &str| -> Result<Option<usize>> {
+        let field = format!("STEM Metadata {what}");
+        match attr_number(attrs, what) {
+            None => Ok(None),
+            Some(Ok(v)) => super::scan_dimension(cname, &field, v, frames).map(Some),
+            Some(Err(held)) => Err(Error::ScanShape {
+                file: cname.to_string(),
+                message: format!(
+                    "{field} is {held}, not a scan dimension of these {frames} frames (one whole number from 1 to {frames}); pass --scan-shape ROWS,COLS"
+                ),
+            }),
+        }
+    };
+    match (dim("NumPixelsY")?, dim("NumPixelsX")?) {
+        (Some(r), Some(c)) => Ok(Some((
+            [r, c],
+            format!("{cname}: STEM Metadata NumPixelsY x NumPixelsX"),
+        ))),
+        (None, None) => Ok(None),
+        (r, _) => Err(Error::ScanShape {
+            file: cname.to_string(),
+            message: format!(
+                "STEM Metadata records {} but not {}; pass --scan-shape ROWS,COLS",
+                if r.is_some() {
+                    "NumPixelsY"
+                } else {
+                    "NumPixelsX"
+                },
+                if r.is_some() {
+                    "NumPixelsX"
+                } else {
+                    "NumPixelsY"
+                },
+            ),
+        }),
+    }
 }
 
 pub(super) fn open(h5: &H5Set, master: &str, opts: &OpenOptions) -> Result<Acquisition> {
@@ -101,17 +160,9 @@ pub(super) fn open(h5: &H5Set, master: &str, opts: &OpenOptions) -> Result<Acqui
             let cfile = h5.open(cname)?;
             let meta = cfile.group("STEM Metadata").ok();
             let attrs = meta.and_then(|g| g.attributes().ok()).unwrap_or_default();
-            let cols = attr_f64(&attrs, "NumPixelsX");
-            let rows = attr_f64(&attrs, "NumPixelsY");
             // Recorded dimensions must be usable; with --scan-shape given they are not needed.
-            if let (Some(r), Some(c), None) = (rows, cols, opts.scan_shape) {
-                let dim = |what: &str, v: f64| {
-                    super::scan_dimension(cname, &format!("STEM Metadata {what}"), v, frames)
-                };
-                from_companion = Some((
-                    [dim("NumPixelsY", r)?, dim("NumPixelsX", c)?],
-                    format!("{cname}: STEM Metadata NumPixelsY x NumPixelsX"),
-                ));
+            if opts.scan_shape.is_none() {
+                from_companion = companion_scan_shape(cname, &attrs, frames)?;
             }
             companion_calibration(&mut calibration, cname, &attrs);
         }

@@ -25,11 +25,20 @@ struct Candidate {
 /// What the search for the data set found: the candidates, and the objects it could not
 /// read with why (a corrupt or truncated header, an unsupported version, a link to a file
 /// not given). When no candidate is found, those are the real cause and the error says them.
-#[derive(Default)]
-struct Search {
+struct Search<'a> {
+    h5: &'a H5Set,
+    primary: &'a str,
     found: Vec<Candidate>,
-    unreadable: Vec<String>,
+    unreadable: Vec<Error>,
     seen: usize,
+}
+
+impl Search<'_> {
+    /// Note that `what` could not be read (`e`, after `before` link requests).
+    fn unreadable(&mut self, what: String, before: usize, e: hdf5_reader::error::Error) {
+        let err = self.h5.blame(self.primary, &what, before, e);
+        self.unreadable.push(err);
+    }
 }
 
 /// How many unreadable objects an error lists (the rest are counted).
@@ -48,15 +57,35 @@ pub(super) fn open(
     let path = match &opts.dataset {
         Some(p) => p.clone(),
         None => {
-            let mut search = Search::default();
+            let mut search = Search {
+                h5,
+                primary,
+                found: Vec::new(),
+                unreadable: Vec::new(),
+                seen: 0,
+            };
             walk(&root, "", emd, &mut search, 0);
             let unreadable = std::mem::take(&mut search.unreadable);
             search
                 .found
                 .into_iter()
-                .max_by_key(|c| (c.shape.len() == 4, c.shape.iter().fold(1u64, |a, &d| a.saturating_mul(d))))
+                .max_by_key(|c| {
+                    (
+                        c.shape.len() == 4,
+                        c.shape.iter().fold(1u64, |a, &d| a.saturating_mul(d)),
+                    )
+                })
                 .map(|c| c.path)
-                .ok_or_else(|| not_found(primary, &unreadable))?
+                .ok_or_else(|| {
+                    // A link followed to a file not given hides its target: that is the cause.
+                    match h5.missing_link_targets().into_iter().next() {
+                        Some(missing) => Error::MissingFile {
+                            missing,
+                            referenced_by: primary.to_string(),
+                        },
+                        None => not_found(primary, unreadable),
+                    }
+                })?
         }
     };
     let (data_file, ds) = h5.dataset(primary, &path)?;
@@ -120,24 +149,29 @@ fn attr_string(group: &Group, name: &str) -> Option<String> {
         .map(|s| s.trim_end_matches('\0').to_string())
 }
 
-/// The error when no data set qualifies: with the objects that could not be read first,
-/// since one of them is most likely the data.
-fn not_found(primary: &str, unreadable: &[String]) -> Error {
+/// The error when no data set qualifies: the objects that could not be read come first,
+/// since one of them is most likely the data (a linked file not given is the error itself).
+fn not_found(primary: &str, unreadable: Vec<Error>) -> Error {
     let none = "no 3D (N, H, W) or 4D (Rr, Rc, H, W) numeric data set found";
     if unreadable.is_empty() {
         return Error::format(primary, format!("{none} (use --dataset PATH)"));
     }
-    let mut listed = unreadable[..unreadable.len().min(UNREADABLE_LISTED)].join("; ");
-    if unreadable.len() > UNREADABLE_LISTED {
-        listed.push_str(&format!(
-            "; and {} more",
-            unreadable.len() - UNREADABLE_LISTED
-        ));
+    let count = unreadable.len();
+    let mut said = Vec::new();
+    for e in unreadable {
+        match e {
+            Error::MissingFile { .. } => return e,
+            // In the primary file: no need to name it twice.
+            Error::Format { file, message } if file == primary => said.push(message),
+            other => said.push(other.to_string()),
+        }
     }
-    Error::format(
-        primary,
-        format!("{none}: cannot read {listed}"),
-    )
+    said.truncate(UNREADABLE_LISTED);
+    let mut listed = said.join("; ");
+    if count > UNREADABLE_LISTED {
+        listed.push_str(&format!("; and {} more", count - UNREADABLE_LISTED));
+    }
+    Error::format(primary, format!("{none}; what could not be read: {listed}"))
 }
 
 fn walk(group: &Group, prefix: &str, emd: bool, search: &mut Search, depth: usize) {
@@ -145,10 +179,11 @@ fn walk(group: &Group, prefix: &str, emd: bool, search: &mut Search, depth: usiz
         return;
     }
     let here = if prefix.is_empty() { "/" } else { prefix };
+    let before = search.h5.link_requests();
     let (groups, datasets) = match group.member_names() {
         Ok(names) => names,
         Err(e) => {
-            search.unreadable.push(format!("group {here}: {e}"));
+            search.unreadable(format!("cannot list group {here}"), before, e);
             return;
         }
     };
@@ -159,10 +194,11 @@ fn walk(group: &Group, prefix: &str, emd: bool, search: &mut Search, depth: usiz
     for name in datasets {
         let name = crate::source::base_name(&name).to_string();
         let path = format!("{prefix}/{name}");
+        let before = search.h5.link_requests();
         let ds = match group.dataset(&name) {
             Ok(ds) => ds,
             Err(e) => {
-                search.unreadable.push(format!("data set {path}: {e}"));
+                search.unreadable(format!("cannot read data set {path}"), before, e);
                 continue;
             }
         };
@@ -178,9 +214,10 @@ fn walk(group: &Group, prefix: &str, emd: bool, search: &mut Search, depth: usiz
     for name in groups {
         let name = crate::source::base_name(&name).to_string();
         let path = format!("{prefix}/{name}");
+        let before = search.h5.link_requests();
         match group.group(&name) {
             Ok(g) => walk(&g, &path, emd, search, depth + 1),
-            Err(e) => search.unreadable.push(format!("group {path}: {e}")),
+            Err(e) => search.unreadable(format!("cannot read group {path}"), before, e),
         }
     }
 }

@@ -152,7 +152,7 @@ impl Acquisition {
         let h5 = H5Set::with_leaves(files.clone(), defer_leaves);
         let primary = choose_primary(&files)?;
         let file = h5.open(&primary)?;
-        if opts.dataset.is_none() && arina::is_master(&file) {
+        if opts.dataset.is_none() && arina::is_master(&h5, &primary, &file)? {
             return arina::open(&h5, &primary, opts);
         }
         generic::open(&h5, &primary, &file, opts)

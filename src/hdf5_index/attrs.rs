@@ -2,6 +2,31 @@
 
 use super::*;
 
+/// An attribute that must hold one number (a scan dimension): `None` when absent,
+/// `Some(Err(what it holds))` when present but not one number (a string, an array of
+/// several values, another type), so the error can name the value instead of ignoring it.
+pub fn attr_number(
+    attrs: &[hdf5_reader::Attribute],
+    name: &str,
+) -> Option<std::result::Result<f64, String>> {
+    use hdf5_reader::Datatype;
+    let a = attrs.iter().find(|a| a.name == name)?;
+    Some(match &a.datatype {
+        Datatype::FixedPoint { .. } | Datatype::FloatingPoint { .. } => match a.num_elements() {
+            Ok(1) => a
+                .read_as_f64()
+                .or_else(|_| a.read_1d::<f64>().map(|v| v[0]))
+                .map_err(|e| format!("unreadable ({e})")),
+            Ok(n) => Err(format!("an array of {n} values")),
+            Err(e) => Err(format!("unreadable ({e})")),
+        },
+        _ => Err(match a.read_string() {
+            Ok(s) => format!("the string {:?}", s.trim_end_matches('\0')),
+            Err(_) => "not a number".to_string(),
+        }),
+    })
+}
+
 /// Read a numeric attribute as f64 whatever its stored integer/float type or rank.
 pub fn attr_f64(attrs: &[hdf5_reader::Attribute], name: &str) -> Option<f64> {
     let a = attrs.iter().find(|a| a.name == name)?;

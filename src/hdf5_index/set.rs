@@ -118,16 +118,32 @@ impl H5Set {
                 linked.last().cloned().unwrap_or_else(|| file.to_string()),
                 ds,
             )),
-            Err(e) => {
-                if let Some(missing) = linked.iter().find(|n| self.inner.files.get(n).is_none()) {
-                    return Err(Error::MissingFile {
-                        missing: missing.clone(),
-                        referenced_by: format!("{file}:{path}"),
-                    });
-                }
-                Err(h5_err(file, &format!("cannot read data set {path}"), e))
-            }
+            Err(e) => Err(self.blame(file, &format!("cannot read data set {path}"), before, e)),
         }
+    }
+
+    /// The error `e` of reading `what` in `file`, said where it arose: a link target asked for
+    /// since `before` that was not given is the error; otherwise a failure while an external
+    /// link was followed is the linked file's, not `file`'s.
+    pub fn blame(&self, file: &str, what: &str, before: usize, e: H5Error) -> Error {
+        let linked = self.requested_since(before);
+        if let Some(missing) = linked.iter().find(|n| self.inner.files.get(n).is_none()) {
+            return Error::MissingFile {
+                missing: missing.clone(),
+                referenced_by: format!("{file}:{what}"),
+            };
+        }
+        match linked.last() {
+            Some(target) if target != file => {
+                h5_err(target, &format!("{what} (linked from {file})"), e)
+            }
+            _ => h5_err(file, what, e),
+        }
+    }
+
+    /// How many link targets have been asked for so far (the `before` of [`H5Set::blame`]).
+    pub fn link_requests(&self) -> usize {
+        self.requested_len()
     }
 
     /// Link targets asked for so far that are not among the opened files, in order.
