@@ -20,6 +20,7 @@ pub mod frames;
 pub mod gpu;
 pub mod hdf5_index;
 pub mod kernels;
+pub mod parity;
 pub mod pattern;
 pub mod products;
 pub mod session;

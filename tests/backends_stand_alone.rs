@@ -1,7 +1,8 @@
 //! A backend never borrows the CPU reference's code: parity compares two implementations only
 //! if no GPU-side module calls `crate::cpu` (the engine, its kernels' host side, the upload,
 //! the GPU products and the display's GPU side). The session may fall back to the reference
-//! (on what the GPU declines) and the CLI runs it; neither is a backend.
+//! (on what the GPU declines), the CLI runs it and the parity matrix (`src/parity.rs`)
+//! compares with it; none of them is a backend.
 
 use std::path::Path;
 

@@ -335,12 +335,12 @@ async fn kernels_match_the_cpu_reference_in_the_browser() {
     assert_eq!(n, ways * 3 * 4 * 12);
 }
 
-/// The parity matrix (`products::parity`: what `stem4d parity` and the page's
+/// The parity matrix (`parity`: what `stem4d parity` and the page's
 /// `stem4d.parity()` run) in the browser's WebGPU, with and without bad-pixel masking: no
 /// row fails, and each product has a row on the GPU.
 #[wasm_bindgen_test]
 async fn the_parity_matrix_passes_in_the_browser() {
-    use stem4d::products::parity::{matrix, run, Outcome};
+    use stem4d::parity::{matrix, run, Outcome};
     let engine = Engine::new().await.expect("a WebGPU adapter");
     let arina = open(
         &[

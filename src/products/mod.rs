@@ -9,7 +9,6 @@ pub mod host_exact;
 pub mod judge;
 pub mod npy;
 mod params;
-pub mod parity;
 
 pub(crate) use params::wire;
 pub use params::{ProductParams, ProductRequest};

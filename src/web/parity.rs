@@ -1,4 +1,4 @@
-//! The page's side of the parity matrix and the one judge (`products::parity`,
+//! The page's side of the parity matrix and the one judge (`parity`,
 //! `products::judge`): `stem4d.parity()` runs the matrix on the open acquisition in this
 //! Worker, `stem4d.judge(...)` judges any product against a reference the page holds. The
 //! page's suite judges with these, never with bounds of its own.
@@ -116,9 +116,9 @@ impl Viewer {
         future_to_promise(async move {
             let rows = inner
                 .with_session(async |s| {
-                    let requests = crate::products::parity::matrix(&s.acq, mask_bad_pixels)?;
+                    let requests = crate::parity::matrix(&s.acq, mask_bad_pixels)?;
                     Ok::<_, crate::error::Error>(
-                        crate::products::parity::run(Some(&inner.engine), &s.acq, &requests).await,
+                        crate::parity::run(Some(&inner.engine), &s.acq, &requests).await,
                     )
                 })
                 .await?

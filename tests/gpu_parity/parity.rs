@@ -329,12 +329,12 @@ fn a_scan_crop_is_the_sub_scan_on_every_backend() {
     assert!(e.contains("scan crop"), "{e}");
 }
 
-/// The parity matrix (`products::parity`, what `stem4d parity` and the page's
+/// The parity matrix (`parity`, what `stem4d parity` and the page's
 /// `stem4d.parity()` run) on every fixture, with and without bad-pixel masking: no row
 /// fails, every product kind is judged on the GPU or declined by name.
 #[test]
 fn the_parity_matrix_passes_on_every_fixture() {
-    use stem4d::products::parity::{matrix, run, Outcome};
+    use stem4d::parity::{matrix, run, Outcome};
     let Some(engine) = engine() else { return };
     let mut judged = 0;
     for fx in manifest()["fixtures"].as_array().unwrap() {

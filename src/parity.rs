@@ -1,5 +1,6 @@
 //! The parity matrix: every product of one acquisition, under each correction, on a backend
-//! against the CPU reference, judged by the one judge (`judge.rs`). `stem4d parity` prints
+//! against the CPU reference, judged by the one judge (`products::judge`). It calls both
+//! sides, so it is no backend (`tests/backends_stand_alone.rs` keeps backends apart). `stem4d parity` prints
 //! it, `stem4d.parity()` returns it to the page's suite, and the native and wasm tests
 //! assert it: one list of products and one judge for all four. The fixtures are the
 //! caller's (the files given, the test manifest), and so is the backend (the engine given;
