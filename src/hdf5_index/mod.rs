@@ -166,6 +166,9 @@ struct ChunkCheck {
     rank: usize,
     chunk_logical: u64,
     file_len: u64,
+    /// Whether the index stores each chunk's size (a v1 B-tree always does, the others
+    /// when the data are filtered): a size of 0 there is corrupt, as h5py holds it.
+    sizes_stored: bool,
 }
 
 impl ChunkCheck {
@@ -186,7 +189,16 @@ impl ChunkCheck {
         let (file, path, file_len) = (&self.file, &self.path, self.file_len);
         let mut chunks = Vec::with_capacity(entries.len());
         for e in entries {
-            // Unfiltered entries from some indexes report size 0: it is the logical size.
+            if e.size == 0 && self.sizes_stored {
+                return Err(Error::format(
+                    file,
+                    format!(
+                        "data set {path}: chunk at {:?} has a stored size of 0 bytes: corrupt chunk index",
+                        e.offsets
+                    ),
+                ));
+            }
+            // Unfiltered entries of indexes that keep no sizes report 0: the logical size.
             let size = if e.size == 0 {
                 self.chunk_logical
             } else {
@@ -366,6 +378,7 @@ impl DatasetIndex {
                     chunk_logical: dims.iter().map(|&d| d as u64).product::<u64>()
                         * dtype.size() as u64,
                     file_len,
+                    sizes_stored: chunk_indexing.is_none() || !filters.is_empty(),
                 };
                 let storage = SourceStorage::new(src.clone());
                 let ndim = shape.len();
