@@ -103,6 +103,15 @@ export async function firstUse(t) {
       await choose(page, '#open-folder', dir);
       await openedAs(page, 'arina_u8_master.h5');
       check((await status(page)).open.includes('arina_u8_data_000001.h5'), 'Open folder… opens the acquisition in the chosen folder');
+      // Files with one the acquisition does not read: opened, and the page says what it
+      // left out (never silently dropped).
+      const notes = path.join(tmp, 'notes.txt');
+      fs.writeFileSync(notes, 'beam current 50 pA\n');
+      await choose(page, '#open-files', [...filesOf('arina_u16'), notes]);
+      await page.waitForFunction(() => /notes\.txt/.test(window.stem4d.status().notice || ''), null, { timeout: 60000 }).catch(() => {});
+      const left = await status(page);
+      check(left.open && !left.error && /Left out: notes\.txt/.test(left.notice || ''),
+        `a file the acquisition does not read is left out and said: ${JSON.stringify(left)}`);
       // From the keyboard: Tab to the button, Enter opens the chooser.
       await page.bringToFront();
       await page.focus('#open-files');

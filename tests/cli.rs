@@ -780,4 +780,33 @@ fn options_that_would_be_ignored_are_refused() {
         "{}",
         stderr(&o)
     );
+    // A second input that nothing reads: an Arina set with an unrelated stack, a stack with
+    // another stack, an EMPAD raw with a second raw.
+    let stack = data("lz4_stack_u16.h5");
+    let other = data("gzip_stack_u16.h5");
+    let mut arina_and_stack = files.clone();
+    arina_and_stack.push(stack.clone());
+    for (inputs, extra, shape) in [
+        (arina_and_stack, "lz4_stack_u16.h5", None),
+        (vec![stack.clone(), other], "gzip_stack_u16.h5", Some("6,4")),
+        (
+            vec![raw.clone(), data("scan_x4_y3.raw")],
+            "scan_x4_y3.raw",
+            None,
+        ),
+    ] {
+        let mut args = vec!["info"];
+        args.extend(inputs.iter().map(String::as_str));
+        if let Some(shape) = shape {
+            args.extend(["--scan-shape", shape]);
+        }
+        let o = stem4d(&args);
+        assert_eq!(o.status.code(), Some(1), "{inputs:?}: {}", stderr(&o));
+        assert!(
+            stderr(&o).contains(&format!("{extra}: given with "))
+                && stderr(&o).contains("the acquisition does not use it"),
+            "{inputs:?}: {}",
+            stderr(&o)
+        );
+    }
 }

@@ -91,6 +91,10 @@ export async function openFiles(files, options = {}) {
   state.loading = null;
   applyDefaults(r);
   showOpened();
+  // A file given that the acquisition does not read is said, never silently dropped (the
+  // CLI refuses it; a folder may hold other files, so the page opens what it can).
+  const unused = r.info.unused_files || [];
+  if (unused.length) showNotice(`Left out: ${unused.join(', ')}. No link, companion or description in the acquisition names ${unused.length > 1 ? 'them' : 'it'}.`);
   try {
     await renderNow();
   } finally {

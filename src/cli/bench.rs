@@ -78,11 +78,11 @@ pub(super) fn bench_decode(open: &OpenArgs, repeat: usize) -> Result<()> {
     }
     // Stage 3: the whole CPU path a product uses (read + decode + widen), streamed.
     let mut streams = Vec::new();
-    let reader = crate::frames::FrameReader::new(&acq);
+    let reader = crate::frames::FrameReader::new(&acq).with_block_bytes(256 << 20);
     for _ in 0..repeat {
         let t = Instant::now();
         let mut n = 0usize;
-        reader.for_each_block(crate::frames::Correction::default(), 256 << 20, |b| {
+        reader.for_each_block(crate::frames::Correction::default(), |b| {
             n += b.count;
             Ok(())
         })?;

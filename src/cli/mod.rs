@@ -72,6 +72,10 @@ enum Cmd {
         chunks: bool,
     },
     /// Compute one product and write it as .npy.
+    ///
+    /// The CPU backend (the reference) streams the frames in blocks of 64 MiB decoded: it
+    /// holds a few blocks (about 250 MB) and the product, whatever the acquisition's size;
+    /// `--kind binned` goes to the file as it is made.
     Product(Box<ProductArgs>),
     /// Every product on every available backend against the CPU reference, as a table.
     Parity {
@@ -364,7 +368,18 @@ fn open_uncropped(a: &OpenArgs) -> Result<Acquisition> {
             .transpose()?,
         dataset: a.dataset.clone(),
     };
-    Acquisition::open(open_files(&a.files)?, &opts)
+    let acq = Acquisition::open(open_files(&a.files)?, &opts)?;
+    // Every file named on the command line must be read: one that is not is a mistake.
+    match acq.unused_files.first() {
+        Some(extra) => Err(Error::format(
+            extra,
+            format!(
+                "given with {}, but the acquisition does not use it (no link, companion or description names it): open it on its own",
+                acq.primary
+            ),
+        )),
+        None => Ok(acq),
+    }
 }
 
 /// `N` comma-separated values of an open flag (`--crop`, `--scan-shape`, `--synthetic`).
@@ -408,13 +423,26 @@ fn product(p: ProductArgs) -> Result<()> {
     // and again right before writing.
     let read: Vec<PathBuf> = p.open.files.iter().chain(&p.mask).cloned().collect();
     refuse_input_overwrite(&p.out, &acq, &read)?;
+    if p.backend == "cpu" && params.kind == ProductKind::Binned {
+        // The whole acquisition, binned: written as it streams, never held (see --help).
+        let name = p.out.display().to_string();
+        return write_new_file(&p.out, &acq, &read, |w| {
+            crate::cpu::write_binned_npy(&acq, corr, crate::frames::BLOCK_BYTES, w, &name)
+        });
+    }
     let out = if p.backend == "wgpu" {
         let engine = pollster::block_on(crate::gpu::Engine::new())?;
         pollster::block_on(crate::products::gpu::compute(&engine, &acq, &params, corr))?
     } else {
         crate::cpu::compute(&acq, &params, corr)?
     };
-    write_new_file(&p.out, &crate::products::npy::to_bytes(&out), &acq, &read)
+    let bytes = crate::products::npy::to_bytes(&out);
+    write_new_file(&p.out, &acq, &read, |w| {
+        w.write_all(&bytes).map_err(|e| Error::Io {
+            file: p.out.display().to_string(),
+            message: format!("cannot write output: {e}"),
+        })
+    })
 }
 
 /// The largest `.npy` header a side input may have (numpy writes 128 bytes or a few more).
@@ -454,7 +482,12 @@ fn read_side_input(path: &Path, what: &str, limit: u64) -> Result<Vec<u8>> {
 /// temporary file beside it, renamed into place once whole: a failed run leaves no
 /// half-written output, and an existing output's file is replaced, never truncated, so no
 /// other name of that file (a hard link) changes.
-fn write_new_file(path: &Path, bytes: &[u8], acq: &Acquisition, read: &[PathBuf]) -> Result<()> {
+fn write_new_file(
+    path: &Path,
+    acq: &Acquisition,
+    read: &[PathBuf],
+    fill: impl FnOnce(&mut dyn std::io::Write) -> Result<()>,
+) -> Result<()> {
     refuse_input_overwrite(path, acq, read)?;
     let io = |message: String| Error::Io {
         file: path.display().to_string(),
@@ -467,10 +500,20 @@ fn write_new_file(path: &Path, bytes: &[u8], acq: &Acquisition, read: &[PathBuf]
     temp_name.push(name);
     temp_name.push(format!(".{}.partial", std::process::id()));
     let temp = path.with_file_name(temp_name);
-    let written = std::fs::write(&temp, bytes).and_then(|()| std::fs::rename(&temp, path));
-    written.map_err(|e| {
+    let written = std::fs::File::create(&temp)
+        .map_err(|e| io(format!("cannot write output: {e}")))
+        .and_then(|f| {
+            let mut w = std::io::BufWriter::new(f);
+            fill(&mut w)?;
+            use std::io::Write;
+            w.flush()
+                .map_err(|e| io(format!("cannot write output: {e}")))
+        })
+        .and_then(|()| {
+            std::fs::rename(&temp, path).map_err(|e| io(format!("cannot write output: {e}")))
+        });
+    written.inspect_err(|_| {
         let _ = std::fs::remove_file(&temp);
-        io(format!("cannot write output: {e}"))
     })
 }
 

@@ -9,25 +9,33 @@ pub use exact::{div_u128, Dd};
 use crate::contract::{fftfreq, rotate_flip, Region, SparseMask};
 use crate::error::Result;
 use crate::formats::Acquisition;
-use crate::frames::{Correction, FrameBlock, FrameReader, Samples};
+use crate::frames::{Correction, FrameBlock, FrameReader, Samples, BLOCK_BYTES};
 use crate::pattern;
 use crate::products::{ArrayData, ProductArray, ProductKind, ProductParams};
 
-/// Decoded bytes per block while streaming (bounded memory whatever the acquisition size).
-const BLOCK_BYTES: usize = 64 << 20;
-
-/// Compute one product of `acq` on its frames corrected by `corr`.
+/// Compute one product of `acq` on its frames corrected by `corr`. The frames stream in
+/// blocks of [`BLOCK_BYTES`] decoded bytes: the memory is a few blocks plus the product,
+/// whatever the acquisition's size.
 pub fn compute(acq: &Acquisition, p: &ProductParams, corr: Correction) -> Result<ProductArray> {
+    compute_in_blocks(acq, p, corr, BLOCK_BYTES)
+}
+
+/// [`compute`] streaming the frames in blocks of about `block_bytes` decoded bytes.
+pub fn compute_in_blocks(
+    acq: &Acquisition,
+    p: &ProductParams,
+    corr: Correction,
+    block_bytes: usize,
+) -> Result<ProductArray> {
     p.validate(acq.shape, corr)?;
     // C-BIN-COMPOSE: every product runs on the binned frames, its geometry in binned pixels.
     let shape = acq.shape.binned(corr.bin);
     // With bad-pixel masking, the hot and dead pixels of the mean pattern are left out too
     // (C-BAD-FOUND).
-    let found = match corr.mask_bad_pixels {
-        true => Some(find_bad_pixels(acq, corr)?.mask(shape.det)),
-        false => None,
-    };
-    let reader = FrameReader::new(acq).with_found_bad(found.clone());
+    let found = found_mask(acq, corr, block_bytes)?;
+    let reader = FrameReader::new(acq)
+        .with_found_bad(found.clone())
+        .with_block_bytes(block_bytes);
     let scan = shape.scan.to_vec();
     let det = shape.det;
     let binned = corr.bin > 1;
@@ -110,7 +118,7 @@ pub fn compute(acq: &Acquisition, p: &ProductParams, corr: Correction) -> Result
         ProductKind::Binned => {
             let mut ints = Vec::new();
             let mut floats = Vec::new();
-            reader.for_each_block(corr, BLOCK_BYTES, |b| {
+            reader.for_each_block(corr, |b| {
                 match &b.samples {
                     Samples::Int(v) => ints.extend_from_slice(v),
                     Samples::Float(v) => floats.extend_from_slice(v),
@@ -152,6 +160,52 @@ pub fn compute(acq: &Acquisition, p: &ProductParams, corr: Correction) -> Result
     }
 }
 
+/// The pixels left out beside the file's with bad-pixel masking on: the hot and dead pixels
+/// of the mean pattern (C-BAD-FOUND), on the binned detector.
+fn found_mask(
+    acq: &Acquisition,
+    corr: Correction,
+    block_bytes: usize,
+) -> Result<Option<Vec<bool>>> {
+    let det = acq.shape.binned(corr.bin).det;
+    Ok(match corr.mask_bad_pixels {
+        true => Some(found_in_blocks(acq, corr, block_bytes)?.mask(det)),
+        false => None,
+    })
+}
+
+/// The `binned` product of `acq` written to `out` as `.npy`, block by block as the frames
+/// stream: the whole corrected acquisition (u32, or float32 for float data) is never held
+/// in memory, only a block of about `block_bytes`. `name` names `out` in errors.
+pub fn write_binned_npy(
+    acq: &Acquisition,
+    corr: Correction,
+    block_bytes: usize,
+    out: &mut dyn std::io::Write,
+    name: &str,
+) -> Result<()> {
+    ProductParams::new(ProductKind::Binned).validate(acq.shape, corr)?;
+    let shape = acq.shape.binned(corr.bin);
+    let reader = FrameReader::new(acq)
+        .with_found_bad(found_mask(acq, corr, block_bytes)?)
+        .with_block_bytes(block_bytes);
+    let io = |e: std::io::Error| crate::error::Error::Io {
+        file: name.to_string(),
+        message: format!("cannot write output: {e}"),
+    };
+    let descr = if acq.dtype.is_float() { "<f4" } else { "<u4" };
+    let dims = [shape.scan[0], shape.scan[1], shape.det[0], shape.det[1]];
+    out.write_all(&crate::products::npy::header(&dims, descr))
+        .map_err(io)?;
+    reader.for_each_block(corr, |b| {
+        let bytes: Vec<u8> = match &b.samples {
+            Samples::Int(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+            Samples::Float(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+        };
+        out.write_all(&bytes).map_err(io)
+    })
+}
+
 /// The exact mean pattern over every scan position, rounded once to float64.
 fn full_mean(reader: &FrameReader, corr: Correction, det: [usize; 2]) -> Result<Vec<f64>> {
     let roi = Region::full(reader.acquisition().shape.scan);
@@ -169,8 +223,17 @@ fn full_mean(reader: &FrameReader, corr: Correction, det: [usize; 2]) -> Result<
 /// values zeroed when masking, binned): `pattern::detect`, leaving out the file's bad pixels
 /// (C-BAD-FOUND).
 pub fn find_bad_pixels(acq: &Acquisition, corr: Correction) -> Result<pattern::BadPixels> {
+    found_in_blocks(acq, corr, BLOCK_BYTES)
+}
+
+fn found_in_blocks(
+    acq: &Acquisition,
+    corr: Correction,
+    block_bytes: usize,
+) -> Result<pattern::BadPixels> {
     let det = acq.shape.binned(corr.bin).det;
-    let mean = full_mean(&FrameReader::new(acq), corr, det)?;
+    let reader = FrameReader::new(acq).with_block_bytes(block_bytes);
+    let mean = full_mean(&reader, corr, det)?;
     let known = pattern::file_known(acq.pixel_mask.as_deref(), acq.shape.det, corr);
     Ok(pattern::detect(&mean, det, &known))
 }
@@ -203,7 +266,7 @@ fn pattern_reductions(
             max: Vec::new(),
         }
     };
-    reader.for_each_block(corr, BLOCK_BYTES, |b| {
+    reader.for_each_block(corr, |b| {
         for f in 0..b.count {
             let pos = b.first + f;
             if !roi.contains(pos / cols, pos % cols) {
@@ -297,7 +360,7 @@ fn masked_sums(reader: &FrameReader, corr: Correction, mask: &SparseMask) -> Res
     } else {
         Sums::Float(vec![Dd::ZERO; frames])
     };
-    reader.for_each_block(corr, BLOCK_BYTES, |b: &FrameBlock| {
+    reader.for_each_block(corr, |b: &FrameBlock| {
         let n = b.det[0] * b.det[1];
         for f in 0..b.count {
             let pos = b.first + f;
@@ -333,7 +396,7 @@ fn masked_sums(reader: &FrameReader, corr: Correction, mask: &SparseMask) -> Res
 fn center_of_mass(reader: &FrameReader, corr: Correction, det: [usize; 2]) -> Result<Vec<f64>> {
     let frames = reader.acquisition().shape.frames();
     let mut com = vec![0f64; 2 * frames];
-    reader.for_each_block(corr, BLOCK_BYTES, |b| {
+    reader.for_each_block(corr, |b| {
         let n = det[0] * det[1];
         for f in 0..b.count {
             let pos = b.first + f;

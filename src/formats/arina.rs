@@ -193,6 +193,7 @@ pub(super) fn open(h5: &H5Set, master: &str, opts: &OpenOptions) -> Result<Acqui
         pixel_mask: read_pixel_mask(&file, master, det)?,
         calibration,
         crop: None,
+        unused_files: Vec::new(),
     })
 }
 

@@ -53,7 +53,10 @@ pub(super) fn open(files: FileSet, name: &str, opts: &OpenOptions) -> Result<Acq
         ));
     }
     let frames = len / FRAME_BYTES;
-    let description = describe(&files, name)?;
+    let described = describe(&files, name)?;
+    let mut used = vec![name.to_string()];
+    used.extend(described.as_ref().map(|(xml, _)| xml.clone()));
+    let description = described.map(|(_, d)| d);
     let from_name = shape_from_name(name).map(|s| (s, format!("file name {name}")));
     let from_xml = description.as_ref().and_then(|d| d.scan.clone());
     // C-SCAN: the name's shape and the description's must agree.
@@ -96,13 +99,14 @@ pub(super) fn open(files: FileSet, name: &str, opts: &OpenOptions) -> Result<Acq
         pixel_mask: None,
         calibration,
         crop: None,
+        unused_files: super::unused_files(&files, &used),
     })
 }
 
 /// The description of raw file `raw` among `files`: the `.xml` that names it, else the only
 /// `.xml`. One that names another raw file is refused rather than applied to this one
 /// (C-SCAN).
-fn describe(files: &FileSet, raw: &str) -> Result<Option<empad_xml::Description>> {
+fn describe(files: &FileSet, raw: &str) -> Result<Option<(String, empad_xml::Description)>> {
     let xmls: Vec<_> = files
         .files()
         .iter()
@@ -116,7 +120,7 @@ fn describe(files: &FileSet, raw: &str) -> Result<Option<empad_xml::Description>
         .iter()
         .position(|(_, d)| d.raw_file.as_deref() == Some(raw))
     {
-        return Ok(Some(read.swap_remove(i).1));
+        return Ok(Some(read.swap_remove(i)));
     }
     match read.len() {
         0 => Ok(None),
@@ -127,7 +131,7 @@ fn describe(files: &FileSet, raw: &str) -> Result<Option<empad_xml::Description>
                     &xml,
                     format!("this EMPAD description is of {other}, not of {raw}: open the two together"),
                 )),
-                None => Ok(Some(d)),
+                None => Ok(Some((xml, d))),
             }
         }
         _ => Err(Error::format(

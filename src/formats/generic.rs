@@ -139,6 +139,7 @@ pub(super) fn open(
         pixel_mask: None,
         calibration,
         crop: None,
+        unused_files: Vec::new(),
     })
 }
 

@@ -51,6 +51,8 @@ pub struct Info {
     pub pixel_mask_bad: Option<usize>,
     pub chunk_tables: Vec<ChunkTableInfo>,
     pub source_sha256: String,
+    /// Files given that the acquisition does not use (left out, and said).
+    pub unused_files: Vec<String>,
 }
 
 impl Info {
@@ -134,6 +136,7 @@ impl Info {
                 .map(|m| m.iter().filter(|&&b| b).count()),
             chunk_tables: tables,
             source_sha256: digest.iter().map(|b| format!("{b:02x}")).collect(),
+            unused_files: acq.unused_files.clone(),
         }
     }
 

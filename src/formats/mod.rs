@@ -94,6 +94,9 @@ pub struct Acquisition {
     pub calibration: Calibration,
     /// A scan crop: `shape` is the cropped one, the parts still hold the stored frames.
     pub crop: Option<ScanCrop>,
+    /// Files given with the acquisition that nothing in it reads (no link, companion or
+    /// description names them): the CLI refuses them, the page says they were left out.
+    pub unused_files: Vec<String>,
 }
 
 /// The scan positions kept by a crop, and the scan they were cut from.
@@ -152,10 +155,15 @@ impl Acquisition {
         let h5 = H5Set::with_leaves(files.clone(), defer_leaves);
         let primary = choose_primary(&files)?;
         let file = h5.open(&primary)?;
-        if opts.dataset.is_none() && arina::is_master(&h5, &primary, &file)? {
-            return arina::open(&h5, &primary, opts);
-        }
-        generic::open(&h5, &primary, &file, opts)
+        let acq = if opts.dataset.is_none() && arina::is_master(&h5, &primary, &file)? {
+            arina::open(&h5, &primary, opts)?
+        } else {
+            generic::open(&h5, &primary, &file, opts)?
+        };
+        Ok(Acquisition {
+            unused_files: unused_files(&files, &h5.opened_names()),
+            ..acq
+        })
     }
 
     /// [`Acquisition::open`] for files where every read is a round trip (a browser's): the
@@ -257,6 +265,16 @@ impl Acquisition {
             })
             .sum()
     }
+}
+
+/// The files among `files` that are not `used`, in the order given.
+pub(crate) fn unused_files(files: &FileSet, used: &[String]) -> Vec<String> {
+    files
+        .files()
+        .iter()
+        .map(|f| f.name().to_string())
+        .filter(|n| !used.contains(n))
+        .collect()
 }
 
 /// The file to start from: an Arina master if there is one, else the first HDF5 file.

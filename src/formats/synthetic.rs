@@ -118,6 +118,7 @@ pub fn open(dims: [usize; 4]) -> Result<Acquisition> {
         pixel_mask: None,
         calibration: Calibration::default(),
         crop: None,
+        unused_files: Vec::new(),
     })
 }
 
@@ -222,5 +223,6 @@ pub fn chunked(
         pixel_mask: None,
         calibration: Calibration::default(),
         crop: None,
+        unused_files: Vec::new(),
     })
 }

@@ -129,7 +129,13 @@ pub struct FrameReader<'a> {
     /// masking is on: the hot and dead pixels found in the mean pattern (`pattern`,
     /// C-BAD-FOUND).
     found_bad: Option<Vec<bool>>,
+    /// Decoded bytes per block of [`FrameReader::for_each_block`]: what bounds the memory
+    /// of a pass over the frames, whatever the acquisition's size.
+    block_bytes: usize,
 }
+
+/// Decoded bytes per block of a pass over the frames unless a reader is given another.
+pub const BLOCK_BYTES: usize = 64 << 20;
 
 impl<'a> FrameReader<'a> {
     pub fn new(acq: &'a Acquisition) -> Self {
@@ -151,6 +157,7 @@ impl<'a> FrameReader<'a> {
             chunk_maps,
             predecoded: Mutex::new(HashMap::new()),
             found_bad: None,
+            block_bytes: BLOCK_BYTES,
         }
     }
 
@@ -158,6 +165,12 @@ impl<'a> FrameReader<'a> {
     /// bad-pixel masking on.
     pub fn with_found_bad(mut self, found: Option<Vec<bool>>) -> Self {
         self.found_bad = found;
+        self
+    }
+
+    /// Passes over the frames in blocks of about `bytes` decoded bytes (at least a frame).
+    pub fn with_block_bytes(mut self, bytes: usize) -> Self {
+        self.block_bytes = bytes.max(1);
         self
     }
 
@@ -496,13 +509,14 @@ impl<'a> FrameReader<'a> {
         Ok(block)
     }
 
-    /// Visit every frame in blocks of about `block_bytes` decoded bytes, in frame order.
+    /// Visit every frame in blocks of about the reader's block bytes (decoded), in frame
+    /// order: one block is held at a time.
     pub fn for_each_block(
         &self,
         corr: Correction,
-        block_bytes: usize,
         mut f: impl FnMut(&FrameBlock) -> Result<()>,
     ) -> Result<()> {
+        let block_bytes = self.block_bytes;
         let frames = self.acq.shape.frames();
         let per_frame = self.acq.shape.det_len() * self.acq.dtype.size();
         let step = (block_bytes / per_frame.max(1)).clamp(1, frames.max(1));

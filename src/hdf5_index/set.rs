@@ -141,6 +141,15 @@ impl H5Set {
         }
     }
 
+    /// The names of the files opened so far (the primary, linked files, a companion).
+    pub fn opened_names(&self) -> Vec<String> {
+        self.inner
+            .opened
+            .lock()
+            .map(|m| m.keys().cloned().collect())
+            .unwrap_or_default()
+    }
+
     /// How many link targets have been asked for so far (the `before` of [`H5Set::blame`]).
     pub fn link_requests(&self) -> usize {
         self.requested_len()

@@ -16,31 +16,36 @@ fn descr(data: &ArrayData) -> &'static str {
     }
 }
 
-pub fn to_bytes(a: &ProductArray) -> Vec<u8> {
-    let shape = match a.shape.len() {
-        1 => format!("({},)", a.shape[0]),
+/// The `.npy` (format 1.0) header of a C-order array of `shape` and `descr` (`<u4`, ...):
+/// what precedes the values, padded so that they start at a multiple of 64 bytes.
+pub fn header(shape: &[usize], descr: &str) -> Vec<u8> {
+    let shape = match shape.len() {
+        1 => format!("({},)", shape[0]),
         _ => format!(
             "({})",
-            a.shape
+            shape
                 .iter()
                 .map(|d| d.to_string())
                 .collect::<Vec<_>>()
                 .join(", ")
         ),
     };
-    let mut header = format!(
-        "{{'descr': '{}', 'fortran_order': False, 'shape': {shape}, }}",
-        descr(&a.data)
-    );
+    let mut header = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}");
     // Pad so that data starts at a multiple of 64 bytes, header ends with '\n'.
     let unpadded = MAGIC.len() + 2 + 2 + header.len() + 1;
     header.push_str(&" ".repeat((64 - unpadded % 64) % 64));
     header.push('\n');
-    let mut out = Vec::with_capacity(header.len() + 10 + a.data.len() * 8);
+    let mut out = Vec::with_capacity(header.len() + 10);
     out.extend_from_slice(MAGIC);
     out.extend_from_slice(&[1, 0]);
     out.extend_from_slice(&(header.len() as u16).to_le_bytes());
     out.extend_from_slice(header.as_bytes());
+    out
+}
+
+pub fn to_bytes(a: &ProductArray) -> Vec<u8> {
+    let mut out = header(&a.shape, descr(&a.data));
+    out.reserve(a.data.len() * 8);
     match &a.data {
         ArrayData::U8(v) => out.extend_from_slice(v),
         ArrayData::U16(v) => v

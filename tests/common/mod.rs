@@ -214,6 +214,7 @@ pub fn raw_acquisition(
         pixel_mask: None,
         calibration: Calibration::default(),
         crop: None,
+        unused_files: Vec::new(),
     }
 }
 
