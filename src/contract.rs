@@ -189,6 +189,11 @@ impl ScanRoi {
     }
 }
 
+/// The largest |centre| or radius of a geometric mask, in detector pixels: 2^24, the most
+/// pixels a detector side can have here, and far from where a squared distance loses
+/// integer exactness or overflows.
+pub const GEOMETRY_LIMIT_PX: f64 = 16_777_216.0;
+
 /// A detector mask. Geometric masks follow the contract's edge rules exactly (C-MASK):
 /// disk `d² ≤ r²`, annulus `ri² < d² ≤ ro²`, rectangle half-open.
 #[derive(Clone, Debug, PartialEq)]
@@ -239,11 +244,17 @@ impl DetectorMask {
     }
 
     pub fn validate(&self, det: [usize; 2]) -> Result<()> {
+        // Centres and radii far past any detector would square past f64's range (d² = ∞
+        // ≤ r² = ∞ takes every pixel): refused, so no geometry is decided by an overflow.
         let finite = |v: f64, what: &str| {
-            if v.is_finite() {
-                Ok(())
-            } else {
+            if !v.is_finite() {
                 Err(Error::param(format!("{what} must be a finite number")))
+            } else if v.abs() > GEOMETRY_LIMIT_PX {
+                Err(Error::param(format!(
+                    "{what} {v} is past what a detector holds (at most ±{GEOMETRY_LIMIT_PX} pixels)"
+                )))
+            } else {
+                Ok(())
             }
         };
         match self {
@@ -414,6 +425,38 @@ mod tests {
         assert_eq!(ann.weight(det, 3, 4), 0.0, "d = inner is excluded");
         assert_eq!(ann.weight(det, 2, 4), 1.0, "d = outer is included");
         assert_eq!(ann.weight(det, 4, 4), 0.0);
+    }
+
+    /// A disk far off the detector with a radius that would reach it only through an
+    /// overflow (d² = ∞ ≤ r² = ∞) is refused, never taken as every pixel; sizes up to the
+    /// limit still work.
+    #[test]
+    fn geometry_past_any_detector_is_refused() {
+        let det = [13, 11];
+        for m in [
+            DetectorMask::Disk {
+                center: [1e308, 1e308],
+                radius: 1e308,
+            },
+            DetectorMask::Disk {
+                center: [6.0, 5.0],
+                radius: 2e7,
+            },
+            DetectorMask::Annulus {
+                center: [-3e7, 5.0],
+                inner: 0.0,
+                outer: 1.0,
+            },
+        ] {
+            let e = m.validate(det).unwrap_err().to_string();
+            assert!(e.contains("past what a detector holds"), "{m:?}: {e}");
+        }
+        let big = DetectorMask::Disk {
+            center: [6.0, 5.0],
+            radius: GEOMETRY_LIMIT_PX,
+        };
+        big.validate(det).unwrap();
+        assert_eq!(big.sparse(det).indices.len(), 13 * 11);
     }
 
     #[test]
