@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # On the H200 machine (see ../shared/setup/device-vulkan.md), from the project root, with the
 # stripped release binary in .device/stem4d and the Vulkan libraries in .device/lib:
-#   bash scripts/device_native.sh OUTDIR
+#   bash scripts/device_native.sh OUTDIR        (FILES=0: without the on-disk file benchmarks)
 # Runs `stem4d parity` on integer and float fixtures and a GPU-generated synthetic acquisition,
 # then `stem4d bench gpu` / `bench viewer` on a 512×512×192×192 uint16 synthetic acquisition
 # (made on the GPU, then as bslz4 chunks, then as an HDF5 file on disk).
@@ -20,18 +20,20 @@ run() { echo "\$ $*"; timeout 240 "$@"; echo "exit $?"; }
   run $S parity $D/lz4_stack_u16.h5 --scan-shape 6,4
   run $S parity $D/contiguous_f32_4d.h5
   run $S parity $D/emd_f32.h5
+  run $S parity $D/emd_f32.h5 --mask-bad-pixels
   run $S parity --synthetic 96,80,192,192
 } > "$OUT/parity.txt" 2>&1
 # Registers and workgroup memory per kernel, as the driver compiled them.
 run $S bench kernel-stats > "$OUT/kernel_stats.txt" 2>&1
-run $S bench gpu --synthetic 512,512,192,192 --reps 20 > "$OUT/bench_gpu.txt" 2>&1
+run $S bench gpu --synthetic 512,512,192,192 --reps 20 --json "$OUT/bench_gpu.json" > "$OUT/bench_gpu.txt" 2>&1
 # The viewer's interactions (the page's session code) natively, for the in-page figures.
-run $S bench viewer --synthetic 512,512,192,192 --reps 30 > "$OUT/bench_viewer.txt" 2>&1
+run $S bench viewer --synthetic 512,512,192,192 --reps 30 --json "$OUT/bench_viewer.json" > "$OUT/bench_viewer.txt" 2>&1
+run $S bench viewer --synthetic 512,512,192,192 --reps 30 --no-subgroups --json "$OUT/bench_viewer_nosub.json" > "$OUT/bench_viewer_nosub.txt" 2>&1
 # The same acquisition held as bslz4 chunks (encoded on the host's cores): GPU decode figures.
-run $S bench gpu --synthetic 512,512,192,192 --compressed --reps 5 > "$OUT/bench_gpu_compressed.txt" 2>&1
+run $S bench gpu --synthetic 512,512,192,192 --compressed --reps 20 --json "$OUT/bench_gpu_compressed.json" > "$OUT/bench_gpu_compressed.txt" 2>&1
 # The same acquisition as a real bslz4 HDF5 file (the project's encoder + h5py, when present):
 # load from a local file, natively. e2e/h200.py LOCAL_FILE=/tmp/syn.h5 times it in Chromium.
-if python3 -c "import h5py" 2>/dev/null; then
+if [ "${FILES:-1}" != 0 ] && python3 -c "import h5py" 2>/dev/null; then
   { run $S bench export-chunks --synthetic 512,512,192,192 --compressed --out /tmp/syn &&
     run python3 scripts/synthetic_h5.py /tmp/syn /tmp/syn.h5 512 512 192 192 &&
     rm -f /tmp/syn.chunks &&

@@ -332,10 +332,16 @@ pub(crate) fn scan_dimension(file: &str, what: &str, value: f64, frames: u64) ->
     if value.is_finite() && value >= 1.0 && value.fract() == 0.0 && value <= frames as f64 {
         return Ok(value as usize);
     }
+    // Very large values in exponent form: 1e300 is not written out in 301 digits.
+    let said = if value.abs() >= 1e15 {
+        format!("{value:e}")
+    } else {
+        format!("{value}")
+    };
     Err(Error::ScanShape {
         file: file.to_string(),
         message: format!(
-            "{what} is {value}, not a scan dimension of these {frames} frames (a whole number from 1 to {frames}); pass --scan-shape ROWS,COLS"
+            "{what} is {said}, not a scan dimension of these {frames} frames (a whole number from 1 to {frames}); pass --scan-shape ROWS,COLS"
         ),
     })
 }
