@@ -43,8 +43,8 @@ fuzz_target!(|data: &[u8]| {
         assert_eq!(outcome(&plain), outcome(&gathered));
         match plain {
             Ok(acq) => {
-                if let Err(e) = stem4d::cpu::compute(&acq, &ProductParams::new(ProductKind::SumDp))
-                {
+                let sum = ProductParams::new(ProductKind::SumDp);
+                if let Err(e) = stem4d::cpu::compute(&acq, &sum, Default::default()) {
                     assert!(
                         e.to_string().contains("fuzz.h5") || matches!(e, stem4d::Error::Param(_)),
                         "{e}"
