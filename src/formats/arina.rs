@@ -170,6 +170,8 @@ pub(super) fn open(h5: &H5Set, master: &str, opts: &OpenOptions) -> Result<Acqui
     master_calibration(&mut calibration, master, &file);
     calibration.derive();
 
+    let from_companion =
+        from_companion.map(|(s, src): ([usize; 2], String)| (s.map(|d| d as u64), src));
     let (scan, scan_source) = resolve_scan_shape(master, frames, opts.scan_shape, from_companion)
         .map_err(|e| match (e, companion.as_deref()) {
         (Error::ScanShape { file, message }, Some(c)) if h5.files().get(c).is_none() => {

@@ -16,8 +16,10 @@ pub(super) fn is_raw_name(name: &str) -> bool {
     name.to_ascii_lowercase().ends_with(".raw")
 }
 
-/// `scan_x256_y128.raw` → rows 128, cols 256.
-fn shape_from_name(name: &str) -> Option<[usize; 2]> {
+/// `[rows, cols]` from `..._x{cols}_y{rows}....raw` (`scan_x256_y128.raw`: rows 128, cols
+/// 256), as the 64-bit numbers written on any platform; `resolve_scan_shape` checks them
+/// against the frame count.
+fn shape_from_name(name: &str) -> Option<[u64; 2]> {
     let stem = name
         .strip_suffix(".raw")
         .or_else(|| name.strip_suffix(".RAW"))?;
@@ -25,9 +27,9 @@ fn shape_from_name(name: &str) -> Option<[usize; 2]> {
     let mut y = None;
     for token in stem.split('_') {
         if let Some(v) = token.strip_prefix('x') {
-            x = v.parse::<usize>().ok().or(x);
+            x = v.parse::<u64>().ok().or(x);
         } else if let Some(v) = token.strip_prefix('y') {
-            y = v.parse::<usize>().ok().or(y);
+            y = v.parse::<u64>().ok().or(y);
         }
     }
     Some([y?, x?])
@@ -58,7 +60,10 @@ pub(super) fn open(files: FileSet, name: &str, opts: &OpenOptions) -> Result<Acq
     used.extend(described.as_ref().map(|(xml, _)| xml.clone()));
     let description = described.map(|(_, d)| d);
     let from_name = shape_from_name(name).map(|s| (s, format!("file name {name}")));
-    let from_xml = description.as_ref().and_then(|d| d.scan.clone());
+    let from_xml = description
+        .as_ref()
+        .and_then(|d| d.scan.clone())
+        .map(|(s, src)| (s.map(|d| d as u64), src));
     // C-SCAN: the name's shape and the description's must agree.
     let found = match (from_name, from_xml) {
         (Some(n), Some(x)) if n.0 != x.0 => {

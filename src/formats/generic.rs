@@ -95,7 +95,7 @@ pub(super) fn open(
         [rr, rc, kr, kc] => (
             rr.saturating_mul(*rc),
             [*kr, *kc],
-            Some(([*rr as usize, *rc as usize], format!("{path} shape"))),
+            Some(([*rr, *rc], format!("{path} shape"))),
         ),
         other => {
             return Err(Error::format(

@@ -291,10 +291,12 @@ pub(crate) fn resolve_scan_shape(
     file: &str,
     frames: u64,
     explicit: Option<[usize; 2]>,
-    from_file: Option<([usize; 2], String)>,
+    from_file: Option<([u64; 2], String)>,
 ) -> Result<([usize; 2], String)> {
+    // Shapes from files are 64-bit whatever the platform: a file name's or a data set's
+    // numbers past a 32-bit usize (the browser's) are checked, never dropped or cut.
     let (shape, source) = match (explicit, from_file) {
-        (Some(s), _) => (s, "--scan-shape".to_string()),
+        (Some(s), _) => (s.map(|d| d as u64), "--scan-shape".to_string()),
         (None, Some((s, src))) => (s, src),
         (None, None) => {
             let root = (frames as f64).sqrt().round() as u64;
@@ -323,7 +325,16 @@ pub(crate) fn resolve_scan_shape(
             ),
         });
     }
-    Ok((shape, source))
+    // Each side is at most the frame count now, which the engine indexes.
+    let side = |d: u64| {
+        usize::try_from(d).map_err(|_| Error::ScanShape {
+            file: file.to_string(),
+            message: format!(
+                "scan shape side {d} from {source} is past what this platform indexes"
+            ),
+        })
+    };
+    Ok(([side(shape[0])?, side(shape[1])?], source))
 }
 
 /// A scan dimension a file records as a number (`value`, read from `what` in `file`): a whole
