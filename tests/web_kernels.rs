@@ -292,12 +292,9 @@ async fn check_all_within(
     checked
 }
 
-#[wasm_bindgen_test]
-async fn kernels_match_the_cpu_reference_in_the_browser() {
-    let mut engine = Engine::new()
-        .await
-        .expect("a WebGPU adapter (SwiftShader in CI)");
-    let arina = open(
+/// The Arina uint16 fixture with its companion.
+fn arina_u16() -> Acquisition {
+    open(
         &[
             fixture!("arina_u16_master.h5"),
             fixture!("arina_u16_data_000001.h5"),
@@ -305,8 +302,20 @@ async fn kernels_match_the_cpu_reference_in_the_browser() {
             fixture!("arina_u16.h5"),
         ],
         None,
-    );
-    let lz4 = open(&[fixture!("lz4_stack_u16.h5")], Some([6, 4]));
+    )
+}
+
+/// The LZ4 uint16 stack, 6 × 4.
+fn lz4_stack_u16() -> Acquisition {
+    open(&[fixture!("lz4_stack_u16.h5")], Some([6, 4]))
+}
+
+#[wasm_bindgen_test]
+async fn kernels_match_the_cpu_reference_in_the_browser() {
+    let mut engine = Engine::new()
+        .await
+        .expect("a WebGPU adapter (SwiftShader in CI)");
+    let (arina, lz4) = (arina_u16(), lz4_stack_u16());
     let u8s = open(
         &[
             fixture!("arina_u8_master.h5"),
@@ -342,16 +351,7 @@ async fn kernels_match_the_cpu_reference_in_the_browser() {
 async fn the_parity_matrix_passes_in_the_browser() {
     use stem4d::parity::{matrix, run, Outcome};
     let engine = Engine::new().await.expect("a WebGPU adapter");
-    let arina = open(
-        &[
-            fixture!("arina_u16_master.h5"),
-            fixture!("arina_u16_data_000001.h5"),
-            fixture!("arina_u16_data_000002.h5"),
-            fixture!("arina_u16.h5"),
-        ],
-        None,
-    );
-    let lz4 = open(&[fixture!("lz4_stack_u16.h5")], Some([6, 4]));
+    let (arina, lz4) = (arina_u16(), lz4_stack_u16());
     let mut passed = 0;
     for (label, acq) in [("arina_u16", &arina), ("lz4_stack_u16", &lz4)] {
         for masked in [false, true] {

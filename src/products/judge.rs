@@ -31,6 +31,42 @@ impl Verdict {
     }
 }
 
+/// Two arrays of one shape as f64: the largest difference, the reference's largest |value|,
+/// and the first value a bound refuses.
+struct Diff {
+    got: Vec<f64>,
+    reference: Vec<f64>,
+    max_error: f64,
+    scale: f64,
+}
+
+impl Diff {
+    fn of(got: &ProductArray, reference: &ProductArray) -> Diff {
+        let (g, c) = (got.data.to_f64(), reference.data.to_f64());
+        let max_error = g
+            .iter()
+            .zip(&c)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0.0, f64::max);
+        let scale = c.iter().fold(0f64, |m, v| m.max(v.abs()));
+        Diff {
+            got: g,
+            reference: c,
+            max_error,
+            scale,
+        }
+    }
+
+    /// The first value `ok` refuses, said with its index.
+    fn first_outside(&self, ok: &dyn Fn(f64, f64) -> bool) -> Option<String> {
+        let (g, c) = (&self.got, &self.reference);
+        g.iter()
+            .zip(c)
+            .position(|(a, b)| !ok(*a, *b))
+            .map(|i| format!("[{i}] {:e} vs reference {:e}", g[i], c[i]))
+    }
+}
+
 /// `got` (any backend) against `reference` (the CPU's) for a product of `kind`.
 pub fn judge(kind: ProductKind, got: &ProductArray, reference: &ProductArray) -> Verdict {
     if got.shape != reference.shape {
@@ -42,19 +78,9 @@ pub fn judge(kind: ProductKind, got: &ProductArray, reference: &ProductArray) ->
             )),
         };
     }
-    let (g, c) = (got.data.to_f64(), reference.data.to_f64());
-    let max_error = g
-        .iter()
-        .zip(&c)
-        .map(|(a, b)| (a - b).abs())
-        .fold(0.0, f64::max);
-    let scale = c.iter().fold(0f64, |m, v| m.max(v.abs()));
-    let within = |ok: &dyn Fn(f64, f64) -> bool| {
-        g.iter()
-            .zip(&c)
-            .position(|(a, b)| !ok(*a, *b))
-            .map(|i| format!("[{i}] {:e} vs reference {:e}", g[i], c[i]))
-    };
+    let d = Diff::of(got, reference);
+    let (max_error, scale) = (d.max_error, d.scale);
+    let within = |ok: &dyn Fn(f64, f64) -> bool| d.first_outside(ok);
     let failure = match (kind, &got.data, &reference.data) {
         (ProductKind::Com, ArrayData::F32(gf), ArrayData::F64(cf)) => gf
             .iter()
@@ -89,22 +115,15 @@ pub fn judge_independent(
     if got.shape != reference.shape {
         return judge(kind, got, reference);
     }
-    let (g, c) = (got.data.to_f64(), reference.data.to_f64());
-    let max_error = g
-        .iter()
-        .zip(&c)
-        .map(|(a, b)| (a - b).abs())
-        .fold(0.0, f64::max);
-    let scale = c.iter().fold(0f64, |m, v| m.max(v.abs()));
+    let d = Diff::of(got, reference);
+    let (max_error, scale) = (d.max_error, d.scale);
     let signed = matches!(
         kind,
         ProductKind::Com | ProductKind::Dpc | ProductKind::Idpc
     );
+    // NaN where both have it (a CoM of an empty frame) is the same value.
     let within = |ok: &dyn Fn(f64, f64) -> bool| {
-        g.iter()
-            .zip(&c)
-            .position(|(a, b)| !(ok(*a, *b) || (a.is_nan() && b.is_nan())))
-            .map(|i| format!("[{i}] {:e} vs reference {:e}", g[i], c[i]))
+        d.first_outside(&|a, b| ok(a, b) || (a.is_nan() && b.is_nan()))
     };
     let failure = match (kind, &got.data, &reference.data) {
         // A backend's float32 rounding of a quantity the reference holds in float64.
