@@ -108,7 +108,9 @@ export async function firstUse(t) {
       const notes = path.join(tmp, 'notes.txt');
       fs.writeFileSync(notes, 'beam current 50 pA\n');
       await choose(page, '#open-files', [...filesOf('arina_u16'), notes]);
-      await page.waitForFunction(() => /notes\.txt/.test(window.stem4d.status().notice || ''), null, { timeout: 60000 }).catch(() => {});
+      // (The notice that the typed scan shape was for other files names notes.txt too: wait
+      // for the load to end and the left-out notice.)
+      await page.waitForFunction(() => !window.stem4d.status().loading && /Left out/.test(window.stem4d.status().notice || ''), null, { timeout: 60000 }).catch(() => {});
       const left = await status(page);
       check(left.open && !left.error && /Left out: notes\.txt/.test(left.notice || ''),
         `a file the acquisition does not read is left out and said: ${JSON.stringify(left)}`);
