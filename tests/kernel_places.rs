@@ -1,7 +1,8 @@
 //! One kernel, one place: every kernel module under `src/kernels/` names the file that holds
 //! its parity tests (`//! Its parity tests: \`PATH\``), the file exists, and it names the
-//! kernel's module back. A kernel added without its tests, or tests moved without the
-//! kernel's note, fail here.
+//! kernel's module back; and every kernel file under `wgsl/` (the preludes aside) is named by
+//! a kernel module, so each one reaches its parity tests. A kernel added without its tests,
+//! or tests moved without the kernel's note, fail here.
 
 use std::path::PathBuf;
 
@@ -48,4 +49,29 @@ fn every_kernel_names_its_parity_tests_and_they_name_it() {
         kernels += 1;
     }
     assert_eq!(kernels, 10, "kernel modules found");
+}
+
+/// The preludes prepended to other kernels (`// stem4d:after …`): no entry point of their own.
+const PRELUDES: [&str; 2] = ["common.wgsl", "decode_common.wgsl"];
+
+#[test]
+fn every_wgsl_file_is_named_by_a_kernel_module() {
+    let modules: Vec<String> = std::fs::read_dir(root().join("src/kernels"))
+        .unwrap()
+        .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap())
+        .collect();
+    let mut files = 0;
+    for entry in std::fs::read_dir(root().join("wgsl")).unwrap() {
+        let name = entry.unwrap().file_name().to_string_lossy().to_string();
+        if !name.ends_with(".wgsl") || PRELUDES.contains(&name.as_str()) {
+            continue;
+        }
+        let cited = format!("wgsl/{name}");
+        assert!(
+            modules.iter().any(|m| m.contains(&cited)),
+            "{cited} is named by no module under src/kernels/"
+        );
+        files += 1;
+    }
+    assert!(files >= 14, "only {files} kernel files found");
 }

@@ -1,6 +1,6 @@
-//! The display kernels' uniforms: preparing a plane (`display_prep.wgsl`), its statistics,
-//! histogram and limits (`display_stats.wgsl`), and the view the render module draws with
-//! (`display.wgsl`). Their encoders are the display stage's (`display::gpu`).
+//! The display kernels' uniforms: preparing a plane (`wgsl/display_prep.wgsl`), its
+//! statistics, histogram and limits (`wgsl/display_stats.wgsl`), and the view the render
+//! module draws with (`wgsl/display.wgsl`). Their encoders are the display stage's (`display::gpu`).
 //!
 //! Its parity tests: `tests/display_gpu/`.
 

@@ -1,4 +1,4 @@
-//! iDPC on the GPU: 2-D FFTs of any scan size (Stockham radix-2 for powers of two,
+//! iDPC on the GPU (`wgsl/fft.wgsl`): 2-D FFTs of any scan size (Stockham radix-2 for powers of two,
 //! Bluestein's chirp-z otherwise, both from float64 tables made here) around the Fourier
 //! integration filter of the contract (C-IDPC, C-IDPC-GPU). The phase stays on the GPU for
 //! the display; the product reads it back.

@@ -1,5 +1,6 @@
-//! The masked sum (`wgsl/masked_sum.wgsl`, its subgroup and atomic variants): per scan
-//! position, the exact sum of a detector mask's samples (C-MASK; float32 data: C-FLOAT-GPU).
+//! The masked sum (`wgsl/masked_sum.wgsl`; its subgroup variant
+//! `wgsl/masked_sum_subgroup.wgsl` and an atomic one): per scan position, the exact sum of a
+//! detector mask's samples (C-MASK; float32 data: C-FLOAT-GPU).
 //! Its parameters, how a mask is cut into parts, and the encoders every virtual image and
 //! total goes through.
 //!

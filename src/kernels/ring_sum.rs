@@ -1,4 +1,4 @@
-//! Cached ring sums. Rings about a detector centre (the pixels whose distance from it has
+//! Cached ring sums (`wgsl/ring_sum.wgsl`). Rings about a detector centre (the pixels whose distance from it has
 //! the same integer part) partition the detector; per scan position, the exact sum of each
 //! ring is made once per resident by one masked-sum dispatch whose parts are the rings
 //! (one pass over the data, like the cached totals). A mask then costs the sums of the rings it holds whole plus the

@@ -1,4 +1,4 @@
-//! iDPC through the GPU FFTs (`src/kernels/fft.rs`, `wgsl/fft*.wgsl`) within the contract's
+//! iDPC through the GPU FFTs (`src/kernels/fft.rs`, `wgsl/fft.wgsl`) within the contract's
 //! bound for any scan size.
 
 use crate::common::*;

@@ -1,4 +1,5 @@
-//! The masked sum (`src/kernels/masked_sum.rs`, `wgsl/masked_sum*.wgsl`) against the CPU:
+//! The masked sum (`src/kernels/masked_sum.rs`: `wgsl/masked_sum.wgsl` and, where the adapter
+//! has subgroups, `wgsl/masked_sum_subgroup.wgsl`) against the CPU:
 //! exact whichever way its slots meet and in any number of parts, weighted masks per distinct
 //! weight, part tables that could wrap refused.
 
