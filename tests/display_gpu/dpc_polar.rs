@@ -1,7 +1,7 @@
 //! DPC magnitude and direction planes from exact moments meet the bounds the contract's DPC
 //! bound implies, and the colour wheel is drawn as the mirror draws it (C-DPC-POLAR).
 
-use super::{engine_storage, render};
+use super::render;
 use crate::common::*;
 use stem4d::display::gpu::{Plane, PlaneSource};
 use stem4d::display::{self, Limits, Scale};
@@ -66,7 +66,7 @@ fn dpc_magnitude_and_direction_meet_their_bounds() {
     assert_eq!(mean, [6.25, 5.5], "the antipodal pairs cancel exactly");
     let (rotation, flip) = (-137.0, true);
     let reference = stem4d::cpu::dpc_from_com(&com, rotation, flip);
-    let pairs = engine_storage(&engine, n as u64 * 8);
+    let pairs = engine.storage("pairs", n as u64 * 8);
     let plane = Plane::with_angle(&engine, scan[1] as u32, scan[0] as u32);
     let mut enc = engine.device.create_command_encoder(&Default::default());
     let centre = CentreSource::Moments {

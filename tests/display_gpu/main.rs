@@ -32,23 +32,12 @@ fn upload(engine: &Engine, name: &str) -> (stem4d::formats::Acquisition, Residen
 
 /// Masked sums kept on the GPU, as the viewer keeps them.
 fn sums_on_gpu(engine: &Engine, res: &Resident, indices: &[u32]) -> wgpu::Buffer {
-    let out = engine_storage(engine, res.plan.shape.frames() as u64 * 8);
+    let out = engine.storage("out", res.plan.shape.frames() as u64 * 8);
     let list = stem4d::kernels::masked_sum::DetectorList::new(engine, indices).unwrap();
     let mut enc = engine.device.create_command_encoder(&Default::default());
     stem4d::kernels::masked_sum::encode_masked_sums(engine, &mut enc, res, &list, &out).unwrap();
     engine.queue.submit([enc.finish()]);
     out
-}
-
-fn engine_storage(engine: &Engine, bytes: u64) -> wgpu::Buffer {
-    engine.device.create_buffer(&wgpu::BufferDescriptor {
-        label: None,
-        size: bytes,
-        usage: wgpu::BufferUsages::STORAGE
-            | wgpu::BufferUsages::COPY_SRC
-            | wgpu::BufferUsages::COPY_DST,
-        mapped_at_creation: false,
-    })
 }
 
 fn prep_and_stats(engine: &Engine, plane: &Plane, src: PlaneSource, limits: Limits, scale: Scale) {

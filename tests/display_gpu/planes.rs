@@ -2,7 +2,7 @@
 //! resident frame), and their limits the mirror's under every limits mode and scale
 //! (C-DISPLAY).
 
-use super::{assert_limits_match, engine_storage, sums_on_gpu, upload, LIMITS};
+use super::{assert_limits_match, sums_on_gpu, upload, LIMITS};
 use crate::common::*;
 use stem4d::contract::{DetectorMask, SparseMask};
 use stem4d::display;
@@ -103,7 +103,7 @@ fn planes_and_limits_match_the_cpu_mirror() {
         com[..n].iter().sum::<f64>() / n as f64,
         com[n..].iter().sum::<f64>() / n as f64,
     ];
-    let moments = engine_storage(&engine, n as u64 * 24);
+    let moments = engine.storage("moments", n as u64 * 24);
     let mut enc = engine.device.create_command_encoder(&Default::default());
     stem4d::kernels::com_moments::encode_com_moments(&engine, &mut enc, &res, &moments).unwrap();
     engine.queue.submit([enc.finish()]);

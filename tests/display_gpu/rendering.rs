@@ -1,7 +1,7 @@
 //! Rendered pixels: the mirror's colour-map entries and the overlay, on BGRA and RGBA
 //! canvases alike, and frames read back for the page's 2D canvases row for row.
 
-use super::{engine_storage, prep_and_stats, render, render_frame, sums_on_gpu, upload};
+use super::{prep_and_stats, render, render_frame, sums_on_gpu, upload};
 use crate::common::*;
 use stem4d::contract::SparseMask;
 use stem4d::display::gpu::{padded_row_bytes, unpad_rows, PixelTarget, Plane, PlaneSource};
@@ -51,7 +51,7 @@ fn render_as(
         view_formats: &[],
     });
     let row = (w * 4).next_multiple_of(256);
-    let out = engine_storage(engine, (row * h) as u64);
+    let out = engine.storage("pixels", (row * h) as u64);
     let mut enc = engine.device.create_command_encoder(&Default::default());
     let target = texture.create_view(&Default::default());
     renderer.encode_draw(engine, &mut enc, &target, plane, &view);

@@ -28,17 +28,8 @@ fn folding_and_parts_at_any_interval_are_exact() {
         // An odd mask: every pixel but a scattered few, so some sectors are left out.
         let picked: Vec<u32> = all.iter().copied().filter(|k| k % 5 != 2).collect();
         let list = stem4d::kernels::masked_sum::DetectorList::new(&engine, &picked).unwrap();
-        let out = |bytes: u64| {
-            engine.device.create_buffer(&wgpu::BufferDescriptor {
-                label: None,
-                size: bytes,
-                // The kernels add into their outputs, which are cleared first.
-                usage: wgpu::BufferUsages::STORAGE
-                    | wgpu::BufferUsages::COPY_SRC
-                    | wgpu::BufferUsages::COPY_DST,
-                mapped_at_creation: false,
-            })
-        };
+        // The kernels add into their outputs, which are cleared first.
+        let out = |bytes: u64| engine.storage("out", bytes);
         let mut seen = Vec::new();
         for (flush, parts) in [
             (1u32, 1u32),

@@ -222,32 +222,22 @@ fn float32_residents_sum_exactly_or_refuse_by_name() {
     }
     assert_eq!(checked, ProductKind::ALL.len());
 
+    // The refusal of `kind` on `samples`: it names the acquisition and says `why`.
+    let refused = |samples: &[f32], kind, why: &str| {
+        let acq = raw_acquisition(Dtype::F32, dims, bytes(samples));
+        let p = ProductParams::new(kind);
+        let e = pollster::block_on(products::compute(&engine, &acq, &p, Correction::default()))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(&acq.primary) && e.contains(why), "{e}");
+    };
     let mut nan = values.clone();
     nan[50] = f32::NAN;
-    let acq = raw_acquisition(Dtype::F32, dims, bytes(&nan));
-    let e = pollster::block_on(products::compute(
-        &engine,
-        &acq,
-        &ProductParams::new(ProductKind::Total),
-        Correction::default(),
-    ))
-    .unwrap_err()
-    .to_string();
-    assert!(e.contains(&acq.primary) && e.contains("NaN"), "{e}");
-
+    refused(&nan, ProductKind::Total, "NaN");
     let mut wide = values;
     wide[7] = 1e-38;
     wide[8] = 1e30;
-    let acq = raw_acquisition(Dtype::F32, dims, bytes(&wide));
-    let e = pollster::block_on(products::compute(
-        &engine,
-        &acq,
-        &ProductParams::new(ProductKind::MeanDp),
-        Correction::default(),
-    ))
-    .unwrap_err()
-    .to_string();
-    assert!(e.contains(&acq.primary) && e.contains("128-bit"), "{e}");
+    refused(&wide, ProductKind::MeanDp, "128-bit");
 }
 
 /// A scan crop is the sub-scan: per-position products equal the uncropped ones over the crop,
