@@ -23,7 +23,7 @@ pub(super) fn is_master(h5: &H5Set, name: &str, file: &Hdf5File) -> Result<bool>
     };
     let before = h5.link_requests();
     match group.member_names() {
-        Ok(_) => Ok(data_links(file).is_some_and(|l| !l.is_empty())),
+        Ok(names) => Ok(!data_link_names(names).is_empty()),
         Err(e) if h5.link_requests() > before => {
             Err(h5.blame(name, "cannot list /entry/data", before, e))
         }
@@ -35,20 +35,18 @@ pub(super) fn is_master(h5: &H5Set, name: &str, file: &Hdf5File) -> Result<bool>
 fn data_links(file: &Hdf5File) -> Option<Vec<String>> {
     let group = file.group("/entry/data").ok()?;
     // Link names are listed without resolving them, so missing data files are named later.
-    let names = link_names(&group)?;
-    let mut links: Vec<String> = names
+    group.member_names().ok().map(data_link_names)
+}
+
+/// The `data_NNNNNN` names among a group's members (groups, data sets), in frame order.
+fn data_link_names((groups, datasets): (Vec<String>, Vec<String>)) -> Vec<String> {
+    let mut links: Vec<String> = groups
         .into_iter()
+        .chain(datasets)
         .filter(|n| n.starts_with("data_") && n[5..].chars().all(|c| c.is_ascii_digit()))
         .collect();
     links.sort();
-    Some(links)
-}
-
-fn link_names(group: &hdf5_reader::group::Group) -> Option<Vec<String>> {
-    let (groups, datasets) = group.member_names().ok()?;
-    let mut all = groups;
-    all.extend(datasets);
-    Some(all)
+    links
 }
 
 /// The scan shape the companion records (`STEM Metadata` NumPixelsY × NumPixelsX), if it

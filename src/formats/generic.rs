@@ -76,16 +76,7 @@ pub(super) fn open(
                     )
                 })
                 .map(|c| c.path)
-                .ok_or_else(|| {
-                    // A link followed to a file not given hides its target: that is the cause.
-                    match h5.missing_link_targets().into_iter().next() {
-                        Some(missing) => Error::MissingFile {
-                            missing,
-                            referenced_by: primary.to_string(),
-                        },
-                        None => not_found(primary, unreadable),
-                    }
-                })?
+                .ok_or_else(|| not_found(h5, primary, unreadable))?
         }
     };
     let (data_file, ds) = h5.dataset(primary, &path)?;
@@ -150,9 +141,16 @@ fn attr_string(group: &Group, name: &str) -> Option<String> {
         .map(|s| s.trim_end_matches('\0').to_string())
 }
 
-/// The error when no data set qualifies: the objects that could not be read come first,
-/// since one of them is most likely the data (a linked file not given is the error itself).
-fn not_found(primary: &str, unreadable: Vec<Error>) -> Error {
+/// The error when no data set qualifies. A link followed to a file not given hides its
+/// target: that is the error itself. Otherwise the objects that could not be read are said,
+/// since one of them is most likely the data.
+fn not_found(h5: &H5Set, primary: &str, unreadable: Vec<Error>) -> Error {
+    if let Some(missing) = h5.missing_link_targets().into_iter().next() {
+        return Error::MissingFile {
+            missing,
+            referenced_by: primary.to_string(),
+        };
+    }
     let none = "no 3D (N, H, W) or 4D (Rr, Rc, H, W) numeric data set found";
     if unreadable.is_empty() {
         return Error::format(primary, format!("{none} (use --dataset PATH)"));
@@ -161,7 +159,6 @@ fn not_found(primary: &str, unreadable: Vec<Error>) -> Error {
     let mut said = Vec::new();
     for e in unreadable {
         match e {
-            Error::MissingFile { .. } => return e,
             // In the primary file: no need to name it twice.
             Error::Format { file, message } if file == primary => said.push(message),
             other => said.push(other.to_string()),

@@ -110,7 +110,7 @@ impl H5Set {
     /// name of the file that holds it.
     pub fn dataset(&self, file: &str, path: &str) -> Result<(String, Dataset)> {
         let h5 = self.open(file)?;
-        let before = self.requested_len();
+        let before = self.link_requests();
         let found = h5.dataset(path);
         let linked = self.requested_since(before);
         match found {
@@ -152,7 +152,7 @@ impl H5Set {
 
     /// How many link targets have been asked for so far (the `before` of [`H5Set::blame`]).
     pub fn link_requests(&self) -> usize {
-        self.requested_len()
+        self.inner.requested.lock().map(|r| r.len()).unwrap_or(0)
     }
 
     /// Link targets asked for so far that are not among the opened files, in order.
@@ -164,10 +164,6 @@ impl H5Set {
             }
         }
         out
-    }
-
-    pub(super) fn requested_len(&self) -> usize {
-        self.inner.requested.lock().map(|r| r.len()).unwrap_or(0)
     }
 
     pub(super) fn requested_since(&self, start: usize) -> Vec<String> {

@@ -94,9 +94,23 @@ pub struct ProductRequest {
     pub correction: Correction,
 }
 
-/// Every key of the page's product JSON, for the message about an unknown one.
-const KEYS: &str =
-    "kind, center, radius, inner, outer, rect, scanRoi, at, bin, maskBadPixels, rotation, flip, mask";
+/// Every key of the page's product JSON, in the order the message about an unknown one
+/// lists them.
+const KEYS: [&str; 13] = [
+    "kind",
+    "center",
+    "radius",
+    "inner",
+    "outer",
+    "rect",
+    "scanRoi",
+    "at",
+    "bin",
+    "maskBadPixels",
+    "rotation",
+    "flip",
+    "mask",
+];
 
 impl ProductRequest {
     /// Parameters as the browser API takes them (`stem4d.product(params)`): the CLI's flags
@@ -126,7 +140,10 @@ fn from_map<T: serde::de::DeserializeOwned>(
         let inner = e.into_inner().to_string();
         if let Some(rest) = inner.strip_prefix("unknown field `") {
             let name = rest.split('`').next().unwrap_or(rest);
-            return Error::param(format!("unknown product parameter '{name}' ({KEYS})"));
+            return Error::param(format!(
+                "unknown product parameter '{name}' ({})",
+                KEYS.join(", ")
+            ));
         }
         if inner.starts_with("missing field `kind`") {
             return Error::product_param("kind", "product parameters need a 'kind' string");
@@ -163,23 +180,7 @@ fn plain(message: &str) -> String {
 
 /// The static name of a product field (errors carry `&'static str`).
 fn field_name(path: &str) -> Option<&'static str> {
-    [
-        "kind",
-        "center",
-        "radius",
-        "inner",
-        "outer",
-        "rect",
-        "mask",
-        "scanRoi",
-        "at",
-        "rotation",
-        "flip",
-        "bin",
-        "maskBadPixels",
-    ]
-    .into_iter()
-    .find(|f| *f == path)
+    KEYS.into_iter().find(|f| *f == path)
 }
 
 impl ProductParams {
