@@ -169,6 +169,7 @@ pub(super) struct GpuBench {
     pub(super) subgroups: bool,
     pub(super) decode_only: bool,
     pub(super) json: Option<PathBuf>,
+    pub(super) memory_budget: Option<u64>,
 }
 
 pub(super) fn bench_gpu(
@@ -182,6 +183,7 @@ pub(super) fn bench_gpu(
         subgroups,
         decode_only,
         json,
+        memory_budget,
     } = b;
     let t = Instant::now();
     let acq = open_acquisition(open)?;
@@ -217,6 +219,19 @@ pub(super) fn bench_gpu(
             "  kernels built from SPIR-V with workgroup-scoped storage barriers: {}",
             scoped.join(", ")
         );
+    }
+    if let Some(budget) = memory_budget {
+        let corr = crate::frames::Correction::default();
+        let all = crate::gpu::memory_plans(&acq, corr, engine.adapter.limits, Some(budget));
+        let plan = crate::upload::memory::choose(&all, 1);
+        println!(
+            "  memory plan within {budget} bytes: {}",
+            super::plan_words(&plan)
+        );
+        report.push("memory plan", plan.kind.name().to_string());
+        if plan.kind != crate::upload::memory::PlanKind::Resident {
+            return bench_stream(&engine, &acq, &plan, bf_radius, report, json.as_deref());
+        }
     }
     let t = Instant::now();
     let mut res = pollster::block_on(engine.upload(&acq, crate::frames::Correction::default()))?;
@@ -293,6 +308,82 @@ pub(super) fn bench_gpu(
     }
     match json {
         Some(path) => report.write(&path),
+        None => Ok(()),
+    }
+}
+
+/// Time one streaming pass computing the products a first look needs together: total, BF
+/// and ADF about the detector centre, CoM, and the sum and max patterns (the CPU reference
+/// where the plan is the CPU's).
+fn bench_stream(
+    engine: &crate::gpu::Engine,
+    acq: &Acquisition,
+    plan: &crate::upload::memory::MemoryPlan,
+    bf_radius: f64,
+    mut report: crate::cli::bench_report::BenchReport,
+    json: Option<&Path>,
+) -> Result<()> {
+    use crate::products::{ProductKind, ProductParams};
+    let [kr, kc] = acq.shape.det;
+    let centre = [kr as f64 / 2.0 - 0.5, kc as f64 / 2.0 - 0.5];
+    let with = |kind, f: &dyn Fn(&mut ProductParams)| {
+        let mut p = ProductParams::new(kind);
+        f(&mut p);
+        p
+    };
+    let ps = vec![
+        with(ProductKind::Total, &|_| {}),
+        with(ProductKind::Bf, &|p| {
+            p.center = Some(centre);
+            p.radius = Some(bf_radius);
+        }),
+        with(ProductKind::Adf, &|p| {
+            p.center = Some(centre);
+            p.inner = Some(bf_radius * 1.5);
+            p.outer = Some(bf_radius * 3.0);
+        }),
+        with(ProductKind::Com, &|_| {}),
+        with(ProductKind::SumDp, &|_| {}),
+        with(ProductKind::MaxDp, &|_| {}),
+    ];
+    let corr = crate::frames::Correction::default();
+    let t = Instant::now();
+    match plan.kind {
+        crate::upload::memory::PlanKind::Cpu => {
+            for p in &ps {
+                crate::cpu::compute(acq, p, corr)?;
+            }
+        }
+        _ => {
+            let rows = plan.rows_per_block.unwrap_or(1);
+            pollster::block_on(crate::products::stream::compute_streamed(
+                engine,
+                acq,
+                &ps,
+                corr,
+                rows,
+                &mut |_, _| {},
+            ))?;
+        }
+    }
+    let seconds = t.elapsed().as_secs_f64();
+    let stored = acq.stored_bytes() as f64;
+    println!(
+        "  stream pass (total, BF, ADF, CoM, sum and max patterns) {:9.1} ms  ({:.2} GB stored, {:.2} GB/s)",
+        seconds * 1e3,
+        stored / 1e9,
+        stored / seconds / 1e9
+    );
+    report.push(
+        "stream pass (6 products)",
+        format!(
+            "{:.1} ms ({:.2} GB/s stored)",
+            seconds * 1e3,
+            stored / seconds / 1e9
+        ),
+    );
+    match json {
+        Some(path) => report.write(path),
         None => Ok(()),
     }
 }

@@ -48,6 +48,7 @@ fn median_update(
 pub fn run(
     acq: Acquisition,
     reps: usize,
+    memory_budget: Option<u64>,
     subgroups: bool,
     json: Option<&std::path::Path>,
 ) -> Result<()> {
@@ -75,6 +76,7 @@ pub fn run(
     let t = Instant::now();
     let req = OpenRequest {
         bin: 1,
+        memory_budget,
         ..Default::default()
     };
     let mut s = pollster::block_on(Session::open(&engine, acq, &req, 0.0, &mut |_, _, _| {}))?;

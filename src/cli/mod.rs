@@ -22,6 +22,7 @@ use crate::hdf5_index::Layout;
 use crate::products::flags::FlagError;
 use crate::products::{ProductKind, ProductParams};
 use crate::source::{ByteSource, FileSet, FsSource};
+use crate::upload::memory::{self, PlanKind};
 
 #[derive(Parser)]
 #[command(
@@ -58,6 +59,16 @@ struct OpenArgs {
     crop: Option<String>,
 }
 
+/// `--memory-budget`: the GPU memory an acquisition may take (`upload::memory`).
+#[derive(Args, Clone, Copy)]
+struct BudgetArgs {
+    /// Bytes of GPU memory the engine may use (`262144`, `256KiB`, `8GiB`): it takes the
+    /// fastest exact plan at native sampling within them (the whole acquisition resident,
+    /// streamed in blocks of scan rows, or the CPU reference) and says which.
+    #[arg(long, value_name = "BYTES", value_parser = crate::upload::memory::parse_budget)]
+    memory_budget: Option<u64>,
+}
+
 #[derive(Subcommand)]
 enum Cmd {
     /// Describe an acquisition: shape, dtype, format, filters, chunk table, calibration.
@@ -70,6 +81,9 @@ enum Cmd {
         /// List every chunk even for long tables.
         #[arg(long)]
         chunks: bool,
+        /// With it, the memory plans on this machine's GPU are listed too.
+        #[command(flatten)]
+        budget: BudgetArgs,
     },
     /// Compute one product and write it as .npy.
     ///
@@ -125,6 +139,10 @@ enum BenchCmd {
         /// Time only the GPU decode of the first window (decode kernel experiments).
         #[arg(long)]
         decode_only: bool,
+        /// Within a budget the whole acquisition does not fit, the streaming pass of every
+        /// product together is timed instead.
+        #[command(flatten)]
+        budget: BudgetArgs,
         /// Also write the figures as JSON (`scripts/benchmarks_md.py --update` takes it).
         #[arg(long, value_name = "PATH")]
         json: Option<PathBuf>,
@@ -153,6 +171,8 @@ enum BenchCmd {
         /// Updates per interaction.
         #[arg(long, default_value_t = 30)]
         reps: usize,
+        #[command(flatten)]
+        budget: BudgetArgs,
         /// Run the kernels of a browser without WebGPU's `subgroups` (no subgroup
         /// operations), for figures set beside such a page's.
         #[arg(long)]
@@ -173,6 +193,8 @@ struct ProductArgs {
     params: ProductParams,
     #[command(flatten)]
     correction: Correction,
+    #[command(flatten)]
+    budget: BudgetArgs,
     /// The detector mask of `--kind mask`, a `.npy` of the detector's shape: bool or uint8
     /// select pixels (nonzero), other dtypes weight them.
     #[arg(long, value_name = "MASK.npy")]
@@ -242,15 +264,45 @@ fn say_error(e: &Error) -> String {
 
 fn run(cli: Cli) -> Result<()> {
     match cli.cmd {
-        Cmd::Info { open, json, chunks } => {
+        Cmd::Info {
+            open,
+            json,
+            chunks,
+            budget,
+        } => {
             let acq = open_acquisition(&open)?;
             let info = crate::formats::info::Info::of(&acq, chunks);
+            let plans = match budget.memory_budget {
+                Some(b) => Some(plans_on_this_gpu(&acq, Correction::default(), b)?),
+                None => None,
+            };
             if json {
-                let s = serde_json::to_string_pretty(&info)
+                let mut v = serde_json::to_value(&info)
+                    .map_err(|e| Error::param(format!("cannot serialise info: {e}")))?;
+                if let (Some((plan, all)), Some(map)) = (&plans, v.as_object_mut()) {
+                    map.insert("memory_budget".into(), budget.memory_budget.into());
+                    map.insert("memory_plan".into(), json_of(plan)?);
+                    map.insert("memory_plans".into(), json_of(all)?);
+                }
+                let s = serde_json::to_string_pretty(&v)
                     .map_err(|e| Error::param(format!("cannot serialise info: {e}")))?;
                 println!("{s}");
             } else {
                 print!("{}", info.text());
+                if let Some((plan, all)) = &plans {
+                    println!(
+                        "memory plans within {} bytes (taken: {}):",
+                        budget.memory_budget.unwrap_or(0),
+                        plan_words(plan)
+                    );
+                    for p in all {
+                        println!(
+                            "  {} {}",
+                            if p.fits { "fits   " } else { "no     " },
+                            plan_words(p)
+                        );
+                    }
+                }
             }
             Ok(())
         }
@@ -268,6 +320,7 @@ fn run(cli: Cli) -> Result<()> {
                     no_subgroups,
                     decode_only,
                     json,
+                    budget,
                 },
         } => bench_gpu(
             &open,
@@ -277,6 +330,7 @@ fn run(cli: Cli) -> Result<()> {
                 subgroups: !no_subgroups,
                 decode_only,
                 json,
+                memory_budget: budget.memory_budget,
             },
             &kernel_overrides(kernels)?,
         ),
@@ -291,12 +345,14 @@ fn run(cli: Cli) -> Result<()> {
                 BenchCmd::Viewer {
                     open,
                     reps,
+                    budget,
                     no_subgroups,
                     json,
                 },
         } => crate::cli::bench_viewer::run(
             open_acquisition(&open)?,
             reps.max(1),
+            budget.memory_budget,
             !no_subgroups,
             json.as_deref(),
         ),
@@ -430,11 +486,21 @@ fn product(p: ProductArgs) -> Result<()> {
             crate::cpu::write_binned_npy(&acq, corr, crate::frames::BLOCK_BYTES, w, &name)
         });
     }
-    let out = if p.backend == "wgpu" {
-        let engine = pollster::block_on(crate::gpu::Engine::new())?;
-        pollster::block_on(crate::products::gpu::compute(&engine, &acq, &params, corr))?
-    } else {
-        crate::cpu::compute(&acq, &params, corr)?
+    let out = match (p.backend.as_str(), p.budget.memory_budget) {
+        ("wgpu", None) => {
+            let engine = pollster::block_on(crate::gpu::Engine::new())?;
+            pollster::block_on(crate::products::gpu::compute(&engine, &acq, &params, corr))?
+        }
+        ("wgpu", Some(budget)) => product_within(&acq, &params, corr, budget)?,
+        (_, budget) => {
+            if budget.is_some() {
+                eprintln!(
+                    "stem4d: memory plan: {}",
+                    plan_words(&memory::cpu_plan(corr.bin))
+                );
+            }
+            crate::cpu::compute(&acq, &params, corr)?
+        }
     };
     let bytes = crate::products::npy::to_bytes(&out);
     write_new_file(&p.out, &acq, &read, |w| {
@@ -443,6 +509,75 @@ fn product(p: ProductArgs) -> Result<()> {
             message: format!("cannot write output: {e}"),
         })
     })
+}
+
+/// One product on the GPU within `budget` bytes: the plan the engine takes is said on
+/// standard error (the output's provenance), then followed.
+fn product_within(
+    acq: &Acquisition,
+    params: &ProductParams,
+    corr: Correction,
+    budget: u64,
+) -> Result<crate::products::ProductArray> {
+    let engine = pollster::block_on(crate::gpu::Engine::new())?;
+    let all = crate::gpu::memory_plans(acq, corr, engine.adapter.limits, Some(budget));
+    let plan = memory::choose(&all, corr.bin);
+    eprintln!("stem4d: memory plan: {}", plan_words(&plan));
+    match plan.kind {
+        PlanKind::Resident => {
+            pollster::block_on(crate::products::gpu::compute(&engine, acq, params, corr))
+        }
+        PlanKind::Streaming => {
+            let rows = plan.rows_per_block.unwrap_or(1);
+            let ps = std::slice::from_ref(params);
+            let out = pollster::block_on(crate::products::stream::compute_streamed(
+                &engine,
+                acq,
+                ps,
+                corr,
+                rows,
+                &mut |_, _| {},
+            ))?;
+            out.into_iter()
+                .next()
+                .ok_or_else(|| Error::Gpu("the streamed pass returned nothing".into()))
+        }
+        PlanKind::Cpu => crate::cpu::compute(acq, params, corr),
+    }
+}
+
+/// The plans of `acq` on this machine's GPU within `budget` bytes, and the one taken; the
+/// CPU reference alone where no GPU adapter is found.
+fn plans_on_this_gpu(
+    acq: &Acquisition,
+    corr: Correction,
+    budget: u64,
+) -> Result<(memory::MemoryPlan, Vec<memory::MemoryPlan>)> {
+    let all = match pollster::block_on(crate::gpu::Engine::new()) {
+        Ok(engine) => crate::gpu::memory_plans(acq, corr, engine.adapter.limits, Some(budget)),
+        Err(e) if e.is_gpu_unsupported() => vec![memory::cpu_plan(corr.bin)],
+        Err(e) => return Err(e),
+    };
+    Ok((memory::choose(&all, corr.bin), all))
+}
+
+/// A memory plan in a line.
+fn plan_words(p: &memory::MemoryPlan) -> String {
+    let bin = match p.bin {
+        1 => String::new(),
+        b => format!(" at bin {b}"),
+    };
+    format!(
+        "{}{bin}, {} bytes held, peak {} bytes: {}",
+        p.kind.name(),
+        p.payload_bytes,
+        p.peak_bytes,
+        p.note
+    )
+}
+
+fn json_of<T: serde::Serialize>(v: &T) -> Result<serde_json::Value> {
+    serde_json::to_value(v).map_err(|e| Error::param(format!("cannot serialise the plans: {e}")))
 }
 
 /// The largest `.npy` header a side input may have (numpy writes 128 bytes or a few more).

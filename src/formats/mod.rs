@@ -240,6 +240,46 @@ impl Acquisition {
         Ok(self)
     }
 
+    /// Scan rows `r0..r1` of the scan as it is (within any crop already made), every
+    /// column: one block of a streaming pass (`products::stream`). The crop composes with a
+    /// user's crop, so the block's frames are the same stored frames either way.
+    pub fn scan_rows(&self, r0: usize, r1: usize) -> Result<Acquisition> {
+        let [rows, cols] = self.shape.scan;
+        if r0 >= r1 || r1 > rows {
+            return Err(Error::param(format!(
+                "{}: scan rows {r0}..{r1} outside the {rows} rows",
+                self.primary
+            )));
+        }
+        let (region, stored_scan) = match &self.crop {
+            Some(c) => (
+                crate::contract::Region {
+                    r0: c.region.r0 + r0,
+                    r1: c.region.r0 + r1,
+                    c0: c.region.c0,
+                    c1: c.region.c1,
+                },
+                c.stored_scan,
+            ),
+            None => (
+                crate::contract::Region {
+                    r0,
+                    r1,
+                    c0: 0,
+                    c1: cols,
+                },
+                self.shape.scan,
+            ),
+        };
+        let mut block = self.clone();
+        block.crop = Some(ScanCrop {
+            region,
+            stored_scan,
+        });
+        block.shape.scan = [r1 - r0, cols];
+        Ok(block)
+    }
+
     /// The shape of the frames as stored (before any scan crop).
     pub fn stored_shape(&self) -> Shape4 {
         match &self.crop {

@@ -46,6 +46,25 @@ pub fn plan_of(acq: &Acquisition, bin: usize, limits: DeviceLimits) -> Result<Re
     )
 }
 
+/// The memory plans of `acq` under `corr` on this adapter within `budget` bytes (`None`:
+/// the adapter's own), in order of preference (`upload::memory`).
+pub fn memory_plans(
+    acq: &Acquisition,
+    corr: Correction,
+    limits: DeviceLimits,
+    budget: Option<u64>,
+) -> Vec<crate::upload::memory::MemoryPlan> {
+    crate::upload::memory::plans(
+        acq.shape,
+        acq.dtype,
+        corr.bin,
+        limits,
+        budget,
+        acq.largest_chunk(),
+        crate::upload::gpu_decode::supported(acq, corr),
+    )
+}
+
 /// Milliseconds an upload spent in each of its steps, in order of first use.
 #[derive(Clone, Debug, Default)]
 pub struct UploadTimes(pub Vec<(&'static str, f64)>);

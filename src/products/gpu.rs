@@ -92,14 +92,9 @@ pub async fn settle_bad_pixels(
     let det = res.plan.shape.det;
     let p = ProductParams::new(ProductKind::MeanDp);
     let mut mean = compute_resident(engine, acq, res, &p).await?.data.to_f64();
-    let known = pattern::file_known(acq.pixel_mask.as_deref(), acq.shape.det, corr);
-    let found = pattern::detect(&mean, det, &known);
-    if corr.mask_bad_pixels && !found.is_empty() {
-        let mask = found.mask(det);
-        let pixels: Vec<u32> = (0..mask.len())
-            .filter(|&k| mask[k])
-            .map(|k| k as u32)
-            .collect();
+    let (found, zero) = found_in_mean(acq, corr, &mean, det);
+    if let Some(mask) = zero {
+        let pixels = mask_pixels(&mask);
         engine.zero_pixels(res, &pixels)?;
         for &k in &pixels {
             mean[k as usize] = 0.0;
@@ -117,6 +112,116 @@ pub(crate) fn fit_on(acq: &Acquisition, res: &Resident, mean: &[f64], det: [usiz
     pattern::fit(mean, det, &known).product()
 }
 
+/// The hot and dead pixels of `mean` (the mean pattern under `corr`), leaving out the
+/// file's, and the mask to zero where bad-pixel masking is on and any were found.
+pub(crate) fn found_in_mean(
+    acq: &Acquisition,
+    corr: Correction,
+    mean: &[f64],
+    det: [usize; 2],
+) -> (pattern::BadPixels, Option<Vec<bool>>) {
+    let known = pattern::file_known(acq.pixel_mask.as_deref(), acq.shape.det, corr);
+    let found = pattern::detect(mean, det, &known);
+    let zero = (corr.mask_bad_pixels && !found.is_empty()).then(|| found.mask(det));
+    (found, zero)
+}
+
+/// The pixels set in a detector mask, as the zeroing kernel takes them.
+pub(crate) fn mask_pixels(mask: &[bool]) -> Vec<u32> {
+    (0..mask.len())
+        .filter(|&k| mask[k])
+        .map(|k| k as u32)
+        .collect()
+}
+
+/// The product `kind` of a pattern reduction (sum, mean, max pattern or the BF fit) from
+/// the exact per-pixel sums and maxima over `count` positions of an integer acquisition.
+pub(crate) fn pattern_product(
+    acq: &Acquisition,
+    res: &Resident,
+    kind: ProductKind,
+    sum: Vec<u64>,
+    max: Vec<u32>,
+    count: u64,
+) -> ProductArray {
+    let det = res.plan.shape.det;
+    let mean = || {
+        sum.iter()
+            .map(|&s| host_exact::quotient(s as u128, count as u128, 0, false))
+            .collect::<Vec<f64>>()
+    };
+    let (shape_out, data) = match kind {
+        ProductKind::MeanDp => (det.to_vec(), ArrayData::F64(mean())),
+        ProductKind::MaxDp => (
+            det.to_vec(),
+            ArrayData::from_samples_u32(max, acq.dtype, res.correction.bin > 1),
+        ),
+        ProductKind::FitBf => (
+            vec![3],
+            ArrayData::F64(fit_on(acq, res, &mean(), det).to_vec()),
+        ),
+        _ => (det.to_vec(), ArrayData::U64(sum)),
+    };
+    ProductArray {
+        shape: shape_out,
+        data,
+    }
+}
+
+/// CoM or DPC planes `[2, R, C]` from the exact CoM (float64, row plane then column plane),
+/// rounded once to float32 (C-COM, C-DPC).
+pub(crate) fn com_product(p: &ProductParams, scan: [usize; 2], com: &[f64]) -> ProductArray {
+    let data = match p.kind {
+        ProductKind::Dpc => host_exact::dpc_from_com(com, p.rotation, p.flip),
+        _ => com.to_vec(),
+    };
+    ProductArray {
+        shape: vec![2, scan[0], scan[1]],
+        data: ArrayData::F32(data.into_iter().map(|x| x as f32).collect()),
+    }
+}
+
+/// iDPC of an integer acquisition from its exact moments, `moments` on the GPU and `parsed`
+/// read back (their CoM gives the scan mean, a float64 sum as the CPU reference takes it):
+/// C-IDPC-GPU and C-DPC-MEAN.
+pub(crate) async fn idpc_of_moments(
+    engine: &Engine,
+    scan: [usize; 2],
+    moments: &wgpu::Buffer,
+    parsed: &[[u64; 3]],
+    bound: u128,
+    p: &ProductParams,
+) -> Result<ProductArray> {
+    let com = com_from_moments(parsed);
+    let idpc = crate::kernels::fft::Idpc::new(engine, scan);
+    let mut enc = engine.device.create_command_encoder(&Default::default());
+    let dpc = crate::kernels::fft::DpcSettings {
+        mean: host_exact::scan_means(&com),
+        rotation: p.rotation,
+        flip: p.flip,
+    };
+    idpc.encode(
+        engine,
+        &mut enc,
+        crate::kernels::fft::CentreSource::Moments {
+            buf: moments,
+            bound,
+        },
+        dpc,
+    )?;
+    engine.queue.submit([enc.finish()]);
+    Ok(ProductArray {
+        shape: scan.to_vec(),
+        data: ArrayData::F32(
+            idpc.read(engine)
+                .await?
+                .into_iter()
+                .map(|x| x as f32)
+                .collect(),
+        ),
+    })
+}
+
 /// Compute one product on an already resident acquisition, with the correction it was
 /// uploaded with.
 pub async fn compute_resident(
@@ -132,8 +237,6 @@ pub async fn compute_resident(
     let shape = res.plan.shape;
     let det = shape.det;
     let scan = shape.scan.to_vec();
-    let binned = res.correction.bin > 1;
-    let f32s = |v: Vec<f64>| ArrayData::F32(v.into_iter().map(|x| x as f32).collect());
     Ok(match p.kind {
         ProductKind::Total => ProductArray {
             shape: scan,
@@ -165,80 +268,29 @@ pub async fn compute_resident(
             }
         }
         ProductKind::Idpc => {
-            // The moments stay on the GPU for the FFTs; the exact CoM comes back only for
-            // the scan mean (a float64 sum, as the CPU reference takes it): C-IDPC-GPU and
-            // C-DPC-MEAN.
+            // The moments stay on the GPU for the FFTs; they come back only for the scan
+            // mean.
             moments_fit_64(res)?;
             let n = shape.frames() as u64;
             let moments = engine.storage("com moments", n * 24);
             let mut enc = engine.device.create_command_encoder(&Default::default());
             encode_com_moments(engine, &mut enc, res, &moments)?;
             engine.queue.submit([enc.finish()]);
-            let com = com_from_moments(&parse_moments(&engine.read_back(&moments, n * 24).await?));
-            let idpc = crate::kernels::fft::Idpc::new(engine, shape.scan);
-            let mut enc = engine.device.create_command_encoder(&Default::default());
-            let dpc = crate::kernels::fft::DpcSettings {
-                mean: host_exact::scan_means(&com),
-                rotation: p.rotation,
-                flip: p.flip,
-            };
-            idpc.encode(
-                engine,
-                &mut enc,
-                crate::kernels::fft::CentreSource::Moments {
-                    buf: &moments,
-                    bound: moment_bound(res),
-                },
-                dpc,
-            )?;
-            engine.queue.submit([enc.finish()]);
-            ProductArray {
-                shape: scan,
-                data: f32s(idpc.read(engine).await?),
-            }
+            let parsed = parse_moments(&engine.read_back(&moments, n * 24).await?);
+            idpc_of_moments(engine, shape.scan, &moments, &parsed, moment_bound(res), p).await?
         }
-        ProductKind::Com | ProductKind::Dpc => {
-            let com = com_from_moments(&com_moments(engine, res).await?);
-            let planes = vec![2, shape.scan[0], shape.scan[1]];
-            match p.kind {
-                ProductKind::Com => ProductArray {
-                    shape: planes,
-                    data: f32s(com),
-                },
-                _ => ProductArray {
-                    shape: planes,
-                    data: f32s(host_exact::dpc_from_com(&com, p.rotation, p.flip)),
-                },
-            }
-        }
+        ProductKind::Com | ProductKind::Dpc => com_product(
+            p,
+            shape.scan,
+            &com_from_moments(&com_moments(engine, res).await?),
+        ),
         ProductKind::SumDp | ProductKind::MeanDp | ProductKind::MaxDp | ProductKind::FitBf => {
             let roi = match p.kind {
                 ProductKind::FitBf => Region::full(shape.scan),
                 _ => p.scan_roi.unwrap_or(Region::full(shape.scan)),
             };
             let (sum, max) = pattern_reduce(engine, res, roi).await?;
-            let count = roi.len() as u64;
-            let mean = || {
-                sum.iter()
-                    .map(|&s| host_exact::quotient(s as u128, count as u128, 0, false))
-                    .collect::<Vec<f64>>()
-            };
-            let (shape_out, data) = match p.kind {
-                ProductKind::SumDp => (det.to_vec(), ArrayData::U64(sum)),
-                ProductKind::MeanDp => (det.to_vec(), ArrayData::F64(mean())),
-                ProductKind::MaxDp => (
-                    det.to_vec(),
-                    ArrayData::from_samples_u32(max, acq.dtype, binned),
-                ),
-                _ => (
-                    vec![3],
-                    ArrayData::F64(fit_on(acq, res, &mean(), det).to_vec()),
-                ),
-            };
-            ProductArray {
-                shape: shape_out,
-                data,
-            }
+            pattern_product(acq, res, p.kind, sum, max, roi.len() as u64)
         }
         ProductKind::Pattern | ProductKind::Binned => stored_frames(engine, acq, res, p).await?,
     })

@@ -8,8 +8,8 @@
 use crate::contract::{Region, ScanRoi, SparseMask};
 use crate::error::{Error, Result};
 use crate::formats::Acquisition;
-use crate::products::gpu::fit_on;
-use crate::products::host_exact::{self, dpc_from_com, scan_means, ExactSum};
+use crate::products::gpu::{com_product, fit_on};
+use crate::products::host_exact::{self, scan_means, ExactSum};
 use crate::products::{ArrayData, ProductArray, ProductKind, ProductParams};
 use crate::upload::plan::FloatRange;
 
@@ -26,7 +26,7 @@ fn wide_values(bytes: &[u8]) -> Vec<i128> {
         .collect()
 }
 
-fn range(res: &Resident) -> Result<FloatRange> {
+pub(crate) fn range(res: &Resident) -> Result<FloatRange> {
     res.float
         .ok_or_else(|| Error::Gpu("not a float32 resident acquisition".into()))
 }
@@ -68,7 +68,7 @@ async fn moments(engine: &Engine, file: &str, res: &Resident) -> Result<Vec<[i12
 }
 
 /// Per-pixel exact sums (units of `2^lsb`) and maxima over the positions of `roi`.
-async fn pattern_reduce(
+pub(crate) async fn pattern_reduce(
     engine: &Engine,
     file: &str,
     res: &Resident,
@@ -120,6 +120,89 @@ fn com_from_moments(m: &[[i128; 3]]) -> Vec<f64> {
     com
 }
 
+/// The exact CoM planes (row plane, then column plane) of a float32 resident.
+pub(crate) async fn com_exact(engine: &Engine, file: &str, res: &Resident) -> Result<Vec<f64>> {
+    Ok(com_from_moments(&moments(engine, file, res).await?))
+}
+
+/// iDPC from the exact CoM of a float32 acquisition. The scan mean is taken off in float64
+/// here, before the one rounding to float32: a CoM of several pixels rounded first keeps
+/// only ~5e-7 px, which a weak DPC (1e-3 px) cannot spare against iDPC's bound.
+pub(crate) async fn idpc_of_com(
+    engine: &Engine,
+    scan: [usize; 2],
+    com: &[f64],
+    p: &ProductParams,
+) -> Result<ProductArray> {
+    let n = scan[0] * scan[1];
+    let [mean_r, mean_c] = scan_means(com);
+    let pairs: Vec<u32> = (0..n)
+        .flat_map(|k| {
+            let d = [com[k] - mean_r, com[n + k] - mean_c];
+            [(d[0] as f32).to_bits(), (d[1] as f32).to_bits()]
+        })
+        .collect();
+    let centre = engine.input(&pairs);
+    let idpc = Idpc::new(engine, scan);
+    let mut enc = engine.device.create_command_encoder(&Default::default());
+    let dpc = DpcSettings {
+        mean: [0.0, 0.0],
+        rotation: p.rotation,
+        flip: p.flip,
+    };
+    idpc.encode(engine, &mut enc, CentreSource::Com(&centre), dpc)?;
+    engine.queue.submit([enc.finish()]);
+    Ok(ProductArray {
+        shape: scan.to_vec(),
+        data: ArrayData::F32(
+            idpc.read(engine)
+                .await?
+                .into_iter()
+                .map(|x| x as f32)
+                .collect(),
+        ),
+    })
+}
+
+/// The product `kind` of a pattern reduction from the exact per-pixel sums (units of
+/// `2^lsb`) and maxima over `count` positions of a float32 acquisition.
+pub(crate) fn pattern_product(
+    acq: &Acquisition,
+    res: &Resident,
+    kind: ProductKind,
+    sum: Vec<i128>,
+    max: Vec<f32>,
+    count: u64,
+    lsb: i32,
+) -> ProductArray {
+    let det = res.plan.shape.det;
+    let mean = || -> Vec<f64> {
+        sum.iter()
+            .map(|&s| host_exact::quotient(s.unsigned_abs(), count as u128, lsb, s < 0))
+            .collect()
+    };
+    let (shape_out, data) = match kind {
+        ProductKind::MeanDp => (det.to_vec(), ArrayData::F64(mean())),
+        ProductKind::MaxDp => (det.to_vec(), ArrayData::F32(max)),
+        ProductKind::FitBf => (
+            vec![3],
+            ArrayData::F64(fit_on(acq, res, &mean(), det).to_vec()),
+        ),
+        _ => (
+            det.to_vec(),
+            ArrayData::F64(
+                sum.iter()
+                    .map(|&s| host_exact::from_i128_scaled(s, lsb))
+                    .collect(),
+            ),
+        ),
+    };
+    ProductArray {
+        shape: shape_out,
+        data,
+    }
+}
+
 /// One product of a float32 resident (see the module note).
 pub async fn compute(
     engine: &Engine,
@@ -137,7 +220,6 @@ pub async fn compute(
             .map(|s| host_exact::from_i128_scaled(s, lsb))
             .collect()
     };
-    let f32s = |v: Vec<f64>| ArrayData::F32(v.into_iter().map(|x| x as f32).collect());
     Ok(match p.kind {
         ProductKind::Total => ProductArray {
             shape: scan,
@@ -186,46 +268,11 @@ pub async fn compute(
                 data: ArrayData::F64(values(sums)),
             }
         }
-        ProductKind::Com | ProductKind::Dpc | ProductKind::Idpc => {
-            let com = com_from_moments(&moments(engine, file, res).await?);
-            let planes = vec![2, shape.scan[0], shape.scan[1]];
-            match p.kind {
-                ProductKind::Com => ProductArray {
-                    shape: planes,
-                    data: f32s(com),
-                },
-                ProductKind::Dpc => ProductArray {
-                    shape: planes,
-                    data: f32s(dpc_from_com(&com, p.rotation, p.flip)),
-                },
-                _ => {
-                    // The scan mean is taken off in float64 here, before the one rounding to
-                    // float32: a CoM of several pixels rounded first keeps only ~5e-7 px, which
-                    // a weak DPC (1e-3 px) cannot spare against iDPC's bound.
-                    let n = shape.frames();
-                    let [mean_r, mean_c] = scan_means(&com);
-                    let pairs: Vec<u32> = (0..n)
-                        .flat_map(|k| {
-                            let d = [com[k] - mean_r, com[n + k] - mean_c];
-                            [(d[0] as f32).to_bits(), (d[1] as f32).to_bits()]
-                        })
-                        .collect();
-                    let centre = engine.input(&pairs);
-                    let idpc = Idpc::new(engine, shape.scan);
-                    let mut enc = engine.device.create_command_encoder(&Default::default());
-                    let dpc = DpcSettings {
-                        mean: [0.0, 0.0],
-                        rotation: p.rotation,
-                        flip: p.flip,
-                    };
-                    idpc.encode(engine, &mut enc, CentreSource::Com(&centre), dpc)?;
-                    engine.queue.submit([enc.finish()]);
-                    ProductArray {
-                        shape: scan,
-                        data: f32s(idpc.read(engine).await?),
-                    }
-                }
-            }
+        ProductKind::Com | ProductKind::Dpc => {
+            com_product(p, shape.scan, &com_exact(engine, file, res).await?)
+        }
+        ProductKind::Idpc => {
+            idpc_of_com(engine, shape.scan, &com_exact(engine, file, res).await?, p).await?
         }
         ProductKind::SumDp | ProductKind::MeanDp | ProductKind::MaxDp | ProductKind::FitBf => {
             let roi = match p.kind {
@@ -233,25 +280,7 @@ pub async fn compute(
                 _ => p.scan_roi.unwrap_or(Region::full(shape.scan)),
             };
             let (sum, max) = pattern_reduce(engine, file, res, roi).await?;
-            let count = roi.len() as u64;
-            let mean = || -> Vec<f64> {
-                sum.iter()
-                    .map(|&s| host_exact::quotient(s.unsigned_abs(), count as u128, lsb, s < 0))
-                    .collect()
-            };
-            let (shape_out, data) = match p.kind {
-                ProductKind::SumDp => (det.to_vec(), ArrayData::F64(values(sum.clone()))),
-                ProductKind::MeanDp => (det.to_vec(), ArrayData::F64(mean())),
-                ProductKind::MaxDp => (det.to_vec(), ArrayData::F32(max)),
-                _ => (
-                    vec![3],
-                    ArrayData::F64(fit_on(acq, res, &mean(), det).to_vec()),
-                ),
-            };
-            ProductArray {
-                shape: shape_out,
-                data,
-            }
+            pattern_product(acq, res, p.kind, sum, max, roi.len() as u64, lsb)
         }
         ProductKind::Pattern | ProductKind::Binned => {
             crate::products::gpu::stored_frames(engine, acq, res, p).await?

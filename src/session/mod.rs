@@ -68,6 +68,17 @@ pub struct Session {
     idpc: Option<([usize; 2], crate::kernels::fft::Idpc)>,
     /// Whether [`Session::prepare`] has succeeded.
     prepared: bool,
+    /// The streaming plan's blocks of scan rows, where the acquisition is not resident but
+    /// streamed for each product (`upload::memory`), and the detector pixels its mean
+    /// pattern had zeroed (bad-pixel masking), found once at the open.
+    stream: Option<Stream>,
+}
+
+/// A session's streaming plan (see [`Session::stream`]).
+struct Stream {
+    rows_per_block: usize,
+    correction: Correction,
+    zeroed: Option<Vec<bool>>,
 }
 
 impl Session {
@@ -184,6 +195,30 @@ impl Session {
         p: &ProductParams,
         corr: Correction,
     ) -> Result<ProductArray> {
+        if let Some(stream) = &self.stream {
+            // One pass over the files; another correction first finds its own bad pixels.
+            let ps = std::slice::from_ref(p);
+            let rows = stream.rows_per_block;
+            let out = if corr == stream.correction {
+                let found = stream.zeroed.as_deref();
+                crate::products::stream::compute_with(engine, &self.acq, ps, corr, found, rows)
+                    .await?
+            } else {
+                crate::products::stream::compute_streamed(
+                    engine,
+                    &self.acq,
+                    ps,
+                    corr,
+                    rows,
+                    &mut |_, _| {},
+                )
+                .await?
+            };
+            return out
+                .into_iter()
+                .next()
+                .ok_or_else(|| Error::Gpu("the streamed pass returned nothing".into()));
+        }
         if let Some(res) = &self.float_resident {
             if corr == res.correction {
                 // A span too wide for 128-bit sums (or NaN) is declined there: the CPU

@@ -2,6 +2,7 @@
 //! and a session's open, which keeps the previous acquisition until the new one is checked.
 
 use super::*;
+use crate::upload::memory::PlanKind;
 
 /// What `stem4d.open(files, options)` accepts (like the CLI's `--scan-shape`/`--dataset`).
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -31,6 +32,12 @@ pub struct OpenRequest {
     /// Of the three, spans loaded the 5.6 GB file on the H200 fastest (decision 0014).
     #[serde(default)]
     pub leaves: Option<String>,
+    /// Bytes of GPU memory the acquisition may take: the engine takes the fastest exact plan
+    /// at native sampling within them (resident, streaming, or the CPU reference) and the
+    /// profile says which (`--memory-budget`). Absent: the whole acquisition is made
+    /// resident, as the adapter allows.
+    #[serde(default)]
+    pub memory_budget: Option<u64>,
 }
 
 /// How an open's chunk B-tree leaves are read ([`OpenRequest::leaves`]).
@@ -165,7 +172,19 @@ impl Session {
                 IndexFeed::new(&acq)
             }
         });
-        if !crate::upload::gpu_decode::supported(&acq, correction) || (float && req.bin > 1) {
+        let plans =
+            crate::gpu::memory_plans(&acq, correction, engine.adapter.limits, req.memory_budget);
+        let memory_plan = match (req.memory_budget, float && req.bin > 1) {
+            (_, true) => crate::upload::memory::cpu_plan(req.bin),
+            (None, false) => plans
+                .first()
+                .filter(|p| p.kind == PlanKind::Resident)
+                .cloned()
+                .unwrap_or_else(|| crate::upload::memory::choose(&plans, req.bin)),
+            (Some(_), false) => crate::upload::memory::choose(&plans, req.bin),
+        };
+        let resident_plan = memory_plan.kind == PlanKind::Resident;
+        if !crate::upload::gpu_decode::supported(&acq, correction) || !resident_plan {
             // Only the GPU decoder reads a deferred index as it goes.
             if let Some(feed) = feed.take() {
                 let t = now_ms();
@@ -191,6 +210,10 @@ impl Session {
             warnings.push(
                 "binned float32 acquisition: products are computed on the CPU reference".into(),
             );
+            (None, None)
+        } else if !resident_plan {
+            // Streaming or the CPU reference: nothing stays on the GPU between products.
+            release_previous();
             (None, None)
         } else {
             let (res, plan) = upload_profiled(
@@ -240,11 +263,14 @@ impl Session {
                 resident_payload_bytes: plan.as_ref().map(|p| p.payload_bytes),
                 resident_peak_bytes: plan.as_ref().map(|p| p.peak_bytes),
                 resident_buffers: plan.as_ref().map(|p| p.segments.len()),
-                products_on: if resident.is_some() || float_resident.is_some() {
-                    "gpu"
-                } else {
-                    "cpu"
+                products_on: match memory_plan.kind {
+                    _ if resident.is_some() || float_resident.is_some() => "gpu",
+                    PlanKind::Streaming => "gpu, streamed",
+                    _ => "cpu",
                 },
+                memory_budget: req.memory_budget,
+                memory_plan: memory_plan.clone(),
+                memory_plans: plans,
                 worker_decoded_chunks: resident
                     .iter()
                     .chain(&float_resident)
@@ -284,6 +310,11 @@ impl Session {
             plane_gen: [0; 2],
             idpc: None,
             prepared: false,
+            stream: (memory_plan.kind == PlanKind::Streaming).then(|| Stream {
+                rows_per_block: memory_plan.rows_per_block.unwrap_or(1),
+                correction,
+                zeroed: None,
+            }),
         };
         progress("finding the BF disk", 0, 0);
         session.settle_and_fit(engine).await?;
@@ -303,6 +334,16 @@ impl Session {
     pub(super) async fn settle_and_fit(&mut self, engine: &Engine) -> Result<()> {
         let corr = self.correction;
         let det = self.det();
+        if let Some(stream) = &self.stream {
+            let rows = stream.rows_per_block;
+            let (mean, found, zeroed) =
+                crate::products::stream::settle(engine, &self.acq, corr, rows, &mut |_, _| {})
+                    .await?;
+            if let Some(stream) = &mut self.stream {
+                stream.zeroed = zeroed.clone();
+            }
+            return self.fit(mean, found, zeroed);
+        }
         let on_gpu = match self.resident.as_mut().or(self.float_resident.as_mut()) {
             // A float32 span the GPU cannot sum exactly is left to the CPU reference.
             Some(res) => match gp::settle_bad_pixels(engine, &self.acq, res).await {
@@ -322,6 +363,19 @@ impl Session {
                 (mean, found, zeroed)
             }
         };
+        self.fit(mean, found, zeroed)
+    }
+
+    /// Fit the BF disk to `mean`, leaving out the file's bad pixels and `zeroed`, and say in
+    /// the profile what was `found`.
+    fn fit(
+        &mut self,
+        mean: Vec<f64>,
+        found: crate::pattern::BadPixels,
+        zeroed: Option<Vec<bool>>,
+    ) -> Result<()> {
+        let corr = self.correction;
+        let det = self.det();
         let known =
             crate::pattern::file_known(self.acq.pixel_mask.as_deref(), self.acq.shape.det, corr);
         let known = crate::pattern::union(known, zeroed.as_deref());

@@ -21,6 +21,11 @@ pub struct Profile {
     pub resident_peak_bytes: Option<u64>,
     pub resident_buffers: Option<usize>,
     pub products_on: &'static str,
+    /// The GPU memory budget asked for (bytes), the plan taken within it and every plan
+    /// listed (`upload::memory`).
+    pub memory_budget: Option<u64>,
+    pub memory_plan: crate::upload::memory::MemoryPlan,
+    pub memory_plans: Vec<crate::upload::memory::MemoryPlan>,
     /// Chunks the WGSL decoder does not take (deflate, shuffle), decoded in parallel by the
     /// engine's chunk decoder (the page's decode Workers), and how many of those run.
     pub worker_decoded_chunks: usize,

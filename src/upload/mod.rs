@@ -5,6 +5,7 @@
 
 pub(crate) mod chunk_slots;
 pub mod gpu_decode;
+pub mod memory;
 pub mod plan;
 pub(crate) mod set_aside;
 pub(crate) mod src_slots;

@@ -125,6 +125,25 @@ impl ResidentPlan {
         self
     }
 
+    /// The plan's peak when the CPU packs the upload (no GPU decoder): payload, one staging
+    /// window and the product buffers (a block of a streaming pass, a binned or cropped
+    /// acquisition, data the GPU decoder does not take).
+    pub fn without_gpu_decode(mut self) -> Self {
+        let frame_bytes = self.frame_words as u64 * 4;
+        let tile = self.tile as u64;
+        let window_frames = (UPLOAD_WINDOW / frame_bytes / tile).max(1) * tile;
+        let staging = window_frames.min(self.shape.frames() as u64) * frame_bytes;
+        // Float32 moments and pattern sums are twice as wide; a detector list beside them.
+        let products = self.shape.frames() as u64 * 48 + self.shape.det_len() as u64 * 36 + 4096;
+        self.peak_bytes = self.payload_bytes + staging + products;
+        self
+    }
+
+    /// The product buffers beside the resident: per-position sums and moments, per-pixel sums.
+    fn product_bytes(&self) -> u64 {
+        self.shape.frames() as u64 * 3 * 8 + self.shape.det_len() as u64 * 16
+    }
+
     /// Payload, product buffers, and the larger of what the two upload paths hold beside
     /// them: the CPU path stages one window; the GPU decoder holds two windows' storage
     /// buffers (compressed bytes, parsed sequences, decoded scratch: reused window after
@@ -133,7 +152,7 @@ impl ResidentPlan {
     /// built), for windows of `window` compressed bytes (the bytes between their chunks
     /// included: `pick_window`) and `scratch` decoded.
     fn peak(&self, window: u64, scratch: u64) -> u64 {
-        let products = self.shape.frames() as u64 * 3 * 8 + self.shape.det_len() as u64 * 16;
+        let products = self.product_bytes();
         let staging = self
             .segments
             .iter()

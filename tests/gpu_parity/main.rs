@@ -21,6 +21,7 @@ mod pattern_reduce;
 mod residents;
 mod ring_sum;
 mod source_reads;
+mod streaming;
 mod synthetic;
 mod tile_frames;
 

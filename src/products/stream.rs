@@ -1,0 +1,418 @@
+//! Product-first streaming: products of an acquisition larger than the GPU's budget, in one
+//! pass over its files. Blocks of whole scan rows are uploaded one at a time (a block is the
+//! acquisition cropped to its rows, `Acquisition::scan_rows`), every product asked for takes
+//! its part of the block, and the block is let go before the next. Parts are exact (integer
+//! sums, exact CoM, sample maxima), so they join without rounding, and each product is then
+//! finished by the same code as on a resident acquisition: the results equal the
+//! resident's bit for bit (decision 0023). With bad-pixel masking, a first pass finds the
+//! hot and dead pixels in the mean pattern, as the resident's upload does.
+
+use crate::contract::Region;
+use crate::error::{Error, Result};
+use crate::formats::Acquisition;
+use crate::frames::Correction;
+use crate::gpu::{Engine, Resident};
+use crate::kernels::com_moments::{com_moments, moment_bound};
+use crate::kernels::pattern_reduce::pattern_reduce;
+use crate::products::gpu::{
+    com_from_moments, com_product, compute_resident, found_in_mean, idpc_of_moments, mask_pixels,
+    pattern_product, stored_frames,
+};
+use crate::products::gpu_float;
+use crate::products::{ArrayData, ProductArray, ProductKind, ProductParams};
+
+/// What a product keeps of the blocks it has seen.
+enum Part {
+    /// Per-position values (virtual images, totals): the blocks' arrays, joined by rows.
+    Rows(Option<ArrayData>),
+    /// Every frame (`binned`), joined by rows.
+    Frames(Option<ArrayData>),
+    /// The pattern at `at`, from the block that holds it.
+    Pattern(Option<ProductArray>),
+    /// The exact CoM, row plane and column plane (CoM, DPC; iDPC of float32 data).
+    Com(Vec<f64>, Vec<f64>),
+    /// The exact moments (iDPC of integer data) and their bound.
+    Moments(Vec<[u64; 3]>, u128),
+    /// Per-pixel sums and maxima over the positions of a scan ROI (integer data).
+    IntPattern(Vec<u64>, Vec<u32>),
+    /// The same for float32 data: sums in units of `2^lsb`.
+    FloatPattern(Vec<i128>, i32, Vec<f32>),
+}
+
+/// A block's share of a product's scan ROI: `roi` (rows of the whole scan) within rows
+/// `b0..b1`, in the block's own rows; `None` where they do not meet.
+fn roi_in_block(roi: Region, b0: usize, b1: usize) -> Option<Region> {
+    let (r0, r1) = (roi.r0.max(b0), roi.r1.min(b1));
+    (r0 < r1).then(|| Region {
+        r0: r0 - b0,
+        r1: r1 - b0,
+        ..roi
+    })
+}
+
+/// The scan ROI a pattern reduction sums over (the BF fit: the whole scan).
+fn reduction_roi(p: &ProductParams, scan: [usize; 2]) -> Region {
+    match p.kind {
+        ProductKind::FitBf => Region::full(scan),
+        _ => p.scan_roi.unwrap_or(Region::full(scan)),
+    }
+}
+
+/// Whether product `p` reads anything of the block of rows `b0..b1`.
+fn needs(p: &ProductParams, scan: [usize; 2], b0: usize, b1: usize) -> bool {
+    match p.kind {
+        ProductKind::Pattern => p.at.is_some_and(|[r, _]| (b0..b1).contains(&r)),
+        ProductKind::SumDp | ProductKind::MeanDp | ProductKind::MaxDp | ProductKind::FitBf => {
+            roi_in_block(reduction_roi(p, scan), b0, b1).is_some()
+        }
+        _ => true,
+    }
+}
+
+fn join(into: &mut Option<ArrayData>, more: ArrayData) -> Result<()> {
+    let Some(have) = into else {
+        *into = Some(more);
+        return Ok(());
+    };
+    match (have, more) {
+        (ArrayData::U8(a), ArrayData::U8(b)) => a.extend(b),
+        (ArrayData::U16(a), ArrayData::U16(b)) => a.extend(b),
+        (ArrayData::U32(a), ArrayData::U32(b)) => a.extend(b),
+        (ArrayData::U64(a), ArrayData::U64(b)) => a.extend(b),
+        (ArrayData::F32(a), ArrayData::F32(b)) => a.extend(b),
+        (ArrayData::F64(a), ArrayData::F64(b)) => a.extend(b),
+        (a, b) => {
+            return Err(Error::Gpu(format!(
+                "streamed blocks disagree on the product's dtype ({} then {})",
+                a.dtype_name(),
+                b.dtype_name()
+            )))
+        }
+    }
+    Ok(())
+}
+
+/// Float32 pattern sums of a block, in units of `2^lsb`, added to those of the blocks
+/// before, all in units of the smaller `2^lsb` (exactly, or refused past 127 bits).
+fn add_float_sums(
+    file: &str,
+    have: &mut Vec<i128>,
+    have_lsb: &mut i32,
+    more: Vec<i128>,
+    lsb: i32,
+) -> Result<()> {
+    let too_wide = || {
+        Error::GpuUnsupported(format!(
+            "{file}: float32 pattern sums of the streamed blocks span more than the GPU's exact 128-bit sums hold; use --backend cpu"
+        ))
+    };
+    // Scale `v` from units 2^from to units 2^to (to ≤ from), exactly.
+    let rescale = |v: i128, from: i32, to: i32| -> Result<i128> {
+        if v == 0 {
+            return Ok(0);
+        }
+        let d = u32::try_from(from - to).map_err(|_| too_wide())?;
+        if d >= 127 {
+            return Err(too_wide());
+        }
+        v.checked_mul(1i128 << d).ok_or_else(too_wide)
+    };
+    if have.is_empty() {
+        *have = more;
+        *have_lsb = lsb;
+        return Ok(());
+    }
+    let to = (*have_lsb).min(lsb);
+    for (h, m) in have.iter_mut().zip(more) {
+        let a = rescale(*h, *have_lsb, to)?;
+        let b = rescale(m, lsb, to)?;
+        *h = a.checked_add(b).ok_or_else(too_wide)?;
+    }
+    *have_lsb = to;
+    Ok(())
+}
+
+/// Take product `p`'s part of the block resident `res` (rows `b0..b1` of the scan).
+async fn take_part(
+    engine: &Engine,
+    block: &Acquisition,
+    res: &Resident,
+    p: &ProductParams,
+    part: &mut Part,
+    (b0, b1, scan): (usize, usize, [usize; 2]),
+) -> Result<()> {
+    let file = block.primary.as_str();
+    match part {
+        Part::Rows(into) => join(into, compute_resident(engine, block, res, p).await?.data),
+        Part::Frames(into) => join(into, stored_frames(engine, block, res, p).await?.data),
+        Part::Pattern(into) => {
+            let mut local = p.clone();
+            local.at = p.at.map(|[r, c]| [r - b0, c]);
+            *into = Some(stored_frames(engine, block, res, &local).await?);
+            Ok(())
+        }
+        Part::Com(rows, cols) => {
+            let com = match res.float {
+                Some(_) => gpu_float::com_exact(engine, file, res).await?,
+                None => com_from_moments(&com_moments(engine, res).await?),
+            };
+            let (r, c) = com.split_at(com.len() / 2);
+            rows.extend_from_slice(r);
+            cols.extend_from_slice(c);
+            Ok(())
+        }
+        Part::Moments(all, bound) => {
+            all.extend(com_moments(engine, res).await?);
+            *bound = moment_bound(res);
+            Ok(())
+        }
+        Part::IntPattern(sum, max) => {
+            let Some(roi) = roi_in_block(reduction_roi(p, scan), b0, b1) else {
+                return Ok(());
+            };
+            let (s, m) = pattern_reduce(engine, res, roi).await?;
+            if sum.is_empty() {
+                (*sum, *max) = (s, m);
+                return Ok(());
+            }
+            for (a, b) in sum.iter_mut().zip(s) {
+                *a = a.checked_add(b).ok_or_else(|| {
+                    Error::GpuUnsupported(format!(
+                        "{file}: pattern sums of the streamed blocks pass 64 bits; use --backend cpu"
+                    ))
+                })?;
+            }
+            for (a, b) in max.iter_mut().zip(m) {
+                *a = (*a).max(b);
+            }
+            Ok(())
+        }
+        Part::FloatPattern(sum, lsb, max) => {
+            let Some(roi) = roi_in_block(reduction_roi(p, scan), b0, b1) else {
+                return Ok(());
+            };
+            let (s, m) = gpu_float::pattern_reduce(engine, file, res, roi).await?;
+            let block_lsb = gpu_float::range(res)?.lsb;
+            if max.is_empty() {
+                *max = m;
+            } else {
+                // The kernel's order of floats (negative zero below zero): total_cmp's.
+                for (a, b) in max.iter_mut().zip(m) {
+                    if b.total_cmp(a).is_gt() {
+                        *a = b;
+                    }
+                }
+            }
+            if s.iter().all(|&v| v == 0) && !sum.is_empty() {
+                return Ok(());
+            }
+            add_float_sums(file, sum, lsb, s, block_lsb)
+        }
+    }
+}
+
+/// The part product `p` starts a pass with.
+fn empty_part(p: &ProductParams, float: bool) -> Part {
+    match p.kind {
+        ProductKind::Binned => Part::Frames(None),
+        ProductKind::Pattern => Part::Pattern(None),
+        ProductKind::Com | ProductKind::Dpc => Part::Com(Vec::new(), Vec::new()),
+        ProductKind::Idpc if float => Part::Com(Vec::new(), Vec::new()),
+        ProductKind::Idpc => Part::Moments(Vec::new(), 0),
+        ProductKind::SumDp | ProductKind::MeanDp | ProductKind::MaxDp | ProductKind::FitBf => {
+            match float {
+                true => Part::FloatPattern(Vec::new(), i32::MAX, Vec::new()),
+                false => Part::IntPattern(Vec::new(), Vec::new()),
+            }
+        }
+        _ => Part::Rows(None),
+    }
+}
+
+/// Finish product `p` from its part: the resident path's own finishing code, `res` (the
+/// pass's last block) standing for the acquisition's correction and zeroed pixels.
+async fn finish(
+    engine: &Engine,
+    acq: &Acquisition,
+    res: &Resident,
+    p: &ProductParams,
+    part: Part,
+    shape: crate::contract::Shape4,
+) -> Result<ProductArray> {
+    let scan = shape.scan;
+    let missing = || Error::Gpu(format!("the streamed pass left no {}", p.kind.name()));
+    Ok(match part {
+        Part::Rows(data) => ProductArray {
+            shape: scan.to_vec(),
+            data: data.ok_or_else(missing)?,
+        },
+        Part::Frames(data) => ProductArray {
+            shape: vec![scan[0], scan[1], shape.det[0], shape.det[1]],
+            data: data.ok_or_else(missing)?,
+        },
+        Part::Pattern(array) => array.ok_or_else(missing)?,
+        Part::Com(rows, cols) => {
+            let com = [rows, cols].concat();
+            match p.kind {
+                ProductKind::Idpc => gpu_float::idpc_of_com(engine, scan, &com, p).await?,
+                _ => com_product(p, scan, &com),
+            }
+        }
+        Part::Moments(moments, bound) => {
+            let words: Vec<u32> = moments
+                .iter()
+                .flatten()
+                .flat_map(|&v| [v as u32, (v >> 32) as u32])
+                .collect();
+            let buf = engine.input(&words);
+            idpc_of_moments(engine, scan, &buf, &moments, bound, p).await?
+        }
+        Part::IntPattern(sum, max) => {
+            let count = reduction_roi(p, scan).len() as u64;
+            pattern_product(acq, res, p.kind, sum, max, count)
+        }
+        Part::FloatPattern(sum, lsb, max) => {
+            let count = reduction_roi(p, scan).len() as u64;
+            gpu_float::pattern_product(acq, res, p.kind, sum, max, count, lsb)
+        }
+    })
+}
+
+/// One pass over `acq` in blocks of `rows_per_block` scan rows, computing every product of
+/// `ps` under `corr` (with `found`, the detector pixels to zero in each block).
+/// `progress(rows_done, rows)` is called after each block.
+async fn pass(
+    engine: &Engine,
+    acq: &Acquisition,
+    ps: &[ProductParams],
+    corr: Correction,
+    found: Option<&[bool]>,
+    rows_per_block: usize,
+    progress: &mut dyn FnMut(usize, usize),
+) -> Result<Vec<ProductArray>> {
+    let shape = acq.shape.binned(corr.bin);
+    let [rows, _] = shape.scan;
+    let float = acq.dtype.is_float();
+    let mut parts: Vec<Part> = ps.iter().map(|p| empty_part(p, float)).collect();
+    let mut last: Option<Resident> = None;
+    let step = rows_per_block.max(1);
+    let result = async {
+        for b0 in (0..rows).step_by(step) {
+            let b1 = (b0 + step).min(rows);
+            if !ps.iter().any(|p| needs(p, shape.scan, b0, b1)) {
+                progress(b1, rows);
+                continue;
+            }
+            let block = acq.scan_rows(b0, b1)?;
+            if let Some(prev) = last.take() {
+                // Its buffers serve the next block where they have its sizes.
+                engine.set_aside(prev);
+            }
+            let mut res = engine.upload(&block, corr).await?;
+            if let Some(mask) = found {
+                engine.zero_pixels(&mut res, &mask_pixels(mask))?;
+                res.found_bad = Some(mask.to_vec());
+            }
+            for (p, part) in ps.iter().zip(parts.iter_mut()) {
+                if needs(p, shape.scan, b0, b1) {
+                    take_part(engine, &block, &res, p, part, (b0, b1, shape.scan)).await?;
+                }
+            }
+            last = Some(res);
+            progress(b1, rows);
+        }
+        let res = last
+            .as_ref()
+            .ok_or_else(|| Error::Gpu("the streamed pass read no block".into()))?;
+        let mut out = Vec::with_capacity(ps.len());
+        for (p, part) in ps.iter().zip(parts) {
+            out.push(finish(engine, acq, res, p, part, shape).await?);
+        }
+        Ok(out)
+    }
+    .await;
+    engine.release_set_aside();
+    result
+}
+
+/// Compute every product of `ps` under `corr` in one streaming pass over `acq`, in blocks of
+/// `rows_per_block` scan rows (two passes with bad-pixel masking: the mean pattern first).
+/// The results equal those of a resident acquisition (`gpu::compute`).
+pub async fn compute_streamed(
+    engine: &Engine,
+    acq: &Acquisition,
+    ps: &[ProductParams],
+    corr: Correction,
+    rows_per_block: usize,
+    progress: &mut dyn FnMut(usize, usize),
+) -> Result<Vec<ProductArray>> {
+    for p in ps {
+        p.validate(acq.shape, corr)?;
+    }
+    let found = match corr.mask_bad_pixels {
+        true => settle(engine, acq, corr, rows_per_block, progress).await?.2,
+        false => None,
+    };
+    pass(
+        engine,
+        acq,
+        ps,
+        corr,
+        found.as_deref(),
+        rows_per_block,
+        progress,
+    )
+    .await
+}
+
+/// [`compute_streamed`] with the pixels to zero already found (`settle`'s third value).
+pub async fn compute_with(
+    engine: &Engine,
+    acq: &Acquisition,
+    ps: &[ProductParams],
+    corr: Correction,
+    zeroed: Option<&[bool]>,
+    rows_per_block: usize,
+) -> Result<Vec<ProductArray>> {
+    for p in ps {
+        p.validate(acq.shape, corr)?;
+    }
+    pass(
+        engine,
+        acq,
+        ps,
+        corr,
+        zeroed,
+        rows_per_block,
+        &mut |_, _| {},
+    )
+    .await
+}
+
+/// The streamed counterpart of `gpu::settle_bad_pixels`: the exact mean pattern under
+/// `corr` (its zeroed pixels 0), the hot and dead pixels found in it, and the mask of those
+/// every product zeroes (bad-pixel masking on and some found).
+pub async fn settle(
+    engine: &Engine,
+    acq: &Acquisition,
+    corr: Correction,
+    rows_per_block: usize,
+    progress: &mut dyn FnMut(usize, usize),
+) -> Result<(Vec<f64>, crate::pattern::BadPixels, Option<Vec<bool>>)> {
+    let mean = ProductParams::new(ProductKind::MeanDp);
+    let out = pass(engine, acq, &[mean], corr, None, rows_per_block, progress).await?;
+    let mut mean = out
+        .first()
+        .ok_or_else(|| Error::Gpu("the mean pattern pass returned nothing".into()))?
+        .data
+        .to_f64();
+    let (found, zeroed) = found_in_mean(acq, corr, &mean, acq.shape.binned(corr.bin).det);
+    if let Some(mask) = &zeroed {
+        for (m, &z) in mean.iter_mut().zip(mask) {
+            if z {
+                *m = 0.0;
+            }
+        }
+    }
+    Ok((mean, found, zeroed))
+}

@@ -1,0 +1,358 @@
+//! Memory plans, GPU-free: before anything is allocated, the ways an acquisition can be
+//! computed within the adapter's limits and a byte budget, each with the GPU bytes it holds
+//! and its predicted peak. The engine takes the fastest exact plan at native sampling that
+//! fits; a detector bin is listed, never taken unasked (decision 0023).
+//!
+//! - **resident**: the whole acquisition on the GPU (`ResidentPlan`); every product reads it.
+//! - **streaming**: blocks of whole scan rows, each uploaded, reduced and discarded; a
+//!   product costs one pass over the files (two with bad-pixel masking, whose mean pattern
+//!   comes first), and its results equal the resident's (`products::stream`).
+//! - **cpu**: the CPU reference, which streams the frames itself and holds nothing on the GPU.
+
+use serde::Serialize;
+
+use crate::contract::{Dtype, Shape4};
+use crate::error::Result;
+use crate::upload::plan::{DeviceLimits, ResidentPlan};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PlanKind {
+    Resident,
+    Streaming,
+    Cpu,
+}
+
+impl PlanKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            PlanKind::Resident => "resident",
+            PlanKind::Streaming => "streaming",
+            PlanKind::Cpu => "cpu",
+        }
+    }
+}
+
+/// One way to compute an acquisition's products, and what it costs.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct MemoryPlan {
+    pub kind: PlanKind,
+    /// The detector bin the plan samples at (1: native sampling).
+    pub bin: usize,
+    /// GPU bytes held while products are computed: the resident, or one streaming block.
+    pub payload_bytes: u64,
+    /// Predicted peak of GPU memory (payload, upload windows, product buffers).
+    pub peak_bytes: u64,
+    /// Streaming: scan rows per block and blocks per pass.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rows_per_block: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub blocks: Option<usize>,
+    /// Whether it fits the adapter and the budget.
+    pub fits: bool,
+    /// What it costs, or why it does not fit, in words.
+    pub note: String,
+}
+
+/// The plans of an acquisition of `shape` (before the bin) and `dtype`, with the correction's
+/// `bin`, under `limits` and `budget` (bytes of GPU memory; `None`: the adapter's own), in
+/// order of preference: resident, streaming, cpu, then resident with a further detector bin
+/// (listed for the user to choose, never chosen by the engine). `largest_chunk` is the
+/// largest stored and decoded chunk (`Acquisition::largest_chunk`); `gpu_decode`, whether
+/// the resident upload goes through the GPU decoder (whose windows the peak then counts).
+pub fn plans(
+    shape: Shape4,
+    dtype: Dtype,
+    bin: usize,
+    limits: DeviceLimits,
+    budget: Option<u64>,
+    largest_chunk: (u64, u64),
+    gpu_decode: bool,
+) -> Vec<MemoryPlan> {
+    let within = |peak: u64| budget.is_none_or(|b| peak <= b);
+    let budget_words = |peak: u64| match budget {
+        Some(b) if peak > b => format!("; its peak is over the budget of {b} bytes"),
+        _ => String::new(),
+    };
+    let mut out = Vec::new();
+    let binned_shape = shape.binned(bin);
+    match ResidentPlan::new(binned_shape, dtype, bin > 1, limits) {
+        Ok(p) => {
+            let p = match gpu_decode {
+                true => p.with_largest_chunk(largest_chunk.0, largest_chunk.1),
+                false => p.without_gpu_decode(),
+            };
+            out.push(MemoryPlan {
+                kind: PlanKind::Resident,
+                bin,
+                payload_bytes: p.payload_bytes,
+                peak_bytes: p.peak_bytes,
+                rows_per_block: None,
+                blocks: None,
+                fits: within(p.peak_bytes),
+                note: format!(
+                    "the whole acquisition on the GPU: every product reads it{}",
+                    budget_words(p.peak_bytes)
+                ),
+            });
+        }
+        Err(e) => out.push(unfit(PlanKind::Resident, bin, e.to_string())),
+    }
+    out.push(streaming(binned_shape, dtype, bin, limits, budget));
+    out.push(cpu_plan(bin));
+    for more in [2, 4] {
+        let b = bin * more;
+        if shape.det[0] < b || shape.det[1] < b || dtype.is_float() {
+            continue;
+        }
+        if let Ok(p) = ResidentPlan::new(shape.binned(b), dtype, true, limits) {
+            // A binned upload is packed on the CPU.
+            let p = p.without_gpu_decode();
+            out.push(MemoryPlan {
+                kind: PlanKind::Resident,
+                bin: b,
+                payload_bytes: p.payload_bytes,
+                peak_bytes: p.peak_bytes,
+                rows_per_block: None,
+                blocks: None,
+                fits: within(p.peak_bytes),
+                note: format!(
+                    "resident with a detector bin of {b}: coarser patterns, the user's choice{}",
+                    budget_words(p.peak_bytes)
+                ),
+            });
+        }
+    }
+    out
+}
+
+/// The CPU reference, which always fits.
+pub fn cpu_plan(bin: usize) -> MemoryPlan {
+    MemoryPlan {
+        kind: PlanKind::Cpu,
+        bin,
+        payload_bytes: 0,
+        peak_bytes: 0,
+        rows_per_block: None,
+        blocks: None,
+        fits: true,
+        note: "the CPU reference: frames streamed in blocks, nothing held on the GPU".into(),
+    }
+}
+
+fn unfit(kind: PlanKind, bin: usize, why: String) -> MemoryPlan {
+    MemoryPlan {
+        kind,
+        bin,
+        payload_bytes: 0,
+        peak_bytes: 0,
+        rows_per_block: None,
+        blocks: None,
+        fits: false,
+        note: why,
+    }
+}
+
+/// The streaming plan: the largest blocks of whole scan rows whose peak fits the budget (the
+/// whole scan in one block when it has none).
+fn streaming(
+    shape: Shape4,
+    dtype: Dtype,
+    bin: usize,
+    limits: DeviceLimits,
+    budget: Option<u64>,
+) -> MemoryPlan {
+    let rows = shape.scan[0];
+    let peak_of = |r: usize| block_peak(shape, dtype, bin, limits, r);
+    let one = match peak_of(1) {
+        Ok(p) => p,
+        Err(e) => return unfit(PlanKind::Streaming, bin, e.to_string()),
+    };
+    let fits = |r: usize| match (peak_of(r), budget) {
+        (Ok(p), Some(b)) => p.peak <= b,
+        (Ok(_), None) => true,
+        (Err(_), _) => false,
+    };
+    if !fits(1) {
+        return MemoryPlan {
+            fits: false,
+            rows_per_block: Some(1),
+            blocks: Some(rows),
+            payload_bytes: one.payload,
+            peak_bytes: one.peak,
+            note: format!(
+                "a block of one scan row needs {} bytes, over the budget",
+                one.peak
+            ),
+            ..unfit(PlanKind::Streaming, bin, String::new())
+        };
+    }
+    // The peak grows with the rows: the largest block that fits, by bisection.
+    let (mut lo, mut hi) = (1, rows);
+    while lo < hi {
+        let mid = (lo + hi).div_ceil(2);
+        if fits(mid) {
+            lo = mid;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    let blocks = rows.div_ceil(lo);
+    let peak = peak_of(lo).unwrap_or(one);
+    MemoryPlan {
+        kind: PlanKind::Streaming,
+        bin,
+        payload_bytes: peak.payload,
+        peak_bytes: peak.peak,
+        rows_per_block: Some(lo),
+        blocks: Some(blocks),
+        fits: true,
+        note: format!(
+            "blocks of {lo} scan rows read, reduced and let go: each product one pass over the files ({blocks} blocks)"
+        ),
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+struct BlockPeak {
+    payload: u64,
+    peak: u64,
+}
+
+/// Predicted GPU peak of a streaming pass with blocks of `rows` scan rows: the block's
+/// resident, its upload window (a block is read through the CPU decoders), a read-back of
+/// it (`binned`), the block's product buffers, and the whole scan's moments and iDPC planes
+/// the pass ends with.
+fn block_peak(
+    shape: Shape4,
+    dtype: Dtype,
+    bin: usize,
+    limits: DeviceLimits,
+    rows: usize,
+) -> Result<BlockPeak> {
+    let block = Shape4 {
+        scan: [rows.min(shape.scan[0]), shape.scan[1]],
+        det: shape.det,
+    };
+    let plan = ResidentPlan::new(block, dtype, bin > 1, limits)?.without_gpu_decode();
+    let scan_outputs = shape.frames() as u64 * (24 + 64);
+    Ok(BlockPeak {
+        payload: plan.payload_bytes,
+        peak: plan.peak_bytes + plan.payload_bytes + scan_outputs,
+    })
+}
+
+/// The plan the engine takes: the first that fits at the sampling asked for (resident,
+/// streaming, then the CPU reference, which always fits).
+pub fn choose(plans: &[MemoryPlan], bin: usize) -> MemoryPlan {
+    plans
+        .iter()
+        .find(|p| p.fits && p.bin == bin)
+        .cloned()
+        .unwrap_or_else(|| cpu_plan(bin))
+}
+
+/// A budget in bytes as the CLI and the page give it: a plain integer, or with a binary
+/// suffix (`256KiB`, `8GiB`) or a decimal one (`2GB`).
+pub fn parse_budget(text: &str) -> std::result::Result<u64, String> {
+    let t = text.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (digits, unit) = t.split_at(split);
+    let scale: u64 = match unit.trim() {
+        "" | "B" => 1,
+        "KiB" => 1 << 10,
+        "MiB" => 1 << 20,
+        "GiB" => 1 << 30,
+        "KB" | "kB" => 1_000,
+        "MB" => 1_000_000,
+        "GB" => 1_000_000_000,
+        other => {
+            return Err(format!(
+                "'{text}': unknown unit '{other}' (bytes, KiB, MiB, GiB, KB, MB, GB)"
+            ))
+        }
+    };
+    let n: u64 = digits
+        .parse()
+        .map_err(|_| format!("'{text}' is not a number of bytes"))?;
+    match n.checked_mul(scale) {
+        Some(0) => Err(format!("'{text}': a budget of 0 bytes holds nothing")),
+        Some(b) => Ok(b),
+        None => Err(format!("'{text}' is more bytes than 64 bits count")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limits() -> DeviceLimits {
+        DeviceLimits {
+            max_buffer_size: 1 << 30,
+            max_storage_binding: 1 << 30,
+        }
+    }
+
+    fn shape(r: usize, c: usize, kr: usize, kc: usize) -> Shape4 {
+        Shape4 {
+            scan: [r, c],
+            det: [kr, kc],
+        }
+    }
+
+    #[test]
+    fn without_a_budget_the_resident_is_taken() {
+        let s = shape(5, 7, 13, 11);
+        let all = plans(s, Dtype::U16, 1, limits(), None, (0, 0), false);
+        let p = choose(&all, 1);
+        assert_eq!(p.kind, PlanKind::Resident);
+        assert!(all.iter().all(|p| p.fits));
+    }
+
+    #[test]
+    fn a_small_budget_streams_in_the_largest_blocks_that_fit() {
+        let s = shape(40, 33, 13, 11);
+        let budget = 64 << 10;
+        let all = plans(s, Dtype::U16, 1, limits(), Some(budget), (0, 0), false);
+        let p = choose(&all, 1);
+        assert_eq!(p.kind, PlanKind::Streaming, "{all:#?}");
+        let rows = p.rows_per_block.unwrap();
+        assert!(p.peak_bytes <= budget);
+        assert!(rows < 40);
+        let next = block_peak(s, Dtype::U16, 1, limits(), rows + 1).unwrap();
+        assert!(next.peak > budget, "{rows} rows is not the largest block");
+        assert_eq!(p.blocks, Some(40usize.div_ceil(rows)));
+    }
+
+    #[test]
+    fn a_budget_no_block_fits_leaves_the_cpu_reference() {
+        // One tile of a 128×128 float32 detector is 512 KiB.
+        let s = shape(3, 4, 128, 128);
+        let all = plans(s, Dtype::F32, 1, limits(), Some(256 << 10), (0, 0), false);
+        let p = choose(&all, 1);
+        assert_eq!(p.kind, PlanKind::Cpu, "{all:#?}");
+        assert!(!all[1].fits && all[1].note.contains("one scan row"));
+    }
+
+    #[test]
+    fn binned_plans_are_listed_and_never_chosen() {
+        let s = shape(64, 64, 96, 96);
+        let all = plans(s, Dtype::U16, 1, limits(), Some(4 << 20), (0, 0), false);
+        assert!(all
+            .iter()
+            .any(|p| p.bin == 2 && p.kind == PlanKind::Resident));
+        assert_eq!(choose(&all, 1).bin, 1);
+    }
+
+    #[test]
+    fn budgets_parse_with_units_and_refuse_nonsense() {
+        assert_eq!(parse_budget("262144"), Ok(262144));
+        assert_eq!(parse_budget("256KiB"), Ok(262144));
+        assert_eq!(parse_budget("8GiB"), Ok(8 << 30));
+        assert_eq!(parse_budget("2GB"), Ok(2_000_000_000));
+        assert!(parse_budget("0").is_err());
+        assert!(parse_budget("lots").is_err());
+        assert!(parse_budget("2TB").is_err());
+        assert!(parse_budget("99999999999GiB").is_err());
+    }
+}

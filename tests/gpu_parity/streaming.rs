@@ -1,0 +1,146 @@
+//! Product-first streaming (`products::stream`) against the resident acquisition: every
+//! product of the parity matrix on every fixture, with and without bad-pixel masking, in
+//! blocks of one and of two scan rows, all of a correction's products in one pass. The
+//! results must be the resident's byte for byte (decision 0023). Then the plans a budget of
+//! 256 KiB leaves on the fixtures.
+
+use crate::common::*;
+use stem4d::frames::Correction;
+use stem4d::parity::matrix;
+use stem4d::products::npy::to_bytes;
+use stem4d::products::stream::compute_streamed;
+use stem4d::products::{gpu, ProductParams};
+use stem4d::upload::memory::{choose, PlanKind};
+
+/// An error's words without the numbers in brackets some paths add.
+fn words(e: &str) -> String {
+    let mut out = String::new();
+    let mut rest = e;
+    while let Some(i) = rest.find(" (") {
+        let close = rest[i..].find(')').map(|j| i + j);
+        match close {
+            Some(j) if rest[i + 2..j].chars().all(|c| c.is_ascii_digit()) => {
+                out.push_str(&rest[..i]);
+                rest = &rest[j + 1..];
+            }
+            _ => {
+                out.push_str(&rest[..i + 2]);
+                rest = &rest[i + 2..];
+            }
+        }
+    }
+    out + rest
+}
+
+#[test]
+fn streamed_products_equal_the_residents_on_every_fixture() {
+    let Some(engine) = engine() else { return };
+    let mut compared = 0;
+    for fx in manifest()["fixtures"].as_array().unwrap() {
+        let name = fx["name"].as_str().unwrap();
+        let acq = open_fixture(fx);
+        for masked in [false, true] {
+            let requests = matrix(&acq, masked).unwrap();
+            // One pass per correction, its products together.
+            let mut corrections: Vec<Correction> = Vec::new();
+            for r in &requests {
+                if !corrections.contains(&r.correction) {
+                    corrections.push(r.correction);
+                }
+            }
+            for corr in corrections {
+                let ps: Vec<ProductParams> = requests
+                    .iter()
+                    .filter(|r| r.correction == corr)
+                    .map(|r| r.params.clone())
+                    .collect();
+                let resident: Vec<_> = ps
+                    .iter()
+                    .map(|p| pollster::block_on(gpu::compute(&engine, &acq, p, corr)))
+                    .collect();
+                for rows in [1, 2] {
+                    let mut seen = Vec::new();
+                    let streamed = pollster::block_on(compute_streamed(
+                        &engine,
+                        &acq,
+                        &ps,
+                        corr,
+                        rows,
+                        &mut |done, all| seen.push((done, all)),
+                    ));
+                    let what = format!("{name} masked {masked} bin {} rows {rows}", corr.bin);
+                    match streamed {
+                        Ok(out) => {
+                            assert_eq!(out.len(), ps.len());
+                            assert_eq!(
+                                seen.last().map(|s| s.0),
+                                Some(acq.shape.scan[0]),
+                                "{what}: progress ends at the last row"
+                            );
+                            for ((p, r), s) in ps.iter().zip(&resident).zip(&out) {
+                                let r = r.as_ref().unwrap_or_else(|e| {
+                                    panic!(
+                                        "{what} {}: resident refused ({e}), streamed did not",
+                                        p.kind.name()
+                                    )
+                                });
+                                assert_eq!(r.shape, s.shape, "{what} {}", p.kind.name());
+                                assert!(
+                                    to_bytes(r) == to_bytes(s),
+                                    "{what} {}: streamed differs from resident",
+                                    p.kind.name()
+                                );
+                                compared += 1;
+                            }
+                        }
+                        Err(e) => {
+                            // Refused only as the resident refuses, in the same words.
+                            // (The CPU packing of a block names the sum it met.)
+                            let said: Vec<String> = resident
+                                .iter()
+                                .filter_map(|r| r.as_ref().err().map(|e| words(&e.to_string())))
+                                .collect();
+                            assert!(
+                                said.contains(&words(&e.to_string())),
+                                "{what}: {e} (resident: {said:?})"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+    // 17 products × 2 maskings × 2 block sizes × 13 fixtures, less the refused.
+    assert!(compared > 600, "only {compared} streamed products compared");
+}
+
+/// A budget of 256 KiB: fixtures the GPU decoder uploads are never resident (its windows
+/// alone are larger); those whose one tile of positions is larger than the budget (a
+/// 128×128 float32 or 192×192 detector) are left to the CPU reference; the peak of every
+/// GPU plan taken is within the budget.
+#[test]
+fn a_small_budget_streams_the_fixtures_or_leaves_them_to_the_cpu() {
+    let Some(engine) = engine() else { return };
+    let limits = engine.adapter.limits;
+    for fx in manifest()["fixtures"].as_array().unwrap() {
+        let name = fx["name"].as_str().unwrap();
+        let acq = open_fixture(fx);
+        let plans = stem4d::gpu::memory_plans(&acq, Correction::default(), limits, Some(262144));
+        let plan = choose(&plans, 1);
+        let tile_bytes = acq.shape.det_len() as u64 * 32;
+        let gpu_decoded = stem4d::upload::gpu_decode::supported(&acq, Correction::default());
+        match plan.kind {
+            PlanKind::Streaming | PlanKind::Resident => {
+                assert!(plan.peak_bytes <= 262144, "{name}: {plan:?}");
+                assert!(tile_bytes < 262144, "{name}");
+                assert!(
+                    !(gpu_decoded && plan.kind == PlanKind::Resident),
+                    "{name}: {plan:?}"
+                );
+            }
+            PlanKind::Cpu => assert!(tile_bytes > 262144 / 4, "{name}: {plans:#?}"),
+        }
+        let none = stem4d::gpu::memory_plans(&acq, Correction::default(), limits, None);
+        assert_eq!(choose(&none, 1).kind, PlanKind::Resident, "{name}");
+    }
+}
