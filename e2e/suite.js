@@ -64,6 +64,38 @@ export async function apiParams(kind, p) {
   return out;
 }
 
+// Two products the same bytes: shape, dtype and every value's bits.
+function sameProduct(a, b) {
+  const bytes = (d) => new Uint8Array(d.buffer, d.byteOffset, d.byteLength);
+  const [x, y] = [bytes(a.data), bytes(b.data)];
+  return JSON.stringify(a.shape) === JSON.stringify(b.shape) && a.dtype === b.dtype
+    && x.length === y.length && x.every((v, i) => v === y[i]);
+}
+
+// The fixture opened again within a GPU memory budget of 256 KiB (`memoryBudget`): the plan
+// taken is said in the profile, its peak within the budget, and every product is the bytes
+// the open without a budget gave (`unbudgeted`) where the plan is on the GPU (streamed, or
+// resident where it fits), within the contract's bound of the reference on the CPU's.
+async function withinBudget(fx, files, unbudgeted, check) {
+  const budget = 262144;
+  await window.stem4d.open(files, { ...(fx.scan_shape ? { scanShape: fx.scan_shape } : {}), memoryBudget: budget });
+  const prof = await window.stem4d.profile();
+  const plan = prof.memory_plan || {};
+  check(prof.memory_budget === budget && plan.peak_bytes <= budget && prof.memory_plans.length >= 3,
+    `${fx.name} within ${budget} bytes: the plan taken is said (${JSON.stringify(plan)})`);
+  const gpuDecoded = fx.filters.includes('bitshuffle-lz4') || fx.filters.includes('lz4');
+  check(!(gpuDecoded && plan.kind === 'resident'), `${fx.name} within ${budget} bytes: not resident (GPU decode windows alone are larger): ${plan.kind}`);
+  for (const [p, want] of unbudgeted) {
+    const got = await window.stem4d.product(await apiParams(p.kind, p.params));
+    if (plan.kind === 'cpu') {
+      const err = await judged(p.kind, got, parseNpy(await fetchBuf('/fixtures/' + p.ref)));
+      check(err === null, `${fx.name} ${p.ref} within ${budget} bytes (cpu): ${err}`);
+    } else {
+      check(sameProduct(got, want), `${fx.name} ${p.ref} within ${budget} bytes (${plan.kind}): the same bytes as without a budget`);
+    }
+  }
+}
+
 export function fixtureUrls(fx) {
   const base = fx.root === 'shared' ? '/shared/' : '/fixtures/data/';
   return fx.files.map((f) => base + f);
@@ -114,6 +146,7 @@ export async function runSuite(opts = {}) {
         check(prof.worker_decoded_chunks > 0 && prof.decode_workers >= 1,
           `${fx.name}: deflate chunks inflated in ${prof.decode_workers} decode Workers (${prof.worker_decoded_chunks} chunks)`);
       }
+      const unbudgeted = [];
       for (const p of fx.products) {
         const what = `${fx.name} ${p.ref}`;
         try {
@@ -121,9 +154,11 @@ export async function runSuite(opts = {}) {
           const err = await judged(p.kind, got, parseNpy(await fetchBuf('/fixtures/' + p.ref)));
           check(err === null, `${what}: ${err}`);
           kinds.add(p.kind.replace(/-f32$/, ''));
+          unbudgeted.push([p, got]);
         } catch (e) { check(false, `${what}: ${e.message}`); }
       }
       try { await parityMatrix(fx.name, check); } catch (e) { check(false, `${fx.name} parity matrix: ${e.message}`); }
+      try { await withinBudget(fx, files, unbudgeted, check); } catch (e) { check(false, `${fx.name} memoryBudget: ${e.message}`); }
     }
     // B-trees with a level above their leaves: the page's open leaves the leaves to the GPU
     // upload, which reads them alongside the chunks before them.

@@ -810,3 +810,75 @@ fn options_that_would_be_ignored_are_refused() {
         );
     }
 }
+
+/// `--memory-budget`: products within 256 KiB are the bytes of those without a budget (the
+/// Arina fixture streams: its GPU decode windows alone are larger than the budget), the plan
+/// taken is said on standard error, `info` lists the plans, `bench gpu` times the streaming
+/// pass, and a budget that is no number of bytes is refused.
+#[test]
+fn a_memory_budget_streams_the_same_products() {
+    if std::env::var_os("STEM4D_REQUIRE_GPU").is_none() {
+        eprintln!("skipped: no STEM4D_REQUIRE_GPU");
+        return;
+    }
+    let dir = TempDir::new("budget");
+    let files: Vec<String> = ARINA_U16.iter().map(|n| data(n)).collect();
+    for kind in [
+        &["--kind", "bf", "--center", "6,5", "--radius", "3"][..],
+        &["--kind", "idpc", "--rotation", "12"],
+        &["--kind", "mean-dp", "--mask-bad-pixels"],
+        &["--kind", "binned", "--bin", "2"],
+    ] {
+        let run = |budget: &[&str], out: &str| {
+            let out = dir.path(out).display().to_string();
+            let mut args = vec!["product", "--backend", "wgpu", "--out", &out];
+            args.extend_from_slice(kind);
+            args.extend_from_slice(budget);
+            args.extend(files.iter().map(String::as_str));
+            let o = stem4d(&args);
+            assert!(o.status.success(), "{kind:?} {budget:?}: {}", stderr(&o));
+            (
+                std::fs::read(&out).expect("the product is written"),
+                stderr(&o),
+            )
+        };
+        let (plain, _) = run(&[], "plain.npy");
+        let (budgeted, said) = run(&["--memory-budget", "256KiB"], "budget.npy");
+        assert!(
+            plain == budgeted,
+            "{kind:?}: the same bytes within the budget"
+        );
+        assert!(said.contains("memory plan: streaming"), "{said}");
+    }
+    let mut args = vec!["info", "--json", "--memory-budget", "262144"];
+    args.extend(files.iter().map(String::as_str));
+    let o = stem4d(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: Value = serde_json::from_slice(&o.stdout).expect("info --json prints JSON");
+    assert_eq!(v["memory_plan"]["kind"], "streaming", "{v}");
+    assert!(
+        v["memory_plan"]["peak_bytes"].as_u64().unwrap() <= 262144,
+        "{v}"
+    );
+    let kinds: Vec<&str> = v["memory_plans"]
+        .as_array()
+        .expect("the plans are listed")
+        .iter()
+        .filter_map(|p| p["kind"].as_str())
+        .collect();
+    assert_eq!(&kinds[..3], ["resident", "streaming", "cpu"], "{v}");
+    let mut args = vec!["bench", "gpu", "--reps", "2", "--memory-budget", "262144"];
+    args.extend(files.iter().map(String::as_str));
+    let o = stem4d(&args);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success() && out.contains("stream pass"),
+        "{out}{}",
+        stderr(&o)
+    );
+    for bad in ["lots", "0", "12TB"] {
+        let o = stem4d(&["info", "--memory-budget", bad, &files[0]]);
+        assert!(!o.status.success(), "--memory-budget {bad} accepted");
+        assert!(stderr(&o).contains("--memory-budget"), "{}", stderr(&o));
+    }
+}

@@ -44,6 +44,14 @@ function calibrationRows(cal) {
   ];
 }
 
+// A memory plan in a few words: its kind, the sampling, what it holds and its peak.
+function planWords(m) {
+  const bin = m.bin > 1 ? `, detector bin ${m.bin}` : '';
+  const blocks = m.rows_per_block ? `, ${m.blocks} blocks of ${m.rows_per_block} scan rows` : '';
+  const held = m.kind === 'cpu' ? 'nothing on the GPU' : `${fmtBytes(m.payload_bytes)} held, peak ${fmtBytes(m.peak_bytes)}`;
+  return `${m.kind}${bin}${blocks}: ${held}`;
+}
+
 export function renderProvenance(el, p, info, fitWarning) {
   const cal = info.calibration || {};
   const stages = (p.stages || []).map((s) => [s.name.startsWith('of which') ? '  ' + s.name : s.name, fmtMs(s.ms), s.name.startsWith('of which') ? 'sub' : '']);
@@ -64,7 +72,10 @@ export function renderProvenance(el, p, info, fitWarning) {
     section('Calibration (hover a row for its source)', calibrationRows(cal)),
     section(`Load: ${fmtMs(p.total_ms)} to the first image and its tail`, stages),
     section('GPU memory', [
-      ['products run on', p.products_on === 'gpu' ? 'the GPU (exact sums)' : 'the CPU reference'],
+      ['products run on', { gpu: 'the GPU (exact sums)', 'gpu, streamed': 'the GPU, streamed from the files for each product (exact sums)' }[p.products_on] || 'the CPU reference'],
+      p.memory_budget != null && ['memory budget', fmtBytes(p.memory_budget), '', 'the GPU memory the open was allowed (memoryBudget): the engine takes the fastest exact plan at native sampling within it'],
+      p.memory_plan && ['memory plan', planWords(p.memory_plan), '', p.memory_plan.note],
+      ...(p.memory_budget != null ? (p.memory_plans || []).map((m) => [`  ${m.fits ? 'fits' : 'does not fit'}`, planWords(m), m.fits ? '' : 'warn', m.note]) : []),
       p.resident_payload_bytes != null && ['resident payload', fmtBytes(p.resident_payload_bytes), '', 'the acquisition as kept on the GPU: scan × detector × bytes per value'],
       p.resident_peak_bytes != null && ['peak during the load', fmtBytes(p.resident_peak_bytes), '', 'the most GPU memory the load needed at once: the payload plus compressed windows, decode scratch, staging and product buffers, released after the load'],
       p.resident_buffers != null && ['resident buffers', p.resident_buffers],

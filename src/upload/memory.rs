@@ -312,7 +312,7 @@ mod tests {
     #[test]
     fn a_small_budget_streams_in_the_largest_blocks_that_fit() {
         let s = shape(40, 33, 13, 11);
-        let budget = 64 << 10;
+        let budget = 256 << 10;
         let all = plans(s, Dtype::U16, 1, limits(), Some(budget), (0, 0), false);
         let p = choose(&all, 1);
         assert_eq!(p.kind, PlanKind::Streaming, "{all:#?}");

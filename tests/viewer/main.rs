@@ -10,6 +10,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod budget;
 mod dpc_polar;
 mod opening;
 mod readouts;
