@@ -355,7 +355,7 @@ fn bench_stream(
             }
         }
         _ => {
-            let rows = plan.rows_per_block.unwrap_or(1);
+            let rows = crate::products::stream::Blocks::of(plan);
             pollster::block_on(crate::products::stream::compute_streamed(
                 engine,
                 acq,

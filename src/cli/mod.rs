@@ -528,7 +528,7 @@ fn product_within(
             pollster::block_on(crate::products::gpu::compute(&engine, acq, params, corr))
         }
         PlanKind::Streaming => {
-            let rows = plan.rows_per_block.unwrap_or(1);
+            let rows = crate::products::stream::Blocks::of(&plan);
             let ps = std::slice::from_ref(params);
             let out = pollster::block_on(crate::products::stream::compute_streamed(
                 &engine,

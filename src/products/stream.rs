@@ -21,6 +21,24 @@ use crate::products::gpu::{
 use crate::products::gpu_float;
 use crate::products::{ArrayData, ProductArray, ProductKind, ProductParams};
 
+/// How a pass reads the acquisition: blocks of `rows` scan rows, each uploaded through the
+/// GPU decoder where `gpu_decode` allows (else packed on the CPU: no decode windows).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Blocks {
+    pub rows: usize,
+    pub gpu_decode: bool,
+}
+
+impl Blocks {
+    /// The blocks of a streaming memory plan.
+    pub fn of(plan: &crate::upload::memory::MemoryPlan) -> Blocks {
+        Blocks {
+            rows: plan.rows_per_block.unwrap_or(1),
+            gpu_decode: plan.gpu_decode,
+        }
+    }
+}
+
 /// What a product keeps of the blocks it has seen.
 enum Part {
     /// Per-position values (virtual images, totals): the blocks' arrays, joined by rows.
@@ -278,7 +296,7 @@ async fn finish(
     })
 }
 
-/// One pass over `acq` in blocks of `rows_per_block` scan rows, computing every product of
+/// One pass over `acq` in blocks of `blocks`, computing every product of
 /// `ps` under `corr` (with `found`, the detector pixels to zero in each block).
 /// `progress(rows_done, rows)` is called after each block.
 async fn pass(
@@ -287,7 +305,7 @@ async fn pass(
     ps: &[ProductParams],
     corr: Correction,
     found: Option<&[bool]>,
-    rows_per_block: usize,
+    blocks: Blocks,
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<Vec<ProductArray>> {
     let shape = acq.shape.binned(corr.bin);
@@ -295,7 +313,7 @@ async fn pass(
     let float = acq.dtype.is_float();
     let mut parts: Vec<Part> = ps.iter().map(|p| empty_part(p, float)).collect();
     let mut last: Option<Resident> = None;
-    let step = rows_per_block.max(1);
+    let step = blocks.rows.max(1);
     let result = async {
         for b0 in (0..rows).step_by(step) {
             let b1 = (b0 + step).min(rows);
@@ -308,7 +326,10 @@ async fn pass(
                 // Its buffers serve the next block where they have its sizes.
                 engine.set_aside(prev);
             }
-            let mut res = engine.upload(&block, corr).await?;
+            let mut res = match blocks.gpu_decode {
+                true => engine.upload(&block, corr).await?,
+                false => engine.upload_cpu_packed(&block, corr).await?,
+            };
             if let Some(mask) = found {
                 engine.zero_pixels(&mut res, &mask_pixels(mask))?;
                 res.found_bad = Some(mask.to_vec());
@@ -336,33 +357,24 @@ async fn pass(
 }
 
 /// Compute every product of `ps` under `corr` in one streaming pass over `acq`, in blocks of
-/// `rows_per_block` scan rows (two passes with bad-pixel masking: the mean pattern first).
+/// `blocks` (two passes with bad-pixel masking: the mean pattern first).
 /// The results equal those of a resident acquisition (`gpu::compute`).
 pub async fn compute_streamed(
     engine: &Engine,
     acq: &Acquisition,
     ps: &[ProductParams],
     corr: Correction,
-    rows_per_block: usize,
+    blocks: Blocks,
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<Vec<ProductArray>> {
     for p in ps {
         p.validate(acq.shape, corr)?;
     }
     let found = match corr.mask_bad_pixels {
-        true => settle(engine, acq, corr, rows_per_block, progress).await?.2,
+        true => settle(engine, acq, corr, blocks, progress).await?.2,
         false => None,
     };
-    pass(
-        engine,
-        acq,
-        ps,
-        corr,
-        found.as_deref(),
-        rows_per_block,
-        progress,
-    )
-    .await
+    pass(engine, acq, ps, corr, found.as_deref(), blocks, progress).await
 }
 
 /// [`compute_streamed`] with the pixels to zero already found (`settle`'s third value).
@@ -372,21 +384,12 @@ pub async fn compute_with(
     ps: &[ProductParams],
     corr: Correction,
     zeroed: Option<&[bool]>,
-    rows_per_block: usize,
+    blocks: Blocks,
 ) -> Result<Vec<ProductArray>> {
     for p in ps {
         p.validate(acq.shape, corr)?;
     }
-    pass(
-        engine,
-        acq,
-        ps,
-        corr,
-        zeroed,
-        rows_per_block,
-        &mut |_, _| {},
-    )
-    .await
+    pass(engine, acq, ps, corr, zeroed, blocks, &mut |_, _| {}).await
 }
 
 /// The streamed counterpart of `gpu::settle_bad_pixels`: the exact mean pattern under
@@ -396,11 +399,11 @@ pub async fn settle(
     engine: &Engine,
     acq: &Acquisition,
     corr: Correction,
-    rows_per_block: usize,
+    blocks: Blocks,
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<(Vec<f64>, crate::pattern::BadPixels, Option<Vec<bool>>)> {
     let mean = ProductParams::new(ProductKind::MeanDp);
-    let out = pass(engine, acq, &[mean], corr, None, rows_per_block, progress).await?;
+    let out = pass(engine, acq, &[mean], corr, None, blocks, progress).await?;
     let mut mean = out
         .first()
         .ok_or_else(|| Error::Gpu("the mean pattern pass returned nothing".into()))?

@@ -76,7 +76,7 @@ pub struct Session {
 
 /// A session's streaming plan (see [`Session::stream`]).
 struct Stream {
-    rows_per_block: usize,
+    blocks: crate::products::stream::Blocks,
     correction: Correction,
     zeroed: Option<Vec<bool>>,
 }
@@ -198,7 +198,7 @@ impl Session {
         if let Some(stream) = &self.stream {
             // One pass over the files; another correction first finds its own bad pixels.
             let ps = std::slice::from_ref(p);
-            let rows = stream.rows_per_block;
+            let rows = stream.blocks;
             let out = if corr == stream.correction {
                 let found = stream.zeroed.as_deref();
                 crate::products::stream::compute_with(engine, &self.acq, ps, corr, found, rows)

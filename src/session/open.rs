@@ -311,7 +311,7 @@ impl Session {
             idpc: None,
             prepared: false,
             stream: (memory_plan.kind == PlanKind::Streaming).then(|| Stream {
-                rows_per_block: memory_plan.rows_per_block.unwrap_or(1),
+                blocks: crate::products::stream::Blocks::of(&memory_plan),
                 correction,
                 zeroed: None,
             }),
@@ -335,7 +335,7 @@ impl Session {
         let corr = self.correction;
         let det = self.det();
         if let Some(stream) = &self.stream {
-            let rows = stream.rows_per_block;
+            let rows = stream.blocks;
             let (mean, found, zeroed) =
                 crate::products::stream::settle(engine, &self.acq, corr, rows, &mut |_, _| {})
                     .await?;

@@ -45,11 +45,24 @@ fn gpu_filter(ix: &DatasetIndex) -> Option<FilterKind> {
     }
 }
 
+/// Where the frames of `acq` start among its stored frames, where they are consecutive
+/// there: 0 without a crop, the first row's first frame for a crop of whole rows (a block
+/// of a streaming pass); `None` for a crop of some columns, whose rows are apart.
+pub(crate) fn stored_offset(acq: &Acquisition) -> Option<usize> {
+    match &acq.crop {
+        None => Some(0),
+        Some(c) if c.region.c0 == 0 && c.region.c1 == c.stored_scan[1] => {
+            Some(c.region.r0 * c.stored_scan[1])
+        }
+        Some(_) => None,
+    }
+}
+
 /// Whether the GPU decoder covers `acq` under `corr`.
 pub fn supported(acq: &Acquisition, corr: Correction) -> bool {
-    // A scan crop reads stored frames through its row runs: the CPU path.
+    // A crop of some columns reads stored frames through its row runs: the CPU path.
     corr.bin >= 1
-        && acq.crop.is_none()
+        && stored_offset(acq).is_some()
         && matches!(acq.dtype, Dtype::U8 | Dtype::U16 | Dtype::U32)
         && !acq.parts.is_empty()
         && acq.parts.iter().all(|p| match &p.kind {
@@ -440,9 +453,19 @@ async fn upload_through(
     let mut in_flight = std::collections::VecDeque::new();
     let mut times = UploadTimes::default();
     let (mut file_buffer_windows, mut walked_windows) = (0u32, 0u32);
+    // Segments count the acquisition's frames; chunks and windows count stored frames.
+    let offset = stored_offset(acq).ok_or_else(|| {
+        Error::param(format!(
+            "{}: a crop of some scan columns is read by the CPU decoders",
+            acq.primary
+        ))
+    })?;
     for seg in &plan.segments {
         let buffer = engine.resident_buffer("resident", seg.bytes);
-        let (s0, s1) = (seg.first_frame, seg.first_frame + seg.frames);
+        let (s0, s1) = (
+            offset + seg.first_frame,
+            offset + seg.first_frame + seg.frames,
+        );
         let mut segment = SegmentSlots::new(acq, plan.max_binding, s0..s1, &mut carried);
         let mut i = 0;
         let mut ahead = std::collections::VecDeque::new();

@@ -48,6 +48,9 @@ pub struct MemoryPlan {
     pub rows_per_block: Option<usize>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub blocks: Option<usize>,
+    /// Whether its uploads go through the GPU decoder (whose windows its peak counts); else
+    /// the CPU decodes and packs them.
+    pub gpu_decode: bool,
     /// Whether it fits the adapter and the budget.
     pub fits: bool,
     /// What it costs, or why it does not fit, in words.
@@ -89,6 +92,7 @@ pub fn plans(
                 peak_bytes: p.peak_bytes,
                 rows_per_block: None,
                 blocks: None,
+                gpu_decode,
                 fits: within(p.peak_bytes),
                 note: format!(
                     "the whole acquisition on the GPU: every product reads it{}",
@@ -98,7 +102,13 @@ pub fn plans(
         }
         Err(e) => out.push(unfit(PlanKind::Resident, bin, e.to_string())),
     }
-    out.push(streaming(binned_shape, dtype, bin, limits, budget));
+    let decoded = gpu_decode.then_some(largest_chunk);
+    let on_gpu = streaming(binned_shape, dtype, bin, limits, budget, decoded);
+    out.push(match on_gpu.fits || decoded.is_none() {
+        true => on_gpu,
+        // The GPU decoder's windows alone may pass a small budget: blocks packed on the CPU.
+        false => streaming(binned_shape, dtype, bin, limits, budget, None),
+    });
     out.push(cpu_plan(bin));
     for more in [2, 4] {
         let b = bin * more;
@@ -115,6 +125,7 @@ pub fn plans(
                 peak_bytes: p.peak_bytes,
                 rows_per_block: None,
                 blocks: None,
+                gpu_decode: false,
                 fits: within(p.peak_bytes),
                 note: format!(
                     "resident with a detector bin of {b}: coarser patterns, the user's choice{}",
@@ -135,6 +146,7 @@ pub fn cpu_plan(bin: usize) -> MemoryPlan {
         peak_bytes: 0,
         rows_per_block: None,
         blocks: None,
+        gpu_decode: false,
         fits: true,
         note: "the CPU reference: frames streamed in blocks, nothing held on the GPU".into(),
     }
@@ -148,22 +160,26 @@ fn unfit(kind: PlanKind, bin: usize, why: String) -> MemoryPlan {
         peak_bytes: 0,
         rows_per_block: None,
         blocks: None,
+        gpu_decode: false,
         fits: false,
         note: why,
     }
 }
 
 /// The streaming plan: the largest blocks of whole scan rows whose peak fits the budget (the
-/// whole scan in one block when it has none).
+/// whole scan in one block when it has none), uploaded through the GPU decoder where
+/// `decoded` gives the largest chunk (stored, decoded bytes), else packed on the CPU.
 fn streaming(
     shape: Shape4,
     dtype: Dtype,
     bin: usize,
     limits: DeviceLimits,
     budget: Option<u64>,
+    decoded: Option<(u64, u64)>,
 ) -> MemoryPlan {
     let rows = shape.scan[0];
-    let peak_of = |r: usize| block_peak(shape, dtype, bin, limits, r);
+    let peak_of = |r: usize| block_peak(shape, dtype, bin, limits, r, decoded);
+    let gpu_decode = decoded.is_some();
     let one = match peak_of(1) {
         Ok(p) => p,
         Err(e) => return unfit(PlanKind::Streaming, bin, e.to_string()),
@@ -180,6 +196,7 @@ fn streaming(
             blocks: Some(rows),
             payload_bytes: one.payload,
             peak_bytes: one.peak,
+            gpu_decode,
             note: format!(
                 "a block of one scan row needs {} bytes, over the budget",
                 one.peak
@@ -199,6 +216,10 @@ fn streaming(
     }
     let blocks = rows.div_ceil(lo);
     let peak = peak_of(lo).unwrap_or(one);
+    let decoder = match gpu_decode {
+        true => "decoded on the GPU",
+        false => "decoded and packed on the CPU",
+    };
     MemoryPlan {
         kind: PlanKind::Streaming,
         bin,
@@ -206,9 +227,10 @@ fn streaming(
         peak_bytes: peak.peak,
         rows_per_block: Some(lo),
         blocks: Some(blocks),
+        gpu_decode,
         fits: true,
         note: format!(
-            "blocks of {lo} scan rows read, reduced and let go: each product one pass over the files ({blocks} blocks)"
+            "blocks of {lo} scan rows {decoder}, reduced and let go: each product one pass over the files ({blocks} blocks)"
         ),
     }
 }
@@ -220,21 +242,26 @@ struct BlockPeak {
 }
 
 /// Predicted GPU peak of a streaming pass with blocks of `rows` scan rows: the block's
-/// resident, its upload window (a block is read through the CPU decoders), a read-back of
-/// it (`binned`), the block's product buffers, and the whole scan's moments and iDPC planes
-/// the pass ends with.
+/// resident with its upload (the GPU decoder's windows where `decoded` gives the largest
+/// chunk, else one CPU staging window), a read-back of it (`binned`), the block's product
+/// buffers, and the whole scan's moments and iDPC planes the pass ends with.
 fn block_peak(
     shape: Shape4,
     dtype: Dtype,
     bin: usize,
     limits: DeviceLimits,
     rows: usize,
+    decoded: Option<(u64, u64)>,
 ) -> Result<BlockPeak> {
     let block = Shape4 {
         scan: [rows.min(shape.scan[0]), shape.scan[1]],
         det: shape.det,
     };
-    let plan = ResidentPlan::new(block, dtype, bin > 1, limits)?.without_gpu_decode();
+    let plan = ResidentPlan::new(block, dtype, bin > 1, limits)?;
+    let plan = match decoded {
+        Some((stored, logical)) => plan.with_largest_chunk(stored, logical),
+        None => plan.without_gpu_decode(),
+    };
     let scan_outputs = shape.frames() as u64 * (24 + 64);
     Ok(BlockPeak {
         payload: plan.payload_bytes,
@@ -319,9 +346,23 @@ mod tests {
         let rows = p.rows_per_block.unwrap();
         assert!(p.peak_bytes <= budget);
         assert!(rows < 40);
-        let next = block_peak(s, Dtype::U16, 1, limits(), rows + 1).unwrap();
+        let next = block_peak(s, Dtype::U16, 1, limits(), rows + 1, None).unwrap();
         assert!(next.peak > budget, "{rows} rows is not the largest block");
         assert_eq!(p.blocks, Some(40usize.div_ceil(rows)));
+    }
+
+    #[test]
+    fn blocks_are_decoded_on_the_gpu_where_its_windows_fit() {
+        let s = shape(512, 512, 192, 192);
+        let chunk = (30_000, 73_728);
+        let big = plans(s, Dtype::U16, 1, limits(), Some(8 << 30), chunk, true);
+        let p = choose(&big, 1);
+        assert!(p.kind == PlanKind::Streaming && p.gpu_decode, "{p:?}");
+        assert!(p.peak_bytes <= 8 << 30);
+        // 256 MiB: no room for the decoder's windows, so blocks are packed on the CPU.
+        let small = plans(s, Dtype::U16, 1, limits(), Some(256 << 20), chunk, true);
+        let p = choose(&small, 1);
+        assert!(p.kind == PlanKind::Streaming && !p.gpu_decode, "{p:?}");
     }
 
     #[test]

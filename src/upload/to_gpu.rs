@@ -49,6 +49,20 @@ impl Engine {
             .await
     }
 
+    /// [`Engine::upload`] packed on the CPU even where the GPU decoder could take it: its
+    /// peak has no decode windows (a streaming block within a small budget).
+    pub async fn upload_cpu_packed(&self, acq: &Acquisition, corr: Correction) -> Result<Resident> {
+        let plan = plan_of(acq, corr.bin, self.adapter.limits)?;
+        self.upload_from_path(acq, None, corr, plan, &mut |_, _| {}, false)
+            .await?
+            .ok_or_else(|| {
+                Error::param(format!(
+                    "{}: the chunk index is not complete (Acquisition::finish_index)",
+                    acq.primary
+                ))
+            })
+    }
+
     /// [`Engine::upload`] under tighter limits than the adapter's (tests force splits).
     pub async fn upload_with_limits(
         &self,
@@ -103,6 +117,20 @@ impl Engine {
         plan: ResidentPlan,
         progress: &mut dyn FnMut(usize, usize),
     ) -> Result<Option<Resident>> {
+        self.upload_from_path(acq, feed, corr, plan, progress, true)
+            .await
+    }
+
+    /// [`Engine::upload_from`], through the GPU decoder only if `gpu_decode` allows it.
+    async fn upload_from_path(
+        &self,
+        acq: &Acquisition,
+        feed: Option<&IndexFeed>,
+        corr: Correction,
+        plan: ResidentPlan,
+        progress: &mut dyn FnMut(usize, usize),
+        gpu_decode: bool,
+    ) -> Result<Option<Resident>> {
         self.check_alive()?;
         self.start_resident(&plan);
         let total_frames = plan.shape.frames();
@@ -119,7 +147,7 @@ impl Engine {
                 .await
                 .map(Some);
         }
-        if decode::supported(acq, corr) {
+        if gpu_decode && decode::supported(acq, corr) {
             if let Some(res) = decode::upload(self, acq, feed, corr, &plan, progress).await? {
                 return Ok(Some(res));
             }

@@ -1,6 +1,7 @@
 //! Product-first streaming (`products::stream`) against the resident acquisition: every
 //! product of the parity matrix on every fixture, with and without bad-pixel masking, in
-//! blocks of one and of two scan rows, all of a correction's products in one pass. The
+//! blocks of one and of two scan rows, decoded on the GPU (where it takes the file) and packed
+//! on the CPU, all of a correction's products in one pass. The
 //! results must be the resident's byte for byte (decision 0023). Then the plans a budget of
 //! 256 KiB leaves on the fixtures.
 
@@ -8,7 +9,7 @@ use crate::common::*;
 use stem4d::frames::Correction;
 use stem4d::parity::matrix;
 use stem4d::products::npy::to_bytes;
-use stem4d::products::stream::compute_streamed;
+use stem4d::products::stream::{compute_streamed, Blocks};
 use stem4d::products::{gpu, ProductParams};
 use stem4d::upload::memory::{choose, PlanKind};
 
@@ -58,17 +59,20 @@ fn streamed_products_equal_the_residents_on_every_fixture() {
                     .iter()
                     .map(|p| pollster::block_on(gpu::compute(&engine, &acq, p, corr)))
                     .collect();
-                for rows in [1, 2] {
+                for (rows, gpu_decode) in [(1, true), (2, true), (1, false), (2, false)] {
                     let mut seen = Vec::new();
                     let streamed = pollster::block_on(compute_streamed(
                         &engine,
                         &acq,
                         &ps,
                         corr,
-                        rows,
+                        Blocks { rows, gpu_decode },
                         &mut |done, all| seen.push((done, all)),
                     ));
-                    let what = format!("{name} masked {masked} bin {} rows {rows}", corr.bin);
+                    let what = format!(
+                        "{name} masked {masked} bin {} rows {rows} gpu decode {gpu_decode}",
+                        corr.bin
+                    );
                     match streamed {
                         Ok(out) => {
                             assert_eq!(out.len(), ps.len());
@@ -110,8 +114,11 @@ fn streamed_products_equal_the_residents_on_every_fixture() {
             }
         }
     }
-    // 17 products × 2 maskings × 2 block sizes × 13 fixtures, less the refused.
-    assert!(compared > 600, "only {compared} streamed products compared");
+    // 17 products × 2 maskings × 4 ways of reading blocks × 13 fixtures, less the refused.
+    assert!(
+        compared > 1200,
+        "only {compared} streamed products compared"
+    );
 }
 
 /// A budget of 256 KiB: fixtures the GPU decoder uploads are never resident (its windows
