@@ -268,6 +268,12 @@ pub(super) fn bench_gpu(
         res.buffers.len(),
         res.plan.payload_bytes as f64 / t_upload / 1e9
     );
+    // Where the upload's time went, step by step (the host's side of it; the GPU's work
+    // overlaps these).
+    for (step, ms) in &res.upload_times.0 {
+        println!("           of which {step:<22} {ms:9.3} ms");
+        report.push(format!("stage upload: {step}"), format!("{ms:.3} ms"));
+    }
     println!(
         "  stage  first product (total)      {:9.3} ms  ({} positions read back)",
         t_first * 1e3,

@@ -343,6 +343,19 @@ mod native {
                 message: format!("read of {} bytes at offset {offset} failed: {e}", buf.len()),
             })
         }
+
+        /// The reads on the CPU's threads at once: one thread copies a file out of the page
+        /// cache at about 2 GB/s, several together at the memory's speed (decision 0024).
+        fn read_many<'a>(
+            &'a self,
+            reads: Vec<(u64, &'a mut [u8])>,
+        ) -> super::LocalFuture<'a, Result<()>> {
+            use rayon::prelude::*;
+            let done = reads
+                .into_par_iter()
+                .try_for_each(|(offset, buf)| self.read_at(offset, buf));
+            Box::pin(std::future::ready(done))
+        }
     }
 
     #[cfg(unix)]
