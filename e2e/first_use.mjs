@@ -391,6 +391,19 @@ export async function firstUse(t) {
       await page.waitForFunction(async () => !window.stem4d.status().loading && (await window.stem4d.profile()).mask_bad_pixels === false, null, { timeout: 60000 }).catch(() => {});
       p = await page.evaluate(() => window.stem4d.profile());
       check(p.mask_bad_pixels === false, 'unticking bad-pixel masking after a load applies it');
+      // A GPU memory budget re-reads within it: the plan is in the provenance, the image drawn.
+      await page.selectOption('#memory-budget', '268435456');
+      await page.waitForFunction(async () => !window.stem4d.status().loading && (await window.stem4d.profile()).memory_budget === 268435456, null, { timeout: 60000 }).catch(() => {});
+      p = await page.evaluate(() => window.stem4d.profile());
+      await page.waitForFunction(() => /streaming/.test(document.getElementById('profile').textContent), null, { timeout: 30000 }).catch(() => {});
+      const shown = await page.evaluate(() => document.getElementById('profile').textContent);
+      check(p.memory_plan && p.memory_plan.kind === 'streaming' && /memory plan/.test(shown) && /streaming/.test(shown),
+        `choosing 256 MiB of GPU memory re-reads within it and says the plan (${p.memory_plan && p.memory_plan.kind})`);
+      await rendered(page);
+      await page.selectOption('#memory-budget', '');
+      await page.waitForFunction(async () => !window.stem4d.status().loading && (await window.stem4d.profile()).memory_budget == null, null, { timeout: 60000 }).catch(() => {});
+      p = await page.evaluate(() => window.stem4d.profile());
+      check(p.memory_plan && p.memory_plan.kind === 'resident', `all the GPU memory again: resident (${p.memory_plan && p.memory_plan.kind})`);
       // Scan-shape fields belong to the files they were typed for.
       await choose(page, '#open-files', [bad('empad_no_shape_in_name/empad_frames.raw')]);
       await page.waitForFunction(() => /scan/.test(window.stem4d.status().error || ''), null, { timeout: 30000 });

@@ -36,6 +36,7 @@ export function bindControls() {
     $(id).addEventListener('keydown', (e) => { if (e.key === 'Enter' && state.lastScanShapeError && state.lastFiles) openFromUi(state.lastFiles); });
   }
   $('bin').onchange = (e) => reapplySettings(`detector bin ${e.target.value}`);
+  $('memory-budget').onchange = (e) => reapplySettings(e.target.value ? `GPU memory ${e.target.selectedOptions[0].textContent}` : 'all the GPU memory');
   $('bad-pixels').onchange = (e) => reapplySettings(e.target.checked ? 'bad-pixel masking on' : 'bad-pixel masking off');
   $('crop').onchange = (e) => reapplySettings(e.target.value.trim() ? `scan crop ${e.target.value.trim()}` : 'scan crop removed');
   const roiButton = (mode, id, other) => {

@@ -1,5 +1,5 @@
 // Opening an acquisition: the files chosen or dropped, the options of the header (scan shape,
-// crop, bin, bad pixels), the open itself and what a failed one leaves.
+// crop, bin, GPU memory, bad pixels), the open itself and what a failed one leaves.
 import { $, state } from './state.js';
 import { call } from './worker_client.js';
 import { clearError, hideProgress, showError, showNotice, showProgress } from './messages.js';
@@ -39,6 +39,8 @@ function readOptions(files) {
     o.crop = m.slice(1).map(Number);
   }
   if ($('bad-pixels').checked) o.maskBadPixels = true;
+  const budget = Number($('memory-budget').value);
+  if (budget > 0) o.memoryBudget = budget;
   return o;
 }
 

@@ -243,6 +243,7 @@ async fn make_window(
     let (src_buffer, staged) = slots
         .fill(engine, &src, window_bytes, times, &mut t)
         .await?;
+    src.recycle();
     let [scratch, seqs] = slots.work_buffers(engine, dst_bytes.max(16), (seq_entries * 8).max(16));
     let window = Window {
         src: src_buffer,
@@ -336,7 +337,10 @@ impl<'s, 'a: 's> SegmentSlots<'s, 'a> {
             return Ok(false);
         }
         let (acq, limit) = (self.acq, self.limit);
+        let mut t = crate::clock::now_ms();
         self.span_windows += read_ahead(limit, acq, &self.mine, &mut self.read, i, ahead);
+        // Reads that finish as they start (native files) are done here.
+        times.lap("start reads", &mut t);
         Ok(true)
     }
 
