@@ -172,14 +172,9 @@ impl Session {
             p.kind,
             ProductKind::Com | ProductKind::Dpc | ProductKind::Idpc
         );
-        let many_weights = p.mask.as_ref().is_some_and(|m| {
-            let sparse = m.sparse(self.det());
-            sparse.weights.is_some_and(|w| {
-                crate::kernels::masked_sum::weight_groups(&sparse.indices, &w).len()
-                    > crate::kernels::masked_sum::MAX_WEIGHT_GROUPS
-            })
-        });
-        if (moments && crate::kernels::com_moments::moments_fit_64(res).is_err()) || many_weights {
+        if (moments && crate::kernels::com_moments::moments_fit_64(res).is_err())
+            || self.many_weights(p)
+        {
             // Beyond what the GPU path does exactly (moments past 2^64, masks with very many
             // distinct weights, C-WEIGHTS): the exact CPU reference instead.
             return crate::cpu::compute(&self.acq, p, corr);
@@ -187,37 +182,52 @@ impl Session {
         gp::compute_resident(engine, &self.acq, res, p).await
     }
 
-    /// A product without an integer resident: exact float32 sums on the GPU when the float
-    /// resident has this correction and can sum it exactly, else the CPU reference.
+    /// Whether `p`'s detector mask has more distinct weights than the GPU path sums exactly
+    /// (C-WEIGHTS): the exact CPU reference computes it instead.
+    fn many_weights(&self, p: &ProductParams) -> bool {
+        p.mask.as_ref().is_some_and(|m| {
+            let sparse = m.sparse(self.det());
+            sparse.weights.is_some_and(|w| {
+                crate::kernels::masked_sum::weight_groups(&sparse.indices, &w).len()
+                    > crate::kernels::masked_sum::MAX_WEIGHT_GROUPS
+            })
+        })
+    }
+
+    /// A product without an integer resident: streamed from the files within a budget (what
+    /// the GPU declines, and masks of many weights, on the CPU reference); exact float32
+    /// sums on the GPU when the float resident has this correction and can sum it exactly;
+    /// else the CPU reference.
     async fn exact_product(
         &self,
         engine: &Engine,
         p: &ProductParams,
         corr: Correction,
     ) -> Result<ProductArray> {
-        if let Some(stream) = &self.stream {
+        if let Some(stream) = self.stream.as_ref().filter(|_| !self.many_weights(p)) {
             // One pass over the files; another correction first finds its own bad pixels.
             let ps = std::slice::from_ref(p);
             let rows = stream.blocks;
             let out = if corr == stream.correction {
                 let found = stream.zeroed.as_deref();
                 crate::products::stream::compute_with(engine, &self.acq, ps, corr, found, rows)
-                    .await?
+                    .await
             } else {
-                crate::products::stream::compute_streamed(
-                    engine,
-                    &self.acq,
-                    ps,
-                    corr,
-                    rows,
-                    &mut |_, _| {},
-                )
-                .await?
+                let quiet = &mut |_, _| {};
+                crate::products::stream::compute_streamed(engine, &self.acq, ps, corr, rows, quiet)
+                    .await
             };
-            return out
-                .into_iter()
-                .next()
-                .ok_or_else(|| Error::Gpu("the streamed pass returned nothing".into()));
+            match out {
+                // What the GPU declines (moments past 2^64, float32 spans too wide): the
+                // CPU reference, as for a resident acquisition.
+                Err(e) if e.is_gpu_unsupported() => {}
+                out => {
+                    return out?
+                        .into_iter()
+                        .next()
+                        .ok_or_else(|| Error::Gpu("the streamed pass returned nothing".into()))
+                }
+            }
         }
         if let Some(res) = &self.float_resident {
             if corr == res.correction {
