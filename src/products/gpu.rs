@@ -210,15 +210,19 @@ pub(crate) async fn idpc_of_moments(
         dpc,
     )?;
     engine.queue.submit([enc.finish()]);
+    idpc_product(engine, &idpc, scan).await
+}
+
+/// The phase an iDPC plan computed, as the float32 product (C-IDPC-GPU).
+pub(crate) async fn idpc_product(
+    engine: &Engine,
+    idpc: &crate::kernels::fft::Idpc,
+    scan: [usize; 2],
+) -> Result<ProductArray> {
+    let phase = idpc.read(engine).await?;
     Ok(ProductArray {
         shape: scan.to_vec(),
-        data: ArrayData::F32(
-            idpc.read(engine)
-                .await?
-                .into_iter()
-                .map(|x| x as f32)
-                .collect(),
-        ),
+        data: ArrayData::F32(phase.into_iter().map(|x| x as f32).collect()),
     })
 }
 

@@ -152,16 +152,7 @@ pub(crate) async fn idpc_of_com(
     };
     idpc.encode(engine, &mut enc, CentreSource::Com(&centre), dpc)?;
     engine.queue.submit([enc.finish()]);
-    Ok(ProductArray {
-        shape: scan.to_vec(),
-        data: ArrayData::F32(
-            idpc.read(engine)
-                .await?
-                .into_iter()
-                .map(|x| x as f32)
-                .collect(),
-        ),
-    })
+    crate::products::gpu::idpc_product(engine, &idpc, scan).await
 }
 
 /// The product `kind` of a pattern reduction from the exact per-pixel sums (units of

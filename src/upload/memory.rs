@@ -140,15 +140,12 @@ pub fn plans(
 /// The CPU reference, which always fits.
 pub fn cpu_plan(bin: usize) -> MemoryPlan {
     MemoryPlan {
-        kind: PlanKind::Cpu,
-        bin,
-        payload_bytes: 0,
-        peak_bytes: 0,
-        rows_per_block: None,
-        blocks: None,
-        gpu_decode: false,
         fits: true,
-        note: "the CPU reference: frames streamed in blocks, nothing held on the GPU".into(),
+        ..unfit(
+            PlanKind::Cpu,
+            bin,
+            "the CPU reference: frames streamed in blocks, nothing held on the GPU".into(),
+        )
     }
 }
 

@@ -53,7 +53,7 @@ impl Engine {
     /// peak has no decode windows (a streaming block within a small budget).
     pub async fn upload_cpu_packed(&self, acq: &Acquisition, corr: Correction) -> Result<Resident> {
         let plan = plan_of(acq, corr.bin, self.adapter.limits)?;
-        self.upload_from_path(acq, None, corr, plan, &mut |_, _| {}, false)
+        self.upload_from(acq, None, corr, plan, &mut |_, _| {}, false)
             .await?
             .ok_or_else(|| {
                 Error::param(format!(
@@ -83,7 +83,7 @@ impl Engine {
         plan: ResidentPlan,
         progress: &mut dyn FnMut(usize, usize),
     ) -> Result<Resident> {
-        self.upload_from(acq, None, corr, plan, progress)
+        self.upload_from(acq, None, corr, plan, progress, true)
             .await?
             .ok_or_else(|| {
                 Error::param(format!(
@@ -105,24 +105,13 @@ impl Engine {
         plan: ResidentPlan,
         progress: &mut dyn FnMut(usize, usize),
     ) -> Result<Option<Resident>> {
-        self.upload_from(acq, Some(feed), corr, plan, progress)
+        self.upload_from(acq, Some(feed), corr, plan, progress, true)
             .await
     }
 
+    /// The upload of `acq` along `plan`, through the GPU decoder where it takes the data
+    /// and `gpu_decode` allows it.
     pub(crate) async fn upload_from(
-        &self,
-        acq: &Acquisition,
-        feed: Option<&IndexFeed>,
-        corr: Correction,
-        plan: ResidentPlan,
-        progress: &mut dyn FnMut(usize, usize),
-    ) -> Result<Option<Resident>> {
-        self.upload_from_path(acq, feed, corr, plan, progress, true)
-            .await
-    }
-
-    /// [`Engine::upload_from`], through the GPU decoder only if `gpu_decode` allows it.
-    async fn upload_from_path(
         &self,
         acq: &Acquisition,
         feed: Option<&IndexFeed>,
