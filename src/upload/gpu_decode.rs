@@ -22,7 +22,7 @@ use crate::kernels::decode::{seq_starts, Decoder, PackTarget, Window};
 pub(crate) use crate::upload::chunk_slots::ChunkSlot;
 use crate::upload::chunk_slots::{batches, slots, Next, SlotStream};
 use crate::upload::src_slots::SrcSlots;
-use crate::upload::window_bytes::WindowBytes;
+use crate::upload::window_bytes::{ChunkWalk, WindowBytes};
 use crate::upload::window_reads::{
     pick_window, read_ahead, read_chunks, slots_wanted, Prefetch, ReadWindows,
 };
@@ -97,14 +97,15 @@ pub(crate) fn logical_bytes(acq: &Acquisition, ix: &DatasetIndex) -> usize {
     cn * acq.shape.det_len() * acq.dtype.size()
 }
 
-/// A chunk's header walk: its parameter and blocks, or why it is not bitshuffle/LZ4.
-type Walk = std::result::Result<(u32, Vec<crate::decode::BlockRef>), crate::decode::DecodeError>;
-
 /// The header walks of `picked`'s chunks in `src`, on the CPU's threads at once (natively,
 /// where the reading Workers did not walk them): one thread walked the 262,144 chunks of
 /// the 5.6 GB file at about 1 GB/s of stored bytes (decision 0024). Empty otherwise: the
 /// window builder walks them one by one.
-fn walk_here(acq: &Acquisition, picked: &[&ChunkSlot<'_>], src: &WindowBytes) -> Vec<Walk> {
+fn walk_here(
+    acq: &Acquisition,
+    picked: &[&ChunkSlot<'_>],
+    src: &mut WindowBytes,
+) -> Vec<ChunkWalk> {
     #[cfg(target_arch = "wasm32")]
     {
         let _ = (acq, picked, src);
@@ -113,6 +114,10 @@ fn walk_here(acq: &Acquisition, picked: &[&ChunkSlot<'_>], src: &WindowBytes) ->
     #[cfg(not(target_arch = "wasm32"))]
     {
         use rayon::prelude::*;
+        let done = src.take_walks();
+        if done.len() == picked.len() {
+            return done;
+        }
         if src.walked().is_some() {
             return Vec::new();
         }
@@ -146,7 +151,7 @@ async fn make_window(
     acq: &Acquisition,
     mine: &[&ChunkSlot<'_>],
     range: std::ops::Range<usize>,
-    src: WindowBytes,
+    mut src: WindowBytes,
     s0: usize,
     s1: usize,
     slots: &mut SrcSlots,
@@ -165,7 +170,7 @@ async fn make_window(
     let first_frame = picked[0].first.max(s0);
     let mut last_frame = first_frame;
     let mut src_at = 0usize;
-    let mut walked_here = walk_here(acq, picked, &src).into_iter();
+    let mut walked_here = walk_here(acq, picked, &mut src).into_iter();
     for (k, &slot) in picked.iter().enumerate() {
         let cn = chunk_frames(slot.ix, acq.shape.det).unwrap_or(1) as usize;
         let logical = logical_bytes(acq, slot.ix);

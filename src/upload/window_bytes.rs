@@ -11,9 +11,17 @@ use crate::decode::{Slice, Stored};
 #[cfg(target_arch = "wasm32")]
 use crate::error::Result;
 
+/// A chunk's header walk: its parameter and blocks, or why it is not bitshuffle/LZ4.
+pub type ChunkWalk =
+    std::result::Result<(u32, Vec<crate::decode::BlockRef>), crate::decode::DecodeError>;
+
 pub enum WindowBytes {
     /// Chunks back to back.
     Host(Vec<u8>),
+    /// Chunks back to back, with their header walks, done by the thread that read them
+    /// (natively: `window_reads::prefetch`), one per chunk.
+    #[cfg_attr(target_arch = "wasm32", allow(dead_code))]
+    HostWalked(Vec<u8>, Vec<ChunkWalk>),
     /// A span of the file as it is, from this offset.
     HostSpan(Vec<u8>, u64),
     #[cfg(target_arch = "wasm32")]
@@ -23,7 +31,9 @@ pub enum WindowBytes {
 impl WindowBytes {
     pub fn len(&self) -> usize {
         match self {
-            WindowBytes::Host(v) | WindowBytes::HostSpan(v, _) => v.len(),
+            WindowBytes::Host(v) | WindowBytes::HostWalked(v, _) | WindowBytes::HostSpan(v, _) => {
+                v.len()
+            }
             #[cfg(target_arch = "wasm32")]
             WindowBytes::Js(j) => j.len,
         }
@@ -33,7 +43,7 @@ impl WindowBytes {
     /// bytes between chunks included); `None` when its chunks lie back to back.
     pub fn file_offset(&self) -> Option<u64> {
         match self {
-            WindowBytes::Host(_) => None,
+            WindowBytes::Host(_) | WindowBytes::HostWalked(..) => None,
             WindowBytes::HostSpan(_, lo) => Some(*lo),
             #[cfg(target_arch = "wasm32")]
             WindowBytes::Js(j) => Some(j.file_offset),
@@ -43,16 +53,26 @@ impl WindowBytes {
     /// The header walks of the window's chunks, where the Workers that read it did them.
     pub fn walked(&self) -> Option<&Walked> {
         match self {
-            WindowBytes::Host(_) | WindowBytes::HostSpan(..) => None,
+            WindowBytes::Host(_) | WindowBytes::HostWalked(..) | WindowBytes::HostSpan(..) => None,
             #[cfg(target_arch = "wasm32")]
             WindowBytes::Js(j) => j.walked.as_ref(),
+        }
+    }
+
+    /// The header walks the reading thread did (all of the window's chunks), taken out;
+    /// empty where it did none.
+    #[cfg_attr(target_arch = "wasm32", allow(dead_code))]
+    pub fn take_walks(&mut self) -> Vec<ChunkWalk> {
+        match self {
+            WindowBytes::HostWalked(_, walks) => std::mem::take(walks),
+            _ => Vec::new(),
         }
     }
 
     /// Whether the bytes are the File API's own buffers (the browser's reads).
     pub fn is_file_api(&self) -> bool {
         match self {
-            WindowBytes::Host(_) | WindowBytes::HostSpan(..) => false,
+            WindowBytes::Host(_) | WindowBytes::HostWalked(..) | WindowBytes::HostSpan(..) => false,
             #[cfg(target_arch = "wasm32")]
             WindowBytes::Js(_) => true,
         }
@@ -61,7 +81,7 @@ impl WindowBytes {
     /// A copy of the `len` bytes at `at`, if the window holds them.
     pub fn copy_out(&self, at: usize, len: usize) -> Option<Vec<u8>> {
         match self {
-            WindowBytes::Host(v) | WindowBytes::HostSpan(v, _) => {
+            WindowBytes::Host(v) | WindowBytes::HostWalked(v, _) | WindowBytes::HostSpan(v, _) => {
                 v.get(at..at.checked_add(len)?).map(<[u8]>::to_vec)
             }
             #[cfg(target_arch = "wasm32")]
@@ -81,7 +101,9 @@ impl WindowBytes {
     /// Let the window go, its host buffer kept for the next read (`source::recycle`).
     pub fn recycle(self) {
         match self {
-            WindowBytes::Host(v) | WindowBytes::HostSpan(v, _) => crate::source::recycle(v),
+            WindowBytes::Host(v) | WindowBytes::HostWalked(v, _) | WindowBytes::HostSpan(v, _) => {
+                crate::source::recycle(v)
+            }
             #[cfg(target_arch = "wasm32")]
             WindowBytes::Js(_) => {}
         }
@@ -90,7 +112,9 @@ impl WindowBytes {
     /// Write the window into `buffer` from its start, the last word zero-padded.
     pub fn write_to(&self, queue: &wgpu::Queue, buffer: &wgpu::Buffer) {
         match self {
-            WindowBytes::Host(v) | WindowBytes::HostSpan(v, _) => write_words(queue, buffer, 0, v),
+            WindowBytes::Host(v) | WindowBytes::HostWalked(v, _) | WindowBytes::HostSpan(v, _) => {
+                write_words(queue, buffer, 0, v)
+            }
             #[cfg(target_arch = "wasm32")]
             WindowBytes::Js(j) => j.write_to(queue, buffer),
         }
@@ -163,7 +187,9 @@ impl Stored for WindowBytes {
 
     fn be_u32_at(&self, at: usize) -> Option<u32> {
         match self {
-            WindowBytes::Host(v) | WindowBytes::HostSpan(v, _) => v[..].be_u32_at(at),
+            WindowBytes::Host(v) | WindowBytes::HostWalked(v, _) | WindowBytes::HostSpan(v, _) => {
+                v[..].be_u32_at(at)
+            }
             #[cfg(target_arch = "wasm32")]
             WindowBytes::Js(j) => j.be_u32_at(at),
         }
