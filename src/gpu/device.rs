@@ -163,6 +163,7 @@ impl Engine {
             atomic_sums: prefers_atomic_sums(&info),
             chunk_decoder: None,
             set_aside: Default::default(),
+            memory_ceiling: std::sync::atomic::AtomicU64::new(u64::MAX),
             renderers: Mutex::new(Vec::new()),
             clock: Mutex::new(None),
             #[cfg(target_arch = "wasm32")]

@@ -84,6 +84,9 @@ pub struct Engine {
     pub(crate) chunk_decoder: Option<Box<dyn ChunkDecoder + Send + Sync>>,
     /// The segments of a resident being replaced, for the next upload ([`set_aside`]).
     set_aside: set_aside::SetAside,
+    /// A GPU with this many bytes, simulated: a resident whose payload passes it is refused
+    /// as out of memory ([`Engine::simulate_memory`]; tests of what follows that).
+    pub(crate) memory_ceiling: std::sync::atomic::AtomicU64,
     /// The display's render pipeline per canvas format, made once per device: compiling it
     /// is the GPU process's work, and a new session's first image should not wait for it.
     renderers: Mutex<Vec<(wgpu::TextureFormat, display::Renderer)>>,

@@ -174,7 +174,7 @@ impl Session {
         });
         let plans =
             crate::gpu::memory_plans(&acq, correction, engine.adapter.limits, req.memory_budget);
-        let memory_plan = match (req.memory_budget, float && req.bin > 1) {
+        let mut memory_plan = match (req.memory_budget, float && req.bin > 1) {
             (_, true) => crate::upload::memory::cpu_plan(req.bin),
             (None, false) => plans
                 .first()
@@ -216,7 +216,7 @@ impl Session {
             release_previous();
             (None, None)
         } else {
-            let (res, plan) = upload_profiled(
+            let uploaded = upload_profiled(
                 engine,
                 &mut acq,
                 feed,
@@ -225,16 +225,40 @@ impl Session {
                 &mut stages,
                 release_previous,
             )
-            .await?;
-            if float {
-                warnings.push(
-                    "float32 acquisition: exact sums on the GPU, each image read back for its one rounding"
-                        .into(),
-                );
-                float_resident = Some(res);
-                (None, Some(plan))
-            } else {
-                (Some(res), Some(plan))
+            .await;
+            match uploaded {
+                Err(Error::GpuOutOfMemory(why))
+                    if req.memory_budget.is_none() && !acq.index_pending() =>
+                {
+                    // The GPU's free memory is not known (WebGPU does not say) but was less
+                    // than the resident's peak: stream within half its payload, or leave
+                    // the work to the CPU reference, and say so (decision 0023).
+                    let budget = memory_plan.payload_bytes / 2;
+                    let limits = engine.adapter.limits;
+                    let retry = crate::gpu::memory_plans(&acq, correction, limits, Some(budget));
+                    memory_plan = crate::upload::memory::choose(&retry, req.bin);
+                    warnings.push(format!(
+                        "the whole acquisition did not fit the GPU ({why}); computed {} within {budget} bytes instead: choose a GPU memory budget to change it",
+                        match memory_plan.kind {
+                            PlanKind::Streaming => "streamed from the files",
+                            _ => "on the CPU reference",
+                        }
+                    ));
+                    (None, None)
+                }
+                uploaded => {
+                    let (res, plan) = uploaded?;
+                    if float {
+                        warnings.push(
+                            "float32 acquisition: exact sums on the GPU, each image read back for its one rounding"
+                                .into(),
+                        );
+                        float_resident = Some(res);
+                        (None, Some(plan))
+                    } else {
+                        (Some(res), Some(plan))
+                    }
+                }
             }
         };
         let info = serde_json::to_value(Info::of(&acq, false))

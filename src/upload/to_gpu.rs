@@ -49,6 +49,16 @@ impl Engine {
             .await
     }
 
+    /// Behave as a GPU with `bytes` of memory (`None`: the adapter's own): a resident whose
+    /// payload passes them is refused as out of memory, as a driver refuses it. WebGPU says
+    /// nothing of the memory it has, so what follows a refusal is tested this way.
+    pub fn simulate_memory(&self, bytes: Option<u64>) {
+        self.memory_ceiling.store(
+            bytes.unwrap_or(u64::MAX),
+            std::sync::atomic::Ordering::Relaxed,
+        );
+    }
+
     /// [`Engine::upload`] packed on the CPU even where the GPU decoder could take it: its
     /// peak has no decode windows (a streaming block within a small budget).
     pub async fn upload_cpu_packed(&self, acq: &Acquisition, corr: Correction) -> Result<Resident> {
@@ -121,6 +131,16 @@ impl Engine {
         gpu_decode: bool,
     ) -> Result<Option<Resident>> {
         self.check_alive()?;
+        let ceiling = self
+            .memory_ceiling
+            .load(std::sync::atomic::Ordering::Relaxed);
+        if plan.payload_bytes > ceiling {
+            return Err(Error::GpuOutOfMemory(format!(
+                "{} bytes resident do not fit a GPU simulated with {ceiling} bytes: {}",
+                plan.payload_bytes,
+                plan.alternatives()
+            )));
+        }
         self.start_resident(&plan);
         let total_frames = plan.shape.frames();
         let generated = matches!(

@@ -65,3 +65,51 @@ fn a_session_within_a_budget_streams_what_the_resident_shows() {
         }
     }
 }
+
+/// Without a budget, an acquisition the GPU refuses for want of memory (a GPU simulated with
+/// one byte less than its resident) is streamed within half the resident's payload, and the
+/// profile says why; its products are the resident's. Opened as bslz4 chunks, so its blocks
+/// go through the GPU decoder where the plan lets them.
+#[test]
+fn a_resident_the_gpu_has_no_memory_for_is_streamed_instead() {
+    let Some(engine) = engine() else { return };
+    let dims = [64, 40, 16, 16];
+    let acq = || stem4d::formats::synthetic::open_compressed(dims).unwrap();
+    let req = OpenRequest {
+        bin: 1,
+        ..Default::default()
+    };
+    let open_it = || {
+        pollster::block_on(Session::open(&engine, acq(), &req, 0.0, &mut |_, _, _| {}))
+            .unwrap_or_else(|e| panic!("{e}"))
+    };
+    let mut plain = open_it();
+    let payload = plain.profile.resident_payload_bytes.expect("a resident");
+    engine.simulate_memory(Some(payload - 1));
+    let refused = pollster::block_on(Session::open(&engine, acq(), &req, 0.0, &mut |_, _, _| {}));
+    engine.simulate_memory(None);
+    let mut refused = refused.unwrap_or_else(|e| panic!("{e}"));
+    let plan = &refused.profile.memory_plan;
+    assert_eq!(plan.kind, PlanKind::Streaming, "{plan:?}");
+    assert!(plan.peak_bytes <= payload / 2, "{plan:?}");
+    assert!(
+        refused
+            .profile
+            .warnings
+            .iter()
+            .any(|w| w.contains("did not fit the GPU") && w.contains("streamed")),
+        "{:?}",
+        refused.profile.warnings
+    );
+    assert_eq!(plain.bf_fit, refused.bf_fit);
+    for kind in [ProductKind::Total, ProductKind::Com, ProductKind::MaxDp] {
+        let p = ProductParams::new(kind);
+        let a = pollster::block_on(plain.product(&engine, &p, Correction::default())).unwrap();
+        let b = pollster::block_on(refused.product(&engine, &p, Correction::default())).unwrap();
+        assert!(
+            to_bytes(&a) == to_bytes(&b),
+            "{}: streamed differs",
+            kind.name()
+        );
+    }
+}
