@@ -608,3 +608,50 @@ async fn deferred_leaves_upload_exactly_in_the_browser() {
         );
     }
 }
+
+/// Product-first streaming in the browser's WebGPU (decision 0023): every product of the
+/// parity matrix (bad-pixel masking on), in one pass over blocks of one scan row, through
+/// the GPU decoder and packed on the CPU, is the resident's byte for byte.
+#[wasm_bindgen_test]
+async fn streamed_products_equal_the_residents_in_the_browser() {
+    use stem4d::products::npy::to_bytes;
+    use stem4d::products::stream::{compute_streamed, Blocks};
+    let engine = Engine::new().await.expect("a WebGPU adapter");
+    for (label, acq) in [
+        ("arina_u16", arina_u16()),
+        ("lz4_stack_u16", lz4_stack_u16()),
+    ] {
+        let requests = stem4d::parity::matrix(&acq, true).expect("matrix");
+        let corr = requests[0].correction;
+        let ps: Vec<ProductParams> = requests
+            .iter()
+            .filter(|r| r.correction == corr)
+            .map(|r| r.params.clone())
+            .collect();
+        let mut resident = Vec::new();
+        for p in &ps {
+            resident.push(
+                products::compute(&engine, &acq, p, corr)
+                    .await
+                    .expect("resident"),
+            );
+        }
+        for gpu_decode in [true, false] {
+            let blocks = Blocks {
+                rows: 1,
+                gpu_decode,
+            };
+            let out = compute_streamed(&engine, &acq, &ps, corr, blocks, &mut |_, _| {})
+                .await
+                .expect("streamed");
+            assert_eq!(out.len(), ps.len());
+            for ((p, r), s) in ps.iter().zip(&resident).zip(&out) {
+                assert!(
+                    to_bytes(r) == to_bytes(s),
+                    "{label} {} (gpu decode {gpu_decode}): streamed differs",
+                    p.kind.name()
+                );
+            }
+        }
+    }
+}
