@@ -361,13 +361,13 @@ fn bench_stream(
             }
         }
         _ => {
-            let rows = crate::products::stream::Blocks::of(plan);
+            let blocks = crate::products::stream::Blocks::of(plan);
             pollster::block_on(crate::products::stream::compute_streamed(
                 engine,
                 acq,
                 &ps,
                 corr,
-                rows,
+                blocks,
                 &mut |_, _| {},
             ))?;
         }

@@ -528,19 +528,17 @@ fn product_within(
             pollster::block_on(crate::products::gpu::compute(&engine, acq, params, corr))
         }
         PlanKind::Streaming => {
-            let rows = crate::products::stream::Blocks::of(&plan);
+            use crate::products::stream::{compute_streamed, only, Blocks};
             let ps = std::slice::from_ref(params);
-            let out = pollster::block_on(crate::products::stream::compute_streamed(
+            let blocks = Blocks::of(&plan);
+            only(pollster::block_on(compute_streamed(
                 &engine,
                 acq,
                 ps,
                 corr,
-                rows,
+                blocks,
                 &mut |_, _| {},
-            ))?;
-            out.into_iter()
-                .next()
-                .ok_or_else(|| Error::Gpu("the streamed pass returned nothing".into()))
+            ))?)
         }
         PlanKind::Cpu => crate::cpu::compute(acq, params, corr),
     }

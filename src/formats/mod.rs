@@ -228,11 +228,10 @@ impl Acquisition {
             )));
         }
         let region = region.checked(self.shape.scan, "scan crop")?;
-        self.crop = Some(ScanCrop {
+        self.set_crop(ScanCrop {
             region,
             stored_scan: self.shape.scan,
         });
-        self.shape.scan = [region.r1 - region.r0, region.c1 - region.c0];
         self.scan_shape_source = format!(
             "{} cropped to rows {}..{}, cols {}..{}",
             self.scan_shape_source, region.r0, region.r1, region.c0, region.c1
@@ -240,10 +239,11 @@ impl Acquisition {
         Ok(self)
     }
 
-    /// Scan rows `r0..r1` of the scan as it is (within any crop already made), every
-    /// column: one block of a streaming pass (`products::stream`). The crop composes with a
-    /// user's crop, so the block's frames are the same stored frames either way.
-    pub fn scan_rows(&self, r0: usize, r1: usize) -> Result<Acquisition> {
+    /// The crop keeping scan rows `r0..r1` of the scan as it is (within any crop already
+    /// made), every column: one block of a streaming pass (`products::stream`), made
+    /// with [`Acquisition::set_crop`] on a copy. It composes with a user's crop, so the
+    /// block's frames are the same stored frames either way.
+    pub fn scan_rows_crop(&self, r0: usize, r1: usize) -> Result<ScanCrop> {
         let [rows, cols] = self.shape.scan;
         if r0 >= r1 || r1 > rows {
             return Err(Error::param(format!(
@@ -251,33 +251,32 @@ impl Acquisition {
                 self.primary
             )));
         }
-        let (region, stored_scan) = match &self.crop {
-            Some(c) => (
-                crate::contract::Region {
+        Ok(match &self.crop {
+            Some(c) => ScanCrop {
+                region: crate::contract::Region {
                     r0: c.region.r0 + r0,
                     r1: c.region.r0 + r1,
-                    c0: c.region.c0,
-                    c1: c.region.c1,
+                    ..c.region
                 },
-                c.stored_scan,
-            ),
-            None => (
-                crate::contract::Region {
+                stored_scan: c.stored_scan,
+            },
+            None => ScanCrop {
+                region: crate::contract::Region {
                     r0,
                     r1,
                     c0: 0,
                     c1: cols,
                 },
-                self.shape.scan,
-            ),
-        };
-        let mut block = self.clone();
-        block.crop = Some(ScanCrop {
-            region,
-            stored_scan,
-        });
-        block.shape.scan = [r1 - r0, cols];
-        Ok(block)
+                stored_scan: self.shape.scan,
+            },
+        })
+    }
+
+    /// Read the frames through `crop` (of the scan as stored): the scan becomes its region.
+    pub fn set_crop(&mut self, crop: ScanCrop) {
+        let r = crop.region;
+        self.shape.scan = [r.r1 - r.r0, r.c1 - r.c0];
+        self.crop = Some(crop);
     }
 
     /// The shape of the frames as stored (before any scan crop).

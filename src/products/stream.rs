@@ -1,9 +1,9 @@
 //! Product-first streaming: products of an acquisition larger than the GPU's budget, in one
 //! pass over its files. Blocks of whole scan rows are uploaded one at a time (a block is the
-//! acquisition cropped to its rows, `Acquisition::scan_rows`), every product asked for takes
-//! its part of the block, and the block is let go before the next. Parts are exact (integer
-//! sums, exact CoM, sample maxima), so they join without rounding, and each product is then
-//! finished by the same code as on a resident acquisition: the results equal the
+//! acquisition cropped to its rows, `Acquisition::scan_rows_crop`), every product asked for
+//! takes its part of the block, and the block is let go before the next. Parts are exact
+//! (integer sums, exact CoM, sample maxima), so they join without rounding, and each product
+//! is then finished by the same code as on a resident acquisition: the results equal the
 //! resident's bit for bit (decision 0023). With bad-pixel masking, a first pass finds the
 //! hot and dead pixels in the mean pattern, as the resident's upload does.
 
@@ -314,6 +314,9 @@ async fn pass(
     let mut parts: Vec<Part> = ps.iter().map(|p| empty_part(p, float)).collect();
     let mut last: Option<Resident> = None;
     let step = blocks.rows.max(1);
+    // One copy of the acquisition serves every block: copying its chunk index per block
+    // cost as much as the block's own bookkeeping.
+    let mut block = acq.clone();
     let result = async {
         for b0 in (0..rows).step_by(step) {
             let b1 = (b0 + step).min(rows);
@@ -321,7 +324,7 @@ async fn pass(
                 progress(b1, rows);
                 continue;
             }
-            let block = acq.scan_rows(b0, b1)?;
+            block.set_crop(acq.scan_rows_crop(b0, b1)?);
             if let Some(prev) = last.take() {
                 // Its buffers serve the next block where they have its sizes.
                 engine.set_aside(prev);
@@ -370,11 +373,11 @@ pub async fn compute_streamed(
     for p in ps {
         p.validate(acq.shape, corr)?;
     }
-    let found = match corr.mask_bad_pixels {
+    let zeroed = match corr.mask_bad_pixels {
         true => settle(engine, acq, corr, blocks, progress).await?.2,
         false => None,
     };
-    pass(engine, acq, ps, corr, found.as_deref(), blocks, progress).await
+    compute_with(engine, acq, ps, corr, zeroed.as_deref(), blocks, progress).await
 }
 
 /// [`compute_streamed`] with the pixels to zero already found (`settle`'s third value).
@@ -385,11 +388,19 @@ pub async fn compute_with(
     corr: Correction,
     zeroed: Option<&[bool]>,
     blocks: Blocks,
+    progress: &mut dyn FnMut(usize, usize),
 ) -> Result<Vec<ProductArray>> {
     for p in ps {
         p.validate(acq.shape, corr)?;
     }
-    pass(engine, acq, ps, corr, zeroed, blocks, &mut |_, _| {}).await
+    pass(engine, acq, ps, corr, zeroed, blocks, progress).await
+}
+
+/// The one product of a pass asked for one.
+pub fn only(out: Vec<ProductArray>) -> Result<ProductArray> {
+    out.into_iter()
+        .next()
+        .ok_or_else(|| Error::Gpu("the streamed pass returned nothing".into()))
 }
 
 /// The streamed counterpart of `gpu::settle_bad_pixels`: the exact mean pattern under

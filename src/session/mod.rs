@@ -206,27 +206,19 @@ impl Session {
     ) -> Result<ProductArray> {
         if let Some(stream) = self.stream.as_ref().filter(|_| !self.many_weights(p)) {
             // One pass over the files; another correction first finds its own bad pixels.
-            let ps = std::slice::from_ref(p);
-            let rows = stream.blocks;
+            use crate::products::stream::{compute_streamed, compute_with, only};
+            let (ps, blocks, quiet) = (std::slice::from_ref(p), stream.blocks, &mut |_, _| {});
             let out = if corr == stream.correction {
-                let found = stream.zeroed.as_deref();
-                crate::products::stream::compute_with(engine, &self.acq, ps, corr, found, rows)
-                    .await
+                let zeroed = stream.zeroed.as_deref();
+                compute_with(engine, &self.acq, ps, corr, zeroed, blocks, quiet).await
             } else {
-                let quiet = &mut |_, _| {};
-                crate::products::stream::compute_streamed(engine, &self.acq, ps, corr, rows, quiet)
-                    .await
+                compute_streamed(engine, &self.acq, ps, corr, blocks, quiet).await
             };
             match out {
                 // What the GPU declines (moments past 2^64, float32 spans too wide): the
                 // CPU reference, as for a resident acquisition.
                 Err(e) if e.is_gpu_unsupported() => {}
-                out => {
-                    return out?
-                        .into_iter()
-                        .next()
-                        .ok_or_else(|| Error::Gpu("the streamed pass returned nothing".into()))
-                }
+                out => return only(out?),
             }
         }
         if let Some(res) = &self.float_resident {

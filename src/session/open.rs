@@ -359,9 +359,9 @@ impl Session {
         let corr = self.correction;
         let det = self.det();
         if let Some(stream) = &self.stream {
-            let rows = stream.blocks;
+            let blocks = stream.blocks;
             let (mean, found, zeroed) =
-                crate::products::stream::settle(engine, &self.acq, corr, rows, &mut |_, _| {})
+                crate::products::stream::settle(engine, &self.acq, corr, blocks, &mut |_, _| {})
                     .await?;
             if let Some(stream) = &mut self.stream {
                 stream.zeroed = zeroed.clone();

@@ -97,49 +97,67 @@ pub(crate) fn logical_bytes(acq: &Acquisition, ix: &DatasetIndex) -> usize {
     cn * acq.shape.det_len() * acq.dtype.size()
 }
 
-/// The header walks of `picked`'s chunks in `src`, on the CPU's threads at once (natively,
-/// where the reading Workers did not walk them): one thread walked the 262,144 chunks of
-/// the 5.6 GB file at about 1 GB/s of stored bytes (decision 0024). Empty otherwise: the
-/// window builder walks them one by one.
+/// The header walks of `picked`'s chunks in `src`: those the reading thread did, else (for
+/// a span read as it lies in its file) done here on the CPU's threads at once; empty in
+/// the browser, whose Workers walk them, and the window builder walks any left one by one.
 fn walk_here(
     acq: &Acquisition,
     picked: &[&ChunkSlot<'_>],
     src: &mut WindowBytes,
 ) -> Vec<ChunkWalk> {
-    #[cfg(target_arch = "wasm32")]
-    {
-        let _ = (acq, picked, src);
-        Vec::new()
+    let done = src.take_walks();
+    if done.len() == picked.len() {
+        return done;
     }
-    #[cfg(not(target_arch = "wasm32"))]
-    {
-        use rayon::prelude::*;
-        let done = src.take_walks();
-        if done.len() == picked.len() {
-            return done;
+    match src.host_bytes() {
+        #[cfg(not(target_arch = "wasm32"))]
+        Some(bytes) => {
+            let jobs = walk_jobs(acq, picked, src.file_offset());
+            walk_chunks(bytes, acq.dtype.size(), jobs)
         }
-        if src.walked().is_some() {
-            return Vec::new();
+        _ => {
+            let _ = acq;
+            Vec::new()
         }
-        let elem = acq.dtype.size();
-        let mut at = 0usize;
-        let jobs: Vec<_> = picked
-            .iter()
-            .map(|slot| {
-                if let Some(lo) = src.file_offset() {
-                    at = (slot.chunk.offset - lo) as usize;
-                }
-                let stored = at..at + slot.chunk.size as usize;
-                at += slot.chunk.size as usize;
-                (stored, logical_bytes(acq, slot.ix), walk_kind(slot.ix))
-            })
-            .collect();
-        jobs.into_par_iter()
-            .map(|(stored, logical, kind)| {
-                walk::chunk_layout(&src.chunk(stored), elem, logical, kind)
-            })
-            .collect()
     }
+}
+
+/// What walking each of `slots`' chunks needs: where its stored bytes lie in a window
+/// starting at `file_offset` in their file (`None`: the chunks back to back), its decoded
+/// size and its walk kind.
+#[cfg(not(target_arch = "wasm32"))]
+pub(crate) fn walk_jobs(
+    acq: &Acquisition,
+    slots: &[&ChunkSlot<'_>],
+    file_offset: Option<u64>,
+) -> Vec<(std::ops::Range<usize>, usize, u32)> {
+    let mut at = 0usize;
+    slots
+        .iter()
+        .map(|slot| {
+            if let Some(lo) = file_offset {
+                at = (slot.chunk.offset - lo) as usize;
+            }
+            let stored = at..at + slot.chunk.size as usize;
+            at += slot.chunk.size as usize;
+            (stored, logical_bytes(acq, slot.ix), walk_kind(slot.ix))
+        })
+        .collect()
+}
+
+/// The header walks of `jobs` ([`walk_jobs`]) in `bytes` of samples `elem` bytes wide, on
+/// the CPU's threads at once: one thread walked the 262,144 chunks of the 5.6 GB file at
+/// about 1 GB/s of stored bytes (decision 0024).
+#[cfg(not(target_arch = "wasm32"))]
+pub(crate) fn walk_chunks(
+    bytes: &[u8],
+    elem: usize,
+    jobs: Vec<(std::ops::Range<usize>, usize, u32)>,
+) -> Vec<ChunkWalk> {
+    use rayon::prelude::*;
+    jobs.into_par_iter()
+        .map(|(stored, logical, kind)| walk::chunk_layout(&bytes[stored], elem, logical, kind))
+        .collect()
 }
 
 /// Build the window of `mine[range]` from their stored bytes `src`, for the frames of

@@ -59,9 +59,19 @@ impl WindowBytes {
         }
     }
 
+    /// The bytes, where they are in this process's memory (natively, always).
+    pub fn host_bytes(&self) -> Option<&[u8]> {
+        match self {
+            WindowBytes::Host(v) | WindowBytes::HostWalked(v, _) | WindowBytes::HostSpan(v, _) => {
+                Some(v)
+            }
+            #[cfg(target_arch = "wasm32")]
+            WindowBytes::Js(_) => None,
+        }
+    }
+
     /// The header walks the reading thread did (all of the window's chunks), taken out;
     /// empty where it did none.
-    #[cfg_attr(target_arch = "wasm32", allow(dead_code))]
     pub fn take_walks(&mut self) -> Vec<ChunkWalk> {
         match self {
             WindowBytes::HostWalked(_, walks) => std::mem::take(walks),

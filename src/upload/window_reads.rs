@@ -7,10 +7,14 @@ use crate::error::Result;
 use crate::formats::Acquisition;
 use crate::upload::plan::{DECODE_SCRATCH, DECODE_WINDOW};
 
+#[cfg(target_arch = "wasm32")]
 use crate::decode::walk;
 use crate::upload::chunk_slots::ChunkSlot;
 use crate::upload::gpu_decode::logical_bytes;
+#[cfg(target_arch = "wasm32")]
 use crate::upload::gpu_decode::walk_kind;
+#[cfg(not(target_arch = "wasm32"))]
+use crate::upload::gpu_decode::{walk_chunks, walk_jobs};
 use crate::upload::window_bytes::WindowBytes;
 
 /// The compressed bytes of `slots`, back to back, in as few reads as possible.
@@ -280,39 +284,17 @@ pub(crate) type Prefetch<'a> = crate::source::Started<'a, Result<WindowBytes>>;
 fn prefetch<'a>(acq: &'a Acquisition, slots: Vec<&'a ChunkSlot<'a>>, limit: u64) -> Prefetch<'a> {
     #[cfg(not(target_arch = "wasm32"))]
     {
-        use rayon::prelude::*;
         let _ = limit;
         let ranges: Vec<_> = slots
             .iter()
             .map(|s| (s.part.source.clone(), s.chunk.offset, s.chunk.size))
             .collect();
         // The chunks' header walks too, once read: off the thread that builds the windows.
-        let elem = acq.dtype.size();
-        let walks: Vec<_> = slots
-            .iter()
-            .map(|s| {
-                (
-                    s.chunk.size as usize,
-                    logical_bytes(acq, s.ix),
-                    walk_kind(s.ix),
-                )
-            })
-            .collect();
+        let (elem, jobs) = (acq.dtype.size(), walk_jobs(acq, &slots, None));
         let reading = std::thread::spawn(move || {
             let refs: Vec<_> = ranges.iter().map(|(s, o, n)| (s, *o, *n)).collect();
             let bytes = pollster::block_on(crate::source::read_coalesced(&refs))?;
-            let mut at = 0;
-            let jobs: Vec<_> = walks
-                .into_iter()
-                .map(|(size, logical, kind)| {
-                    at += size;
-                    (at - size..at, logical, kind)
-                })
-                .collect();
-            let walked = jobs
-                .into_par_iter()
-                .map(|(r, logical, kind)| walk::chunk_layout(&bytes[r], elem, logical, kind))
-                .collect();
+            let walked = walk_chunks(&bytes, elem, jobs);
             Ok(WindowBytes::HostWalked(bytes, walked))
         });
         // Joined when awaited, never before (`Started::Running` is not polled at once).
