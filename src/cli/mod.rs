@@ -5,9 +5,11 @@ mod bench;
 pub mod bench_gpu;
 pub mod bench_report;
 pub mod bench_viewer;
+mod memory;
 pub mod parity;
 
 use bench::*;
+use memory::{plan_words, product_within, BudgetArgs, PlansHere};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
@@ -22,7 +24,6 @@ use crate::hdf5_index::Layout;
 use crate::products::flags::FlagError;
 use crate::products::{ProductKind, ProductParams};
 use crate::source::{ByteSource, FileSet, FsSource};
-use crate::upload::memory::{self, PlanKind};
 
 #[derive(Parser)]
 #[command(
@@ -57,16 +58,6 @@ struct OpenArgs {
     /// acquisition does not.
     #[arg(long, value_name = "R0,R1,C0,C1")]
     crop: Option<String>,
-}
-
-/// `--memory-budget`: the GPU memory an acquisition may take (`upload::memory`).
-#[derive(Args, Clone, Copy)]
-struct BudgetArgs {
-    /// Bytes of GPU memory the engine may use (`262144`, `256KiB`, `8GiB`): it takes the
-    /// fastest exact plan at native sampling within them (the whole acquisition resident,
-    /// streamed in blocks of scan rows, or the CPU reference) and says which.
-    #[arg(long, value_name = "BYTES", value_parser = crate::upload::memory::parse_budget)]
-    memory_budget: Option<u64>,
 }
 
 #[derive(Subcommand)]
@@ -272,36 +263,23 @@ fn run(cli: Cli) -> Result<()> {
         } => {
             let acq = open_acquisition(&open)?;
             let info = crate::formats::info::Info::of(&acq, chunks);
-            let plans = match budget.memory_budget {
-                Some(b) => Some(plans_on_this_gpu(&acq, Correction::default(), b)?),
-                None => None,
-            };
+            let plans = budget
+                .memory_budget
+                .map(|b| PlansHere::of(&acq, Correction::default(), b))
+                .transpose()?;
             if json {
                 let mut v = serde_json::to_value(&info)
                     .map_err(|e| Error::param(format!("cannot serialise info: {e}")))?;
-                if let (Some((plan, all)), Some(map)) = (&plans, v.as_object_mut()) {
-                    map.insert("memory_budget".into(), budget.memory_budget.into());
-                    map.insert("memory_plan".into(), json_of(plan)?);
-                    map.insert("memory_plans".into(), json_of(all)?);
+                if let Some(plans) = &plans {
+                    plans.add_to_json(&mut v)?;
                 }
                 let s = serde_json::to_string_pretty(&v)
                     .map_err(|e| Error::param(format!("cannot serialise info: {e}")))?;
                 println!("{s}");
             } else {
                 print!("{}", info.text());
-                if let Some((plan, all)) = &plans {
-                    println!(
-                        "memory plans within {} bytes (taken: {}):",
-                        budget.memory_budget.unwrap_or(0),
-                        plan_words(plan)
-                    );
-                    for p in all {
-                        println!(
-                            "  {} {}",
-                            if p.fits { "fits   " } else { "no     " },
-                            plan_words(p)
-                        );
-                    }
+                if let Some(plans) = &plans {
+                    plans.print();
                 }
             }
             Ok(())
@@ -496,7 +474,7 @@ fn product(p: ProductArgs) -> Result<()> {
             if budget.is_some() {
                 eprintln!(
                     "stem4d: memory plan: {}",
-                    plan_words(&memory::cpu_plan(corr.bin))
+                    plan_words(&crate::upload::memory::cpu_plan(corr.bin))
                 );
             }
             crate::cpu::compute(&acq, &params, corr)?
@@ -509,73 +487,6 @@ fn product(p: ProductArgs) -> Result<()> {
             message: format!("cannot write output: {e}"),
         })
     })
-}
-
-/// One product on the GPU within `budget` bytes: the plan the engine takes is said on
-/// standard error (the output's provenance), then followed.
-fn product_within(
-    acq: &Acquisition,
-    params: &ProductParams,
-    corr: Correction,
-    budget: u64,
-) -> Result<crate::products::ProductArray> {
-    let engine = pollster::block_on(crate::gpu::Engine::new())?;
-    let all = crate::gpu::memory_plans(acq, corr, engine.adapter.limits, Some(budget));
-    let plan = memory::choose(&all, corr.bin);
-    eprintln!("stem4d: memory plan: {}", plan_words(&plan));
-    match plan.kind {
-        PlanKind::Resident => {
-            pollster::block_on(crate::products::gpu::compute(&engine, acq, params, corr))
-        }
-        PlanKind::Streaming => {
-            use crate::products::stream::{compute_streamed, only, Blocks};
-            let ps = std::slice::from_ref(params);
-            let blocks = Blocks::of(&plan);
-            only(pollster::block_on(compute_streamed(
-                &engine,
-                acq,
-                ps,
-                corr,
-                blocks,
-                &mut |_, _| {},
-            ))?)
-        }
-        PlanKind::Cpu => crate::cpu::compute(acq, params, corr),
-    }
-}
-
-/// The plans of `acq` on this machine's GPU within `budget` bytes, and the one taken; the
-/// CPU reference alone where no GPU adapter is found.
-fn plans_on_this_gpu(
-    acq: &Acquisition,
-    corr: Correction,
-    budget: u64,
-) -> Result<(memory::MemoryPlan, Vec<memory::MemoryPlan>)> {
-    let all = match pollster::block_on(crate::gpu::Engine::new()) {
-        Ok(engine) => crate::gpu::memory_plans(acq, corr, engine.adapter.limits, Some(budget)),
-        Err(e) if e.is_gpu_unsupported() => vec![memory::cpu_plan(corr.bin)],
-        Err(e) => return Err(e),
-    };
-    Ok((memory::choose(&all, corr.bin), all))
-}
-
-/// A memory plan in a line.
-fn plan_words(p: &memory::MemoryPlan) -> String {
-    let bin = match p.bin {
-        1 => String::new(),
-        b => format!(" at bin {b}"),
-    };
-    format!(
-        "{}{bin}, {} bytes held, peak {} bytes: {}",
-        p.kind.name(),
-        p.payload_bytes,
-        p.peak_bytes,
-        p.note
-    )
-}
-
-fn json_of<T: serde::Serialize>(v: &T) -> Result<serde_json::Value> {
-    serde_json::to_value(v).map_err(|e| Error::param(format!("cannot serialise the plans: {e}")))
 }
 
 /// The largest `.npy` header a side input may have (numpy writes 128 bytes or a few more).

@@ -26,6 +26,8 @@ use crate::upload::window_bytes::{ChunkWalk, WindowBytes};
 use crate::upload::window_reads::{
     pick_window, read_ahead, read_chunks, slots_wanted, Prefetch, ReadWindows,
 };
+#[cfg(not(target_arch = "wasm32"))]
+use crate::upload::window_reads::{walk_chunks, walk_jobs};
 
 /// Frames per chunk when the chunks hold whole frames in frame order.
 pub(crate) fn chunk_frames(ix: &DatasetIndex, det: [usize; 2]) -> Option<u64> {
@@ -120,44 +122,6 @@ fn walk_here(
             Vec::new()
         }
     }
-}
-
-/// What walking each of `slots`' chunks needs: where its stored bytes lie in a window
-/// starting at `file_offset` in their file (`None`: the chunks back to back), its decoded
-/// size and its walk kind.
-#[cfg(not(target_arch = "wasm32"))]
-pub(crate) fn walk_jobs(
-    acq: &Acquisition,
-    slots: &[&ChunkSlot<'_>],
-    file_offset: Option<u64>,
-) -> Vec<(std::ops::Range<usize>, usize, u32)> {
-    let mut at = 0usize;
-    slots
-        .iter()
-        .map(|slot| {
-            if let Some(lo) = file_offset {
-                at = (slot.chunk.offset - lo) as usize;
-            }
-            let stored = at..at + slot.chunk.size as usize;
-            at += slot.chunk.size as usize;
-            (stored, logical_bytes(acq, slot.ix), walk_kind(slot.ix))
-        })
-        .collect()
-}
-
-/// The header walks of `jobs` ([`walk_jobs`]) in `bytes` of samples `elem` bytes wide, on
-/// the CPU's threads at once: one thread walked the 262,144 chunks of the 5.6 GB file at
-/// about 1 GB/s of stored bytes (decision 0024).
-#[cfg(not(target_arch = "wasm32"))]
-pub(crate) fn walk_chunks(
-    bytes: &[u8],
-    elem: usize,
-    jobs: Vec<(std::ops::Range<usize>, usize, u32)>,
-) -> Vec<ChunkWalk> {
-    use rayon::prelude::*;
-    jobs.into_par_iter()
-        .map(|(stored, logical, kind)| walk::chunk_layout(&bytes[stored], elem, logical, kind))
-        .collect()
 }
 
 /// Build the window of `mine[range]` from their stored bytes `src`, for the frames of
