@@ -35,7 +35,7 @@ use pass_clock::{PassClock, PassTimes};
 
 pub(crate) use batch::{Batch, Recorder, Submitted};
 pub use device::is_software;
-pub use resident::{memory_plans, plan_of, Resident, UploadTimes};
+pub use resident::{memory_plans, plan_of, Packed, Resident, UploadTimes};
 
 /// What the user and the profile are told about the adapter.
 #[derive(Clone, Debug, Serialize)]

@@ -30,6 +30,55 @@ pub struct Resident {
     /// Hot and dead pixels found in this resident's mean pattern and zeroed in it
     /// ([`products::settle_bad_pixels`]), as a mask of its detector.
     pub found_bad: Option<Vec<bool>>,
+    /// A compressed resident's packed segments (`upload::packed`, decision 0025); its
+    /// `buffers` are then one scratch segment, cloned per segment, that every kernel's
+    /// reads are unpacked into first ([`Resident::unpack`]).
+    pub packed: Option<Packed>,
+}
+
+/// The packed part of a compressed resident (`wgsl/packed.wgsl`).
+pub struct Packed {
+    /// One per segment of the resident's plan.
+    pub buffers: Vec<wgpu::Buffer>,
+    /// Bytes of the packed buffers, and of the raw resident they stand for.
+    pub packed_bytes: u64,
+    pub raw_bytes: u64,
+    /// Bytes of the scratch segment.
+    pub scratch_bytes: u64,
+    /// One bit per detector pixel: pixels found bad after the upload, unpacked as 0.
+    pub zeroed: wgpu::Buffer,
+    pub zeroed_bits: Vec<u32>,
+}
+
+impl Resident {
+    /// Queue, before a kernel reads segment `seg` of this resident, what it will read of
+    /// it: on a compressed resident the pixels of `list` (`None`: all) of tiles `tiles`
+    /// (`None`: all) unpacked into the scratch segment; on a raw one nothing.
+    pub(crate) fn unpack(
+        &self,
+        engine: &Engine,
+        batch: &mut Batch,
+        seg: usize,
+        list: Option<(&wgpu::Buffer, u32)>,
+        tiles: Option<(u32, u32)>,
+    ) -> Result<()> {
+        let (Some(packed), Some(s)) = (&self.packed, self.plan.segments.get(seg)) else {
+            return Ok(());
+        };
+        let all = (0, s.frames.div_ceil(self.plan.tile as usize) as u32);
+        crate::kernels::packed::add_unpack(
+            engine,
+            batch,
+            &self.plan,
+            &packed.buffers[seg],
+            &packed.zeroed,
+            &self.buffers[seg],
+            crate::kernels::packed::Unpack {
+                list,
+                tiles: tiles.unwrap_or(all),
+            },
+        )
+    }
 }
 
 /// The size of a resident segment's buffer of `bytes` (as [`Engine::storage`] makes it).
@@ -86,6 +135,10 @@ impl Engine {
     /// their sizes ([`set_aside`]); the rest of `res` is freed. Call
     /// [`Engine::release_set_aside`] once that upload is made (or the open failed).
     pub fn set_aside(&self, res: Resident) {
+        if res.packed.is_some() {
+            // Its buffers are one scratch segment, kept by no later upload.
+            return;
+        }
         self.set_aside.keep(res.buffers);
     }
 

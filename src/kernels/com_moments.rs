@@ -157,7 +157,8 @@ pub fn encode_com_moments_with(
     encoder.clear_buffer(out, 0, Some(shape.frames() as u64 * bytes));
     let parts = parts.max(1);
     let mut batch = Batch::default();
-    for (seg, buf) in res.plan.segments.iter().zip(&res.buffers) {
+    for (i, (seg, buf)) in res.plan.segments.iter().zip(&res.buffers).enumerate() {
+        res.unpack(engine, &mut batch, i, None, None)?;
         let groups = grid((seg.frames as u32).div_ceil(res.plan.tile) * parts);
         let params = engine.uniform(&ComParams {
             frames: seg.frames as u32,

@@ -207,7 +207,14 @@ pub fn encode_parts(
     }
     let part_starts = engine.input(&starts);
     let mut batch = Batch::default();
-    for (seg, buf) in res.plan.segments.iter().zip(&res.buffers) {
+    for (i, (seg, buf)) in res.plan.segments.iter().zip(&res.buffers).enumerate() {
+        res.unpack(
+            engine,
+            &mut batch,
+            i,
+            Some((&list.buffer, list.entries)),
+            None,
+        )?;
         let groups = grid((seg.frames as u32).div_ceil(res.plan.tile) * parts);
         let params = engine.uniform(&MaskedSumParams {
             frames: seg.frames as u32,

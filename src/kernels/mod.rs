@@ -6,6 +6,7 @@ pub mod decode;
 pub mod display;
 pub mod fft;
 pub mod masked_sum;
+pub mod packed;
 pub mod pattern_reduce;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod reflect;
@@ -21,6 +22,7 @@ pub use fft::FftParams;
 pub use masked_sum::{
     masked_sum_min_parts, masked_sum_part_limit, masked_sum_parts, sum_flush, MaskedSumParams,
 };
+pub use packed::PackedParams;
 pub use pattern_reduce::{pattern_chunk_tiles, PatternParams, PATTERN_INVOCATIONS};
 #[cfg(not(target_arch = "wasm32"))]
 pub use reflect::{overrides_from, workgroup_bytes, EntryModule};
@@ -128,8 +130,9 @@ pub fn grid(n: u32) -> (u32, u32) {
 /// Every uniform struct the kernels read, as [`uniform!`] laid it out: the layout test
 /// (`tests/shader_validation.rs`) finds each in the WGSL by name and compares size, field
 /// names and offsets with naga's.
-pub const UNIFORMS: [UniformLayout; 12] = [
+pub const UNIFORMS: [UniformLayout; 13] = [
     MaskedSumParams::LAYOUT,
+    PackedParams::LAYOUT,
     RingSumParams::LAYOUT,
     ComParams::LAYOUT,
     PatternParams::LAYOUT,

@@ -71,7 +71,8 @@ pub fn encode_pattern_reduce(
     encoder.clear_buffer(out, 0, Some(det_len as u64 * bytes));
     let pixel_groups = (det_len as u32).div_ceil(32);
     let mut batch = Batch::default();
-    for (seg, buf) in res.plan.segments.iter().zip(&res.buffers) {
+    for (i, (seg, buf)) in res.plan.segments.iter().zip(&res.buffers).enumerate() {
+        res.unpack(engine, &mut batch, i, None, None)?;
         let tiles = (seg.frames as u32).div_ceil(res.plan.tile);
         let chunk_tiles = kernels::pattern_chunk_tiles(tiles, res.plan.bits, det_len);
         let groups = grid(pixel_groups * tiles.div_ceil(chunk_tiles));

@@ -28,6 +28,19 @@ impl Engine {
         if pixels.is_empty() {
             return Ok(());
         }
+        if let Some(packed) = &mut res.packed {
+            // A compressed resident unpacks these pixels as 0 from now on.
+            for &k in pixels {
+                let k = k as usize;
+                if let Some(word) = packed.zeroed_bits.get_mut(k / 32) {
+                    *word |= 1 << (k % 32);
+                }
+            }
+            self.queue
+                .write_buffer(&packed.zeroed, 0, bytemuck::cast_slice(&packed.zeroed_bits));
+            res.radial = None;
+            return Ok(());
+        }
         let plan = &res.plan;
         let list = self.input(pixels);
         let mut enc = self.device.create_command_encoder(&Default::default());

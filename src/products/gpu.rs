@@ -23,7 +23,7 @@ pub async fn frames(engine: &Engine, res: &Resident, f0: usize, f1: usize) -> Re
     let det = plan.shape.det_len();
     let (tile, tile_words) = (plan.tile as usize, plan.tile_words as usize);
     let mut out = Vec::with_capacity(f1.saturating_sub(f0) * det);
-    for (seg, buf) in plan.segments.iter().zip(&res.buffers) {
+    for (i, (seg, buf)) in plan.segments.iter().zip(&res.buffers).enumerate() {
         let (s0, s1) = (
             f0.max(seg.first_frame) - seg.first_frame,
             f1.min(seg.first_frame + seg.frames)
@@ -34,6 +34,13 @@ pub async fn frames(engine: &Engine, res: &Resident, f0: usize, f1: usize) -> Re
         }
         // Only the tiles holding the frames asked for leave the GPU.
         let (t0, t1) = (s0 / tile, s1.div_ceil(tile));
+        if res.packed.is_some() {
+            let mut batch = crate::gpu::Batch::default();
+            res.unpack(engine, &mut batch, i, None, Some((t0 as u32, t1 as u32)))?;
+            let mut encoder = engine.device.create_command_encoder(&Default::default());
+            batch.flush(&mut encoder);
+            engine.queue.submit([encoder.finish()]);
+        }
         let bytes = engine
             .read_back_range(
                 buf,

@@ -6,6 +6,7 @@
 pub(crate) mod chunk_slots;
 pub mod gpu_decode;
 pub mod memory;
+pub mod packed;
 pub mod plan;
 pub(crate) mod set_aside;
 pub(crate) mod src_slots;

@@ -298,6 +298,7 @@ impl Engine {
             worker_walked_windows: 0,
             radial: None,
             found_bad: None,
+            packed: None,
         })
     }
 

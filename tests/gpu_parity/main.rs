@@ -16,6 +16,7 @@ mod com_moments;
 mod decode;
 mod fft;
 mod masked_sum;
+mod packed;
 mod parity;
 mod pattern_reduce;
 mod residents;

@@ -14,7 +14,7 @@ use stem4d::products::{gpu, ProductParams};
 use stem4d::upload::memory::{choose, PlanKind};
 
 /// An error's words without the numbers in brackets some paths add.
-fn words(e: &str) -> String {
+pub(crate) fn words(e: &str) -> String {
     let mut out = String::new();
     let mut rest = e;
     while let Some(i) = rest.find(" (") {

@@ -1,0 +1,159 @@
+//! The compressed resident's kernels (`wgsl/packed.wgsl`): encoding a raw resident segment
+//! into sectors cut to the bit width of their largest sample, and unpacking the sectors a
+//! product reads into a raw-layout scratch segment (decision 0025). The layout is described
+//! in the WGSL; `upload::packed` builds residents with it.
+//!
+//! Its parity tests: `tests/gpu_parity/packed.rs`.
+
+use bytemuck::{Pod, Zeroable};
+
+use crate::error::{Error, Result};
+use crate::gpu::{Batch, Engine};
+use crate::kernels::{self, grid, uniform};
+use crate::upload::plan::ResidentPlan;
+
+uniform! {
+    #[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+    pub struct PackedParams {
+        pub tiles: u32,
+        pub first_tile: u32,
+        pub groups_per_tile: u32,
+        pub det_len: u32,
+        pub bits: u32,
+        pub tile_words: u32,
+        pub groups_x: u32,
+        /// `packed_unpack`: entries of the pixel list, 0 for every pixel.
+        pub n_list: u32,
+    }
+}
+
+/// Groups (of 8 pixels of a tile) one `packed_codes` workgroup sizes.
+pub const GROUPS_PER_BLOCK: u32 = 1024;
+
+/// Groups of 8 pixels per tile of a detector of `det_len` pixels.
+pub fn groups_per_tile(det_len: usize) -> u32 {
+    det_len.div_ceil(8) as u32
+}
+
+/// Index words of a packed segment of `tiles` tiles (two per group).
+pub fn index_words(tiles: u32, det_len: usize) -> u64 {
+    tiles as u64 * groups_per_tile(det_len) as u64 * 2
+}
+
+/// Words of the one-bit-per-pixel mask of pixels unpacked as 0.
+pub fn zeroed_words(det_len: usize) -> usize {
+    det_len.div_ceil(32).max(1)
+}
+
+fn params(plan: &ResidentPlan, tiles: u32, groups: (u32, u32)) -> PackedParams {
+    let det_len = plan.shape.det_len();
+    PackedParams {
+        tiles,
+        groups_per_tile: groups_per_tile(det_len),
+        det_len: det_len as u32,
+        bits: plan.bits,
+        tile_words: plan.tile_words,
+        groups_x: groups.0,
+        ..Default::default()
+    }
+}
+
+/// The first pass of encoding `tiles` tiles of the raw segment `raw`: per group its width
+/// codes and data words from its block's start into `local` (two words a group), and per
+/// block of [`GROUPS_PER_BLOCK`] groups their words into `block_words`. Returns the blocks.
+pub fn encode_codes(
+    engine: &Engine,
+    encoder: &mut wgpu::CommandEncoder,
+    plan: &ResidentPlan,
+    tiles: u32,
+    raw: &wgpu::Buffer,
+    local: &wgpu::Buffer,
+    block_words: &wgpu::Buffer,
+) -> Result<u32> {
+    let total = tiles as u64 * groups_per_tile(plan.shape.det_len()) as u64;
+    let blocks = u32::try_from(total.div_ceil(GROUPS_PER_BLOCK as u64))
+        .map_err(|_| Error::Gpu("a packed segment has too many groups".into()))?;
+    let groups = grid(blocks);
+    let p = engine.uniform(&params(plan, tiles, groups));
+    let mut batch = Batch::default();
+    batch.add(
+        engine,
+        &kernels::PACKED_CODES,
+        &[(0, &p), (1, raw), (2, local), (3, block_words)],
+        groups,
+    )?;
+    batch.flush(encoder);
+    Ok(blocks)
+}
+
+/// The second pass: the index and the data of the packed segment into `packed`, each
+/// block's data from word `block_base[b]` on.
+pub fn encode_write(
+    engine: &Engine,
+    encoder: &mut wgpu::CommandEncoder,
+    plan: &ResidentPlan,
+    tiles: u32,
+    raw: &wgpu::Buffer,
+    local: &wgpu::Buffer,
+    block_base: &wgpu::Buffer,
+    packed: &wgpu::Buffer,
+) -> Result<()> {
+    let total = tiles as u64 * groups_per_tile(plan.shape.det_len()) as u64;
+    let groups = grid(total.div_ceil(256) as u32);
+    let p = engine.uniform(&params(plan, tiles, groups));
+    let mut batch = Batch::default();
+    batch.add(
+        engine,
+        &kernels::PACKED_WRITE,
+        &[(0, &p), (1, raw), (4, local), (5, block_base), (6, packed)],
+        groups,
+    )?;
+    batch.flush(encoder);
+    Ok(())
+}
+
+/// What a product reads of a packed segment: the pixels of a list (`None`: every pixel) of
+/// tiles `[t0, t1)`.
+#[derive(Clone, Copy)]
+pub struct Unpack<'a> {
+    pub list: Option<(&'a wgpu::Buffer, u32)>,
+    pub tiles: (u32, u32),
+}
+
+/// Queue the unpacking of `what` of the packed segment `packed` into `scratch` (the raw
+/// layout, tile `t` at word `t · tile_words`), the pixels set in `zeroed` as 0.
+pub(crate) fn add_unpack(
+    engine: &Engine,
+    batch: &mut Batch,
+    plan: &ResidentPlan,
+    packed: &wgpu::Buffer,
+    zeroed: &wgpu::Buffer,
+    scratch: &wgpu::Buffer,
+    what: Unpack,
+) -> Result<()> {
+    let (t0, t1) = what.tiles;
+    let det_len = plan.shape.det_len();
+    let (list, n) = match what.list {
+        Some((buffer, n)) => (buffer, n),
+        None => (zeroed, 0),
+    };
+    let per_tile = if n > 0 { n as u64 } else { det_len as u64 };
+    let invocations = t1.saturating_sub(t0) as u64 * per_tile;
+    if invocations == 0 {
+        return Ok(());
+    }
+    let invocations = u32::try_from(invocations).map_err(|_| {
+        Error::Gpu("a packed segment is too large to unpack in one dispatch".into())
+    })?;
+    let groups = grid(invocations.div_ceil(256));
+    let mut p = params(plan, t1 - t0, groups);
+    p.first_tile = t0;
+    p.n_list = n;
+    let p = engine.uniform(&p);
+    batch.add(
+        engine,
+        &kernels::PACKED_UNPACK,
+        &[(0, &p), (7, packed), (8, list), (9, zeroed), (10, scratch)],
+        groups,
+    )
+}

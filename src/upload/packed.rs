@@ -1,0 +1,200 @@
+//! The compressed resident (decision 0025): the acquisition read in blocks of whole scan
+//! rows, each uploaded raw (through the GPU decoder where it takes the data), encoded on
+//! the GPU into sectors cut to the bit width of their largest sample (`wgsl/packed.wgsl`)
+//! and let go, so that only the packed segments and one raw-layout scratch segment stay.
+//! Products unpack what they read into the scratch, segment by segment
+//! ([`Resident::unpack`]): integer products are those of the raw resident, bit for bit.
+
+use crate::error::{Error, Result};
+use crate::formats::Acquisition;
+use crate::frames::Correction;
+use crate::gpu::{Engine, Packed, Resident, UploadTimes};
+use crate::kernels::packed as kernel;
+use crate::upload::plan::{ResidentPlan, Segment};
+
+impl Engine {
+    /// Encode segment `seg` of the raw resident `raw_plan` (buffer `raw`) into a packed
+    /// buffer of its exact size: widths and sizes first, their offsets summed on the host,
+    /// then the words.
+    pub(crate) async fn pack_segment(
+        &self,
+        raw_plan: &ResidentPlan,
+        seg: &Segment,
+        raw: &wgpu::Buffer,
+    ) -> Result<wgpu::Buffer> {
+        let det_len = raw_plan.shape.det_len();
+        let tiles = u32::try_from(seg.frames.div_ceil(raw_plan.tile as usize))
+            .map_err(|_| Error::Gpu("a resident segment has too many tiles to pack".into()))?;
+        let index = kernel::index_words(tiles, det_len);
+        let local = self.storage("packed index, per block", index * 4);
+        let groups = tiles as u64 * kernel::groups_per_tile(det_len) as u64;
+        let block_words = self.storage(
+            "packed words per block",
+            groups.div_ceil(kernel::GROUPS_PER_BLOCK as u64) * 4,
+        );
+        let mut enc = self.device.create_command_encoder(&Default::default());
+        let blocks =
+            kernel::encode_codes(self, &mut enc, raw_plan, tiles, raw, &local, &block_words)?;
+        self.queue.submit([enc.finish()]);
+        let words: Vec<u32> =
+            bytemuck::pod_collect_to_vec(&self.read_back(&block_words, blocks as u64 * 4).await?);
+        let mut base = Vec::with_capacity(words.len());
+        let mut at = index;
+        for w in words.iter().take(blocks as usize) {
+            base.push(
+                u32::try_from(at)
+                    .map_err(|_| Error::Gpu("a packed segment passes 2^32 words".into()))?,
+            );
+            at += *w as u64;
+        }
+        let bytes = at * 4;
+        if bytes > raw_plan.max_binding {
+            return Err(Error::GpuUnsupported(format!(
+                "a packed segment of {bytes} bytes passes the adapter's binding limit of {}",
+                raw_plan.max_binding
+            )));
+        }
+        let packed = self.storage("packed resident", bytes);
+        let block_base = self.input(&base);
+        let mut enc = self.device.create_command_encoder(&Default::default());
+        kernel::encode_write(
+            self,
+            &mut enc,
+            raw_plan,
+            tiles,
+            raw,
+            &local,
+            &block_base,
+            &packed,
+        )?;
+        self.queue.submit([enc.finish()]);
+        Ok(packed)
+    }
+
+    /// The compressed resident of `acq` under `corr`, built in blocks of `block_rows` scan
+    /// rows (their frames a whole number of tiles, but for the last). Refused, by name, for
+    /// float32 data (kept raw) and as out of memory when the packed segments and the scratch
+    /// pass `budget` bytes.
+    pub async fn upload_packed(
+        &self,
+        acq: &Acquisition,
+        corr: Correction,
+        block_rows: usize,
+        gpu_decode: bool,
+        budget: Option<u64>,
+        progress: &mut dyn FnMut(usize, usize),
+    ) -> Result<Resident> {
+        let file = acq.primary.as_str();
+        if acq.dtype.is_float() {
+            return Err(Error::GpuUnsupported(format!(
+                "{file}: float32 data is kept raw (a compressed resident holds integer counts)"
+            )));
+        }
+        let whole = crate::gpu::plan_of(acq, corr.bin, self.adapter.limits)?;
+        let [rows, cols] = whole.shape.scan;
+        let step = block_rows.clamp(1, rows.max(1));
+        if step < rows && (step * cols) % whole.tile as usize != 0 {
+            return Err(Error::Gpu(format!(
+                "{file}: blocks of {step} scan rows are not whole tiles of {} positions",
+                whole.tile
+            )));
+        }
+        let mut segments = Vec::new();
+        let mut buffers = Vec::new();
+        let (mut packed_bytes, mut scratch_bytes) = (0u64, 0u64);
+        let mut times = UploadTimes::default();
+        let mut t = crate::clock::now_ms();
+        let mut block = acq.clone();
+        let built = async {
+            for b0 in (0..rows).step_by(step) {
+                let b1 = (b0 + step).min(rows);
+                block.set_crop(acq.scan_rows_crop(b0, b1)?);
+                let res = match gpu_decode {
+                    true => self.upload(&block, corr).await?,
+                    false => self.upload_cpu_packed(&block, corr).await?,
+                };
+                times.lap("upload raw blocks", &mut t);
+                for (seg, raw) in res.plan.segments.iter().zip(&res.buffers) {
+                    let packed = self.pack_segment(&res.plan, seg, raw).await?;
+                    packed_bytes += packed.size();
+                    scratch_bytes = scratch_bytes.max(seg.bytes);
+                    segments.push(Segment {
+                        first_frame: b0 * cols + seg.first_frame,
+                        ..*seg
+                    });
+                    buffers.push(packed);
+                }
+                times.lap("encode", &mut t);
+                self.set_aside(res);
+                if let Some(b) = budget.filter(|&b| packed_bytes + scratch_bytes > b) {
+                    return Err(Error::GpuOutOfMemory(format!(
+                        "{file}: the compressed resident passes the budget of {b} bytes \
+                         ({packed_bytes} packed after {b1} of {rows} scan rows)"
+                    )));
+                }
+                progress(b1 * cols, rows * cols);
+            }
+            Ok(())
+        }
+        .await;
+        self.release_set_aside();
+        built?;
+        let scratch = self.storage("packed scratch", scratch_bytes);
+        let zeroed_bits = vec![0u32; kernel::zeroed_words(whole.shape.det_len())];
+        // Written again as pixels are found bad (`Engine::zero_pixels`); zero when made.
+        let zeroed = self.storage("packed zeroed pixels", zeroed_bits.len() as u64 * 4);
+        let raw_bytes = whole.payload_bytes;
+        let plan = ResidentPlan {
+            segments,
+            payload_bytes: packed_bytes + scratch_bytes,
+            peak_bytes: whole.peak_bytes - whole.payload_bytes + packed_bytes + scratch_bytes,
+            ..whole
+        };
+        let n = plan.segments.len();
+        let scope = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+        let mut res = self
+            .finish_resident(scope, plan, vec![scratch; n], corr)
+            .await?;
+        res.upload_times = times;
+        res.packed = Some(Packed {
+            buffers,
+            packed_bytes,
+            raw_bytes,
+            scratch_bytes,
+            zeroed,
+            zeroed_bits,
+        });
+        Ok(res)
+    }
+}
+
+/// Scan rows per block of a compressed upload: about `want` rows, rounded up to the fewest
+/// whose positions are a whole number of tiles of `tile` (so packed segments start at tile
+/// boundaries, as the scan-ROI masks of the pattern reduction count them).
+pub fn block_rows(want: usize, cols: usize, tile: usize) -> usize {
+    let gcd = |mut a: usize, mut b: usize| {
+        while b != 0 {
+            (a, b) = (b, a % b);
+        }
+        a
+    };
+    let least = tile / gcd(tile, cols.max(1)).max(1);
+    want.max(1).div_ceil(least) * least
+}
+
+#[cfg(test)]
+mod tests {
+    use super::block_rows;
+
+    #[test]
+    fn blocks_are_whole_tiles() {
+        assert_eq!(block_rows(1, 7, 16), 16);
+        assert_eq!(block_rows(1, 8, 16), 2);
+        assert_eq!(block_rows(5, 8, 16), 6);
+        assert_eq!(block_rows(3, 512, 32), 3);
+        assert_eq!(block_rows(0, 6, 8), 4);
+        for (want, cols, tile) in [(3, 7, 32), (9, 12, 16), (1, 1, 8)] {
+            assert_eq!(block_rows(want, cols, tile) * cols % tile, 0);
+        }
+    }
+}

@@ -1,0 +1,239 @@
+// The compressed resident (`src/upload/packed.rs`, decision 0025): the position-tiled
+// resident (`src/upload/plan.rs`) with each 32-byte sector (one detector pixel at a tile's
+// T = 256 / bits positions) cut to the bit width of its largest sample: frame-of-reference
+// packing with the reference 0, so the counts are the stored bits and nothing is rounded.
+//
+// A segment's buffer is an index, then the data:
+// - per group of 8 pixels of a tile (tile-major, pixels ascending), two words: the word
+//   where the group's data starts (from the start of the buffer), and the width codes of
+//   its 8 sectors, 4 bits each (pixel i of the group at bits 4i; code 15 is the full
+//   `bits`, codes 0–14 are widths); pixels past the detector have width 0;
+// - per group, its sectors one after another, sample k of a sector at bit k · width of it,
+//   the group padded to a whole word.
+//
+// `packed_codes` and `packed_write` encode a raw segment (two passes: the sizes, their
+// prefix sums per workgroup and, on the host, across workgroups; then the words);
+// `packed_unpack` writes raw sectors back into a raw-layout scratch segment for the listed
+// pixels only, zeroing the pixels found bad after the upload, so the product kernels read
+// the scratch as they read a raw resident and the unpacked acquisition never exists whole.
+
+struct PackedParams {
+    // Tiles of the segment, and the first tile `packed_unpack` writes.
+    tiles: u32,
+    first_tile: u32,
+    groups_per_tile: u32,
+    det_len: u32,
+    bits: u32,
+    tile_words: u32,
+    groups_x: u32,
+    // `packed_unpack`: entries of the pixel list, 0 for every pixel.
+    n_list: u32,
+}
+
+@group(0) @binding(0) var<uniform> pp: PackedParams;
+// The raw segment being encoded.
+@group(0) @binding(1) var<storage, read> raw: array<u32>;
+// Per group: data words from its workgroup's first group, and the width codes.
+@group(0) @binding(2) var<storage, read_write> local_out: array<u32>;
+// Per workgroup of `packed_codes`: data words of its groups.
+@group(0) @binding(3) var<storage, read_write> block_words: array<u32>;
+@group(0) @binding(4) var<storage, read> local_in: array<u32>;
+// Per workgroup of `packed_codes`: where its groups' data starts in the packed buffer.
+@group(0) @binding(5) var<storage, read> block_base: array<u32>;
+@group(0) @binding(6) var<storage, read_write> packed_out: array<u32>;
+@group(0) @binding(7) var<storage, read> packed: array<u32>;
+// The pixels to unpack (ascending; unused when `n_list` is 0).
+@group(0) @binding(8) var<storage, read> list: array<u32>;
+// One bit per detector pixel: found bad after the upload, unpacked as 0.
+@group(0) @binding(9) var<storage, read> zeroed: array<u32>;
+@group(0) @binding(10) var<storage, read_write> scratch: array<u32>;
+
+// Groups each `packed_codes` invocation sizes (its workgroup's 256 take 1024).
+const PER_INVOCATION: u32 = 4u;
+const GROUPS_PER_BLOCK: u32 = 1024u;
+
+var<workgroup> scan: array<u32, 256>;
+
+fn width_of(code: u32, bits: u32) -> u32 {
+    return select(code, bits, code == 15u);
+}
+
+// Code of a sector whose samples OR to `ored`: the bit length of its largest sample.
+fn code_of(ored: u32, bits: u32) -> u32 {
+    let w = 32u - countLeadingZeros(ored);
+    return select(w, 15u, w >= 15u || w >= bits);
+}
+
+// OR of every sample of pixel `k`'s sector in tile `t` of the raw segment, folded to one
+// sample's bits.
+fn sector_or(t: u32, k: u32) -> u32 {
+    let base = t * pp.tile_words + k * 8u;
+    var o = 0u;
+    for (var w = 0u; w < 8u; w += 1u) {
+        o |= raw[base + w];
+    }
+    if (pp.bits == 16u) {
+        o = (o | (o >> 16u)) & 0xffffu;
+    } else if (pp.bits == 8u) {
+        o |= o >> 16u;
+        o = (o | (o >> 8u)) & 0xffu;
+    }
+    return o;
+}
+
+// Width codes of group `g`'s 8 sectors.
+fn group_codes(g: u32) -> u32 {
+    let t = g / pp.groups_per_tile;
+    let k0 = (g % pp.groups_per_tile) * 8u;
+    var codes = 0u;
+    for (var i = 0u; i < 8u; i += 1u) {
+        if (k0 + i < pp.det_len) {
+            codes |= code_of(sector_or(t, k0 + i), pp.bits) << (4u * i);
+        }
+    }
+    return codes;
+}
+
+// Sum of the widths of the first `n` sectors of a group.
+fn widths_before(codes: u32, n: u32) -> u32 {
+    var s = 0u;
+    for (var i = 0u; i < n; i += 1u) {
+        s += width_of((codes >> (4u * i)) & 15u, pp.bits);
+    }
+    return s;
+}
+
+fn group_words(codes: u32) -> u32 {
+    return (widths_before(codes, 8u) * (256u / pp.bits) + 31u) / 32u;
+}
+
+@compute @workgroup_size(256)
+fn packed_codes(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    let block = wg.x + wg.y * pp.groups_x;
+    let total = pp.tiles * pp.groups_per_tile;
+    let g0 = block * GROUPS_PER_BLOCK + lid * PER_INVOCATION;
+    var codes: array<u32, 4>;
+    var words: array<u32, 4>;
+    var mine = 0u;
+    for (var i = 0u; i < PER_INVOCATION; i += 1u) {
+        codes[i] = 0u;
+        words[i] = 0u;
+        if (g0 + i < total) {
+            codes[i] = group_codes(g0 + i);
+            words[i] = group_words(codes[i]);
+        }
+        mine += words[i];
+    }
+    // Inclusive prefix sums of the invocations' words (Hillis–Steele).
+    scan[lid] = mine;
+    for (var off = 1u; off < 256u; off *= 2u) {
+        workgroupBarrier();
+        var v = scan[lid];
+        if (lid >= off) {
+            v += scan[lid - off];
+        }
+        workgroupBarrier();
+        scan[lid] = v;
+    }
+    workgroupBarrier();
+    var at = scan[lid] - mine;
+    for (var i = 0u; i < PER_INVOCATION; i += 1u) {
+        if (g0 + i < total) {
+            local_out[2u * (g0 + i)] = at;
+            local_out[2u * (g0 + i) + 1u] = codes[i];
+        }
+        at += words[i];
+    }
+    if (lid == 255u) {
+        block_words[block] = scan[255];
+    }
+}
+
+@compute @workgroup_size(256)
+fn packed_write(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let g = gid.x + gid.y * pp.groups_x * 256u;
+    if (g >= pp.tiles * pp.groups_per_tile) {
+        return;
+    }
+    let codes = local_in[2u * g + 1u];
+    var at = block_base[g / GROUPS_PER_BLOCK] + local_in[2u * g];
+    packed_out[2u * g] = at;
+    packed_out[2u * g + 1u] = codes;
+    let t = g / pp.groups_per_tile;
+    let k0 = (g % pp.groups_per_tile) * 8u;
+    let per_word = 32u / pp.bits;
+    // Bits gathered and not yet written, and how many.
+    var acc = 0u;
+    var n = 0u;
+    for (var i = 0u; i < 8u; i += 1u) {
+        let w = width_of((codes >> (4u * i)) & 15u, pp.bits);
+        if (w == 0u) {
+            continue;
+        }
+        let base = t * pp.tile_words + (k0 + i) * 8u;
+        for (var p = 0u; p < 256u / pp.bits; p += 1u) {
+            let v = sample_at(raw[base + p / per_word], p, pp.bits);
+            acc |= v << n;
+            if (n + w >= 32u) {
+                packed_out[at] = acc;
+                at += 1u;
+                // The bits of v that did not fit (none when it started a word).
+                acc = select(v >> (32u - n), 0u, n == 0u);
+                n = n + w - 32u;
+            } else {
+                n += w;
+            }
+        }
+    }
+    if (n > 0u) {
+        packed_out[at] = acc;
+    }
+}
+
+// `w` bits (1–32) of the packed buffer from bit `bit` of word `word` on.
+fn bits_at(word: u32, bit: u32, w: u32) -> u32 {
+    let i = word + bit / 32u;
+    let s = bit % 32u;
+    var v = packed[i] >> s;
+    if (s + w > 32u) {
+        v |= packed[i + 1u] << (32u - s);
+    }
+    return select(v & ((1u << w) - 1u), v, w == 32u);
+}
+
+@compute @workgroup_size(256)
+fn packed_unpack(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let id = gid.x + gid.y * pp.groups_x * 256u;
+    let n = select(pp.det_len, pp.n_list, pp.n_list > 0u);
+    if (id >= pp.tiles * n) {
+        return;
+    }
+    let t = pp.first_tile + id / n;
+    var k = id % n;
+    if (pp.n_list > 0u) {
+        k = list[k];
+    }
+    let out = t * pp.tile_words + k * 8u;
+    let g = t * pp.groups_per_tile + k / 8u;
+    let codes = packed[2u * g + 1u];
+    let w = width_of((codes >> (4u * (k % 8u))) & 15u, pp.bits);
+    let cleared = ((zeroed[k / 32u] >> (k % 32u)) & 1u) != 0u;
+    if (w == 0u || cleared) {
+        for (var j = 0u; j < 8u; j += 1u) {
+            scratch[out + j] = 0u;
+        }
+        return;
+    }
+    let tile = 256u / pp.bits;
+    let start = packed[2u * g];
+    let first = widths_before(codes, k % 8u) * tile;
+    let per_word = 32u / pp.bits;
+    for (var j = 0u; j < 8u; j += 1u) {
+        var word = 0u;
+        for (var s = 0u; s < per_word; s += 1u) {
+            let p = j * per_word + s;
+            word |= bits_at(start, first + p * w, w) << (s * pp.bits);
+        }
+        scratch[out + j] = word;
+    }
+}
