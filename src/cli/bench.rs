@@ -169,7 +169,7 @@ pub(super) struct GpuBench {
     pub(super) subgroups: bool,
     pub(super) decode_only: bool,
     pub(super) json: Option<PathBuf>,
-    pub(super) memory_budget: Option<u64>,
+    pub(super) budget: super::memory::BudgetArgs,
 }
 
 pub(super) fn bench_gpu(
@@ -183,7 +183,7 @@ pub(super) fn bench_gpu(
         subgroups,
         decode_only,
         json,
-        memory_budget,
+        budget,
     } = b;
     let t = Instant::now();
     let acq = open_acquisition(open)?;
@@ -220,21 +220,35 @@ pub(super) fn bench_gpu(
             scoped.join(", ")
         );
     }
-    if let Some(budget) = memory_budget {
+    let mut compressed = None;
+    if !budget.is_default() {
+        use crate::upload::memory::PlanKind;
         let corr = crate::frames::Correction::default();
-        let all = crate::gpu::memory_plans(&acq, corr, engine.adapter.limits, Some(budget));
-        let plan = crate::upload::memory::choose(&all, 1);
-        println!(
-            "  memory plan within {budget} bytes: {}",
-            super::plan_words(&plan)
-        );
+        let limits = engine.adapter.limits;
+        let all = crate::gpu::memory_plans(&acq, corr, limits, budget.memory_budget);
+        let plan = budget.plan_of(&all, 1)?;
+        let within = budget
+            .memory_budget
+            .map_or("on this adapter".into(), |b| format!("within {b} bytes"));
+        println!("  memory plan {within}: {}", super::plan_words(&plan));
         report.push("memory plan", plan.kind.name().to_string());
-        if plan.kind != crate::upload::memory::PlanKind::Resident {
-            return bench_stream(&engine, &acq, &plan, bf_radius, report, json.as_deref());
+        match plan.kind {
+            PlanKind::Resident => {}
+            PlanKind::Compressed => compressed = Some(plan),
+            _ => return bench_stream(&engine, &acq, &plan, bf_radius, report, json.as_deref()),
         }
     }
     let t = Instant::now();
-    let mut res = pollster::block_on(engine.upload(&acq, crate::frames::Correction::default()))?;
+    let mut res = match &compressed {
+        Some(plan) => super::memory::compressed_resident(
+            &engine,
+            &acq,
+            crate::frames::Correction::default(),
+            plan,
+            budget.memory_budget,
+        )?,
+        None => pollster::block_on(engine.upload(&acq, crate::frames::Correction::default()))?,
+    };
     crate::cli::bench_gpu::wait(&engine)?;
     let t_upload = t.elapsed().as_secs_f64();
     let t = Instant::now();
@@ -268,6 +282,23 @@ pub(super) fn bench_gpu(
         res.buffers.len(),
         res.plan.payload_bytes as f64 / t_upload / 1e9
     );
+    if let Some(p) = &res.packed {
+        let ratio = p.raw_bytes as f64 / p.packed_bytes.max(1) as f64;
+        println!(
+            "           compressed: {:.3} GB packed for {:.3} GB raw ({ratio:.2}x; {:.2}x the files' {:.3} GB), scratch {:.3} GB",
+            p.packed_bytes as f64 / 1e9,
+            p.raw_bytes as f64 / 1e9,
+            p.packed_bytes as f64 / acq.stored_bytes().max(1) as f64,
+            acq.stored_bytes() as f64 / 1e9,
+            p.scratch_bytes as f64 / 1e9
+        );
+        report.push("compressed bytes", p.packed_bytes.to_string());
+        report.push("compressed ratio", format!("{ratio:.3}"));
+        report.push(
+            "compressed of stored",
+            format!("{:.3}", p.packed_bytes as f64 / acq.stored_bytes().max(1) as f64),
+        );
+    }
     // Where the upload's time went, step by step (the host's side of it; the GPU's work
     // overlaps these).
     for (step, ms) in &res.upload_times.0 {

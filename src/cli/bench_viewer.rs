@@ -45,10 +45,10 @@ fn median_update(
 
 /// Print the load time and the median time of each interaction (`subgroups`: where the
 /// adapter has them; off, the kernels the page runs).
-pub fn run(
+pub(super) fn run(
     acq: Acquisition,
     reps: usize,
-    memory_budget: Option<u64>,
+    budget: super::memory::BudgetArgs,
     subgroups: bool,
     json: Option<&std::path::Path>,
 ) -> Result<()> {
@@ -76,7 +76,8 @@ pub fn run(
     let t = Instant::now();
     let req = OpenRequest {
         bin: 1,
-        memory_budget,
+        memory_budget: budget.memory_budget,
+        memory_plan: budget.memory_plan,
         ..Default::default()
     };
     let mut s = pollster::block_on(Session::open(&engine, acq, &req, 0.0, &mut |_, _, _| {}))?;

@@ -263,9 +263,8 @@ fn run(cli: Cli) -> Result<()> {
         } => {
             let acq = open_acquisition(&open)?;
             let info = crate::formats::info::Info::of(&acq, chunks);
-            let plans = budget
-                .memory_budget
-                .map(|b| PlansHere::of(&acq, Correction::default(), b))
+            let plans = (!budget.is_default())
+                .then(|| PlansHere::of(&acq, Correction::default(), budget))
                 .transpose()?;
             if json {
                 let mut v = serde_json::to_value(&info)
@@ -308,7 +307,7 @@ fn run(cli: Cli) -> Result<()> {
                 subgroups: !no_subgroups,
                 decode_only,
                 json,
-                memory_budget: budget.memory_budget,
+                budget,
             },
             &kernel_overrides(kernels)?,
         ),
@@ -330,7 +329,7 @@ fn run(cli: Cli) -> Result<()> {
         } => crate::cli::bench_viewer::run(
             open_acquisition(&open)?,
             reps.max(1),
-            budget.memory_budget,
+            budget,
             !no_subgroups,
             json.as_deref(),
         ),
@@ -464,14 +463,14 @@ fn product(p: ProductArgs) -> Result<()> {
             crate::cpu::write_binned_npy(&acq, corr, crate::frames::BLOCK_BYTES, w, &name)
         });
     }
-    let out = match (p.backend.as_str(), p.budget.memory_budget) {
-        ("wgpu", None) => {
+    let out = match p.backend.as_str() {
+        "wgpu" if p.budget.is_default() => {
             let engine = pollster::block_on(crate::gpu::Engine::new())?;
             pollster::block_on(crate::products::gpu::compute(&engine, &acq, &params, corr))?
         }
-        ("wgpu", Some(budget)) => product_within(&acq, &params, corr, budget)?,
-        (_, budget) => {
-            if budget.is_some() {
+        "wgpu" => product_within(&acq, &params, corr, p.budget)?,
+        _ => {
+            if !p.budget.is_default() {
                 eprintln!(
                     "stem4d: memory plan: {}",
                     plan_words(&crate::upload::memory::cpu_plan(corr.bin))

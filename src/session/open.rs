@@ -2,7 +2,7 @@
 //! and a session's open, which keeps the previous acquisition until the new one is checked.
 
 use super::*;
-use crate::upload::memory::PlanKind;
+use crate::upload::memory::{MemoryPlan, PlanKind};
 
 /// What `stem4d.open(files, options)` accepts (like the CLI's `--scan-shape`/`--dataset`).
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -38,6 +38,11 @@ pub struct OpenRequest {
     /// resident, as the adapter allows.
     #[serde(default)]
     pub memory_budget: Option<u64>,
+    /// The memory plan the user picked (`"resident"`, `"compressed"`, `"streaming"` or
+    /// `"cpu"`, `--memory-plan`): taken if it fits, refused by name if not. Absent: the
+    /// fastest exact plan that fits.
+    #[serde(default)]
+    pub memory_plan: Option<PlanKind>,
 }
 
 /// How an open's chunk B-tree leaves are read ([`OpenRequest::leaves`]).
@@ -183,6 +188,10 @@ impl Session {
                 .unwrap_or_else(|| crate::upload::memory::choose(&plans, req.bin)),
             (Some(_), false) => crate::upload::memory::choose(&plans, req.bin),
         };
+        if let Some(kind) = req.memory_plan {
+            memory_plan = crate::upload::memory::pick(&plans, kind, req.bin)
+                .map_err(|why| Error::param(format!("{}: {why}", acq.primary)))?;
+        }
         let resident_plan = memory_plan.kind == PlanKind::Resident;
         if !crate::upload::gpu_decode::supported(&acq, correction) || !resident_plan {
             // Only the GPU decoder reads a deferred index as it goes.
@@ -211,6 +220,33 @@ impl Session {
                 "binned float32 acquisition: products are computed on the CPU reference".into(),
             );
             (None, None)
+        } else if memory_plan.kind == PlanKind::Compressed {
+            release_previous();
+            let t = now_ms();
+            let mut report = |f: usize, n: usize| progress("read, decode, compress", f as u64, n as u64);
+            let built = compressed_or_next(
+                engine,
+                &acq,
+                correction,
+                &mut memory_plan,
+                &plans,
+                (req.memory_budget, req.memory_plan.is_some()),
+                &mut report,
+                &mut warnings,
+            )
+            .await?;
+            if let Some(res) = &built {
+                stages.push(Stage {
+                    name: "read + decode + compress".into(),
+                    ms: now_ms() - t,
+                });
+                stages.extend(res.upload_times.0.iter().map(|&(name, ms)| Stage {
+                    name: format!("of which {name}"),
+                    ms,
+                }));
+            }
+            let plan = built.as_ref().map(|r| r.plan.clone());
+            (built, plan)
         } else if !resident_plan {
             // Streaming or the CPU reference: nothing stays on the GPU between products.
             release_previous();
@@ -237,14 +273,34 @@ impl Session {
                     let limits = engine.adapter.limits;
                     let retry = crate::gpu::memory_plans(&acq, correction, limits, Some(budget));
                     memory_plan = crate::upload::memory::choose(&retry, req.bin);
+                    let mut report =
+                        |f: usize, n: usize| progress("read, decode, compress", f as u64, n as u64);
+                    let built = match memory_plan.kind {
+                        PlanKind::Compressed => {
+                            compressed_or_next(
+                                engine,
+                                &acq,
+                                correction,
+                                &mut memory_plan,
+                                &retry,
+                                (Some(budget), false),
+                                &mut report,
+                                &mut warnings,
+                            )
+                            .await?
+                        }
+                        _ => None,
+                    };
                     warnings.push(format!(
                         "the whole acquisition did not fit the GPU ({why}); computed {} within {budget} bytes instead: choose a GPU memory budget to change it",
                         match memory_plan.kind {
+                            PlanKind::Compressed => "from a compressed resident",
                             PlanKind::Streaming => "streamed from the files",
                             _ => "on the CPU reference",
                         }
                     ));
-                    (None, None)
+                    let plan = built.as_ref().map(|r| r.plan.clone());
+                    (built, plan)
                 }
                 uploaded => {
                     let (res, plan) = uploaded?;
@@ -288,6 +344,7 @@ impl Session {
                 resident_peak_bytes: plan.as_ref().map(|p| p.peak_bytes),
                 resident_buffers: plan.as_ref().map(|p| p.segments.len()),
                 products_on: match memory_plan.kind {
+                    PlanKind::Compressed if resident.is_some() => "gpu, compressed",
                     _ if resident.is_some() || float_resident.is_some() => "gpu",
                     PlanKind::Streaming => "gpu, streamed",
                     _ => "cpu",
@@ -295,6 +352,7 @@ impl Session {
                 memory_budget: req.memory_budget,
                 memory_plan: memory_plan.clone(),
                 memory_plans: plans,
+                compressed: resident.as_ref().and_then(CompressedReport::of),
                 worker_decoded_chunks: resident
                     .iter()
                     .chain(&float_resident)
@@ -416,5 +474,47 @@ impl Session {
         }
         self.profile.bad_pixels = Some(BadPixelReport::new(&self.acq, corr, found));
         Ok(())
+    }
+}
+
+/// Build the compressed resident `plan` says (its blocks of scan rows) within `budget`
+/// (bytes; `None`: as the adapter allows). Where the packed segments pass the budget and
+/// the plan was the engine's choice (`picked` false), `plan` becomes the next plan of
+/// `plans` that fits (streaming or the CPU reference), a warning says why, and nothing is
+/// returned; a plan the user picked is refused instead.
+#[allow(clippy::too_many_arguments)]
+async fn compressed_or_next(
+    engine: &Engine,
+    acq: &Acquisition,
+    corr: Correction,
+    plan: &mut MemoryPlan,
+    plans: &[MemoryPlan],
+    (budget, picked): (Option<u64>, bool),
+    progress: &mut dyn FnMut(usize, usize),
+    warnings: &mut Vec<String>,
+) -> Result<Option<Resident>> {
+    let rows = plan.rows_per_block.unwrap_or(1);
+    match engine
+        .upload_packed(acq, corr, rows, plan.gpu_decode, budget, progress)
+        .await
+    {
+        Ok(res) => Ok(Some(res)),
+        Err(Error::GpuOutOfMemory(why)) if !picked => {
+            let next: Vec<MemoryPlan> = plans
+                .iter()
+                .filter(|p| p.kind != PlanKind::Compressed)
+                .cloned()
+                .collect();
+            *plan = crate::upload::memory::choose(&next, plan.bin);
+            warnings.push(format!(
+                "the compressed resident did not fit ({why}): {} instead",
+                match plan.kind {
+                    PlanKind::Streaming => "streamed from the files",
+                    _ => "computed on the CPU reference",
+                }
+            ));
+            Ok(None)
+        }
+        Err(e) => Err(e),
     }
 }

@@ -26,6 +26,8 @@ pub struct Profile {
     pub memory_budget: Option<u64>,
     pub memory_plan: crate::upload::memory::MemoryPlan,
     pub memory_plans: Vec<crate::upload::memory::MemoryPlan>,
+    /// A compressed resident's sizes (`upload::packed`); absent for any other plan.
+    pub compressed: Option<CompressedReport>,
     /// Chunks the WGSL decoder does not take (deflate, shuffle), decoded in parallel by the
     /// engine's chunk decoder (the page's decode Workers), and how many of those run.
     pub worker_decoded_chunks: usize,
@@ -57,6 +59,28 @@ pub struct Profile {
     /// What bad-pixel masking zeroes, or would: the file's mask, saturated values and the
     /// hot and dead pixels found in the mean pattern.
     pub bad_pixels: Option<BadPixelReport>,
+}
+
+/// What a compressed resident holds (bytes) and its ratio to the raw resident's payload.
+#[derive(Clone, Debug, Serialize)]
+pub struct CompressedReport {
+    pub raw_bytes: u64,
+    pub packed_bytes: u64,
+    pub scratch_bytes: u64,
+    /// Raw payload ÷ packed bytes.
+    pub ratio: f64,
+}
+
+impl CompressedReport {
+    pub fn of(res: &Resident) -> Option<CompressedReport> {
+        let p = res.packed.as_ref()?;
+        Some(CompressedReport {
+            raw_bytes: p.raw_bytes,
+            packed_bytes: p.packed_bytes,
+            scratch_bytes: p.scratch_bytes,
+            ratio: p.raw_bytes as f64 / p.packed_bytes.max(1) as f64,
+        })
+    }
 }
 
 /// Bad pixels as provenance states them (lists of pixels capped at [`BadPixelReport::LISTED`]).

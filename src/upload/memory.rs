@@ -4,6 +4,11 @@
 //! fits; a detector bin is listed, never taken unasked (decision 0023).
 //!
 //! - **resident**: the whole acquisition on the GPU (`ResidentPlan`); every product reads it.
+//! - **compressed**: the whole acquisition on the GPU with each sector of samples cut to the
+//!   bit width of its largest (`upload::packed`, decision 0025), built in blocks of scan
+//!   rows; products unpack what they read into one scratch block. Its payload is known only
+//!   once encoded: the plan fits when a block and the scratch do, and the engine streams
+//!   instead when the packed segments pass the budget.
 //! - **streaming**: blocks of whole scan rows, each uploaded, reduced and discarded; a
 //!   product costs one pass over the files (two with bad-pixel masking, whose mean pattern
 //!   comes first), and its results equal the resident's (`products::stream`).
@@ -15,10 +20,11 @@ use crate::contract::{Dtype, Shape4};
 use crate::error::Result;
 use crate::upload::plan::{DeviceLimits, ResidentPlan};
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum PlanKind {
     Resident,
+    Compressed,
     Streaming,
     Cpu,
 }
@@ -27,6 +33,7 @@ impl PlanKind {
     pub fn name(self) -> &'static str {
         match self {
             PlanKind::Resident => "resident",
+            PlanKind::Compressed => "compressed",
             PlanKind::Streaming => "streaming",
             PlanKind::Cpu => "cpu",
         }
@@ -104,11 +111,13 @@ pub fn plans(
     }
     let decoded = gpu_decode.then_some(largest_chunk);
     let on_gpu = streaming(binned_shape, dtype, bin, limits, budget, decoded);
-    out.push(match on_gpu.fits || decoded.is_none() {
+    let stream = match on_gpu.fits || decoded.is_none() {
         true => on_gpu,
         // The GPU decoder's windows alone may pass a small budget: blocks packed on the CPU.
         false => streaming(binned_shape, dtype, bin, limits, budget, None),
-    });
+    };
+    out.push(compressed(binned_shape, dtype, bin, limits, budget, &stream));
+    out.push(stream);
     out.push(cpu_plan(bin));
     for more in [2, 4] {
         let b = bin * more;
@@ -232,6 +241,74 @@ fn streaming(
     }
 }
 
+/// Most bytes of the scratch block a compressed resident keeps, and the share of a budget
+/// it may take: larger blocks mean fewer dispatches per product, and the scratch is held
+/// for as long as the acquisition is open.
+pub const COMPRESSED_SCRATCH_BYTES: u64 = 1 << 30;
+pub const COMPRESSED_SCRATCH_SHARE: u64 = 8;
+
+/// The compressed plan: blocks of whole scan rows, whole tiles each, of at most
+/// [`COMPRESSED_SCRATCH_BYTES`] (an eighth of a budget), uploaded as `stream` uploads its
+/// blocks, then encoded. Its payload is at most the raw resident's and its index (one byte
+/// per 32 of raw) and the scratch; it fits when the scratch and one block's upload do.
+fn compressed(
+    shape: Shape4,
+    dtype: Dtype,
+    bin: usize,
+    limits: DeviceLimits,
+    budget: Option<u64>,
+    stream: &MemoryPlan,
+) -> MemoryPlan {
+    if dtype.is_float() {
+        return unfit(
+            PlanKind::Compressed,
+            bin,
+            "float32 data is kept raw: a compressed resident holds integer counts".into(),
+        );
+    }
+    let whole = match ResidentPlan::new(shape, dtype, bin > 1, limits) {
+        Ok(p) => p,
+        Err(e) => return unfit(PlanKind::Compressed, bin, e.to_string()),
+    };
+    let [rows, cols] = shape.scan;
+    let row_bytes = whole.payload_bytes.div_ceil(rows.max(1) as u64).max(1);
+    let cap = COMPRESSED_SCRATCH_BYTES
+        .min(budget.map_or(u64::MAX, |b| b / COMPRESSED_SCRATCH_SHARE))
+        .min(whole.max_binding / 16 * 15);
+    let least = crate::upload::packed::block_rows(1, cols, whole.tile as usize);
+    let mut block = ((cap / row_bytes) as usize / least * least).max(least);
+    if let Some(r) = stream.rows_per_block {
+        // No larger than the blocks a streaming pass can upload within the budget.
+        block = block.min((r / least * least).max(least));
+    }
+    let block = block.min(rows.max(1));
+    let decoded = stream.gpu_decode;
+    let scratch = (block as u64 * row_bytes).min(whole.payload_bytes);
+    let build = stream.peak_bytes.saturating_sub(stream.payload_bytes) + scratch;
+    let at_most = whole.payload_bytes + whole.payload_bytes / 32 + scratch;
+    let fits = stream.fits && budget.is_none_or(|b| build + scratch <= b);
+    let blocks = rows.div_ceil(block.max(1));
+    MemoryPlan {
+        kind: PlanKind::Compressed,
+        bin,
+        payload_bytes: at_most,
+        peak_bytes: at_most + build,
+        rows_per_block: Some(block),
+        blocks: Some(blocks),
+        gpu_decode: decoded,
+        fits,
+        note: match fits {
+            true => format!(
+                "the whole acquisition on the GPU, each sector of samples cut to its bit width: at most {at_most} bytes (known once encoded), built in {blocks} blocks of {block} scan rows; products unpack what they read into a block of {scratch} bytes"
+            ),
+            false => format!(
+                "one block of {block} scan rows and its scratch ({} bytes) pass the budget",
+                build + scratch
+            ),
+        },
+    }
+}
+
 #[derive(Clone, Copy, Debug)]
 struct BlockPeak {
     payload: u64,
@@ -274,6 +351,33 @@ pub fn choose(plans: &[MemoryPlan], bin: usize) -> MemoryPlan {
         .find(|p| p.fits && p.bin == bin)
         .cloned()
         .unwrap_or_else(|| cpu_plan(bin))
+}
+
+/// The plan of kind `kind` at `bin` the user picked (`--memory-plan`, `memoryPlan`), if it
+/// fits; else why not.
+pub fn pick(plans: &[MemoryPlan], kind: PlanKind, bin: usize) -> std::result::Result<MemoryPlan, String> {
+    let plan = plans
+        .iter()
+        .find(|p| p.kind == kind && p.bin == bin)
+        .cloned()
+        .unwrap_or_else(|| cpu_plan(bin));
+    match plan.kind == kind && plan.fits {
+        true => Ok(plan),
+        false => Err(format!("the {} memory plan does not fit: {}", kind.name(), plan.note)),
+    }
+}
+
+/// A plan's name as the CLI takes it.
+pub fn parse_plan(text: &str) -> std::result::Result<PlanKind, String> {
+    match text.trim() {
+        "resident" => Ok(PlanKind::Resident),
+        "compressed" => Ok(PlanKind::Compressed),
+        "streaming" => Ok(PlanKind::Streaming),
+        "cpu" => Ok(PlanKind::Cpu),
+        other => Err(format!(
+            "'{other}' is not a memory plan (resident, compressed, streaming, cpu)"
+        )),
+    }
 }
 
 /// A budget in bytes as the CLI and the page give it: a plain integer, or with a binary
