@@ -231,22 +231,39 @@ pub(super) fn bench_gpu(
             .memory_budget
             .map_or("on this adapter".into(), |b| format!("within {b} bytes"));
         println!("  memory plan {within}: {}", super::plan_words(&plan));
-        report.push("memory plan", plan.kind.name().to_string());
+        if plan.kind != PlanKind::Compressed {
+            // A compressed plan is reported once built (it may pass the budget).
+            report.push("memory plan", plan.kind.name().to_string());
+        }
         match plan.kind {
             PlanKind::Resident => {}
-            PlanKind::Compressed => compressed = Some(plan),
+            PlanKind::Compressed => compressed = Some((plan, all)),
             _ => return bench_stream(&engine, &acq, &plan, bf_radius, report, json.as_deref()),
         }
     }
     let t = Instant::now();
     let mut res = match &compressed {
-        Some(plan) => super::memory::compressed_resident(
-            &engine,
-            &acq,
-            crate::frames::Correction::default(),
-            plan,
-            budget.memory_budget,
-        )?,
+        Some((plan, all)) => {
+            let corr = crate::frames::Correction::default();
+            match super::memory::compressed_resident(&engine, &acq, corr, plan, budget.memory_budget) {
+                Err(crate::error::Error::GpuOutOfMemory(why)) if budget.memory_plan.is_none() => {
+                    // As a session does: the next plan that fits, streaming or the CPU.
+                    let next: Vec<_> = all
+                        .iter()
+                        .filter(|p| p.kind != crate::upload::memory::PlanKind::Compressed)
+                        .cloned()
+                        .collect();
+                    let plan = crate::upload::memory::choose(&next, 1);
+                    println!("  {why}: {}", super::plan_words(&plan));
+                    report.push("memory plan", plan.kind.name().to_string());
+                    return bench_stream(&engine, &acq, &plan, bf_radius, report, json.as_deref());
+                }
+                res => {
+                    report.push("memory plan", "compressed");
+                    res?
+                }
+            }
+        }
         None => pollster::block_on(engine.upload(&acq, crate::frames::Correction::default()))?,
     };
     crate::cli::bench_gpu::wait(&engine)?;

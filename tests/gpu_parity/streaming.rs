@@ -124,7 +124,8 @@ fn streamed_products_equal_the_residents_on_every_fixture() {
 /// A budget of 256 KiB: fixtures the GPU decoder uploads are never resident (its windows
 /// alone are larger); those whose one tile of positions is larger than the budget (a
 /// 128×128 float32 or 192×192 detector) are left to the CPU reference; the peak of every
-/// GPU plan taken is within the budget.
+/// GPU plan taken is within the budget, and a compressed resident is built within it or
+/// refused as out of memory.
 #[test]
 fn a_small_budget_streams_the_fixtures_or_leaves_them_to_the_cpu() {
     let Some(engine) = engine() else { return };
@@ -144,6 +145,28 @@ fn a_small_budget_streams_the_fixtures_or_leaves_them_to_the_cpu() {
                     !(gpu_decoded && plan.kind == PlanKind::Resident),
                     "{name}: {plan:?}"
                 );
+            }
+            PlanKind::Compressed => {
+                // Built within the budget, or refused as out of memory (then streamed).
+                assert!(tile_bytes < 262144, "{name}");
+                let built = pollster::block_on(engine.upload_packed(
+                    &acq,
+                    Correction::default(),
+                    plan.rows_per_block.unwrap(),
+                    plan.gpu_decode,
+                    Some(262144),
+                    &mut |_, _| {},
+                ));
+                match built {
+                    Ok(res) => {
+                        let p = res.packed.as_ref().unwrap();
+                        assert!(p.packed_bytes + p.scratch_bytes <= 262144, "{name}");
+                    }
+                    Err(e) => assert!(
+                        matches!(e, stem4d::error::Error::GpuOutOfMemory(_)),
+                        "{name}: {e}"
+                    ),
+                }
             }
             PlanKind::Cpu => assert!(tile_bytes > 262144 / 4, "{name}: {plans:#?}"),
         }
