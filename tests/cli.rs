@@ -888,7 +888,11 @@ fn a_memory_budget_streams_the_same_products() {
     }
     let o = stem4d(&["info", "--memory-plan", "sideways", &files[0]]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
-    assert!(stderr(&o).contains("is not a memory plan"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("is not a memory plan"),
+        "{}",
+        stderr(&o)
+    );
     for bad in ["lots", "0", "12TB"] {
         let o = stem4d(&["info", "--memory-budget", bad, &files[0]]);
         assert!(!o.status.success(), "--memory-budget {bad} accepted");

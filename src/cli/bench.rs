@@ -245,7 +245,13 @@ pub(super) fn bench_gpu(
     let mut res = match &compressed {
         Some((plan, all)) => {
             let corr = crate::frames::Correction::default();
-            match super::memory::compressed_resident(&engine, &acq, corr, plan, budget.memory_budget) {
+            match super::memory::compressed_resident(
+                &engine,
+                &acq,
+                corr,
+                plan,
+                budget.memory_budget,
+            ) {
                 Err(crate::error::Error::GpuOutOfMemory(why)) if budget.memory_plan.is_none() => {
                     // As a session does: the next plan that fits, streaming or the CPU.
                     let next: Vec<_> = all
@@ -313,7 +319,10 @@ pub(super) fn bench_gpu(
         report.push("compressed ratio", format!("{ratio:.3}"));
         report.push(
             "compressed of stored",
-            format!("{:.3}", p.packed_bytes as f64 / acq.stored_bytes().max(1) as f64),
+            format!(
+                "{:.3}",
+                p.packed_bytes as f64 / acq.stored_bytes().max(1) as f64
+            ),
         );
     }
     // Where the upload's time went, step by step (the host's side of it; the GPU's work

@@ -30,7 +30,11 @@ impl BudgetArgs {
     }
 
     /// The plan these arguments take among `all` at `bin`.
-    pub(super) fn plan_of(&self, all: &[memory::MemoryPlan], bin: usize) -> Result<memory::MemoryPlan> {
+    pub(super) fn plan_of(
+        &self,
+        all: &[memory::MemoryPlan],
+        bin: usize,
+    ) -> Result<memory::MemoryPlan> {
         match self.memory_plan {
             Some(kind) => memory::pick(all, kind, bin).map_err(Error::param),
             None => Ok(memory::choose(all, bin)),
@@ -60,7 +64,10 @@ pub(super) fn product_within(
                 ))
             }
             Err(Error::GpuOutOfMemory(why)) if args.memory_plan.is_none() => {
-                let next: Vec<_> = all.into_iter().filter(|p| p.kind != PlanKind::Compressed).collect();
+                let next: Vec<_> = all
+                    .into_iter()
+                    .filter(|p| p.kind != PlanKind::Compressed)
+                    .collect();
                 plan = memory::choose(&next, corr.bin);
                 eprintln!("stem4d: {why}; memory plan: {}", plan_words(&plan));
             }
@@ -116,7 +123,9 @@ pub(super) fn compressed_resident(
             p.scratch_bytes
         );
     }
-    pollster::block_on(crate::products::gpu::settle_bad_pixels(engine, acq, &mut res))?;
+    pollster::block_on(crate::products::gpu::settle_bad_pixels(
+        engine, acq, &mut res,
+    ))?;
     Ok(res)
 }
 
@@ -157,7 +166,10 @@ impl PlansHere {
             Some(b) => format!("within {b} bytes"),
             None => "on this adapter".into(),
         };
-        println!("memory plans {within} (taken: {}):", plan_words(&self.taken));
+        println!(
+            "memory plans {within} (taken: {}):",
+            plan_words(&self.taken)
+        );
         for p in &self.all {
             let fits = if p.fits { "fits   " } else { "no     " };
             println!("  {fits} {}", plan_words(p));

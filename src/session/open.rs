@@ -223,7 +223,8 @@ impl Session {
         } else if memory_plan.kind == PlanKind::Compressed {
             release_previous();
             let t = now_ms();
-            let mut report = |f: usize, n: usize| progress("read, decode, compress", f as u64, n as u64);
+            let mut report =
+                |f: usize, n: usize| progress("read, decode, compress", f as u64, n as u64);
             let built = compressed_or_next(
                 engine,
                 &acq,

@@ -116,7 +116,14 @@ pub fn plans(
         // The GPU decoder's windows alone may pass a small budget: blocks packed on the CPU.
         false => streaming(binned_shape, dtype, bin, limits, budget, None),
     };
-    out.push(compressed(binned_shape, dtype, bin, limits, budget, &stream));
+    out.push(compressed(
+        binned_shape,
+        dtype,
+        bin,
+        limits,
+        budget,
+        &stream,
+    ));
     out.push(stream);
     out.push(cpu_plan(bin));
     for more in [2, 4] {
@@ -355,7 +362,11 @@ pub fn choose(plans: &[MemoryPlan], bin: usize) -> MemoryPlan {
 
 /// The plan of kind `kind` at `bin` the user picked (`--memory-plan`, `memoryPlan`), if it
 /// fits; else why not.
-pub fn pick(plans: &[MemoryPlan], kind: PlanKind, bin: usize) -> std::result::Result<MemoryPlan, String> {
+pub fn pick(
+    plans: &[MemoryPlan],
+    kind: PlanKind,
+    bin: usize,
+) -> std::result::Result<MemoryPlan, String> {
     let plan = plans
         .iter()
         .find(|p| p.kind == kind && p.bin == bin)
@@ -363,7 +374,11 @@ pub fn pick(plans: &[MemoryPlan], kind: PlanKind, bin: usize) -> std::result::Re
         .unwrap_or_else(|| cpu_plan(bin));
     match plan.kind == kind && plan.fits {
         true => Ok(plan),
-        false => Err(format!("the {} memory plan does not fit: {}", kind.name(), plan.note)),
+        false => Err(format!(
+            "the {} memory plan does not fit: {}",
+            kind.name(),
+            plan.note
+        )),
     }
 }
 
