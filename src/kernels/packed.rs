@@ -58,18 +58,30 @@ fn params(plan: &ResidentPlan, tiles: u32, groups: (u32, u32)) -> PackedParams {
     }
 }
 
-/// The first pass of encoding `tiles` tiles of the raw segment `raw`: per group its width
-/// codes and data words from its block's start into `local` (two words a group), and per
-/// block of [`GROUPS_PER_BLOCK`] groups their words into `block_words`. Returns the blocks.
+/// One raw segment being encoded: `tiles` tiles of `plan`'s layout in `raw`, and `local`,
+/// two words a group, between the two passes.
+pub struct Encoding<'a> {
+    pub plan: &'a ResidentPlan,
+    pub tiles: u32,
+    pub raw: &'a wgpu::Buffer,
+    pub local: &'a wgpu::Buffer,
+}
+
+/// The first pass of encoding: per group its width codes and data words from its block's
+/// start into `local`, and per block of [`GROUPS_PER_BLOCK`] groups their words into
+/// `block_words`. Returns the blocks.
 pub fn encode_codes(
     engine: &Engine,
     encoder: &mut wgpu::CommandEncoder,
-    plan: &ResidentPlan,
-    tiles: u32,
-    raw: &wgpu::Buffer,
-    local: &wgpu::Buffer,
+    e: &Encoding,
     block_words: &wgpu::Buffer,
 ) -> Result<u32> {
+    let Encoding {
+        plan,
+        tiles,
+        raw,
+        local,
+    } = *e;
     let total = tiles as u64 * groups_per_tile(plan.shape.det_len()) as u64;
     let blocks = u32::try_from(total.div_ceil(GROUPS_PER_BLOCK as u64))
         .map_err(|_| Error::Gpu("a packed segment has too many groups".into()))?;
@@ -91,13 +103,16 @@ pub fn encode_codes(
 pub fn encode_write(
     engine: &Engine,
     encoder: &mut wgpu::CommandEncoder,
-    plan: &ResidentPlan,
-    tiles: u32,
-    raw: &wgpu::Buffer,
-    local: &wgpu::Buffer,
+    e: &Encoding,
     block_base: &wgpu::Buffer,
     packed: &wgpu::Buffer,
 ) -> Result<()> {
+    let Encoding {
+        plan,
+        tiles,
+        raw,
+        local,
+    } = *e;
     let total = tiles as u64 * groups_per_tile(plan.shape.det_len()) as u64;
     let groups = grid(total.div_ceil(256) as u32);
     let p = engine.uniform(&params(plan, tiles, groups));

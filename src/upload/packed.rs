@@ -32,9 +32,14 @@ impl Engine {
             "packed words per block",
             groups.div_ceil(kernel::GROUPS_PER_BLOCK as u64) * 4,
         );
+        let encoding = kernel::Encoding {
+            plan: raw_plan,
+            tiles,
+            raw,
+            local: &local,
+        };
         let mut enc = self.device.create_command_encoder(&Default::default());
-        let blocks =
-            kernel::encode_codes(self, &mut enc, raw_plan, tiles, raw, &local, &block_words)?;
+        let blocks = kernel::encode_codes(self, &mut enc, &encoding, &block_words)?;
         self.queue.submit([enc.finish()]);
         let words: Vec<u32> =
             bytemuck::pod_collect_to_vec(&self.read_back(&block_words, blocks as u64 * 4).await?);
@@ -57,16 +62,7 @@ impl Engine {
         let packed = self.storage("packed resident", bytes);
         let block_base = self.input(&base);
         let mut enc = self.device.create_command_encoder(&Default::default());
-        kernel::encode_write(
-            self,
-            &mut enc,
-            raw_plan,
-            tiles,
-            raw,
-            &local,
-            &block_base,
-            &packed,
-        )?;
+        kernel::encode_write(self, &mut enc, &encoding, &block_base, &packed)?;
         self.queue.submit([enc.finish()]);
         Ok(packed)
     }
