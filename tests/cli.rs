@@ -899,3 +899,76 @@ fn a_memory_budget_streams_the_same_products() {
         assert!(stderr(&o).contains("--memory-budget"), "{}", stderr(&o));
     }
 }
+
+/// An Arina master named alone opens with its data files and companion found in its own
+/// folder (as libhdf5 resolves external links): the same acquisition and products as with
+/// every file listed. A master whose data file is not there names the missing file.
+#[test]
+fn a_master_alone_finds_its_files_in_its_folder() {
+    let dir = TempDir::new("master_alone");
+    let all = dir.copy_fixtures(&ARINA_U16);
+    let master = all[0].clone();
+    let info = |files: &[&str]| {
+        let mut args = vec!["info", "--json"];
+        args.extend_from_slice(files);
+        let o = stem4d(&args);
+        assert!(o.status.success(), "{files:?}: {}", stderr(&o));
+        serde_json::from_slice::<Value>(&o.stdout).expect("info --json prints JSON")
+    };
+    let alone = info(&[&master]);
+    let listed = info(&all.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(alone["shape"], listed["shape"], "{alone}");
+    assert_eq!(alone["source_sha256"], listed["source_sha256"], "{alone}");
+    assert_eq!(
+        alone["scan_shape_source"], listed["scan_shape_source"],
+        "the companion's scan shape: {alone}"
+    );
+    let product = |files: &[&str], out: &str| {
+        let out = dir.path(out).display().to_string();
+        let mut args = vec![
+            "product",
+            "--kind",
+            "total",
+            "--backend",
+            "cpu",
+            "--out",
+            &out,
+        ];
+        args.extend_from_slice(files);
+        let o = stem4d(&args);
+        assert!(o.status.success(), "{files:?}: {}", stderr(&o));
+        std::fs::read(&out).expect("written")
+    };
+    assert!(
+        product(&[&master], "alone.npy")
+            == product(
+                &all.iter().map(String::as_str).collect::<Vec<_>>(),
+                "listed.npy"
+            )
+    );
+    // Nothing found beside the master may be overwritten either.
+    let o = stem4d(&[
+        "product",
+        "--kind",
+        "total",
+        "--backend",
+        "cpu",
+        "--out",
+        &dir.path("arina_u16_data_000002.h5").display().to_string(),
+        &master,
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("would overwrite"), "{}", stderr(&o));
+    let lone = TempDir::new("master_lone");
+    lone.copy_fixtures(&["arina_u16_master.h5"]);
+    let o = stem4d(&[
+        "info",
+        &lone.path("arina_u16_master.h5").display().to_string(),
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("linked file 'arina_u16_data_000001.h5'"),
+        "{}",
+        stderr(&o)
+    );
+}

@@ -11,7 +11,6 @@ pub mod parity;
 use bench::*;
 use memory::{plan_words, product_within, BudgetArgs, PlansHere};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Instant;
 
 use clap::{Args, Parser, Subcommand};
@@ -23,7 +22,6 @@ use crate::frames::Correction;
 use crate::hdf5_index::Layout;
 use crate::products::flags::FlagError;
 use crate::products::{ProductKind, ProductParams};
-use crate::source::{ByteSource, FileSet, FsSource};
 
 #[derive(Parser)]
 #[command(
@@ -365,14 +363,6 @@ fn kernel_overrides(dir: Option<PathBuf>) -> Result<Vec<(String, String)>> {
     Ok(overrides)
 }
 
-pub fn open_files(paths: &[PathBuf]) -> Result<FileSet> {
-    let files = paths
-        .iter()
-        .map(|p| FsSource::open(p).map(|s| Arc::new(s) as Arc<dyn ByteSource>))
-        .collect::<Result<Vec<_>>>()?;
-    FileSet::new(files)
-}
-
 fn open_acquisition(a: &OpenArgs) -> Result<Acquisition> {
     let acq = open_uncropped(a)?;
     match &a.crop {
@@ -401,7 +391,8 @@ fn open_uncropped(a: &OpenArgs) -> Result<Acquisition> {
             .transpose()?,
         dataset: a.dataset.clone(),
     };
-    let acq = Acquisition::open(open_files(&a.files)?, &opts)?;
+    // An Arina master's data files and companion are found in its folder.
+    let (acq, _) = crate::formats::beside::open_beside(&a.files, &opts)?;
     // Every file named on the command line must be read: one that is not is a mistake.
     match acq.unused_files.first() {
         Some(extra) => Err(Error::format(

@@ -3,6 +3,8 @@
 //! provenance of the scan shape. Decoding is the next stage's job ([`crate::frames`]).
 
 mod arina;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod beside;
 mod calibration;
 mod empad;
 mod empad_xml;

@@ -471,14 +471,65 @@ mod tests {
     fn blocks_are_decoded_on_the_gpu_where_its_windows_fit() {
         let s = shape(512, 512, 192, 192);
         let chunk = (30_000, 73_728);
+        let streaming = |all: &[MemoryPlan]| {
+            all.iter()
+                .find(|p| p.kind == PlanKind::Streaming)
+                .cloned()
+                .unwrap()
+        };
         let big = plans(s, Dtype::U16, 1, limits(), Some(8 << 30), chunk, true);
-        let p = choose(&big, 1);
-        assert!(p.kind == PlanKind::Streaming && p.gpu_decode, "{p:?}");
+        let p = streaming(&big);
+        assert!(p.fits && p.gpu_decode, "{p:?}");
         assert!(p.peak_bytes <= 8 << 30);
+        // The engine takes the compressed resident first, built from such blocks.
+        let c = choose(&big, 1);
+        assert!(c.kind == PlanKind::Compressed && c.gpu_decode, "{c:?}");
         // 256 MiB: no room for the decoder's windows, so blocks are packed on the CPU.
         let small = plans(s, Dtype::U16, 1, limits(), Some(256 << 20), chunk, true);
-        let p = choose(&small, 1);
-        assert!(p.kind == PlanKind::Streaming && !p.gpu_decode, "{p:?}");
+        let p = streaming(&small);
+        assert!(p.fits && !p.gpu_decode, "{p:?}");
+    }
+
+    #[test]
+    fn compressed_blocks_are_whole_tiles_within_an_eighth_of_the_budget() {
+        let s = shape(512, 512, 192, 192);
+        let budget = 8u64 << 30;
+        let all = plans(
+            s,
+            Dtype::U16,
+            1,
+            limits(),
+            Some(budget),
+            (30_000, 73_728),
+            true,
+        );
+        let c = all.iter().find(|p| p.kind == PlanKind::Compressed).unwrap();
+        let rows = c.rows_per_block.unwrap();
+        let row_bytes = 512 / 16 * 192 * 192 * 32;
+        assert!(c.fits, "{c:?}");
+        assert_eq!(rows * 512 % 16, 0);
+        assert!(rows as u64 * row_bytes <= budget / COMPRESSED_SCRATCH_SHARE);
+        assert!(rows as u64 * row_bytes <= COMPRESSED_SCRATCH_BYTES);
+        assert_eq!(c.blocks, Some(512usize.div_ceil(rows)));
+        // The payload is an upper bound: the raw resident and its index.
+        assert!(c.payload_bytes > 512 * 512 * 192 * 192 * 2, "{c:?}");
+        // Float32 is kept raw, by name; 7 scan columns need blocks of 16 rows (u16 tiles).
+        let f = plans(s, Dtype::F32, 1, limits(), None, (0, 0), false);
+        let c = f.iter().find(|p| p.kind == PlanKind::Compressed).unwrap();
+        assert!(!c.fits && c.note.contains("kept raw"), "{c:?}");
+        let odd = plans(
+            shape(40, 7, 13, 11),
+            Dtype::U16,
+            1,
+            limits(),
+            None,
+            (0, 0),
+            false,
+        );
+        let c = choose(&odd, 1);
+        assert_eq!(c.kind, PlanKind::Resident);
+        let c = odd.iter().find(|p| p.kind == PlanKind::Compressed).unwrap();
+        assert_eq!(c.rows_per_block.unwrap() % 16, 0, "{c:?}");
     }
 
     #[test]
@@ -488,7 +539,10 @@ mod tests {
         let all = plans(s, Dtype::F32, 1, limits(), Some(256 << 10), (0, 0), false);
         let p = choose(&all, 1);
         assert_eq!(p.kind, PlanKind::Cpu, "{all:#?}");
-        assert!(!all[1].fits && all[1].note.contains("one scan row"));
+        assert!(
+            !all[2].fits && all[2].note.contains("one scan row"),
+            "{all:#?}"
+        );
     }
 
     #[test]
