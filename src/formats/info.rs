@@ -103,9 +103,17 @@ impl Info {
                     });
                 }
                 PartKind::Synthetic => {}
-                PartKind::Raw { offset, stride, .. } => {
+                PartKind::Raw {
+                    offset,
+                    stride,
+                    big_endian,
+                    ..
+                } => {
                     hasher.update(offset.to_le_bytes());
                     hasher.update(stride.to_le_bytes());
+                    if *big_endian {
+                        hasher.update(b"big-endian");
+                    }
                 }
             }
         }

@@ -11,6 +11,7 @@ mod empad_xml;
 mod generic;
 mod index_feed;
 pub mod info;
+mod mib;
 pub mod synthetic;
 
 pub use calibration::{Calibration, Field as CalibrationField};
@@ -45,6 +46,9 @@ pub enum Format {
     /// EMPAD raw frames (130 × 128 float32, last two rows metadata).
     #[serde(rename = "empad")]
     EmpadRaw,
+    /// Quantum Detectors Merlin MIB frames (and their `.hdr`).
+    #[serde(rename = "mib")]
+    Mib,
     /// Generated on the fly for benchmarks ([`synthetic`]).
     Synthetic,
 }
@@ -62,11 +66,13 @@ pub enum PartKind {
     /// An HDF5 data set of rank 3 `(n, Kr, Kc)` or rank 4 `(Rr, Rc, Kr, Kc)`.
     Hdf5(DatasetIndex),
     /// Raw frames: `stride` bytes apart from `offset`, each `stored_rows` rows of which the
-    /// first `Kr` are data (EMPAD keeps two metadata rows).
+    /// first `Kr` are data (EMPAD keeps two metadata rows); samples big-endian where
+    /// `big_endian` (Merlin MIB), else little-endian.
     Raw {
         offset: u64,
         stride: u64,
         stored_rows: usize,
+        big_endian: bool,
     },
     /// Generated samples ([`synthetic::sample`]); nothing is stored.
     Synthetic,
@@ -152,6 +158,19 @@ impl Acquisition {
             return empad::open(files, &name, opts);
         }
         if let Some(e) = empad::description_without_raw(&files) {
+            return Err(e);
+        }
+        if let Some(first) = files.files().iter().find(|f| mib::is_mib_name(f.name())) {
+            let name = first.name().to_string();
+            if let Some(ds) = &opts.dataset {
+                return Err(Error::format(
+                    &name,
+                    format!("a Merlin MIB file holds no data sets: drop --dataset {ds}"),
+                ));
+            }
+            return mib::open(files, &name, opts);
+        }
+        if let Some(e) = mib::header_without_frames(&files) {
             return Err(e);
         }
         let h5 = H5Set::with_leaves(files.clone(), defer_leaves);

@@ -247,11 +247,21 @@ impl<'a> FrameReader<'a> {
                     offset,
                     stride,
                     stored_rows: _,
+                    big_endian,
                 } => {
                     for (k, f) in (l0..l1).enumerate() {
                         let at = offset + f as u64 * stride;
                         part.source
                             .read_at(at, &mut dst[k * frame_bytes..(k + 1) * frame_bytes])?;
+                    }
+                    if *big_endian {
+                        // Samples as every later stage reads them: little-endian.
+                        let size = self.acq.dtype.size();
+                        if size > 1 {
+                            for sample in dst.chunks_exact_mut(size) {
+                                sample.reverse();
+                            }
+                        }
                     }
                 }
                 PartKind::Hdf5(ix) => self.read_hdf5(pi, part, ix, l0, l1, dst)?,

@@ -1,4 +1,5 @@
-//! The compressed resident (`upload::packed`, `wgsl/packed.wgsl`) against the raw one:
+//! The compressed resident (`src/kernels/packed.rs`: `wgsl/packed.wgsl`, built by
+//! `upload::packed`) against the raw one:
 //! every product of the parity matrix on every fixture, with and without bad-pixel masking,
 //! built in blocks of the fewest scan rows that are whole tiles and in one block, must equal
 //! the raw resident's byte for byte; float32 data is refused by name (decision 0025).
