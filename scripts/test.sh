@@ -15,12 +15,19 @@ export STEM4D_REQUIRE_GPU=1
 step() { printf '\n== %s\n' "$*"; }
 step "cargo fmt --check"
 cargo fmt --check
+cargo fmt --check --manifest-path python/Cargo.toml
 step "cargo clippy --all-targets -D warnings"
 cargo clippy --all-targets -- -D warnings
 step "BENCHMARKS.md is what benchmarks/*.json render"
 python3 scripts/benchmarks_md.py --check
 step "cargo test"
 cargo test
+step "the Python package: pip install of the repository, then pytest"
+# A venv that sees the setup's numpy; pip builds the engine with maturin (from PyPI).
+python3 -m venv --system-site-packages .venv
+.venv/bin/python -m pip install -q --disable-pip-version-check . pytest
+cargo build --bin stem4d
+.venv/bin/python -m pytest -q python/tests
 step "wasm32-unknown-unknown build of the library"
 cargo clippy --lib --target wasm32-unknown-unknown -- -D warnings
 step "the kernels in headless Chromium's WebGPU (wasm-bindgen-test, SwiftShader)"

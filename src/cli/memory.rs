@@ -35,16 +35,20 @@ impl BudgetArgs {
         all: &[memory::MemoryPlan],
         bin: usize,
     ) -> Result<memory::MemoryPlan> {
-        match self.memory_plan {
-            Some(kind) => memory::pick(all, kind, bin).map_err(Error::param),
-            None => Ok(memory::choose(all, bin)),
+        self.choice().pick(all, bin)
+    }
+
+    pub(super) fn choice(&self) -> crate::products::planned::PlanChoice {
+        crate::products::planned::PlanChoice {
+            budget: self.memory_budget,
+            plan: self.memory_plan,
         }
     }
 }
 
-/// One product on the GPU within `args`' budget or along its plan: the plan the engine
-/// takes is said on standard error (the output's provenance), then followed. A compressed
-/// resident that passes the budget is streamed instead, and that is said too.
+/// One product on the GPU within `args`' budget or along its plan
+/// (`products::planned`): each plan taken is said on standard error (the output's
+/// provenance).
 pub(super) fn product_within(
     acq: &Acquisition,
     params: &ProductParams,
@@ -52,52 +56,17 @@ pub(super) fn product_within(
     args: BudgetArgs,
 ) -> Result<crate::products::ProductArray> {
     let engine = pollster::block_on(crate::gpu::Engine::new())?;
-    let budget = args.memory_budget;
-    let all = crate::gpu::memory_plans(acq, corr, engine.adapter.limits, budget);
-    let mut plan = args.plan_of(&all, corr.bin)?;
-    eprintln!("stem4d: memory plan: {}", plan_words(&plan));
-    if plan.kind == PlanKind::Compressed {
-        match compressed_resident(&engine, acq, corr, &plan, budget) {
-            Ok(res) => {
-                return pollster::block_on(crate::products::gpu::compute_resident(
-                    &engine, acq, &res, params,
-                ))
-            }
-            Err(Error::GpuOutOfMemory(why)) if args.memory_plan.is_none() => {
-                let next: Vec<_> = all
-                    .into_iter()
-                    .filter(|p| p.kind != PlanKind::Compressed)
-                    .collect();
-                plan = memory::choose(&next, corr.bin);
-                eprintln!("stem4d: {why}; memory plan: {}", plan_words(&plan));
-            }
-            Err(e) => return Err(e),
-        }
-    }
-    match plan.kind {
-        PlanKind::Resident => {
-            pollster::block_on(crate::products::gpu::compute(&engine, acq, params, corr))
-        }
-        PlanKind::Compressed => Err(Error::Gpu("the compressed plan was not built".into())),
-        PlanKind::Streaming => {
-            use crate::products::stream::{compute_streamed, only, Blocks};
-            let ps = std::slice::from_ref(params);
-            let blocks = Blocks::of(&plan);
-            only(pollster::block_on(compute_streamed(
-                &engine,
-                acq,
-                ps,
-                corr,
-                blocks,
-                &mut |_, _| {},
-            ))?)
-        }
-        PlanKind::Cpu => crate::cpu::compute(acq, params, corr),
-    }
+    pollster::block_on(crate::products::planned::compute_planned(
+        &engine,
+        acq,
+        params,
+        corr,
+        args.choice(),
+        &mut |line| eprintln!("stem4d: {line}"),
+    ))
 }
 
-/// The compressed resident `plan` describes within `budget`, its found bad pixels zeroed
-/// (as `products::gpu::compute` settles a raw one), and its sizes said on standard error.
+/// [`crate::products::planned::compressed_resident`], its sizes said on standard error.
 pub(super) fn compressed_resident(
     engine: &crate::gpu::Engine,
     acq: &Acquisition,
@@ -105,28 +74,14 @@ pub(super) fn compressed_resident(
     plan: &memory::MemoryPlan,
     budget: Option<u64>,
 ) -> Result<crate::gpu::Resident> {
-    let rows = plan.rows_per_block.unwrap_or(1);
-    let mut res = pollster::block_on(engine.upload_packed(
+    pollster::block_on(crate::products::planned::compressed_resident(
+        engine,
         acq,
         corr,
-        rows,
-        plan.gpu_decode,
+        plan,
         budget,
-        &mut |_, _| {},
-    ))?;
-    if let Some(p) = &res.packed {
-        eprintln!(
-            "stem4d: compressed resident: {} bytes packed for {} raw ({:.2}x), scratch {} bytes",
-            p.packed_bytes,
-            p.raw_bytes,
-            p.raw_bytes as f64 / p.packed_bytes.max(1) as f64,
-            p.scratch_bytes
-        );
-    }
-    pollster::block_on(crate::products::gpu::settle_bad_pixels(
-        engine, acq, &mut res,
-    ))?;
-    Ok(res)
+        &mut |line| eprintln!("stem4d: {line}"),
+    ))
 }
 
 /// The plans of an acquisition on this machine's GPU within a budget, and the one taken
@@ -177,20 +132,7 @@ impl PlansHere {
     }
 }
 
-/// A memory plan in a line.
-pub(super) fn plan_words(p: &memory::MemoryPlan) -> String {
-    let bin = match p.bin {
-        1 => String::new(),
-        b => format!(" at bin {b}"),
-    };
-    format!(
-        "{}{bin}, {} bytes held, peak {} bytes: {}",
-        p.kind.name(),
-        p.payload_bytes,
-        p.peak_bytes,
-        p.note
-    )
-}
+pub(super) use crate::products::planned::plan_words;
 
 fn json_of<T: serde::Serialize>(v: &T) -> Result<serde_json::Value> {
     serde_json::to_value(v).map_err(|e| Error::param(format!("cannot serialise the plans: {e}")))

@@ -9,6 +9,7 @@ pub mod host_exact;
 pub mod judge;
 pub mod npy;
 mod params;
+pub mod planned;
 pub mod stream;
 
 pub(crate) use params::wire;

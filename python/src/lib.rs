@@ -1,0 +1,379 @@
+//! `stem4d._stem4d`: the engine behind the `stem4d` Python package (`python/stem4d/`).
+//! An acquisition is opened as the CLI opens it (an Arina master's files found beside it),
+//! products are the CLI's (one parameter vocabulary: the page's JSON, which the Python
+//! wrapper writes from keyword arguments) with the CLI's dtypes and shapes, and every error
+//! is a `stem4d.Error` carrying the engine's one-line message. The interpreter is released
+//! while files are read and products computed.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use numpy::ndarray::{ArrayD, IxDyn};
+use numpy::IntoPyArray;
+use pyo3::create_exception;
+use pyo3::exceptions::PyException;
+use pyo3::prelude::*;
+
+use stem4d::formats::{Acquisition as Acq, OpenOptions};
+use stem4d::frames::{Correction, FrameReader};
+use stem4d::gpu::{Engine, Resident};
+use stem4d::products::planned::{compute_planned, PlanChoice};
+use stem4d::products::{ArrayData, ProductArray, ProductRequest};
+
+create_exception!(
+    _stem4d,
+    Error,
+    PyException,
+    "An error of the stem4d engine: the message names the file and the problem."
+);
+
+fn err(e: stem4d::Error) -> PyErr {
+    Error::new_err(e.to_string())
+}
+
+/// Where products are computed.
+enum Backend {
+    Cpu,
+    Wgpu {
+        engine: Arc<Mutex<Engine>>,
+        /// The resident, made at the first product (no budget or plan asked for).
+        resident: Option<Box<Resident>>,
+    },
+}
+
+/// One opened acquisition.
+#[pyclass(module = "stem4d._stem4d")]
+struct Acquisition {
+    acq: Acq,
+    corr: Correction,
+    choice: PlanChoice,
+    backend: Mutex<Backend>,
+    backend_name: String,
+    /// What the engine said while computing (plans taken, fallbacks), oldest first.
+    provenance: Mutex<Vec<String>>,
+    files: Vec<PathBuf>,
+}
+
+fn array(py: Python<'_>, p: ProductArray) -> PyResult<Py<PyAny>> {
+    let shape = IxDyn(&p.shape);
+    let bad = |e: numpy::ndarray::ShapeError| Error::new_err(format!("product shape: {e}"));
+    Ok(match p.data {
+        ArrayData::U8(v) => ArrayD::from_shape_vec(shape, v)
+            .map_err(bad)?
+            .into_pyarray(py)
+            .into_any()
+            .unbind(),
+        ArrayData::U16(v) => ArrayD::from_shape_vec(shape, v)
+            .map_err(bad)?
+            .into_pyarray(py)
+            .into_any()
+            .unbind(),
+        ArrayData::U32(v) => ArrayD::from_shape_vec(shape, v)
+            .map_err(bad)?
+            .into_pyarray(py)
+            .into_any()
+            .unbind(),
+        ArrayData::U64(v) => ArrayD::from_shape_vec(shape, v)
+            .map_err(bad)?
+            .into_pyarray(py)
+            .into_any()
+            .unbind(),
+        ArrayData::F32(v) => ArrayD::from_shape_vec(shape, v)
+            .map_err(bad)?
+            .into_pyarray(py)
+            .into_any()
+            .unbind(),
+        ArrayData::F64(v) => ArrayD::from_shape_vec(shape, v)
+            .map_err(bad)?
+            .into_pyarray(py)
+            .into_any()
+            .unbind(),
+    })
+}
+
+/// The process's GPU engine, made at the first use: a device and its pipelines take a
+/// while to build, and acquisitions opened one after another share them.
+fn shared_engine() -> stem4d::Result<Arc<Mutex<Engine>>> {
+    static ENGINE: Mutex<Option<Arc<Mutex<Engine>>>> = Mutex::new(None);
+    let mut slot = ENGINE
+        .lock()
+        .map_err(|_| stem4d::Error::Gpu("the GPU engine was poisoned by a panic".into()))?;
+    if let Some(e) = slot.as_ref() {
+        return Ok(e.clone());
+    }
+    let e = Arc::new(Mutex::new(pollster::block_on(Engine::new())?));
+    *slot = Some(e.clone());
+    Ok(e)
+}
+
+/// The GPU engine `backend` asks for: `wgpu` must have one (its error is raised),
+/// `auto` takes a hardware adapter where there is one and says so either way.
+fn engine_for(
+    backend: &str,
+    notes: &mut Vec<String>,
+) -> stem4d::Result<Option<Arc<Mutex<Engine>>>> {
+    let software = |e: &Arc<Mutex<Engine>>| {
+        e.lock()
+            .map(|e| e.adapter.software.then(|| e.adapter.name.clone()))
+            .unwrap_or(None)
+    };
+    match backend {
+        "cpu" => Ok(None),
+        "wgpu" => shared_engine().map(Some),
+        "auto" => match shared_engine() {
+            Ok(e) => match software(&e) {
+                None => Ok(Some(e)),
+                Some(name) => {
+                    notes.push(format!(
+                        "backend auto: {name} is a software adapter, so the CPU reference computes the products"
+                    ));
+                    Ok(None)
+                }
+            },
+            Err(e) => {
+                notes.push(format!("backend auto: no GPU ({e}), so the CPU reference computes the products"));
+                Ok(None)
+            }
+        },
+        "cuda" => Err(stem4d::Error::param(
+            "backend 'cuda': this build of stem4d has no CUDA backend (use 'wgpu', 'cpu' or 'auto')",
+        )),
+        other => Err(stem4d::Error::param(format!(
+            "backend '{other}' is not one of 'auto', 'wgpu', 'cuda', 'cpu'"
+        ))),
+    }
+}
+
+/// Open the acquisition of `paths` (see `stem4d.open`).
+#[pyfunction]
+#[pyo3(signature = (paths, scan_shape=None, dataset=None, bin=1, mask_bad_pixels=false, memory_budget=None, memory_plan=None, backend="auto"))]
+#[allow(clippy::too_many_arguments)]
+fn open(
+    py: Python<'_>,
+    paths: Vec<PathBuf>,
+    scan_shape: Option<(usize, usize)>,
+    dataset: Option<String>,
+    bin: usize,
+    mask_bad_pixels: bool,
+    memory_budget: Option<u64>,
+    memory_plan: Option<String>,
+    backend: &str,
+) -> PyResult<Acquisition> {
+    let plan = memory_plan
+        .as_deref()
+        .map(stem4d::upload::memory::parse_plan)
+        .transpose()
+        .map_err(Error::new_err)?;
+    let backend = backend.to_string();
+    py.detach(move || -> stem4d::Result<Acquisition> {
+        if paths.is_empty() {
+            return Err(stem4d::Error::param("stem4d.open: no files given"));
+        }
+        let opts = OpenOptions {
+            scan_shape: scan_shape.map(|(r, c)| [r, c]),
+            dataset,
+        };
+        let (acq, files) = stem4d::formats::beside::open_beside(&paths, &opts)?;
+        let corr = Correction {
+            mask_bad_pixels,
+            bin,
+        };
+        corr.validate(acq.shape)?;
+        let mut notes = Vec::new();
+        let engine = engine_for(&backend, &mut notes)?;
+        let name = match engine.as_ref().map(|e| e.lock()) {
+            Some(Ok(e)) => format!("wgpu ({}, {})", e.adapter.name, e.adapter.backend),
+            Some(Err(_)) => return Err(stem4d::Error::Gpu("the GPU engine was poisoned".into())),
+            None => "cpu".to_string(),
+        };
+        Ok(Acquisition {
+            acq,
+            corr,
+            choice: PlanChoice {
+                budget: memory_budget,
+                plan,
+            },
+            backend: Mutex::new(match engine {
+                Some(engine) => Backend::Wgpu {
+                    engine,
+                    resident: None,
+                },
+                None => Backend::Cpu,
+            }),
+            backend_name: name,
+            provenance: Mutex::new(notes),
+            files,
+        })
+    })
+    .map_err(err)
+}
+
+impl Acquisition {
+    fn compute(&self, request: &str) -> stem4d::Result<ProductArray> {
+        let json: serde_json::Value = serde_json::from_str(request)
+            .map_err(|e| stem4d::Error::param(format!("product parameters: {e}")))?;
+        let ProductRequest { params, correction } = ProductRequest::from_json(&json)?;
+        if correction != self.corr {
+            return Err(stem4d::Error::param(
+                "bin and mask_bad_pixels belong to stem4d.open: open the acquisition again to change them",
+            ));
+        }
+        params.validate(self.acq.shape, self.corr)?;
+        let mut said = Vec::new();
+        let mut backend = self
+            .backend
+            .lock()
+            .map_err(|_| stem4d::Error::param("an earlier product panicked"))?;
+        let out = match &mut *backend {
+            Backend::Cpu => stem4d::cpu::compute(&self.acq, &params, self.corr),
+            Backend::Wgpu { engine, resident } => {
+                let engine = &*engine
+                    .lock()
+                    .map_err(|_| stem4d::Error::Gpu("the GPU engine was poisoned".into()))?;
+                if self.choice.budget.is_none() && self.choice.plan.is_none() {
+                    if resident.is_none() {
+                        let mut res = pollster::block_on(engine.upload(&self.acq, self.corr))?;
+                        pollster::block_on(stem4d::products::gpu::settle_bad_pixels(
+                            engine, &self.acq, &mut res,
+                        ))?;
+                        *resident = Some(Box::new(res));
+                    }
+                    match resident.as_ref() {
+                        Some(res) => pollster::block_on(stem4d::products::gpu::compute_resident(
+                            engine, &self.acq, res, &params,
+                        )),
+                        None => Err(stem4d::Error::Gpu("no resident was made".into())),
+                    }
+                } else {
+                    pollster::block_on(compute_planned(
+                        engine,
+                        &self.acq,
+                        &params,
+                        self.corr,
+                        self.choice,
+                        &mut |line| said.push(line),
+                    ))
+                }
+            }
+        };
+        if let Ok(mut p) = self.provenance.lock() {
+            p.extend(said);
+        }
+        out
+    }
+}
+
+#[pymethods]
+impl Acquisition {
+    /// `(scan rows, scan cols, detector rows, detector cols)` as stored (before the bin).
+    #[getter]
+    fn shape(&self) -> (usize, usize, usize, usize) {
+        let [a, b, c, d] = self.acq.shape.as_array();
+        (a, b, c, d)
+    }
+
+    /// The samples' numpy dtype name (`uint8`, `uint16`, `uint32`, `float32`).
+    #[getter]
+    fn dtype(&self) -> &'static str {
+        self.acq.dtype.name()
+    }
+
+    #[getter]
+    fn bin(&self) -> usize {
+        self.corr.bin
+    }
+
+    #[getter]
+    fn mask_bad_pixels(&self) -> bool {
+        self.corr.mask_bad_pixels
+    }
+
+    /// Where products are computed: `cpu`, or `wgpu (ADAPTER, BACKEND)`.
+    #[getter]
+    fn backend(&self) -> String {
+        self.backend_name.clone()
+    }
+
+    /// Every file the acquisition reads (those given and those found beside them).
+    #[getter]
+    fn files(&self) -> Vec<PathBuf> {
+        self.files.clone()
+    }
+
+    /// What the engine said while computing: plans taken, fallbacks.
+    #[getter]
+    fn provenance(&self) -> Vec<String> {
+        self.provenance
+            .lock()
+            .map(|p| p.clone())
+            .unwrap_or_default()
+    }
+
+    /// `stem4d info --json` of the acquisition, as JSON text.
+    fn info_json(&self) -> PyResult<String> {
+        serde_json::to_string(&stem4d::formats::info::Info::of(&self.acq, false))
+            .map_err(|e| Error::new_err(format!("info: {e}")))
+    }
+
+    /// One product from the page's JSON parameters (`{"kind": "bf", "center": [r, c], …}`).
+    fn product_json(&self, py: Python<'_>, request: &str) -> PyResult<Py<PyAny>> {
+        let out = py.detach(|| self.compute(request)).map_err(err)?;
+        array(py, out)
+    }
+
+    /// The frames of scan rows `[r0, r1)`, decoded as stored (no bin, no bad pixels
+    /// zeroed), row after row: `((r1 - r0) · scan cols, Kr, Kc)`.
+    fn frames(&self, py: Python<'_>, r0: usize, r1: usize) -> PyResult<Py<PyAny>> {
+        let acq = &self.acq;
+        let [rows, cols] = acq.shape.scan;
+        if r0 > r1 || r1 > rows {
+            return Err(Error::new_err(format!(
+                "{}: scan rows {r0}..{r1} are not within the {rows} rows",
+                acq.primary
+            )));
+        }
+        let (f0, f1) = (r0 * cols, r1 * cols);
+        let bytes = py
+            .detach(|| FrameReader::new(acq).read_raw(f0, f1))
+            .map_err(err)?;
+        let [kr, kc] = acq.shape.det;
+        let n = f1 - f0;
+        let size = acq.dtype.size();
+        let data = match acq.dtype {
+            stem4d::contract::Dtype::U8 => ArrayData::U8(bytes),
+            stem4d::contract::Dtype::U16 => ArrayData::U16(
+                bytes
+                    .chunks_exact(size)
+                    .map(|b| u16::from_le_bytes([b[0], b[1]]))
+                    .collect(),
+            ),
+            stem4d::contract::Dtype::U32 => ArrayData::U32(
+                bytes
+                    .chunks_exact(size)
+                    .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                    .collect(),
+            ),
+            stem4d::contract::Dtype::F32 => ArrayData::F32(
+                bytes
+                    .chunks_exact(size)
+                    .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                    .collect(),
+            ),
+        };
+        array(
+            py,
+            ProductArray {
+                shape: vec![n, kr, kc],
+                data,
+            },
+        )
+    }
+}
+
+#[pymodule]
+fn _stem4d(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(open, m)?)?;
+    m.add_class::<Acquisition>()?;
+    m.add("Error", m.py().get_type::<Error>())?;
+    Ok(())
+}

@@ -1,0 +1,181 @@
+"""The Python package against the CLI and the numpy references on the fixtures
+(tests/fixtures/manifest.json): every product of every fixture, on the CPU reference and on
+wgpu, byte for byte what `stem4d product` writes; integer products also equal the numpy
+reference. Then errors, frames, master files found beside them, and the plans."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import stem4d
+
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURES = ROOT / "tests" / "fixtures"
+MANIFEST = json.loads((FIXTURES / "manifest.json").read_text())
+CAMEL = {v: k for k, v in stem4d.PRODUCT_KEYS.items()}
+# Fixtures whose float products on wgpu are compared with the CLI (u8, u16, float32, MIB).
+WGPU_CLI_FIXTURES = {"arina_u8", "hot_stack_u16", "emd_f32", "mib_quad_u32"}
+
+
+def cli() -> str:
+    """The CLI binary `cargo test` built (STEM4D_BIN names another)."""
+    if os.environ.get("STEM4D_BIN"):
+        return os.environ["STEM4D_BIN"]
+    target = Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target"))
+    path = target / "debug" / "stem4d"
+    assert path.exists(), f"{path}: build the CLI first (cargo build)"
+    return str(path)
+
+
+def paths(fx) -> list:
+    base = FIXTURES / "data" if fx["root"] == "fixtures" else ROOT.parent / "shared" / "data"
+    return [str(base / f) for f in fx["files"]]
+
+
+def kwargs(params: dict) -> dict:
+    """A manifest entry's parameters as `product` keywords (masks loaded)."""
+    out = {}
+    for k, v in params.items():
+        if k in ("mask_bad_pixels", "bin"):
+            continue
+        if k == "mask":
+            v = np.load(FIXTURES / v)
+        out[CAMEL.get(k, k)] = v
+    return out
+
+
+def cli_run(fx, kind, params, out: Path, backend: str) -> subprocess.CompletedProcess:
+    args = [cli(), "product", "--kind", kind, "--backend", backend, "--out", str(out)]
+    for k, v in params.items():
+        flag = "--" + k.replace("_", "-")
+        if k == "mask":
+            args += ["--mask", str(FIXTURES / v)]
+        elif isinstance(v, bool):
+            args += [flag] if v else []
+        elif isinstance(v, list):
+            args += [flag, ",".join(str(x) for x in v)]
+        else:
+            args += [flag, str(v)]
+    if fx["scan_shape"]:
+        args += ["--scan-shape", ",".join(map(str, fx["scan_shape"]))]
+    if fx["dataset"]:
+        args += ["--dataset", fx["dataset"]]
+    return subprocess.run(args + paths(fx), capture_output=True, text=True)
+
+
+def cli_product(fx, kind, params, out: Path, backend: str) -> np.ndarray:
+    done = cli_run(fx, kind, params, out, backend)
+    assert done.returncode == 0, done.stderr
+    return np.load(out)
+
+
+@pytest.mark.parametrize("backend", ["cpu", "wgpu"])
+def test_every_product_is_the_clis(backend, tmp_path):
+    compared = 0
+    for fx in MANIFEST["fixtures"]:
+        opened = {}
+        for n, entry in enumerate(fx["products"]):
+            params = entry["params"]
+            key = (params.get("bin", 1), params.get("mask_bad_pixels", False))
+            if key not in opened:
+                opened[key] = stem4d.open(
+                    paths(fx),
+                    scan_shape=fx["scan_shape"],
+                    dataset=fx["dataset"],
+                    bin=key[0],
+                    mask_bad_pixels=key[1],
+                    backend=backend,
+                )
+            acq = opened[key]
+            kind = entry["kind"].replace("mean-dp-f32", "mean-dp")
+            what = f"{fx['name']} #{n} {kind} {params}"
+            try:
+                got = acq.product(kind, **kwargs(params))
+            except stem4d.Error as e:
+                # Refused only where the CLI refuses, in the same words.
+                done = cli_run(fx, kind, params, tmp_path / "refused.npy", backend)
+                assert done.returncode != 0 and str(e) in done.stderr, f"{what}: {e} / {done.stderr}"
+                continue
+            ref = np.load(FIXTURES / entry["ref"])
+            exact = ref.dtype.kind in "ui" and entry["kind"] != "mean-dp-f32"
+            if exact:
+                assert got.dtype == ref.dtype and np.array_equal(got, ref), f"{what}: differs from numpy"
+            # Each CLI run on wgpu builds a device (seconds on a software GPU): there, the
+            # float products of a few fixtures are compared with it, the rest with numpy.
+            if backend == "cpu" or (not exact and fx["name"] in WGPU_CLI_FIXTURES):
+                want = cli_product(fx, kind, params, tmp_path / f"{n}.npy", backend)
+                assert got.dtype == want.dtype and got.shape == want.shape, what
+                assert got.tobytes() == want.tobytes(), f"{what}: differs from the CLI"
+            compared += 1
+    # 398 of the manifest's products on the CPU reference; the GPU refuses a few more.
+    assert compared > 350, compared
+
+
+def test_shape_dtype_info_frames():
+    fx = next(f for f in MANIFEST["fixtures"] if f["name"] == "arina_u16")
+    a = stem4d.open(paths(fx), backend="cpu")
+    assert a.shape == tuple(fx["shape"])
+    assert a.dtype == np.uint16
+    assert a.info["format"] == "arina" or a.info["format"].lower() == "arina"
+    assert a.calibration, a.info
+    decoded = np.load(FIXTURES / "ref" / "arina_u16" / "decoded.npy")
+    r, c, kr, kc = fx["shape"]
+    frames = a.frames(1, 3)
+    assert frames.shape == (2 * c, kr, kc) and frames.dtype == np.uint16
+    assert np.array_equal(frames, decoded[1:3].reshape(-1, kr, kc))
+    assert a.backend == "cpu"
+
+
+def test_a_master_alone_finds_its_files(tmp_path):
+    fx = next(f for f in MANIFEST["fixtures"] if f["name"] == "arina_u16")
+    for p in paths(fx):
+        shutil.copy(p, tmp_path)
+    master = tmp_path / "arina_u16_master.h5"
+    a = stem4d.open(master, backend="cpu")
+    assert len(a.files) == 4, a.files
+    b = stem4d.open(paths(fx), backend="cpu")
+    assert np.array_equal(a.product("total"), b.product("total"))
+    lone = tmp_path / "lone"
+    lone.mkdir()
+    shutil.copy(master, lone)
+    with pytest.raises(stem4d.Error, match="arina_u16_data_000001.h5"):
+        stem4d.open(lone / "arina_u16_master.h5")
+
+
+def test_errors_name_the_file_and_the_problem(tmp_path):
+    bad = tmp_path / "empty.h5"
+    bad.write_bytes(b"")
+    with pytest.raises(stem4d.Error, match="empty.h5"):
+        stem4d.open(bad)
+    fx = next(f for f in MANIFEST["fixtures"] if f["name"] == "arina_u16")
+    a = stem4d.open(paths(fx), backend="cpu")
+    with pytest.raises(stem4d.Error, match="radius"):
+        a.product("bf", center=(3, 3))
+    with pytest.raises(stem4d.Error, match="not one of"):
+        a.product("bf", centre=(3, 3), radius=2)
+    with pytest.raises(stem4d.Error, match="belongs to stem4d.open"):
+        a.product("total", bin=2)
+    with pytest.raises(stem4d.Error, match="backend 'tpu'"):
+        stem4d.open(paths(fx), backend="tpu")
+    with pytest.raises(stem4d.Error, match="not within"):
+        a.frames(3, 99)
+
+
+def test_plans_give_the_residents_products():
+    fx = next(f for f in MANIFEST["fixtures"] if f["name"] == "arina_u16")
+    plain = stem4d.open(paths(fx), backend="wgpu", mask_bad_pixels=True)
+    for plan in ("compressed", "streaming", "cpu"):
+        a = stem4d.open(paths(fx), backend="wgpu", mask_bad_pixels=True, memory_budget=262144,
+                        memory_plan=plan)
+        # (CoM on the CPU reference is float64, the GPU's float32: integer products only there.)
+        kinds = [("bf", dict(center=(6, 5), radius=3)), ("max-dp", {})] + ([("com", {})] if plan != "cpu" else [])
+        for kind, kw in kinds:
+            assert a.product(kind, **kw).tobytes() == plain.product(kind, **kw).tobytes(), (plan, kind)
+        assert any(f"memory plan: {plan}" in line for line in a.provenance), a.provenance
