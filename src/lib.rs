@@ -22,6 +22,7 @@ pub mod hdf5_index;
 pub mod kernels;
 pub mod parity;
 pub mod pattern;
+pub mod planned;
 pub mod products;
 pub mod session;
 pub mod source;

@@ -17,7 +17,7 @@ use pyo3::prelude::*;
 use stem4d::formats::{Acquisition as Acq, OpenOptions};
 use stem4d::frames::{Correction, FrameReader};
 use stem4d::gpu::{Engine, Resident};
-use stem4d::products::planned::{compute_planned, PlanChoice};
+use stem4d::planned::{compute_planned, PlanChoice};
 use stem4d::products::{ArrayData, ProductArray, ProductRequest};
 
 create_exception!(

@@ -38,8 +38,8 @@ impl BudgetArgs {
         self.choice().pick(all, bin)
     }
 
-    pub(super) fn choice(&self) -> crate::products::planned::PlanChoice {
-        crate::products::planned::PlanChoice {
+    pub(super) fn choice(&self) -> crate::planned::PlanChoice {
+        crate::planned::PlanChoice {
             budget: self.memory_budget,
             plan: self.memory_plan,
         }
@@ -47,7 +47,7 @@ impl BudgetArgs {
 }
 
 /// One product on the GPU within `args`' budget or along its plan
-/// (`products::planned`): each plan taken is said on standard error (the output's
+/// (`planned`): each plan taken is said on standard error (the output's
 /// provenance).
 pub(super) fn product_within(
     acq: &Acquisition,
@@ -56,7 +56,7 @@ pub(super) fn product_within(
     args: BudgetArgs,
 ) -> Result<crate::products::ProductArray> {
     let engine = pollster::block_on(crate::gpu::Engine::new())?;
-    pollster::block_on(crate::products::planned::compute_planned(
+    pollster::block_on(crate::planned::compute_planned(
         &engine,
         acq,
         params,
@@ -66,7 +66,7 @@ pub(super) fn product_within(
     ))
 }
 
-/// [`crate::products::planned::compressed_resident`], its sizes said on standard error.
+/// [`crate::planned::compressed_resident`], its sizes said on standard error.
 pub(super) fn compressed_resident(
     engine: &crate::gpu::Engine,
     acq: &Acquisition,
@@ -74,7 +74,7 @@ pub(super) fn compressed_resident(
     plan: &memory::MemoryPlan,
     budget: Option<u64>,
 ) -> Result<crate::gpu::Resident> {
-    pollster::block_on(crate::products::planned::compressed_resident(
+    pollster::block_on(crate::planned::compressed_resident(
         engine,
         acq,
         corr,
@@ -132,7 +132,7 @@ impl PlansHere {
     }
 }
 
-pub(super) use crate::products::planned::plan_words;
+pub(super) use crate::planned::plan_words;
 
 fn json_of<T: serde::Serialize>(v: &T) -> Result<serde_json::Value> {
     serde_json::to_value(v).map_err(|e| Error::param(format!("cannot serialise the plans: {e}")))

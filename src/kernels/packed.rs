@@ -67,6 +67,35 @@ pub struct Encoding<'a> {
     pub local: &'a wgpu::Buffer,
 }
 
+impl Encoding<'_> {
+    /// Groups (of 8 pixels of a tile) of the segment.
+    fn groups(&self) -> u64 {
+        self.tiles as u64 * groups_per_tile(self.plan.shape.det_len()) as u64
+    }
+
+    /// Record `k` over `workgroups` workgroups with the segment's parameters and raw
+    /// samples bound, and `more` beside them.
+    fn record(
+        &self,
+        engine: &Engine,
+        encoder: &mut wgpu::CommandEncoder,
+        k: &kernels::Kernel,
+        workgroups: u64,
+        more: &[(u32, &wgpu::Buffer)],
+    ) -> Result<u32> {
+        let n = u32::try_from(workgroups)
+            .map_err(|_| Error::Gpu("a packed segment has too many groups".into()))?;
+        let groups = grid(n);
+        let p = engine.uniform(&params(self.plan, self.tiles, groups));
+        let mut bindings = vec![(0, &p), (1, self.raw)];
+        bindings.extend_from_slice(more);
+        let mut batch = Batch::default();
+        batch.add(engine, k, &bindings, groups)?;
+        batch.flush(encoder);
+        Ok(n)
+    }
+}
+
 /// The first pass of encoding: per group its width codes and data words from its block's
 /// start into `local`, and per block of [`GROUPS_PER_BLOCK`] groups their words into
 /// `block_words`. Returns the blocks.
@@ -76,26 +105,9 @@ pub fn encode_codes(
     e: &Encoding,
     block_words: &wgpu::Buffer,
 ) -> Result<u32> {
-    let Encoding {
-        plan,
-        tiles,
-        raw,
-        local,
-    } = *e;
-    let total = tiles as u64 * groups_per_tile(plan.shape.det_len()) as u64;
-    let blocks = u32::try_from(total.div_ceil(GROUPS_PER_BLOCK as u64))
-        .map_err(|_| Error::Gpu("a packed segment has too many groups".into()))?;
-    let groups = grid(blocks);
-    let p = engine.uniform(&params(plan, tiles, groups));
-    let mut batch = Batch::default();
-    batch.add(
-        engine,
-        &kernels::PACKED_CODES,
-        &[(0, &p), (1, raw), (2, local), (3, block_words)],
-        groups,
-    )?;
-    batch.flush(encoder);
-    Ok(blocks)
+    let blocks = e.groups().div_ceil(GROUPS_PER_BLOCK as u64);
+    let more = [(2, e.local), (3, block_words)];
+    e.record(engine, encoder, &kernels::PACKED_CODES, blocks, &more)
 }
 
 /// The second pass: the index and the data of the packed segment into `packed`, each
@@ -107,23 +119,14 @@ pub fn encode_write(
     block_base: &wgpu::Buffer,
     packed: &wgpu::Buffer,
 ) -> Result<()> {
-    let Encoding {
-        plan,
-        tiles,
-        raw,
-        local,
-    } = *e;
-    let total = tiles as u64 * groups_per_tile(plan.shape.det_len()) as u64;
-    let groups = grid(total.div_ceil(256) as u32);
-    let p = engine.uniform(&params(plan, tiles, groups));
-    let mut batch = Batch::default();
-    batch.add(
+    let more = [(4, e.local), (5, block_base), (6, packed)];
+    e.record(
         engine,
+        encoder,
         &kernels::PACKED_WRITE,
-        &[(0, &p), (1, raw), (4, local), (5, block_base), (6, packed)],
-        groups,
+        e.groups().div_ceil(256),
+        &more,
     )?;
-    batch.flush(encoder);
     Ok(())
 }
 

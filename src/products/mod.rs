@@ -9,7 +9,6 @@ pub mod host_exact;
 pub mod judge;
 pub mod npy;
 mod params;
-pub mod planned;
 pub mod stream;
 
 pub(crate) use params::wire;

@@ -118,15 +118,20 @@ pub(super) async fn upload_profiled(
                 .await?
         }
     };
+    push_upload_stages(stages, "read + decode + upload", t, &res);
+    Ok((res, plan))
+}
+
+/// The stage `name`, begun at `t`, and the upload steps of `res` as its parts.
+fn push_upload_stages(stages: &mut Vec<Stage>, name: &str, t: f64, res: &Resident) {
     stages.push(Stage {
-        name: "read + decode + upload".into(),
+        name: name.into(),
         ms: now_ms() - t,
     });
     stages.extend(res.upload_times.0.iter().map(|&(name, ms)| Stage {
         name: format!("of which {name}"),
         ms,
     }));
-    Ok((res, plan))
 }
 
 impl Session {
@@ -237,14 +242,7 @@ impl Session {
             )
             .await?;
             if let Some(res) = &built {
-                stages.push(Stage {
-                    name: "read + decode + compress".into(),
-                    ms: now_ms() - t,
-                });
-                stages.extend(res.upload_times.0.iter().map(|&(name, ms)| Stage {
-                    name: format!("of which {name}"),
-                    ms,
-                }));
+                push_upload_stages(&mut stages, "read + decode + compress", t, res);
             }
             let plan = built.as_ref().map(|r| r.plan.clone());
             (built, plan)

@@ -5,11 +5,10 @@
 //! the raw resident's byte for byte; float32 data is refused by name (decision 0025).
 
 use crate::common::*;
-use crate::streaming::words;
+use crate::streaming::{by_correction, words};
 use stem4d::frames::Correction;
-use stem4d::parity::matrix;
+use stem4d::products::gpu;
 use stem4d::products::npy::to_bytes;
-use stem4d::products::{gpu, ProductParams};
 use stem4d::upload::packed::block_rows;
 
 #[test]
@@ -34,23 +33,7 @@ fn packed_products_equal_the_raw_residents_on_every_fixture() {
             continue;
         }
         for masked in [false, true] {
-            let requests = matrix(&acq, masked).unwrap();
-            let mut corrections: Vec<Correction> = Vec::new();
-            for r in &requests {
-                if !corrections.contains(&r.correction) {
-                    corrections.push(r.correction);
-                }
-            }
-            for corr in corrections {
-                let ps: Vec<ProductParams> = requests
-                    .iter()
-                    .filter(|r| r.correction == corr)
-                    .map(|r| r.params.clone())
-                    .collect();
-                let raw: Vec<_> = ps
-                    .iter()
-                    .map(|p| pollster::block_on(gpu::compute(&engine, &acq, p, corr)))
-                    .collect();
+            for (corr, ps, raw) in by_correction(&engine, &acq, masked) {
                 let tile = 256
                     / stem4d::gpu::plan_of(&acq, corr.bin, engine.adapter.limits)
                         .unwrap()

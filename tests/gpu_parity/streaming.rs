@@ -13,6 +13,41 @@ use stem4d::products::stream::{compute_streamed, Blocks};
 use stem4d::products::{gpu, ProductParams};
 use stem4d::upload::memory::{choose, PlanKind};
 
+/// The parity matrix of `acq` (bad-pixel masking `masked`) by correction: each correction,
+/// its products, and their raw resident's results.
+pub(crate) fn by_correction(
+    engine: &stem4d::gpu::Engine,
+    acq: &stem4d::formats::Acquisition,
+    masked: bool,
+) -> Vec<(
+    Correction,
+    Vec<ProductParams>,
+    Vec<stem4d::Result<stem4d::products::ProductArray>>,
+)> {
+    let requests = matrix(acq, masked).unwrap();
+    let mut corrections: Vec<Correction> = Vec::new();
+    for r in &requests {
+        if !corrections.contains(&r.correction) {
+            corrections.push(r.correction);
+        }
+    }
+    corrections
+        .into_iter()
+        .map(|corr| {
+            let ps: Vec<ProductParams> = requests
+                .iter()
+                .filter(|r| r.correction == corr)
+                .map(|r| r.params.clone())
+                .collect();
+            let raw = ps
+                .iter()
+                .map(|p| pollster::block_on(gpu::compute(engine, acq, p, corr)))
+                .collect();
+            (corr, ps, raw)
+        })
+        .collect()
+}
+
 /// An error's words without the numbers in brackets some paths add.
 pub(crate) fn words(e: &str) -> String {
     let mut out = String::new();
@@ -41,24 +76,8 @@ fn streamed_products_equal_the_residents_on_every_fixture() {
         let name = fx["name"].as_str().unwrap();
         let acq = open_fixture(fx);
         for masked in [false, true] {
-            let requests = matrix(&acq, masked).unwrap();
             // One pass per correction, its products together.
-            let mut corrections: Vec<Correction> = Vec::new();
-            for r in &requests {
-                if !corrections.contains(&r.correction) {
-                    corrections.push(r.correction);
-                }
-            }
-            for corr in corrections {
-                let ps: Vec<ProductParams> = requests
-                    .iter()
-                    .filter(|r| r.correction == corr)
-                    .map(|r| r.params.clone())
-                    .collect();
-                let resident: Vec<_> = ps
-                    .iter()
-                    .map(|p| pollster::block_on(gpu::compute(&engine, &acq, p, corr)))
-                    .collect();
+            for (corr, ps, resident) in by_correction(&engine, &acq, masked) {
                 for (rows, gpu_decode) in [(1, true), (2, true), (1, false), (2, false)] {
                     let mut seen = Vec::new();
                     let streamed = pollster::block_on(compute_streamed(

@@ -1,7 +1,8 @@
 //! One product along a memory plan (`upload::memory`): the plan a budget leaves, or the one
 //! picked by name, followed as the CLI's `product` and the Python package follow it. A
 //! compressed resident that passes the budget gives way to the next plan, and every plan
-//! taken is said through `say` (the output's provenance).
+//! taken is said through `say` (the output's provenance). Like `parity`, this is no
+//! backend: the CPU plan runs the reference.
 
 use crate::error::{Error, Result};
 use crate::formats::Acquisition;
