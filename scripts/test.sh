@@ -25,7 +25,7 @@ cargo test
 step "the Python package: pip install of the repository, then pytest"
 # A venv that sees the setup's numpy; pip builds the engine with maturin (from PyPI).
 python3 -m venv --system-site-packages .venv
-.venv/bin/python -m pip install -q --disable-pip-version-check . pytest
+.venv/bin/python -m pip install -q --disable-pip-version-check . pytest "dask[array]" distributed
 cargo build --bin stem4d
 .venv/bin/python -m pytest -q python/tests
 step "wasm32-unknown-unknown build of the library"

@@ -13,12 +13,13 @@
 //
 // `packed_codes` and `packed_write` encode a raw segment (two passes: the sizes, their
 // prefix sums per workgroup and, on the host, across workgroups; then the words);
-// `packed_unpack` writes raw sectors back into a raw-layout scratch segment for the listed
-// pixels only, zeroing the pixels found bad after the upload, so the product kernels read
-// the scratch as they read a raw resident and the unpacked acquisition never exists whole.
+// `packed` (the unpack) writes raw sectors back into a raw-layout scratch segment for the
+// listed pixels only, zeroing the pixels found bad after the upload, so the product kernels
+// read the scratch as they read a raw resident and the unpacked acquisition never exists
+// whole.
 
 struct PackedParams {
-    // Tiles of the segment, and the first tile `packed_unpack` writes.
+    // Tiles of the segment, and the first tile `packed` writes.
     tiles: u32,
     first_tile: u32,
     groups_per_tile: u32,
@@ -26,7 +27,7 @@ struct PackedParams {
     bits: u32,
     tile_words: u32,
     groups_x: u32,
-    // `packed_unpack`: entries of the pixel list, 0 for every pixel.
+    // `packed`: entries of the pixel list, 0 for every pixel.
     n_list: u32,
 }
 
@@ -41,7 +42,7 @@ struct PackedParams {
 // Per workgroup of `packed_codes`: where its groups' data starts in the packed buffer.
 @group(0) @binding(5) var<storage, read> block_base: array<u32>;
 @group(0) @binding(6) var<storage, read_write> packed_out: array<u32>;
-@group(0) @binding(7) var<storage, read> packed: array<u32>;
+@group(0) @binding(7) var<storage, read> packed_in: array<u32>;
 // The pixels to unpack (ascending; unused when `n_list` is 0).
 @group(0) @binding(8) var<storage, read> list: array<u32>;
 // One bit per detector pixel: found bad after the upload, unpacked as 0.
@@ -194,15 +195,15 @@ fn packed_write(@builtin(global_invocation_id) gid: vec3<u32>) {
 fn bits_at(word: u32, bit: u32, w: u32) -> u32 {
     let i = word + bit / 32u;
     let s = bit % 32u;
-    var v = packed[i] >> s;
+    var v = packed_in[i] >> s;
     if (s + w > 32u) {
-        v |= packed[i + 1u] << (32u - s);
+        v |= packed_in[i + 1u] << (32u - s);
     }
     return select(v & ((1u << w) - 1u), v, w == 32u);
 }
 
 @compute @workgroup_size(256)
-fn packed_unpack(@builtin(global_invocation_id) gid: vec3<u32>) {
+fn packed(@builtin(global_invocation_id) gid: vec3<u32>) {
     let id = gid.x + gid.y * pp.groups_x * 256u;
     let n = select(pp.det_len, pp.n_list, pp.n_list > 0u);
     if (id >= pp.tiles * n) {
@@ -215,7 +216,7 @@ fn packed_unpack(@builtin(global_invocation_id) gid: vec3<u32>) {
     }
     let out = t * pp.tile_words + k * 8u;
     let g = t * pp.groups_per_tile + k / 8u;
-    let codes = packed[2u * g + 1u];
+    let codes = packed_in[2u * g + 1u];
     let w = width_of((codes >> (4u * (k % 8u))) & 15u, pp.bits);
     let cleared = ((zeroed[k / 32u] >> (k % 32u)) & 1u) != 0u;
     if (w == 0u || cleared) {
@@ -225,7 +226,7 @@ fn packed_unpack(@builtin(global_invocation_id) gid: vec3<u32>) {
         return;
     }
     let tile = 256u / pp.bits;
-    let start = packed[2u * g];
+    let start = packed_in[2u * g];
     let first = widths_before(codes, k % 8u) * tile;
     let per_word = 32u / pp.bits;
     for (var j = 0u; j < 8u; j += 1u) {

@@ -146,7 +146,7 @@ fn engine_for(
 
 /// Open the acquisition of `paths` (see `stem4d.open`).
 #[pyfunction]
-#[pyo3(signature = (paths, scan_shape=None, dataset=None, bin=1, mask_bad_pixels=false, memory_budget=None, memory_plan=None, backend="auto"))]
+#[pyo3(signature = (paths, scan_shape=None, dataset=None, bin=1, mask_bad_pixels=false, memory_budget=None, memory_plan=None, backend="auto", crop=None))]
 #[allow(clippy::too_many_arguments)]
 fn open(
     py: Python<'_>,
@@ -158,6 +158,7 @@ fn open(
     memory_budget: Option<u64>,
     memory_plan: Option<String>,
     backend: &str,
+    crop: Option<(usize, usize, usize, usize)>,
 ) -> PyResult<Acquisition> {
     let plan = memory_plan
         .as_deref()
@@ -174,6 +175,11 @@ fn open(
             dataset,
         };
         let (acq, files) = stem4d::formats::beside::open_beside(&paths, &opts)?;
+        // Only the chunks of the scan rows and columns kept are read (C-CROP).
+        let acq = match crop {
+            Some((r0, r1, c0, c1)) => acq.crop_scan(stem4d::contract::Region { r0, r1, c0, c1 })?,
+            None => acq,
+        };
         let corr = Correction {
             mask_bad_pixels,
             bin,

@@ -132,6 +132,7 @@ def open(
     memory_budget: Optional[int] = None,
     memory_plan: Optional[str] = None,
     backend: str = "auto",
+    crop: Optional[Sequence[int]] = None,
 ) -> Acquisition:
     """Open an acquisition: HDF5 (Arina/Eiger masters with their data files, found in the
     master's folder when not given; py4DSTEM EMD; plain stacks), EMPAD raw, Merlin MIB.
@@ -140,7 +141,8 @@ def open(
     (a hardware GPU where there is one, else the CPU reference; :attr:`Acquisition.provenance`
     says which) or ``"cuda"``. ``memory_budget`` (bytes) and ``memory_plan`` (``resident``,
     ``compressed``, ``streaming``, ``cpu``) choose how the GPU holds the acquisition, as the
-    CLI's ``--memory-budget`` and ``--memory-plan`` do."""
+    CLI's ``--memory-budget`` and ``--memory-plan`` do. ``crop=(r0, r1, c0, c1)`` keeps those
+    scan rows and columns (half-open) and reads only their frames."""
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     shape = None if scan_shape is None else (int(scan_shape[0]), int(scan_shape[1]))
@@ -153,5 +155,6 @@ def open(
         memory_budget=None if memory_budget is None else int(memory_budget),
         memory_plan=memory_plan,
         backend=backend,
+        crop=None if crop is None else tuple(int(v) for v in crop),
     )
     return Acquisition(inner)

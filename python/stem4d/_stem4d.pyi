@@ -36,4 +36,5 @@ def open(
     memory_budget: Optional[int] = None,
     memory_plan: Optional[str] = None,
     backend: str = "auto",
+    crop: Optional[Tuple[int, int, int, int]] = None,
 ) -> Acquisition: ...

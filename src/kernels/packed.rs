@@ -22,7 +22,7 @@ uniform! {
         pub bits: u32,
         pub tile_words: u32,
         pub groups_x: u32,
-        /// `packed_unpack`: entries of the pixel list, 0 for every pixel.
+        /// `packed` (the unpack): entries of the pixel list, 0 for every pixel.
         pub n_list: u32,
     }
 }
@@ -170,7 +170,7 @@ pub(crate) fn add_unpack(
     let p = engine.uniform(&p);
     batch.add(
         engine,
-        &kernels::PACKED_UNPACK,
+        &kernels::PACKED,
         &[(0, &p), (7, packed), (8, list), (9, zeroed), (10, scratch)],
         groups,
     )
