@@ -395,9 +395,11 @@ export async function firstUse(t) {
       await page.selectOption('#memory-budget', '268435456');
       await page.waitForFunction(async () => !window.stem4d.status().loading && (await window.stem4d.profile()).memory_budget === 268435456, null, { timeout: 60000 }).catch(() => {});
       p = await page.evaluate(() => window.stem4d.profile());
-      await page.waitForFunction(() => /streaming/.test(document.getElementById('profile').textContent), null, { timeout: 30000 }).catch(() => {});
+      // The acquisition fits compressed: its counts at their bit widths, and the ratio said.
+      await page.waitForFunction(() => /compressed resident/.test(document.getElementById('profile').textContent), null, { timeout: 30000 }).catch(() => {});
       const shown = await page.evaluate(() => document.getElementById('profile').textContent);
-      check(p.memory_plan && p.memory_plan.kind === 'streaming' && /memory plan/.test(shown) && /streaming/.test(shown),
+      check(p.memory_plan && p.memory_plan.kind === 'compressed' && p.compressed && p.compressed.ratio > 1
+        && /memory plan/.test(shown) && /compressed resident/.test(shown),
         `choosing 256 MiB of GPU memory re-reads within it and says the plan (${p.memory_plan && p.memory_plan.kind})`);
       await rendered(page);
       await page.selectOption('#memory-budget', '');

@@ -80,6 +80,7 @@ export function renderProvenance(el, p, info, fitWarning) {
       ...(p.memory_budget != null ? (p.memory_plans || []).map((m) => [`  ${m.fits ? 'fits' : 'does not fit'}`, planWords(m), m.fits ? '' : 'warn', m.note]) : []),
       p.resident_payload_bytes != null && ['resident payload', fmtBytes(p.resident_payload_bytes), '', 'the acquisition as kept on the GPU: scan × detector × bytes per value'],
       p.resident_peak_bytes != null && ['peak during the load', fmtBytes(p.resident_peak_bytes), '', 'the most GPU memory the load needed at once: the payload plus compressed windows, decode scratch, staging and product buffers, released after the load'],
+      p.measured_peak_bytes != null && ['measured peak', fmtBytes(p.measured_peak_bytes), '', "the most GPU memory the device's allocator held during the load, sampled as windows and blocks were uploaded"],
       p.resident_buffers != null && ['resident buffers', p.resident_buffers],
       ['adapter', `${p.adapter && p.adapter.name}${p.adapter && p.adapter.software ? ' (software)' : ''}`],
       p.adapter && p.adapter.masked_sums && ['masked sums meet', p.adapter.masked_sums],

@@ -241,6 +241,7 @@ pub(super) fn bench_gpu(
             _ => return bench_stream(&engine, &acq, &plan, bf_radius, report, json.as_deref()),
         }
     }
+    engine.reset_memory_peak();
     let t = Instant::now();
     let mut res = match &compressed {
         Some((plan, all)) => {
@@ -324,6 +325,14 @@ pub(super) fn bench_gpu(
                 p.packed_bytes as f64 / acq.stored_bytes().max(1) as f64
             ),
         );
+    }
+    if let Some(peak) = engine.memory_peak() {
+        println!(
+            "           measured peak of GPU memory {:.3} GB (predicted {:.3} GB)",
+            peak as f64 / 1e9,
+            res.plan.peak_bytes as f64 / 1e9
+        );
+        report.push("measured peak bytes", peak.to_string());
     }
     // Where the upload's time went, step by step (the host's side of it; the GPU's work
     // overlaps these).

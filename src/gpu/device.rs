@@ -164,6 +164,7 @@ impl Engine {
             chunk_decoder: None,
             set_aside: Default::default(),
             memory_ceiling: std::sync::atomic::AtomicU64::new(u64::MAX),
+            memory_peak: std::sync::atomic::AtomicU64::new(0),
             renderers: Mutex::new(Vec::new()),
             clock: Mutex::new(None),
             #[cfg(target_arch = "wasm32")]

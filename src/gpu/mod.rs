@@ -87,6 +87,9 @@ pub struct Engine {
     /// A GPU with this many bytes, simulated: a resident whose payload passes it is refused
     /// as out of memory ([`Engine::simulate_memory`]; tests of what follows that).
     pub(crate) memory_ceiling: std::sync::atomic::AtomicU64,
+    /// The most GPU memory the device's allocator held at the moments sampled since
+    /// [`Engine::reset_memory_peak`] ([`Engine::note_memory`]); 0: never sampled.
+    memory_peak: std::sync::atomic::AtomicU64,
     /// The display's render pipeline per canvas format, made once per device: compiling it
     /// is the GPU process's work, and a new session's first image should not wait for it.
     renderers: Mutex<Vec<(wgpu::TextureFormat, display::Renderer)>>,

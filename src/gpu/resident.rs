@@ -142,6 +142,41 @@ impl Engine {
         self.set_aside.keep(res.buffers);
     }
 
+    /// GPU memory the device's allocator holds now (bytes of its memory blocks), where the
+    /// backend reports it (Vulkan and DX12 natively; never in a browser, whose WebGPU does
+    /// not say).
+    pub fn gpu_memory_bytes(&self) -> Option<u64> {
+        self.device
+            .generate_allocator_report()
+            .map(|r| r.total_reserved_bytes)
+    }
+
+    /// Sample [`Engine::gpu_memory_bytes`] into the measured peak: uploads call it where
+    /// they hold the most (a window decoded, a block packed).
+    pub fn note_memory(&self) {
+        if let Some(now) = self.gpu_memory_bytes() {
+            self.memory_peak
+                .fetch_max(now, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
+    /// Start measuring a new peak (an open, a benchmark's upload).
+    pub fn reset_memory_peak(&self) {
+        self.memory_peak
+            .store(0, std::sync::atomic::Ordering::Relaxed);
+        self.note_memory();
+    }
+
+    /// The measured peak since [`Engine::reset_memory_peak`]: `None` where the backend does
+    /// not report its memory.
+    pub fn memory_peak(&self) -> Option<u64> {
+        self.note_memory();
+        match self.memory_peak.load(std::sync::atomic::Ordering::Relaxed) {
+            0 => None,
+            b => Some(b),
+        }
+    }
+
     /// Free the buffers set aside that no upload reused.
     pub fn release_set_aside(&self) {
         self.set_aside.release();

@@ -333,6 +333,7 @@ async fn pass(
                 true => engine.upload(&block, corr).await?,
                 false => engine.upload_cpu_packed(&block, corr).await?,
             };
+            engine.note_memory();
             if let Some(mask) = found {
                 engine.zero_pixels(&mut res, &mask_pixels(mask))?;
                 res.found_bad = Some(mask.to_vec());

@@ -160,6 +160,7 @@ impl Session {
         release_previous: &mut dyn FnMut(),
     ) -> Result<Session> {
         let reused0 = engine.reused_resident_buffers();
+        engine.reset_memory_peak();
         let mut acq = match req.crop {
             Some([r0, r1, c0, c1]) => acq.crop_scan(crate::contract::Region { r0, r1, c0, c1 })?,
             None => acq,
@@ -341,6 +342,7 @@ impl Session {
                     .map(|c| [c.region.r0, c.region.r1, c.region.c0, c.region.c1]),
                 resident_payload_bytes: plan.as_ref().map(|p| p.payload_bytes),
                 resident_peak_bytes: plan.as_ref().map(|p| p.peak_bytes),
+                measured_peak_bytes: None,
                 resident_buffers: plan.as_ref().map(|p| p.segments.len()),
                 products_on: match memory_plan.kind {
                     PlanKind::Compressed if resident.is_some() => "gpu, compressed",
@@ -404,6 +406,7 @@ impl Session {
             ms: now_ms() - t,
         });
         session.profile.stages = stages;
+        session.profile.measured_peak_bytes = engine.memory_peak();
         session.profile.sum_stages();
         Ok(session)
     }

@@ -19,6 +19,10 @@ pub struct Profile {
     /// Resident payload and predicted peak, bytes; absent when products run on the CPU.
     pub resident_payload_bytes: Option<u64>,
     pub resident_peak_bytes: Option<u64>,
+    /// The most GPU memory the device's allocator held during the open, sampled as windows
+    /// and blocks were uploaded (`Engine::note_memory`); absent where the backend does not
+    /// say (a browser's WebGPU).
+    pub measured_peak_bytes: Option<u64>,
     pub resident_buffers: Option<usize>,
     pub products_on: &'static str,
     /// The GPU memory budget asked for (bytes), the plan taken within it and every plan

@@ -574,6 +574,7 @@ async fn upload_through(
             }
             times.lap("wait for the GPU", &mut t);
             done_frames += w.frames;
+            engine.note_memory();
             progress(done_frames, total);
         }
         span_windows += segment.span_windows;

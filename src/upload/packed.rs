@@ -121,6 +121,8 @@ impl Engine {
                     buffers.push(packed);
                 }
                 times.lap("encode", &mut t);
+                // The raw block, its packed segments and those before: the build's peak.
+                self.note_memory();
                 self.set_aside(res);
                 if let Some(b) = budget.filter(|&b| packed_bytes + scratch_bytes > b) {
                     return Err(Error::GpuOutOfMemory(format!(

@@ -221,6 +221,7 @@ impl Engine {
                 self.encode_tiling(&plan, &staging, &buffer, f - seg.first_frame, f1 - f)?;
                 times.lap("write to the GPU", &mut t);
                 f = f1;
+                self.note_memory();
                 progress(f, total_frames);
             }
             buffers.push(buffer);
@@ -331,6 +332,7 @@ impl Engine {
             self.dispatch(&mut enc, &kernels::SYNTHETIC, &[&params, &buffer], groups)?;
             self.queue.submit([enc.finish()]);
             buffers.push(buffer);
+            self.note_memory();
             progress(seg.first_frame + seg.frames, shape.frames());
         }
         self.finish_resident(scope, plan, buffers, corr).await

@@ -134,3 +134,39 @@ fn a_resident_the_gpu_has_no_memory_for_is_streamed_instead() {
         );
     }
 }
+
+/// Natively (Vulkan reports its allocator's memory) the profile has the peak of GPU memory
+/// measured during the open: at least the resident's payload, and for a compressed
+/// resident within a budget, at least its packed bytes and scratch.
+#[test]
+fn the_profile_has_the_measured_peak() {
+    let Some(engine) = engine() else { return };
+    let plain = open(
+        &engine,
+        "arina_u16",
+        OpenRequest {
+            bin: 1,
+            ..Default::default()
+        },
+    );
+    let peak = plain
+        .profile
+        .measured_peak_bytes
+        .expect("Vulkan reports its memory");
+    assert!(
+        peak >= plain.profile.resident_payload_bytes.unwrap(),
+        "{peak}"
+    );
+    let within = open(
+        &engine,
+        "arina_u16",
+        OpenRequest {
+            bin: 1,
+            memory_budget: Some(262144),
+            ..Default::default()
+        },
+    );
+    let c = within.profile.compressed.as_ref().expect("compressed");
+    let peak = within.profile.measured_peak_bytes.expect("measured");
+    assert!(peak >= c.packed_bytes + c.scratch_bytes, "{peak} {c:?}");
+}
