@@ -401,6 +401,15 @@ export async function firstUse(t) {
       check(p.memory_plan && p.memory_plan.kind === 'compressed' && p.compressed && p.compressed.ratio > 1
         && /memory plan/.test(shown) && /compressed resident/.test(shown),
         `choosing 256 MiB of GPU memory re-reads within it and says the plan (${p.memory_plan && p.memory_plan.kind})`);
+      // Another plan picked in the load profile reads it again along that plan.
+      await page.evaluate(() => { document.getElementById('profile-box').open = true; });
+      await page.click('#profile button[data-plan="streaming"]');
+      await page.waitForFunction(async () => !window.stem4d.status().loading && ((await window.stem4d.profile()).memory_plan || {}).kind === 'streaming', null, { timeout: 60000 }).catch(() => {});
+      p = await page.evaluate(() => window.stem4d.profile());
+      check(p.memory_plan && p.memory_plan.kind === 'streaming' && p.memory_budget === 268435456,
+        `picking the streaming plan in the load profile re-reads along it (${p.memory_plan && p.memory_plan.kind})`);
+      await rendered(page);
+      await page.evaluate(() => { document.getElementById('profile-box').open = false; });
       await rendered(page);
       await page.selectOption('#memory-budget', '');
       await page.waitForFunction(async () => !window.stem4d.status().loading && (await window.stem4d.profile()).memory_budget == null, null, { timeout: 60000 }).catch(() => {});

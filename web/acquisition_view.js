@@ -16,7 +16,7 @@ export function showEmpty() {
   state.fit = null;
   document.body.classList.add('empty');
   $('drop-hint').hidden = false;
-  $('drop-hint').textContent = 'Drop an acquisition here (Arina master + data files, EMD, HDF5 stack, EMPAD raw + xml), or a folder. Files never leave this computer.';
+  $('drop-hint').textContent = 'Drop an acquisition here (Arina master + data files, EMD, HDF5 stack, EMPAD raw + xml, Merlin mib + hdr), or a folder. Files never leave this computer.';
   $('calibration').hidden = true;
   $('profile').textContent = '';
   for (const panel of PANELS) {

@@ -2,7 +2,7 @@
 import { $, PANELS, S, state } from './state.js';
 import { clearError, clearNotice, hideProgress, showError, showNotice } from './messages.js';
 import { restartWorker } from './canvases.js';
-import { droppedFiles, filesKey, openFromUi, reapplySettings } from './open.js';
+import { droppedFiles, filesKey, openFromUi, pickPlan, reapplySettings } from './open.js';
 import { showEmpty } from './acquisition_view.js';
 import { setPreset } from './detector.js';
 import { requestRender } from './render.js';
@@ -58,6 +58,10 @@ export function bindControls() {
     showEmpty();
     showError(`Loading ${what} was cancelled. Nothing is open now; open or drop files to go on.`, true);
   };
+  $('profile').addEventListener('click', (e) => {
+    const b = e.target.closest('button[data-plan]');
+    if (b) pickPlan(b.dataset.plan);
+  });
   $('error-close').onclick = clearError;
   $('notice-close').onclick = clearNotice;
   $('recover').onclick = async () => {

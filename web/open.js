@@ -138,6 +138,14 @@ export function reapplySettings(what) {
   openFromUi(files);
 }
 
+// A memory plan picked in the load profile: the open acquisition is read again along it.
+export function pickPlan(kind) {
+  if (!state.current || state.loading || state.current.options.synthetic) return;
+  const files = state.current.files;
+  showNotice(`memory plan ${kind}: re-reading ${names(files)} (${fmtBytes(state.current.info.logical_bytes)}) along it.`);
+  openFromUi(files, { memoryPlan: kind });
+}
+
 // The files of a drop, with those of dropped folders.
 export async function droppedFiles(dt) {
   const entries = Array.from(dt.items || []).map((i) => i.webkitGetAsEntry && i.webkitGetAsEntry()).filter(Boolean);

@@ -53,6 +53,16 @@ function planWords(m) {
   return `${m.kind}${bin}${blocks}: ${held}`;
 }
 
+// A button per other plan that fits at this bin: the open acquisition is read again along it
+// (`memoryPlan`; controls.js binds the clicks).
+function planPicks(p) {
+  const taken = p.memory_plan && p.memory_plan.kind;
+  const others = (p.memory_plans || []).filter((m) => m.fits && m.bin === p.bin && m.kind !== taken);
+  if (!others.length) return '';
+  const buttons = others.map((m) => `<button type="button" data-plan="${esc(m.kind)}" title="${esc(m.note)}">${esc(m.kind)}</button>`);
+  return `<p class="plan-picks">Read it again along another plan: ${buttons.join(' ')}</p>`;
+}
+
 export function renderProvenance(el, p, info, fitWarning) {
   const cal = info.calibration || {};
   const stages = (p.stages || []).map((s) => [s.name.startsWith('of which') ? '  ' + s.name : s.name, fmtMs(s.ms), s.name.startsWith('of which') ? 'sub' : '']);
@@ -77,7 +87,7 @@ export function renderProvenance(el, p, info, fitWarning) {
       p.compressed && ['compressed resident', `${fmtBytes(p.compressed.packed_bytes)} for ${fmtBytes(p.compressed.raw_bytes)} raw (${p.compressed.ratio.toFixed(2)}×), scratch ${fmtBytes(p.compressed.scratch_bytes)}`, '', 'each 32-byte sector of counts kept at the bit width of its largest sample; products unpack what they read into the scratch block'],
       p.memory_budget != null && ['memory budget', fmtBytes(p.memory_budget), '', 'the GPU memory the open was allowed (memoryBudget): the engine takes the fastest exact plan at native sampling within it'],
       p.memory_plan && ['memory plan', planWords(p.memory_plan), '', p.memory_plan.note],
-      ...(p.memory_budget != null ? (p.memory_plans || []).map((m) => [`  ${m.fits ? 'fits' : 'does not fit'}`, planWords(m), m.fits ? '' : 'warn', m.note]) : []),
+      ...(p.memory_plans || []).map((m) => [`  ${m.fits ? 'fits' : 'does not fit'}`, planWords(m), m.fits ? '' : 'warn', m.note]),
       p.resident_payload_bytes != null && ['resident payload', fmtBytes(p.resident_payload_bytes), '', 'the acquisition as kept on the GPU: scan × detector × bytes per value'],
       p.resident_peak_bytes != null && ['peak during the load', fmtBytes(p.resident_peak_bytes), '', 'the most GPU memory the load needed at once: the payload plus compressed windows, decode scratch, staging and product buffers, released after the load'],
       p.measured_peak_bytes != null && ['measured peak', fmtBytes(p.measured_peak_bytes), '', "the most GPU memory the device's allocator held during the load, sampled as windows and blocks were uploaded"],
@@ -86,6 +96,7 @@ export function renderProvenance(el, p, info, fitWarning) {
       p.adapter && p.adapter.masked_sums && ['masked sums meet', p.adapter.masked_sums],
       p.present && ['frames presented', `${p.present.mode} (${p.present.chosen})`],
     ]),
+    planPicks(p),
     section('Warnings', (p.warnings || []).map((w) => ['⚠', w, 'warn'])),
   ].join('');
   el.innerHTML = html + '<details class="raw"><summary>raw JSON</summary><pre></pre></details>';
