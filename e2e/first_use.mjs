@@ -444,7 +444,10 @@ export async function firstUse(t) {
         const vis = (e) => { const r = e.getBoundingClientRect(); return r.width > 0 && r.height > 0 && getComputedStyle(e).visibility !== 'hidden'; };
         const out = [];
         for (const e of document.querySelectorAll('button, select, input:not([type=file]), canvas.hist, canvas.cbar, .stage')) {
-          if (!vis(e) || e.closest('dialog')) continue;
+          // Controls in a dialog or a closed disclosure (the load profile's plan buttons)
+          // are not on screen, whatever boxes the browser keeps for them.
+          const shut = e.closest('details:not([open])');
+          if (!vis(e) || e.closest('dialog') || (shut && !e.closest('summary'))) continue;
           const r = e.getBoundingClientRect();
           if (r.left < -0.5 || r.top < -0.5 || r.right > innerWidth + 0.5 || r.bottom > innerHeight + 0.5) out.push(`${e.id || e.className || e.tagName} ${JSON.stringify([r.left, r.top, r.right, r.bottom].map(Math.round))}`);
         }
