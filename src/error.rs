@@ -22,6 +22,9 @@ pub enum Error {
     MissingFile {
         missing: String,
         referenced_by: String,
+        /// Other link targets the same open found missing (not in the message: one named
+        /// file is the user's next step), so that a native open can find them all at once.
+        also_missing: Vec<String>,
     },
     /// Reading bytes from a file failed (I/O error, out of range).
     #[error("{file}: {message}")]

@@ -44,31 +44,73 @@ pub fn plan_words(p: &MemoryPlan) -> String {
     )
 }
 
-/// The compressed resident `plan` describes within `budget`, its found bad pixels zeroed (as
-/// `gpu::compute` settles a raw one); its sizes are said through `say`.
+/// What building a compressed plan gave.
+pub enum Compressed {
+    /// The compressed resident.
+    Built(Box<Resident>),
+    /// Its packed segments passed the budget and the plan was the engine's choice: the
+    /// next plan that fits (streaming or the CPU reference), and why.
+    Next(MemoryPlan, String),
+}
+
+/// Build the compressed resident `plan` describes (its blocks of scan rows) within
+/// `choice`'s budget, calling `progress(positions_done, positions)`. Where the packed
+/// segments pass the budget, the next plan of `plans` that fits is returned instead, unless
+/// the user picked the compressed plan by name: then the error stands. Bad pixels found in
+/// the mean pattern are not zeroed yet (the caller settles them).
+pub async fn build_compressed(
+    engine: &Engine,
+    acq: &Acquisition,
+    corr: Correction,
+    plan: &MemoryPlan,
+    plans: &[MemoryPlan],
+    choice: PlanChoice,
+    progress: &mut dyn FnMut(usize, usize),
+) -> Result<Compressed> {
+    let rows = plan.rows_per_block.unwrap_or(1);
+    match engine
+        .upload_packed(acq, corr, rows, plan.gpu_decode, choice.budget, progress)
+        .await
+    {
+        Ok(res) => Ok(Compressed::Built(Box::new(res))),
+        Err(Error::GpuOutOfMemory(why)) if choice.plan.is_none() => {
+            let next: Vec<MemoryPlan> = plans
+                .iter()
+                .filter(|p| p.kind != PlanKind::Compressed)
+                .cloned()
+                .collect();
+            Ok(Compressed::Next(memory::choose(&next, plan.bin), why))
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// [`build_compressed`], the resident's found bad pixels zeroed (as `gpu::compute` settles
+/// a raw one) and its sizes said through `say`.
 pub async fn compressed_resident(
     engine: &Engine,
     acq: &Acquisition,
     corr: Correction,
     plan: &MemoryPlan,
-    budget: Option<u64>,
+    plans: &[MemoryPlan],
+    choice: PlanChoice,
     say: &mut dyn FnMut(String),
-) -> Result<Resident> {
-    let rows = plan.rows_per_block.unwrap_or(1);
-    let mut res = engine
-        .upload_packed(acq, corr, rows, plan.gpu_decode, budget, &mut |_, _| {})
-        .await?;
+) -> Result<Compressed> {
+    let built = build_compressed(engine, acq, corr, plan, plans, choice, &mut |_, _| {}).await?;
+    let Compressed::Built(mut res) = built else {
+        return Ok(built);
+    };
     if let Some(p) = &res.packed {
         say(format!(
             "compressed resident: {} bytes packed for {} raw ({:.2}x), scratch {} bytes",
             p.packed_bytes,
             p.raw_bytes,
-            p.raw_bytes as f64 / p.packed_bytes.max(1) as f64,
+            p.ratio(),
             p.scratch_bytes
         ));
     }
     crate::products::gpu::settle_bad_pixels(engine, acq, &mut res).await?;
-    Ok(res)
+    Ok(Compressed::Built(res))
 }
 
 /// One product of `acq` under `corr` on `engine` along the plan `choice` leaves.
@@ -84,19 +126,14 @@ pub async fn compute_planned(
     let mut plan = choice.pick(&all, corr.bin)?;
     say(format!("memory plan: {}", plan_words(&plan)));
     if plan.kind == PlanKind::Compressed {
-        match compressed_resident(engine, acq, corr, &plan, choice.budget, say).await {
-            Ok(res) => {
+        match compressed_resident(engine, acq, corr, &plan, &all, choice, say).await? {
+            Compressed::Built(res) => {
                 return crate::products::gpu::compute_resident(engine, acq, &res, params).await
             }
-            Err(Error::GpuOutOfMemory(why)) if choice.plan.is_none() => {
-                let next: Vec<_> = all
-                    .into_iter()
-                    .filter(|p| p.kind != PlanKind::Compressed)
-                    .collect();
-                plan = memory::choose(&next, corr.bin);
+            Compressed::Next(next, why) => {
+                plan = next;
                 say(format!("{why}; memory plan: {}", plan_words(&plan)));
             }
-            Err(e) => return Err(e),
         }
     }
     match plan.kind {

@@ -100,17 +100,9 @@ def stacked(
     return da.stack(parts)
 
 
-def _pattern_part(paths, kind, open_kw, params, rows):
-    """What a row block gives a pattern product: its exact sum (sum-dp, mean-dp) or max."""
-    acq = stem4d.open(paths, crop=(rows[0], rows[1], 0, open_kw.pop("_cols")), **open_kw)
-    if kind == "max-dp":
-        return acq.product("max-dp", **params)
-    return acq.product("sum-dp", **params)
-
-
-def _rows_part(paths, kind, open_kw, params, rows):
-    acq = stem4d.open(paths, crop=(rows[0], rows[1], 0, open_kw.pop("_cols")), **open_kw)
-    return acq.product(kind, **params)
+def _rows_part(paths, kind, open_kw, params, rows, cols):
+    """Product ``kind`` of scan rows ``rows`` (all ``cols`` columns), reading only theirs."""
+    return stem4d.open(paths, crop=(rows[0], rows[1], 0, cols), **open_kw).product(kind, **params)
 
 
 def _add_exact(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -173,16 +165,15 @@ def split_rows(
         )
     step = max(1, int(rows_per_task))
     blocks = [(r0, min(r0 + step, rows)) for r0 in range(0, rows, step)]
-    dask = _dask()
-    kw = lambda: dict(open_kw, _cols=cols)  # noqa: E731 - a fresh dict per task
+    part = _dask().delayed(_rows_part, pure=True)
     if kind in ROW_KINDS:
-        part = dask.delayed(_rows_part, pure=True)
-        got = _compute([part(paths, kind, kw(), params, b) for b in blocks], client)
+        got = _compute([part(paths, kind, open_kw, params, b, cols) for b in blocks], client)
         # com is (2, rows, cols): its blocks join on their row axis, the second.
         axis = 1 if kind == "com" else 0
         return np.concatenate(got, axis=axis)
-    part = dask.delayed(_pattern_part, pure=True)
-    pieces = [part(paths, kind, kw(), params, b) for b in blocks]
+    # Each block's exact sum (sum-dp, mean-dp) or maximum.
+    piece = "max-dp" if kind == "max-dp" else "sum-dp"
+    pieces = [part(paths, piece, open_kw, params, b, cols) for b in blocks]
     combine = np.maximum if kind == "max-dp" else _add_exact
     (whole,) = _compute([_tree(pieces, combine)], client)
     if kind == "mean-dp":

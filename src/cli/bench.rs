@@ -245,29 +245,18 @@ pub(super) fn bench_gpu(
     let t = Instant::now();
     let mut res = match &compressed {
         Some((plan, all)) => {
+            use crate::planned::Compressed;
             let corr = crate::frames::Correction::default();
-            match super::memory::compressed_resident(
-                &engine,
-                &acq,
-                corr,
-                plan,
-                budget.memory_budget,
-            ) {
-                Err(crate::error::Error::GpuOutOfMemory(why)) if budget.memory_plan.is_none() => {
+            match super::memory::compressed_resident(&engine, &acq, corr, (plan, all), budget)? {
+                Compressed::Built(res) => {
+                    report.push("memory plan", "compressed");
+                    *res
+                }
+                Compressed::Next(plan, why) => {
                     // As a session does: the next plan that fits, streaming or the CPU.
-                    let next: Vec<_> = all
-                        .iter()
-                        .filter(|p| p.kind != crate::upload::memory::PlanKind::Compressed)
-                        .cloned()
-                        .collect();
-                    let plan = crate::upload::memory::choose(&next, 1);
                     println!("  {why}: {}", super::plan_words(&plan));
                     report.push("memory plan", plan.kind.name().to_string());
                     return bench_stream(&engine, &acq, &plan, bf_radius, report, json.as_deref());
-                }
-                res => {
-                    report.push("memory plan", "compressed");
-                    res?
                 }
             }
         }
@@ -307,7 +296,7 @@ pub(super) fn bench_gpu(
         res.plan.payload_bytes as f64 / t_upload / 1e9
     );
     if let Some(p) = &res.packed {
-        let ratio = p.raw_bytes as f64 / p.packed_bytes.max(1) as f64;
+        let ratio = p.ratio();
         println!(
             "           compressed: {:.3} GB packed for {:.3} GB raw ({ratio:.2}x; {:.2}x the files' {:.3} GB), scratch {:.3} GB",
             p.packed_bytes as f64 / 1e9,

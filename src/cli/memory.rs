@@ -71,15 +71,16 @@ pub(super) fn compressed_resident(
     engine: &crate::gpu::Engine,
     acq: &Acquisition,
     corr: Correction,
-    plan: &memory::MemoryPlan,
-    budget: Option<u64>,
-) -> Result<crate::gpu::Resident> {
+    (plan, all): (&memory::MemoryPlan, &[memory::MemoryPlan]),
+    args: BudgetArgs,
+) -> Result<crate::planned::Compressed> {
     pollster::block_on(crate::planned::compressed_resident(
         engine,
         acq,
         corr,
         plan,
-        budget,
+        all,
+        args.choice(),
         &mut |line| eprintln!("stem4d: {line}"),
     ))
 }

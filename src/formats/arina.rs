@@ -100,10 +100,12 @@ pub(super) fn open(h5: &H5Set, master: &str, opts: &OpenOptions) -> Result<Acqui
     let links = data_links(&file).unwrap_or_default();
     // Listing resolves each external link; a target that is not among the opened files is
     // left out of the listing, so name it here rather than read fewer frames.
-    if let Some(missing) = h5.missing_link_targets().into_iter().next() {
+    let mut missing = h5.missing_link_targets().into_iter();
+    if let Some(first) = missing.next() {
         return Err(Error::MissingFile {
-            missing,
+            missing: first,
             referenced_by: format!("{master}:/entry/data"),
+            also_missing: missing.collect(),
         });
     }
     let mut parts = Vec::new();

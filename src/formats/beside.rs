@@ -24,28 +24,39 @@ pub fn open_beside(paths: &[PathBuf], opts: &OpenOptions) -> Result<(Acquisition
             }
         }
     }
-    // Each round adds the one link target the open missed; a folder holds finitely many.
+    // Each round adds the link targets the open missed (an Arina master names them all at
+    // once); a folder holds finitely many.
     loop {
         match Acquisition::open(open_files(&all)?, opts) {
             Err(Error::MissingFile {
                 missing,
                 referenced_by,
+                also_missing,
             }) => {
                 let by = referenced_by.split(':').next().unwrap_or_default();
                 let folder = all
                     .iter()
                     .find(|p| p.file_name().and_then(|n| n.to_str()) == Some(by))
                     .and_then(|p| p.parent().map(Path::to_path_buf));
-                let found = folder
-                    .map(|f| f.join(base_name(&missing)))
-                    .filter(|p| p.is_file() && !named(&all, p));
-                match found {
-                    Some(p) => all.push(p),
+                let beside = |name: &str| {
+                    folder
+                        .as_ref()
+                        .map(|f| f.join(base_name(name)))
+                        .filter(|p| p.is_file())
+                };
+                match beside(&missing).filter(|p| !named(&all, p)) {
+                    Some(first) => all.push(first),
                     None => {
                         return Err(Error::MissingFile {
                             missing,
                             referenced_by,
+                            also_missing,
                         })
+                    }
+                }
+                for p in also_missing.iter().filter_map(|n| beside(n)) {
+                    if !named(&all, &p) {
+                        all.push(p);
                     }
                 }
             }

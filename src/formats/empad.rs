@@ -36,16 +36,7 @@ fn shape_from_name(name: &str) -> Option<[u64; 2]> {
 }
 
 pub(super) fn open(files: FileSet, name: &str, opts: &OpenOptions) -> Result<Acquisition> {
-    let src = files
-        .get(name)
-        .ok_or_else(|| Error::param(format!("{name} not among the files")))?;
-    let len = src.len();
-    if len == 0 {
-        return Err(Error::format(
-            name,
-            "the file is empty (0 bytes): no EMPAD frames",
-        ));
-    }
+    let (src, len) = super::frames_source(&files, name, "EMPAD frames")?;
     if len % FRAME_BYTES != 0 {
         return Err(Error::format(
             name,

@@ -145,10 +145,12 @@ fn attr_string(group: &Group, name: &str) -> Option<String> {
 /// target: that is the error itself. Otherwise the objects that could not be read are said,
 /// since one of them is most likely the data.
 fn not_found(h5: &H5Set, primary: &str, unreadable: Vec<Error>) -> Error {
-    if let Some(missing) = h5.missing_link_targets().into_iter().next() {
+    let mut missing = h5.missing_link_targets().into_iter();
+    if let Some(first) = missing.next() {
         return Error::MissingFile {
-            missing,
+            missing: first,
             referenced_by: primary.to_string(),
+            also_missing: missing.collect(),
         };
     }
     let none = "no 3D (N, H, W) or 4D (Rr, Rc, H, W) numeric data set found";

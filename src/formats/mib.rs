@@ -173,13 +173,7 @@ fn scan_from_hdr(name: &str, fields: &[(String, String)]) -> Result<Option<[u64;
 }
 
 pub(super) fn open(files: FileSet, name: &str, opts: &OpenOptions) -> Result<Acquisition> {
-    let src = files
-        .get(name)
-        .ok_or_else(|| Error::param(format!("{name} not among the files")))?;
-    let len = src.len();
-    if len == 0 {
-        return Err(bad(name, "the file is empty (0 bytes): no MIB frames"));
-    }
+    let (src, len) = super::frames_source(&files, name, "MIB frames")?;
     let first = read_header(src.as_ref(), 0, FIRST_READ.min(len as usize))?;
     // The whole header, now that its length is known: its fields must say the same.
     let head = first.header_bytes;

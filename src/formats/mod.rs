@@ -145,30 +145,16 @@ impl Acquisition {
         opts: &OpenOptions,
         defer_leaves: bool,
     ) -> Result<Acquisition> {
-        if let Some(first) = files.files().iter().find(|f| empad::is_raw_name(f.name())) {
-            let name = first.name().to_string();
-            // An EMPAD raw file holds no data sets: a data set asked for is an error, never
-            // silently ignored.
-            if let Some(ds) = &opts.dataset {
-                return Err(Error::format(
-                    &name,
-                    format!("an EMPAD raw file holds no data sets: drop --dataset {ds}"),
-                ));
-            }
-            return empad::open(files, &name, opts);
+        let empad_raw = ("an EMPAD raw file", empad::is_raw_name as fn(&str) -> bool);
+        if let Some(opened) = open_raw_frames(&files, opts, empad_raw, empad::open) {
+            return opened;
         }
         if let Some(e) = empad::description_without_raw(&files) {
             return Err(e);
         }
-        if let Some(first) = files.files().iter().find(|f| mib::is_mib_name(f.name())) {
-            let name = first.name().to_string();
-            if let Some(ds) = &opts.dataset {
-                return Err(Error::format(
-                    &name,
-                    format!("a Merlin MIB file holds no data sets: drop --dataset {ds}"),
-                ));
-            }
-            return mib::open(files, &name, opts);
+        let merlin = ("a Merlin MIB file", mib::is_mib_name as fn(&str) -> bool);
+        if let Some(opened) = open_raw_frames(&files, opts, merlin, mib::open) {
+            return opened;
         }
         if let Some(e) = mib::header_without_frames(&files) {
             return Err(e);
@@ -325,6 +311,50 @@ impl Acquisition {
             })
             .sum()
     }
+}
+
+/// The acquisition of the first of `files` that a format of raw frames takes (`format`: its
+/// words and its test of a file name), opened by `open`; `None` where no file is one. Raw
+/// frames hold no data sets: one asked for is an error, never silently ignored.
+fn open_raw_frames(
+    files: &FileSet,
+    opts: &OpenOptions,
+    (what, takes): (&str, fn(&str) -> bool),
+    open: fn(FileSet, &str, &OpenOptions) -> Result<Acquisition>,
+) -> Option<Result<Acquisition>> {
+    let name = files
+        .files()
+        .iter()
+        .find(|f| takes(f.name()))?
+        .name()
+        .to_string();
+    Some(match &opts.dataset {
+        Some(ds) => Err(Error::format(
+            &name,
+            format!("{what} holds no data sets: drop --dataset {ds}"),
+        )),
+        None => open(files.clone(), &name, opts),
+    })
+}
+
+/// The source `name` of `files` and its length, refused by name when it is empty (`frames`:
+/// what it should hold).
+pub(super) fn frames_source(
+    files: &FileSet,
+    name: &str,
+    frames: &str,
+) -> Result<(Arc<dyn ByteSource>, u64)> {
+    let src = files
+        .get(name)
+        .ok_or_else(|| Error::param(format!("{name} not among the files")))?;
+    let len = src.len();
+    if len == 0 {
+        return Err(Error::format(
+            name,
+            format!("the file is empty (0 bytes): no {frames}"),
+        ));
+    }
+    Ok((src, len))
 }
 
 /// The files among `files` that are not `used`, in the order given.

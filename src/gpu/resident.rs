@@ -50,6 +50,13 @@ pub struct Packed {
     pub zeroed_bits: Vec<u32>,
 }
 
+impl Packed {
+    /// The raw resident's bytes over the packed ones.
+    pub fn ratio(&self) -> f64 {
+        self.raw_bytes as f64 / self.packed_bytes.max(1) as f64
+    }
+}
+
 impl Resident {
     /// Queue, before a kernel reads segment `seg` of this resident, what it will read of
     /// it: on a compressed resident the pixels of `list` (`None`: all) of tiles `tiles`

@@ -68,6 +68,7 @@ impl H5Set {
             .ok_or_else(|| Error::MissingFile {
                 missing: name.to_string(),
                 referenced_by: "HDF5 external link".into(),
+                also_missing: Vec::new(),
             })
     }
 
@@ -127,10 +128,12 @@ impl H5Set {
     /// link was followed is the linked file's, not `file`'s.
     pub fn blame(&self, file: &str, what: &str, before: usize, e: H5Error) -> Error {
         let linked = self.requested_since(before);
-        if let Some(missing) = linked.iter().find(|n| self.inner.files.get(n).is_none()) {
+        let mut missing = linked.iter().filter(|n| self.inner.files.get(n).is_none());
+        if let Some(first) = missing.next() {
             return Error::MissingFile {
-                missing: missing.clone(),
+                missing: first.clone(),
                 referenced_by: format!("{file}:{what}"),
+                also_missing: missing.cloned().collect(),
             };
         }
         match linked.last() {

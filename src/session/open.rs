@@ -231,13 +231,16 @@ impl Session {
             let t = now_ms();
             let mut report =
                 |f: usize, n: usize| progress("read, decode, compress", f as u64, n as u64);
+            let choice = crate::planned::PlanChoice {
+                budget: req.memory_budget,
+                plan: req.memory_plan,
+            };
             let built = compressed_or_next(
                 engine,
                 &acq,
                 correction,
-                &mut memory_plan,
-                &plans,
-                (req.memory_budget, req.memory_plan.is_some()),
+                (&mut memory_plan, &plans),
+                choice,
                 &mut report,
                 &mut warnings,
             )
@@ -277,13 +280,16 @@ impl Session {
                         |f: usize, n: usize| progress("read, decode, compress", f as u64, n as u64);
                     let built = match memory_plan.kind {
                         PlanKind::Compressed => {
+                            let choice = crate::planned::PlanChoice {
+                                budget: Some(budget),
+                                plan: None,
+                            };
                             compressed_or_next(
                                 engine,
                                 &acq,
                                 correction,
-                                &mut memory_plan,
-                                &retry,
-                                (Some(budget), false),
+                                (&mut memory_plan, &retry),
+                                choice,
                                 &mut report,
                                 &mut warnings,
                             )
@@ -479,35 +485,23 @@ impl Session {
     }
 }
 
-/// Build the compressed resident `plan` says (its blocks of scan rows) within `budget`
-/// (bytes; `None`: as the adapter allows). Where the packed segments pass the budget and
-/// the plan was the engine's choice (`picked` false), `plan` becomes the next plan of
-/// `plans` that fits (streaming or the CPU reference), a warning says why, and nothing is
-/// returned; a plan the user picked is refused instead.
-#[allow(clippy::too_many_arguments)]
+/// Build the compressed resident `plan` says within `choice` (`planned::build_compressed`).
+/// Where it passes the budget and the plan was the engine's choice, `plan` becomes the next
+/// plan that fits, a warning says why, and nothing is returned.
 async fn compressed_or_next(
     engine: &Engine,
     acq: &Acquisition,
     corr: Correction,
-    plan: &mut MemoryPlan,
-    plans: &[MemoryPlan],
-    (budget, picked): (Option<u64>, bool),
+    (plan, plans): (&mut MemoryPlan, &[MemoryPlan]),
+    choice: crate::planned::PlanChoice,
     progress: &mut dyn FnMut(usize, usize),
     warnings: &mut Vec<String>,
 ) -> Result<Option<Resident>> {
-    let rows = plan.rows_per_block.unwrap_or(1);
-    match engine
-        .upload_packed(acq, corr, rows, plan.gpu_decode, budget, progress)
-        .await
-    {
-        Ok(res) => Ok(Some(res)),
-        Err(Error::GpuOutOfMemory(why)) if !picked => {
-            let next: Vec<MemoryPlan> = plans
-                .iter()
-                .filter(|p| p.kind != PlanKind::Compressed)
-                .cloned()
-                .collect();
-            *plan = crate::upload::memory::choose(&next, plan.bin);
+    use crate::planned::{build_compressed, Compressed};
+    match build_compressed(engine, acq, corr, plan, plans, choice, progress).await? {
+        Compressed::Built(res) => Ok(Some(*res)),
+        Compressed::Next(next, why) => {
+            *plan = next;
             warnings.push(format!(
                 "the compressed resident did not fit ({why}): {} instead",
                 match plan.kind {
@@ -517,6 +511,5 @@ async fn compressed_or_next(
             ));
             Ok(None)
         }
-        Err(e) => Err(e),
     }
 }

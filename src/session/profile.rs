@@ -82,7 +82,7 @@ impl CompressedReport {
             raw_bytes: p.raw_bytes,
             packed_bytes: p.packed_bytes,
             scratch_bytes: p.scratch_bytes,
-            ratio: p.raw_bytes as f64 / p.packed_bytes.max(1) as f64,
+            ratio: p.ratio(),
         })
     }
 }

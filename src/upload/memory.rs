@@ -382,17 +382,19 @@ pub fn pick(
     }
 }
 
-/// A plan's name as the CLI takes it.
+/// A plan's name ([`PlanKind::name`]) as the CLI takes it.
 pub fn parse_plan(text: &str) -> std::result::Result<PlanKind, String> {
-    match text.trim() {
-        "resident" => Ok(PlanKind::Resident),
-        "compressed" => Ok(PlanKind::Compressed),
-        "streaming" => Ok(PlanKind::Streaming),
-        "cpu" => Ok(PlanKind::Cpu),
-        other => Err(format!(
-            "'{other}' is not a memory plan (resident, compressed, streaming, cpu)"
-        )),
-    }
+    let kinds = [
+        PlanKind::Resident,
+        PlanKind::Compressed,
+        PlanKind::Streaming,
+        PlanKind::Cpu,
+    ];
+    let text = text.trim();
+    kinds.into_iter().find(|k| k.name() == text).ok_or_else(|| {
+        let names: Vec<&str> = kinds.iter().map(|k| k.name()).collect();
+        format!("'{text}' is not a memory plan ({})", names.join(", "))
+    })
 }
 
 /// A budget in bytes as the CLI and the page give it: a plain integer, or with a binary

@@ -137,6 +137,8 @@ impl Engine {
         .await;
         self.release_set_aside();
         built?;
+        // The scratch and the mask are this resident's last allocations: the scope sees them.
+        let scope = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
         let scratch = self.storage("packed scratch", scratch_bytes);
         let zeroed_bits = vec![0u32; kernel::zeroed_words(whole.shape.det_len())];
         // Written again as pixels are found bad (`Engine::zero_pixels`); zero when made.
@@ -149,7 +151,6 @@ impl Engine {
             ..whole
         };
         let n = plan.segments.len();
-        let scope = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
         let mut res = self
             .finish_resident(scope, plan, vec![scratch; n], corr)
             .await?;
