@@ -10,6 +10,30 @@ fn sample_at(word: u32, k: u32, bits: u32) -> u32 {
     return (word >> shift) & ((1u << bits) - 1u);
 }
 
+// The compressed resident's sector widths (`wgsl/packed.wgsl`, decision 0025): a 4-bit
+// code is a width of 0–14 bits, or 15 for the sample's full `bits`.
+fn packed_width(code: u32, bits: u32) -> u32 {
+    return select(code, bits, code == 15u);
+}
+
+// Sum of the widths of the first `n` sectors of a group whose codes are `codes`.
+fn packed_widths_before(codes: u32, n: u32, bits: u32) -> u32 {
+    var s = 0u;
+    for (var i = 0u; i < n; i += 1u) {
+        s += packed_width((codes >> (4u * i)) & 15u, bits);
+    }
+    return s;
+}
+
+// `w` bits (1–32) from bit `s` (0–31) of `lo` on, the rest from `hi`.
+fn packed_bits(lo: u32, hi: u32, s: u32, w: u32) -> u32 {
+    var v = lo >> s;
+    if (s + w > 32u) {
+        v |= hi << (32u - s);
+    }
+    return select(v & ((1u << w) - 1u), v, w == 32u);
+}
+
 // 64-bit unsigned arithmetic on (lo, hi) pairs: portable WGSL has no u64.
 fn add64(a: vec2<u32>, b: vec2<u32>) -> vec2<u32> {
     let lo = a.x + b.x;

@@ -11,6 +11,7 @@
 // workgroup memory (`masked_sum`), through subgroups (`masked_sum_subgroup.wgsl`), or not
 // at all (`masked_sum_atomic`: each invocation adds its own), and are added into the output
 // with 32-bit atomics (the carry into the high word passed on); the host clears it first.
+// A compressed resident's sectors are decoded in the summing kernel (`masked_sum_packed.wgsl`).
 // Parts come from a table (`part_starts`): even cuts of one mask adding into one image, or
 // the rings of `src/kernels/ring_sum.rs`, each writing an image of its own (`part_stride`:
 // C-RING).
@@ -29,7 +30,8 @@ struct MaskedSumParams {
     // Positions between the outputs of neighbouring parts: 0 when all parts add into one
     // image, the scan's positions when each part is an image of its own (ring sums).
     part_stride: u32,
-    _pad0: u32,
+    // Compressed residents (`masked_sum_packed.wgsl`): groups of 8 pixels per tile.
+    packed_groups: u32,
     _pad1: u32,
     _pad2: u32,
 }
@@ -229,8 +231,14 @@ fn masked_sum(
     if (pt.tile * tile_len >= params.frames) {
         return;
     }
+    meet(pt, lid, bits, sum_lanes(pt, lid, bits));
+}
+
+// The slots' lanes meet in workgroup memory, and each position's sum is added into the
+// output once.
+fn meet(pt: Part, lid: u32, bits: u32, l: Lanes) {
+    let tile_len = 256u / bits;
     // Written out per width: a position loop indexing the lanes would leave them in memory.
-    let l = sum_lanes(pt, lid, bits);
     if (bits == 16u) {
         put_pairs(0u, lid, l.a, l.b);
         put_pairs(8u, lid, l.c, l.d);

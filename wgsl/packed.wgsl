@@ -55,10 +55,6 @@ const GROUPS_PER_BLOCK: u32 = 1024u;
 
 var<workgroup> scan: array<u32, 256>;
 
-fn width_of(code: u32, bits: u32) -> u32 {
-    return select(code, bits, code == 15u);
-}
-
 // Code of a sector whose samples OR to `ored`: the bit length of its largest sample.
 fn code_of(ored: u32, bits: u32) -> u32 {
     let w = 32u - countLeadingZeros(ored);
@@ -95,17 +91,8 @@ fn group_codes(g: u32) -> u32 {
     return codes;
 }
 
-// Sum of the widths of the first `n` sectors of a group.
-fn widths_before(codes: u32, n: u32) -> u32 {
-    var s = 0u;
-    for (var i = 0u; i < n; i += 1u) {
-        s += width_of((codes >> (4u * i)) & 15u, pp.bits);
-    }
-    return s;
-}
-
 fn group_words(codes: u32) -> u32 {
-    return (widths_before(codes, 8u) * (256u / pp.bits) + 31u) / 32u;
+    return (packed_widths_before(codes, 8u, pp.bits) * (256u / pp.bits) + 31u) / 32u;
 }
 
 @compute @workgroup_size(256)
@@ -167,7 +154,7 @@ fn packed_write(@builtin(global_invocation_id) gid: vec3<u32>) {
     var acc = 0u;
     var n = 0u;
     for (var i = 0u; i < 8u; i += 1u) {
-        let w = width_of((codes >> (4u * i)) & 15u, pp.bits);
+        let w = packed_width((codes >> (4u * i)) & 15u, pp.bits);
         if (w == 0u) {
             continue;
         }
@@ -195,11 +182,12 @@ fn packed_write(@builtin(global_invocation_id) gid: vec3<u32>) {
 fn bits_at(word: u32, bit: u32, w: u32) -> u32 {
     let i = word + bit / 32u;
     let s = bit % 32u;
-    var v = packed_in[i] >> s;
+    // The next word only where the sample reaches into it (the last may end the buffer).
+    var hi = 0u;
     if (s + w > 32u) {
-        v |= packed_in[i + 1u] << (32u - s);
+        hi = packed_in[i + 1u];
     }
-    return select(v & ((1u << w) - 1u), v, w == 32u);
+    return packed_bits(packed_in[i], hi, s, w);
 }
 
 @compute @workgroup_size(256)
@@ -217,7 +205,7 @@ fn packed(@builtin(global_invocation_id) gid: vec3<u32>) {
     let out = t * pp.tile_words + k * 8u;
     let g = t * pp.groups_per_tile + k / 8u;
     let codes = packed_in[2u * g + 1u];
-    let w = width_of((codes >> (4u * (k % 8u))) & 15u, pp.bits);
+    let w = packed_width((codes >> (4u * (k % 8u))) & 15u, pp.bits);
     let cleared = ((zeroed[k / 32u] >> (k % 32u)) & 1u) != 0u;
     if (w == 0u || cleared) {
         for (var j = 0u; j < 8u; j += 1u) {
@@ -227,7 +215,7 @@ fn packed(@builtin(global_invocation_id) gid: vec3<u32>) {
     }
     let tile = 256u / pp.bits;
     let start = packed_in[2u * g];
-    let first = widths_before(codes, k % 8u) * tile;
+    let first = packed_widths_before(codes, k % 8u, pp.bits) * tile;
     let per_word = 32u / pp.bits;
     for (var j = 0u; j < 8u; j += 1u) {
         var word = 0u;

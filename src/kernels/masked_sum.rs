@@ -1,5 +1,6 @@
 //! The masked sum (`wgsl/masked_sum.wgsl`; its subgroup variant
-//! `wgsl/masked_sum_subgroup.wgsl` and an atomic one): per scan position, the exact sum of a
+//! `wgsl/masked_sum_subgroup.wgsl`, an atomic one, and `wgsl/masked_sum_packed.wgsl`, which
+//! decodes a compressed resident where it reads it): per scan position, the exact sum of a
 //! detector mask's samples (C-MASK; float32 data: C-FLOAT-GPU).
 //! Its parameters, how a mask is cut into parts, and the encoders every virtual image and
 //! total goes through.
@@ -28,7 +29,8 @@ uniform! {
         pub parts: u32,
         /// Positions between neighbouring parts' images (0: one image).
         pub part_stride: u32,
-        pub _pad0: u32,
+        /// Compressed residents: groups of 8 pixels per tile (`kernels::packed`).
+        pub packed_groups: u32,
         pub _pad1: u32,
         pub _pad2: u32,
     }
@@ -168,13 +170,17 @@ pub fn encode_parts(
     parts: Parts,
     clear: bool,
 ) -> Result<()> {
-    // Float32 residents: 128-bit sums (16 bytes a position) at binding 4; 8- and 16-bit
-    // samples meet their slots through subgroups where the engine has them, otherwise in
-    // workgroup memory or atomically in the output, as the engine chose for the adapter.
+    // Float32 residents: 128-bit sums (16 bytes a position) at binding 4; compressed ones
+    // (always integer) are decoded in the kernel that sums them, its slots meeting in
+    // workgroup memory; otherwise 8- and 16-bit samples meet their slots through subgroups
+    // where the engine has them, otherwise in workgroup memory or atomically in the output,
+    // as the engine chose for the adapter.
     let bits = res.plan.bits;
-    let subgroups = res.float.is_none() && engine.subgroups() && bits < 32;
+    let packed = res.packed.as_ref();
+    let subgroups = res.float.is_none() && packed.is_none() && engine.subgroups() && bits < 32;
     let (kernel, binding, lsb) = match res.float {
         Some(r) => (&kernels::MASKED_SUM_F32, 4, r.lsb),
+        None if packed.is_some() => (&kernels::MASKED_SUM_PACKED, 3, 0),
         None if subgroups => (&kernels::MASKED_SUM_SUBGROUP, 3, 0),
         None if engine.atomic_sums() => (&kernels::MASKED_SUM_ATOMIC, 3, 0),
         None => (&kernels::MASKED_SUM, 3, 0),
@@ -207,14 +213,8 @@ pub fn encode_parts(
     }
     let part_starts = engine.input(&starts);
     let mut batch = Batch::default();
+    let packed_groups = kernels::packed::groups_per_tile(res.plan.shape.det_len());
     for (i, (seg, buf)) in res.plan.segments.iter().zip(&res.buffers).enumerate() {
-        res.unpack(
-            engine,
-            &mut batch,
-            i,
-            Some((&list.buffer, list.entries)),
-            None,
-        )?;
         let groups = grid((seg.frames as u32).div_ceil(res.plan.tile) * parts);
         let params = engine.uniform(&MaskedSumParams {
             frames: seg.frames as u32,
@@ -226,20 +226,25 @@ pub fn encode_parts(
             lsb,
             parts,
             part_stride,
+            packed_groups,
             ..Default::default()
         });
-        batch.add(
-            engine,
-            kernel,
-            &[
-                (0, &params),
-                (1, buf),
-                (2, &list.buffer),
-                (binding, out),
-                (5, &part_starts),
-            ],
-            groups,
-        )?;
+        let mut bindings = vec![
+            (0, &params),
+            (2, &list.buffer),
+            (binding, out),
+            (5, &part_starts),
+        ];
+        match packed {
+            Some(p) => {
+                let segment = p.buffers.get(i).ok_or_else(|| {
+                    Error::Gpu("a compressed resident lacks a packed segment".into())
+                })?;
+                bindings.extend([(6, segment), (7, &p.zeroed)]);
+            }
+            None => bindings.push((1, buf)),
+        }
+        batch.add(engine, kernel, &bindings, groups)?;
     }
     batch.flush(encoder);
     Ok(())

@@ -2,10 +2,12 @@
 //! `upload::packed`) against the raw one:
 //! every product of the parity matrix on every fixture, with and without bad-pixel masking,
 //! built in blocks of the fewest scan rows that are whole tiles and in one block, must equal
-//! the raw resident's byte for byte; float32 data is refused by name (decision 0025).
+//! the raw resident's byte for byte, as must sectors of every width on odd shapes; float32
+//! data is refused by name (decision 0025).
 
 use crate::common::*;
 use crate::streaming::{by_correction, words};
+use stem4d::contract::Dtype;
 use stem4d::frames::Correction;
 use stem4d::products::gpu;
 use stem4d::products::npy::to_bytes;
@@ -14,8 +16,7 @@ use stem4d::upload::packed::block_rows;
 #[test]
 fn packed_products_equal_the_raw_residents_on_every_fixture() {
     let Some(engine) = engine() else { return };
-    let mut compared = 0;
-    let mut smaller = 0;
+    let mut tally = Tally::default();
     for fx in manifest()["fixtures"].as_array().unwrap() {
         let name = fx["name"].as_str().unwrap();
         let acq = open_fixture(fx);
@@ -32,10 +33,76 @@ fn packed_products_equal_the_raw_residents_on_every_fixture() {
             assert!(e.contains("float32 data is kept raw"), "{name}: {e}");
             continue;
         }
+        tally.add(&engine, &acq, name);
+    }
+    assert!(
+        tally.compared > 600,
+        "only {} packed products compared",
+        tally.compared
+    );
+    assert!(tally.smaller > 0, "no fixture packed smaller than raw");
+}
+
+/// Sectors of every width, 0 to the full sample, on odd shapes whose tiles are full and
+/// partial: u8 (32 positions a tile), u16 and u32, each pixel's samples drawn below its own
+/// power of two so that a tile's sectors take every width code.
+#[test]
+fn packed_sectors_of_every_width_equal_the_raw_ones() {
+    let Some(engine) = engine() else { return };
+    let mut tally = Tally::default();
+    for (dtype, dims) in [
+        (Dtype::U8, [7, 9, 11, 13]),
+        (Dtype::U16, [5, 7, 9, 17]),
+        (Dtype::U32, [3, 11, 7, 5]),
+    ] {
+        let bits = 8 * dtype.size() as u32;
+        let det_len = dims[2] * dims[3];
+        let frames = dims[0] * dims[1];
+        let noise = noise_bytes(frames * det_len * 4, 0x5eed ^ bits as u64);
+        let mut samples = Vec::with_capacity(frames * det_len * dtype.size());
+        for (i, word) in noise.chunks_exact(4).enumerate() {
+            let v = u32::from_le_bytes([word[0], word[1], word[2], word[3]]);
+            // Pixel k's samples keep k mod (bits + 1) bits: width 0 (all zeros) to full.
+            let width = (i % det_len) as u32 % (bits + 1);
+            let v = if width == 32 {
+                v
+            } else {
+                v & ((1u32 << width) - 1)
+            };
+            samples.extend_from_slice(&v.to_le_bytes()[..dtype.size()]);
+        }
+        let acq = raw_acquisition(dtype, dims, samples);
+        tally.add(&engine, &acq, &format!("{dtype:?} {dims:?}"));
+    }
+    assert!(
+        tally.compared > 100,
+        "only {} packed products compared",
+        tally.compared
+    );
+}
+
+/// Products of a compressed resident compared with the raw one's, and residents that came
+/// out smaller than raw.
+#[derive(Default)]
+struct Tally {
+    compared: usize,
+    smaller: usize,
+}
+
+impl Tally {
+    /// Every product of the parity matrix of `acq`, with and without bad-pixel masking, on
+    /// compressed residents built in blocks of one and of all scan rows, decoded on the GPU
+    /// and packed on the CPU: each equal to the raw resident's byte for byte.
+    fn add(
+        &mut self,
+        engine: &stem4d::gpu::Engine,
+        acq: &stem4d::formats::Acquisition,
+        name: &str,
+    ) {
         for masked in [false, true] {
-            for (corr, ps, raw) in by_correction(&engine, &acq, masked) {
+            for (corr, ps, raw) in by_correction(engine, acq, masked) {
                 let tile = 256
-                    / stem4d::gpu::plan_of(&acq, corr.bin, engine.adapter.limits)
+                    / stem4d::gpu::plan_of(acq, corr.bin, engine.adapter.limits)
                         .unwrap()
                         .bits as usize;
                 let [rows, cols] = acq.shape.binned(corr.bin).scan;
@@ -47,7 +114,7 @@ fn packed_products_equal_the_raw_residents_on_every_fixture() {
                             corr.bin
                         );
                         let built = pollster::block_on(engine.upload_packed(
-                            &acq,
+                            acq,
                             corr,
                             step,
                             gpu_decode,
@@ -69,13 +136,12 @@ fn packed_products_equal_the_raw_residents_on_every_fixture() {
                         let packed = res.packed.as_ref().unwrap();
                         assert!(packed.packed_bytes > 0, "{what}");
                         if packed.packed_bytes < packed.raw_bytes {
-                            smaller += 1;
+                            self.smaller += 1;
                         }
-                        pollster::block_on(gpu::settle_bad_pixels(&engine, &acq, &mut res))
-                            .unwrap();
+                        pollster::block_on(gpu::settle_bad_pixels(engine, acq, &mut res)).unwrap();
                         for (p, r) in ps.iter().zip(&raw) {
                             let got =
-                                pollster::block_on(gpu::compute_resident(&engine, &acq, &res, p));
+                                pollster::block_on(gpu::compute_resident(engine, acq, &res, p));
                             match (r, got) {
                                 (Ok(r), Ok(g)) => {
                                     assert_eq!(r.shape, g.shape, "{what} {}", p.kind.name());
@@ -84,7 +150,7 @@ fn packed_products_equal_the_raw_residents_on_every_fixture() {
                                         "{what} {}: packed differs from raw",
                                         p.kind.name()
                                     );
-                                    compared += 1;
+                                    self.compared += 1;
                                 }
                                 (Err(a), Err(b)) => {
                                     assert_eq!(a.to_string(), b.to_string(), "{what}")
@@ -102,6 +168,4 @@ fn packed_products_equal_the_raw_residents_on_every_fixture() {
             }
         }
     }
-    assert!(compared > 600, "only {compared} packed products compared");
-    assert!(smaller > 0, "no fixture packed smaller than raw");
 }
