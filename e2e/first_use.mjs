@@ -409,6 +409,21 @@ export async function firstUse(t) {
       check(p.memory_plan && p.memory_plan.kind === 'streaming' && p.memory_budget === 268435456,
         `picking the streaming plan in the load profile re-reads along it (${p.memory_plan && p.memory_plan.kind})`);
       await rendered(page);
+      // Cancel during a streamed image's pass over the files stops the pass, keeps the
+      // acquisition open and says so; the next image is drawn.
+      const stopped = await page.evaluate(async () => {
+        const r = window.stem4d.view().image.radius || 4;
+        const pending = window.stem4d.setView({ image: { radius: r + 1 } });
+        document.getElementById('cancel').click();
+        let said = null;
+        try { await pending; } catch (e) { said = e.message; }
+        let next = null;
+        try { await window.stem4d.setView({ image: { radius: r } }); } catch (e) { next = e.message; }
+        return { said, next, s: window.stem4d.status() };
+      });
+      check(/^cancelled while/.test(stopped.said || '') && /cancelled/.test(stopped.s.notice || '')
+        && stopped.s.open && !stopped.s.error && stopped.next === null,
+        `Cancel stops a streamed image's pass and keeps the acquisition open: ${JSON.stringify(stopped)}`);
       await page.evaluate(() => { document.getElementById('profile-box').open = false; });
       await rendered(page);
       await page.selectOption('#memory-budget', '');

@@ -96,6 +96,18 @@ async function withinBudget(fx, files, unbudgeted, check, memoryPlan) {
     await withinBudget(fx, files, unbudgeted.slice(0, 4), check, 'streaming');
     await window.stem4d.open(files, { ...shape, memoryBudget: budget });
   }
+  if (plan.kind === 'streaming' && unbudgeted.length) {
+    // A streamed product cancelled as it starts stops at its first block, and the same
+    // product asked again is whole.
+    const [p, want] = unbudgeted[0];
+    const params = await apiParams(p.kind, p.params);
+    const pending = window.stem4d.product(params);
+    window.stem4d.cancel();
+    let said = null;
+    try { await pending; } catch (e) { said = e.message; }
+    check(/^cancelled while/.test(said || ''), `${fx.name} ${p.ref} streamed: cancel stops the pass (${said})`);
+    check(sameProduct(await window.stem4d.product(params), want), `${fx.name} ${p.ref} streamed after a cancel: the same bytes as without a budget`);
+  }
   for (const [p, want] of unbudgeted) {
     const got = await window.stem4d.product(await apiParams(p.kind, p.params));
     if (plan.kind === 'cpu') {

@@ -56,6 +56,9 @@ pub enum Error {
     /// Other failures of a GPU backend (no adapter, a pipeline refused, a mapping failed).
     #[error("GPU: {0}")]
     Gpu(String),
+    /// The caller stopped the work (`watch`) while it was at the named stage.
+    #[error("cancelled while {0}")]
+    Cancelled(String),
 }
 
 impl Error {

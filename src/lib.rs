@@ -27,6 +27,7 @@ pub mod products;
 pub mod session;
 pub mod source;
 pub mod upload;
+pub mod watch;
 
 #[cfg(not(target_arch = "wasm32"))]
 pub mod cli;

@@ -2,6 +2,7 @@
 import { $, PANELS, S, state } from './state.js';
 import { clearError, clearNotice, hideProgress, showError, showNotice } from './messages.js';
 import { restartWorker } from './canvases.js';
+import { cancelWork } from './worker_client.js';
 import { droppedFiles, filesKey, openFromUi, pickPlan, reapplySettings } from './open.js';
 import { showEmpty } from './acquisition_view.js';
 import { setPreset } from './detector.js';
@@ -50,6 +51,8 @@ export function bindControls() {
   roiButton('circle', 'roi-circle', 'roi-draw');
   $('roi-clear').onclick = () => { S.image.roi = null; S.image.roiCircle = null; requestRender(); };
   $('cancel').onclick = async () => {
+    // Outside a load, a streamed product's pass is running: stop it and keep the acquisition.
+    if (!state.loading) { cancelWork(); return; }
     const what = state.loading ? state.loading.what : 'the acquisition';
     hideProgress();
     state.loading = null;

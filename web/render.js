@@ -3,7 +3,7 @@
 // display_controls.js, which import it back: across that cycle names are used only in calls.
 import { PANELS, S, lastStats, state } from './state.js';
 import { call } from './worker_client.js';
-import { showError } from './messages.js';
+import { showError, showNotice } from './messages.js';
 import { geometryContext, setPreset } from './detector.js';
 import { canvasSizes } from './view_geometry.js';
 import { drawOverlays } from './overlays.js';
@@ -63,7 +63,10 @@ export function requestRender() {
   }).catch((e) => {
     state.renderState.lastError = e;
     // A render of an acquisition that was replaced or failed meanwhile is not this page's error.
-    if (state.current === drawing) showError(e.message);
+    if (state.current !== drawing) return;
+    if (/^cancelled while/.test(e.message)) {
+      showNotice('The pass over the files was cancelled; the images shown are those before it.');
+    } else showError(e.message);
   }).finally(() => {
     state.renderState.inflight = false;
     if (state.renderState.dirty && state.current) requestRender();

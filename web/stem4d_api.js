@@ -1,6 +1,6 @@
 // `window.stem4d`: the automation API that tests, benchmarks and scripts drive the page with.
 import { $, S, state } from './state.js';
-import { call, callsMade } from './worker_client.js';
+import { call, callsMade, cancelWork } from './worker_client.js';
 import { showPresent, withPresent } from './canvases.js';
 import { openFiles } from './open.js';
 import { applyPatch, renderNow, viewState } from './render.js';
@@ -24,6 +24,9 @@ window.stem4d = {
     if (!state.current) throw new Error('no acquisition is open: call stem4d.open first');
     return call('product', { params: normaliseParams(params) });
   },
+  // Stop the requests sent so far (a streamed product's pass over the files) at their next
+  // block, as the page's Cancel does outside a load: they fail with "cancelled while …".
+  cancel: () => cancelWork(),
   // The parity matrix of the open acquisition (every product on the CPU reference and on
   // this WebGPU adapter, judged by the contract's one judge), as `stem4d parity` prints it.
   async parity({ maskBadPixels = false } = {}) {

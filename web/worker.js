@@ -106,6 +106,7 @@ const ready = (async () => {
       software: !!i.isFallbackAdapter || /swiftshader/i.test((i.architecture || '') + (i.description || '')),
     };
     viewer = await createViewer(JSON.stringify(hint), decodeChunks, readRanges, POOL_WORKERS, walkPieces);
+    viewer.watchWork((stage, done, total) => self.postMessage({ type: 'progress', stage, done, total }));
     const adapter = { ...JSON.parse(viewer.adapter()), vendor: i.vendor, architecture: i.architecture, description: i.description };
     self.postMessage({
       type: 'ready',
@@ -117,14 +118,26 @@ const ready = (async () => {
   }
 })();
 
-// One request at a time, in arrival order: the engine's calls never overlap.
+// One request at a time, in arrival order: the engine's calls never overlap. A cancel is
+// not queued: it stops every request sent before it (ids up to `upTo`) at its next block
+// (a streamed product's pass over the files), whether it runs now or has not started;
+// those already answered are not touched.
 let chain = Promise.resolve();
+let running = null;
+let cancelUpTo = 0;
 self.onmessage = (ev) => {
+  if (ev.data.op === 'cancel') {
+    cancelUpTo = Math.max(cancelUpTo, ev.data.upTo);
+    if (running !== null && running <= cancelUpTo && viewer) viewer.cancelWork();
+    return;
+  }
   chain = chain.then(() => handle(ev.data));
 };
 
 async function handle(m) {
   await ready;
+  running = m.id;
+  if (m.id <= cancelUpTo && viewer) viewer.cancelWork();
   try {
     if (!viewer) throw new Error('WebGPU is not available');
     let result;
@@ -194,5 +207,8 @@ async function handle(m) {
     self.postMessage({ type: 'reply', id: m.id, result }, transfer);
   } catch (e) {
     self.postMessage({ type: 'reply', id: m.id, error: String(e && e.message ? e.message : e) });
+  } finally {
+    running = null;
+    if (viewer) viewer.workDone();
   }
 }

@@ -1,7 +1,7 @@
 // The Worker that runs the wasm engine: starting it, requests with their replies (call), and
 // the messages it sends unasked (ready, progress).
 import { $, state } from './state.js';
-import { showError, showProgress } from './messages.js';
+import { hideProgress, showError, showProgress } from './messages.js';
 
 let worker = null;
 let nextId = 1;
@@ -29,6 +29,8 @@ export function startWorker() {
       } else if (m.type === 'progress') {
         showProgress(m.stage, m.done, m.total);
       } else if (m.type === 'reply') {
+        // Outside a load, progress is a streamed product's: over with its reply.
+        if (!state.loading) hideProgress();
         const p = pending.get(m.id);
         pending.delete(m.id);
         if (!p) return;
@@ -56,6 +58,12 @@ function failPending(why) {
 export function stopWorker(why) {
   if (worker) worker.terminate();
   failPending(why);
+}
+
+// Stop the requests sent so far (a streamed product) at their next block; they then fail
+// with "cancelled while …". Sent past the queue of requests.
+export function cancelWork() {
+  if (worker) worker.postMessage({ op: 'cancel', upTo: nextId - 1 });
 }
 
 // Calls made so far (the ids handed out).

@@ -534,6 +534,7 @@ impl<'a> FrameReader<'a> {
         while f0 < frames {
             let f1 = (f0 + step).min(frames);
             f(&self.block(f0, f1, corr)?)?;
+            crate::watch::step(crate::watch::CPU, f1 as u64, frames as u64)?;
             f0 = f1;
         }
         Ok(())

@@ -318,10 +318,13 @@ async fn pass(
     // cost as much as the block's own bookkeeping.
     let mut block = acq.clone();
     let result = async {
+        // A pass cancelled before it starts reads nothing.
+        crate::watch::step(crate::watch::STREAM, 0, rows as u64)?;
         for b0 in (0..rows).step_by(step) {
             let b1 = (b0 + step).min(rows);
             if !ps.iter().any(|p| needs(p, shape.scan, b0, b1)) {
                 progress(b1, rows);
+                crate::watch::step(crate::watch::STREAM, b1 as u64, rows as u64)?;
                 continue;
             }
             block.set_crop(acq.scan_rows_crop(b0, b1)?);
@@ -345,6 +348,7 @@ async fn pass(
             }
             last = Some(res);
             progress(b1, rows);
+            crate::watch::step(crate::watch::STREAM, b1 as u64, rows as u64)?;
         }
         let res = last
             .as_ref()

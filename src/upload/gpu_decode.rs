@@ -576,6 +576,7 @@ async fn upload_through(
             done_frames += w.frames;
             engine.note_memory();
             progress(done_frames, total);
+            crate::watch::step(crate::watch::UPLOAD, done_frames as u64, total as u64)?;
         }
         span_windows += segment.span_windows;
         buffers.push(buffer);

@@ -131,6 +131,11 @@ impl Engine {
                     )));
                 }
                 progress(b1 * cols, rows * cols);
+                crate::watch::step(
+                    crate::watch::COMPRESS,
+                    (b1 * cols) as u64,
+                    (rows * cols) as u64,
+                )?;
             }
             Ok(())
         }

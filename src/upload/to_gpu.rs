@@ -223,6 +223,7 @@ impl Engine {
                 f = f1;
                 self.note_memory();
                 progress(f, total_frames);
+                crate::watch::step(crate::watch::UPLOAD, f as u64, total_frames as u64)?;
             }
             buffers.push(buffer);
         }

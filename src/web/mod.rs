@@ -45,6 +45,9 @@ struct Inner {
     session: RefCell<Option<Session>>,
     canvases: RefCell<Vec<(Panel, Canvas)>>,
     presenting: RefCell<Presenting>,
+    /// Stops the request running now at its next block (`watch`; the page's Cancel during a
+    /// streamed product).
+    cancel: crate::watch::Cancel,
 }
 
 impl Inner {
@@ -133,6 +136,7 @@ pub async fn create_viewer(
             walk_pieces,
             session: RefCell::new(None),
             canvases: RefCell::new(Vec::new()),
+            cancel: crate::watch::Cancel::default(),
             presenting: RefCell::new(Presenting {
                 mode: Present::Surface,
                 asked: false,
@@ -194,6 +198,38 @@ impl Viewer {
             inner.engine.release_set_aside();
             out
         })
+    }
+
+    /// Watch the Worker's requests (`watch`): `progress(stage, done, total)` hears the
+    /// blocks of streamed products (an open reports its own through `open`), and
+    /// [`Viewer::cancel_work`] stops them.
+    #[wasm_bindgen(js_name = watchWork)]
+    pub fn watch_work(&self, progress: js_sys::Function) {
+        let heard: crate::watch::Progress = Box::new(move |stage, done, total| {
+            if stage == crate::watch::STREAM {
+                let _ = progress.call3(
+                    &JsValue::NULL,
+                    &stage.into(),
+                    &(done as f64).into(),
+                    &(total as f64).into(),
+                );
+            }
+        });
+        crate::watch::install(self.inner.cancel.clone(), Some(heard));
+    }
+
+    /// Stop the request running now at its next block: it fails with "cancelled while …"
+    /// and leaves the acquisition open. The Worker calls it for the requests sent before
+    /// the page's cancel, as each runs.
+    #[wasm_bindgen(js_name = cancelWork)]
+    pub fn cancel_work(&self) {
+        self.inner.cancel.cancel();
+    }
+
+    /// A request is over: the next one starts uncancelled.
+    #[wasm_bindgen(js_name = workDone)]
+    pub fn work_done(&self) {
+        self.inner.cancel.reset();
     }
 
     /// Whether an acquisition is open (a failed open leaves the one before it open when it

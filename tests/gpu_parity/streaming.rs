@@ -193,3 +193,62 @@ fn a_small_budget_streams_the_fixtures_or_leaves_them_to_the_cpu() {
         assert_eq!(choose(&none, 1).kind, PlanKind::Resident, "{name}");
     }
 }
+
+/// A streamed pass its caller cancels part way (`stem4d::watch`) stops at the next block
+/// with an error that says so, having read no further; the same pass run again gives the
+/// products of one never stopped.
+#[test]
+fn a_cancelled_streamed_pass_stops_at_its_next_block_and_the_next_one_is_whole() {
+    let Some(engine) = engine() else { return };
+    let acq = open_fixture(&fixture_named("hot_stack_u16"));
+    let corr = Correction::default();
+    let ps: Vec<_> = ["sum-dp", "com", "bf"]
+        .iter()
+        .map(|k| params(k, &serde_json::json!({"center": [20, 17], "radius": 9})).0)
+        .collect();
+    let blocks = Blocks {
+        rows: 1,
+        gpu_decode: true,
+    };
+    let whole = |engine: &stem4d::gpu::Engine| {
+        pollster::block_on(compute_streamed(
+            engine,
+            &acq,
+            &ps,
+            corr,
+            blocks,
+            &mut |_, _| {},
+        ))
+    };
+    let cancel = stem4d::watch::Cancel::default();
+    let stopper = cancel.clone();
+    let mut rows_read = Vec::new();
+    let stopped = stem4d::watch::watched(
+        cancel,
+        Some(Box::new(move |stage, done, _| {
+            if stage == stem4d::watch::STREAM && done == 1 {
+                stopper.cancel();
+            }
+        })),
+        || {
+            pollster::block_on(compute_streamed(
+                &engine,
+                &acq,
+                &ps,
+                corr,
+                blocks,
+                &mut |done, _| rows_read.push(done),
+            ))
+        },
+    );
+    let e = stopped.err().map(|e| e.to_string()).unwrap_or_default();
+    // Stopped where it next looked: between blocks, or in the next block's upload.
+    assert!(e.starts_with("cancelled while "), "{e}");
+    assert_eq!(rows_read, vec![1], "no block is read after the cancel");
+    let again = whole(&engine).unwrap();
+    assert_eq!(again.len(), ps.len());
+    for (p, a) in ps.iter().zip(&again) {
+        let resident = pollster::block_on(gpu::compute(&engine, &acq, p, corr)).unwrap();
+        assert!(to_bytes(a) == to_bytes(&resident), "{}", p.kind.name());
+    }
+}
