@@ -972,3 +972,70 @@ fn a_master_alone_finds_its_files_in_its_folder() {
         stderr(&o)
     );
 }
+
+/// `--backend vulkan` runs the wgpu engine on Vulkan (lavapipe here) and gives the
+/// reference's integer product byte for byte; `--backend metal` and `dx12` on a machine
+/// without them say so, naming where they run and the adapters this machine has; `parity`
+/// lists every adapter it finds, and checks the API it is given.
+#[test]
+fn named_graphics_apis_run_or_say_why_not() {
+    let tmp = TempDir::new("apis");
+    let files: Vec<String> = ARINA_U16.iter().map(|n| data(n)).collect();
+    let product = |backend: &str, out: &str| {
+        let mut args = vec![
+            "product",
+            "--kind",
+            "bf",
+            "--center",
+            "6,5",
+            "--radius",
+            "3",
+            "--backend",
+            backend,
+            "--out",
+            out,
+        ];
+        args.extend(files.iter().map(String::as_str));
+        stem4d(&args)
+    };
+    let cpu = tmp.path("cpu.npy").display().to_string();
+    assert!(product("cpu", &cpu).status.success());
+    let absent: &[&str] = match std::env::consts::OS {
+        "macos" => &["dx12"],
+        "windows" => &["metal"],
+        _ => &["metal", "dx12"],
+    };
+    for api in absent {
+        let out = tmp.path(&format!("{api}.npy")).display().to_string();
+        let o = product(api, &out);
+        let said = stderr(&o);
+        assert!(!o.status.success(), "--backend {api} succeeded");
+        assert!(
+            said.contains(&format!("backend '{api}' has no adapter on this machine"))
+                && said.contains("adapters here:"),
+            "{said}"
+        );
+        assert!(!Path::new(&out).exists(), "an output was written");
+    }
+    if std::env::var_os("STEM4D_REQUIRE_GPU").is_none() {
+        eprintln!("skipped the Vulkan half: no STEM4D_REQUIRE_GPU");
+        return;
+    }
+    let vulkan = tmp.path("vulkan.npy").display().to_string();
+    let o = product("vulkan", &vulkan);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(
+        std::fs::read(&vulkan).unwrap(),
+        std::fs::read(&cpu).unwrap()
+    );
+    let mut args = vec!["parity", "--backend", "vulkan"];
+    args.extend(files.iter().map(String::as_str));
+    let o = stem4d(&args);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{out}{}", stderr(&o));
+    assert!(out.starts_with("adapters found: "), "{out}");
+    assert!(
+        out.lines().nth(1).is_some_and(|l| l.contains("Vulkan")),
+        "{out}"
+    );
+}

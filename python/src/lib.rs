@@ -2,8 +2,9 @@
 //! An acquisition is opened as the CLI opens it (an Arina master's files found beside it),
 //! products are the CLI's (one parameter vocabulary: the page's JSON, which the Python
 //! wrapper writes from keyword arguments) with the CLI's dtypes and shapes, and every error
-//! is a `stem4d.Error` carrying the engine's one-line message. The interpreter is released
-//! while files are read and products computed.
+//! is a `stem4d.Error` carrying the engine's one-line message. Products and frame reads run
+//! on a thread of their own while the caller's waits with the interpreter released, so that
+//! Ctrl-C (KeyboardInterrupt) stops them at their next block ([`interruptible`]).
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -16,7 +17,7 @@ use pyo3::prelude::*;
 
 use stem4d::formats::{Acquisition as Acq, OpenOptions};
 use stem4d::frames::{Correction, FrameReader};
-use stem4d::gpu::{Engine, Resident};
+use stem4d::gpu::{Engine, GpuApi, Resident};
 use stem4d::planned::{compute_planned, PlanChoice};
 use stem4d::products::{ArrayData, ProductArray, ProductRequest};
 
@@ -29,6 +30,66 @@ create_exception!(
 
 fn err(e: stem4d::Error) -> PyErr {
     Error::new_err(e.to_string())
+}
+
+/// How often the waiting thread wakes to pass on progress and run Python's signal handlers.
+const POLL: std::time::Duration = std::time::Duration::from_millis(50);
+
+/// Run `work` on a thread of its own, watched (`stem4d::watch`), while this thread waits
+/// with the interpreter released. It wakes at each step the work reports and every
+/// [`POLL`], calls `progress(stage, done, total)` where given, and lets Python's signal
+/// handlers run: a KeyboardInterrupt (or an exception raised by `progress`) cancels the
+/// work, which stops at its next block and leaves the acquisition as it was; the exception
+/// is raised once it has.
+fn interruptible<T: Send>(
+    py: Python<'_>,
+    progress: Option<&Bound<'_, PyAny>>,
+    work: impl FnOnce() -> stem4d::Result<T> + Send,
+) -> PyResult<T> {
+    use std::sync::mpsc::{channel, RecvTimeoutError};
+    let cancel = stem4d::watch::Cancel::default();
+    let (tx, mut rx) = channel::<(&'static str, u64, u64)>();
+    std::thread::scope(|s| {
+        let watch = cancel.clone();
+        let worker = s.spawn(move || {
+            let heard: stem4d::watch::Progress = Box::new(move |stage, done, total| {
+                // The waiting thread may have stopped listening: nothing to tell then.
+                let _ = tx.send((stage, done, total));
+            });
+            stem4d::watch::watched(watch, Some(heard), work)
+        });
+        let mut raised: Option<PyErr> = None;
+        loop {
+            let (got, back) = py.detach(move || (rx.recv_timeout(POLL), rx));
+            rx = back;
+            match got {
+                Ok(step) => {
+                    if let (Some(p), None) = (progress, &raised) {
+                        if let Err(e) = p.call1(step) {
+                            cancel.cancel();
+                            raised = Some(e);
+                        }
+                    }
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+                // The work is over: its progress went with its watch.
+                Err(RecvTimeoutError::Disconnected) => break,
+            }
+            if raised.is_none() {
+                if let Err(e) = py.check_signals() {
+                    cancel.cancel();
+                    raised = Some(e);
+                }
+            }
+        }
+        let out = worker
+            .join()
+            .map_err(|_| Error::new_err("the stem4d engine panicked"))?;
+        match raised {
+            Some(e) => Err(e),
+            None => out.map_err(err),
+        }
+    })
 }
 
 /// Where products are computed.
@@ -91,23 +152,24 @@ fn array(py: Python<'_>, p: ProductArray) -> PyResult<Py<PyAny>> {
     })
 }
 
-/// The process's GPU engine, made at the first use: a device and its pipelines take a
-/// while to build, and acquisitions opened one after another share them.
-fn shared_engine() -> stem4d::Result<Arc<Mutex<Engine>>> {
-    static ENGINE: Mutex<Option<Arc<Mutex<Engine>>>> = Mutex::new(None);
-    let mut slot = ENGINE
+/// The process's GPU engine on `api`, made at its first use: a device and its pipelines
+/// take a while to build, and acquisitions opened one after another share them.
+fn shared_engine(api: GpuApi) -> stem4d::Result<Arc<Mutex<Engine>>> {
+    static ENGINES: Mutex<Vec<(GpuApi, Arc<Mutex<Engine>>)>> = Mutex::new(Vec::new());
+    let mut made = ENGINES
         .lock()
         .map_err(|_| stem4d::Error::Gpu("the GPU engine was poisoned by a panic".into()))?;
-    if let Some(e) = slot.as_ref() {
+    if let Some((_, e)) = made.iter().find(|(a, _)| *a == api) {
         return Ok(e.clone());
     }
-    let e = Arc::new(Mutex::new(pollster::block_on(Engine::new())?));
-    *slot = Some(e.clone());
+    let e = Arc::new(Mutex::new(pollster::block_on(Engine::on(api, &[]))?));
+    made.push((api, e.clone()));
     Ok(e)
 }
 
-/// The GPU engine `backend` asks for: `wgpu` must have one (its error is raised),
-/// `auto` takes a hardware adapter where there is one and says so either way.
+/// The GPU engine `backend` asks for: `wgpu` (the best adapter) and the named graphics APIs
+/// (`vulkan`, `metal`, `dx12`) must have one (its error is raised), `auto` takes a hardware
+/// adapter where there is one and says so either way.
 fn engine_for(
     backend: &str,
     notes: &mut Vec<String>,
@@ -119,8 +181,7 @@ fn engine_for(
     };
     match backend {
         "cpu" => Ok(None),
-        "wgpu" => shared_engine().map(Some),
-        "auto" => match shared_engine() {
+        "auto" => match shared_engine(GpuApi::Any) {
             Ok(e) => match software(&e) {
                 None => Ok(Some(e)),
                 Some(name) => {
@@ -138,9 +199,12 @@ fn engine_for(
         "cuda" => Err(stem4d::Error::param(
             "backend 'cuda': this build of stem4d has no CUDA backend (use 'wgpu', 'cpu' or 'auto')",
         )),
-        other => Err(stem4d::Error::param(format!(
-            "backend '{other}' is not one of 'auto', 'wgpu', 'cuda', 'cpu'"
-        ))),
+        other => match GpuApi::parse(other) {
+            Some(api) => shared_engine(api).map(Some),
+            None => Err(stem4d::Error::param(format!(
+                "backend '{other}' is not one of 'auto', 'wgpu', 'vulkan', 'metal', 'dx12', 'cuda', 'cpu'"
+            ))),
+        },
     }
 }
 
@@ -321,15 +385,29 @@ impl Acquisition {
             .map_err(|e| Error::new_err(format!("info: {e}")))
     }
 
-    /// One product from the page's JSON parameters (`{"kind": "bf", "center": [r, c], …}`).
-    fn product_json(&self, py: Python<'_>, request: &str) -> PyResult<Py<PyAny>> {
-        let out = py.detach(|| self.compute(request)).map_err(err)?;
+    /// One product from the page's JSON parameters (`{"kind": "bf", "center": [r, c], …}`);
+    /// `progress(stage, done, total)` hears the steps of long work.
+    #[pyo3(signature = (request, progress=None))]
+    fn product_json(
+        &self,
+        py: Python<'_>,
+        request: &str,
+        progress: Option<Bound<'_, PyAny>>,
+    ) -> PyResult<Py<PyAny>> {
+        let out = interruptible(py, progress.as_ref(), || self.compute(request))?;
         array(py, out)
     }
 
     /// The frames of scan rows `[r0, r1)`, decoded as stored (no bin, no bad pixels
     /// zeroed), row after row: `((r1 - r0) · scan cols, Kr, Kc)`.
-    fn frames(&self, py: Python<'_>, r0: usize, r1: usize) -> PyResult<Py<PyAny>> {
+    #[pyo3(signature = (r0, r1, progress=None))]
+    fn frames(
+        &self,
+        py: Python<'_>,
+        r0: usize,
+        r1: usize,
+        progress: Option<Bound<'_, PyAny>>,
+    ) -> PyResult<Py<PyAny>> {
         let acq = &self.acq;
         let [rows, cols] = acq.shape.scan;
         if r0 > r1 || r1 > rows {
@@ -339,9 +417,7 @@ impl Acquisition {
             )));
         }
         let (f0, f1) = (r0 * cols, r1 * cols);
-        let bytes = py
-            .detach(|| FrameReader::new(acq).read_raw(f0, f1))
-            .map_err(err)?;
+        let bytes = interruptible(py, progress.as_ref(), || read_frames(acq, f0, f1))?;
         let [kr, kc] = acq.shape.det;
         let n = f1 - f0;
         let size = acq.dtype.size();
@@ -375,6 +451,26 @@ impl Acquisition {
         )
     }
 }
+
+/// Frames `[f0, f1)` as stored, read in blocks of about [`FRAME_BLOCK_BYTES`] so that the
+/// read reports its progress and can be stopped between blocks.
+fn read_frames(acq: &Acq, f0: usize, f1: usize) -> stem4d::Result<Vec<u8>> {
+    let frame_bytes = (acq.shape.det_len() * acq.dtype.size()).max(1);
+    let step = (FRAME_BLOCK_BYTES / frame_bytes).max(1);
+    let reader = FrameReader::new(acq);
+    let mut out = Vec::with_capacity((f1 - f0) * frame_bytes);
+    let mut f = f0;
+    while f < f1 {
+        let end = (f + step).min(f1);
+        out.extend_from_slice(&reader.read_raw(f, end)?);
+        stem4d::watch::step(stem4d::watch::FRAMES, (end - f0) as u64, (f1 - f0) as u64)?;
+        f = end;
+    }
+    Ok(out)
+}
+
+/// Decoded bytes per block of a frame read.
+const FRAME_BLOCK_BYTES: usize = 64 << 20;
 
 #[pymodule]
 fn _stem4d(m: &Bound<'_, PyModule>) -> PyResult<()> {

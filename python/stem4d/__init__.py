@@ -7,13 +7,16 @@
 Products, their dtypes, shapes and conventions are the CLI's (``stem4d product``) and the
 page's: one parameter vocabulary, in snake_case here (``scan_roi=(r0, r1, c0, c1)``).
 Every error is a :class:`stem4d.Error` whose message names the file and the problem.
+Long work (a product's upload, a streamed pass, the CPU reference, a frame read) stops at
+its next block on Ctrl-C (``KeyboardInterrupt``) and leaves the acquisition usable; pass
+``progress=callable(stage, done, total)`` to follow it.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from typing import Any, Iterable, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Iterable, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -21,6 +24,10 @@ from . import _stem4d
 from ._stem4d import Error
 
 __all__ = ["open", "Acquisition", "Error", "PRODUCT_KEYS"]
+
+#: A callback hearing long work: ``(stage, done, total)``, ``done`` of ``total`` in the
+#: stage's own units (frames, scan rows).
+Progress = Callable[[str, int, int], Any]
 
 #: Keyword arguments :meth:`Acquisition.product` takes, and their page/JSON names.
 PRODUCT_KEYS = {
@@ -97,11 +104,12 @@ class Acquisition:
         """Scan step, detector pixel size, high tension, camera length, each with its source."""
         return self.info.get("calibration", {})
 
-    def product(self, kind: str, **params: Any) -> np.ndarray:
+    def product(self, kind: str, progress: Optional[Progress] = None, **params: Any) -> np.ndarray:
         """One product (``sum-dp``, ``bf``, ``adf``, ``com``, ``idpc``, …) as a numpy array,
         with the CLI's dtype and shape. Keyword arguments: ``center``, ``radius``, ``inner``,
         ``outer``, ``rect``, ``mask`` (a boolean or weighted detector array), ``scan_roi``,
-        ``at``, ``rotation``, ``flip``."""
+        ``at``, ``rotation``, ``flip``. ``progress(stage, done, total)`` hears the steps of
+        long work; Ctrl-C stops it."""
         request = {"kind": kind, "bin": self.bin, "maskBadPixels": self.mask_bad_pixels}
         for key, value in params.items():
             if key in ("bin", "mask_bad_pixels"):
@@ -111,11 +119,12 @@ class Acquisition:
                 raise Error(f"product parameter '{key}' is not one of {known}")
             if value is not None:
                 request[PRODUCT_KEYS[key]] = _plain(value)
-        return self._inner.product_json(json.dumps(request))
+        return self._inner.product_json(json.dumps(request), progress)
 
-    def frames(self, r0: int, r1: int) -> np.ndarray:
-        """The frames of scan rows ``[r0, r1)`` decoded as stored, ``(n, Kr, Kc)``."""
-        return self._inner.frames(r0, r1)
+    def frames(self, r0: int, r1: int, progress: Optional[Progress] = None) -> np.ndarray:
+        """The frames of scan rows ``[r0, r1)`` decoded as stored, ``(n, Kr, Kc)``;
+        ``progress(stage, done, total)`` hears each block read; Ctrl-C stops the read."""
+        return self._inner.frames(r0, r1, progress)
 
     def __repr__(self) -> str:
         r, c, kr, kc = self.shape
@@ -137,9 +146,10 @@ def open(
     """Open an acquisition: HDF5 (Arina/Eiger masters with their data files, found in the
     master's folder when not given; py4DSTEM EMD; plain stacks), EMPAD raw, Merlin MIB.
 
-    ``backend``: ``"wgpu"`` (a GPU, or an error), ``"cpu"`` (the reference), ``"auto"``
-    (a hardware GPU where there is one, else the CPU reference; :attr:`Acquisition.provenance`
-    says which) or ``"cuda"``. ``memory_budget`` (bytes) and ``memory_plan`` (``resident``,
+    ``backend``: ``"wgpu"`` (a GPU, or an error), ``"vulkan"``, ``"metal"`` or ``"dx12"``
+    (a GPU on that graphics API, or an error naming the adapters there are), ``"cpu"`` (the
+    reference), ``"auto"`` (a hardware GPU where there is one, else the CPU reference;
+    :attr:`Acquisition.provenance` says which) or ``"cuda"``. ``memory_budget`` (bytes) and ``memory_plan`` (``resident``,
     ``compressed``, ``streaming``, ``cpu``) choose how the GPU holds the acquisition, as the
     CLI's ``--memory-budget`` and ``--memory-plan`` do. ``crop=(r0, r1, c0, c1)`` keeps those
     scan rows and columns (half-open) and reads only their frames."""

@@ -1,7 +1,7 @@
 """Type stubs of the compiled engine (`python/src/lib.rs`)."""
 
 from os import PathLike
-from typing import Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -24,8 +24,12 @@ class Acquisition:
     @property
     def provenance(self) -> list[str]: ...
     def info_json(self) -> str: ...
-    def product_json(self, request: str) -> np.ndarray: ...
-    def frames(self, r0: int, r1: int) -> np.ndarray: ...
+    def product_json(
+        self, request: str, progress: Optional[Callable[[str, int, int], Any]] = None
+    ) -> np.ndarray: ...
+    def frames(
+        self, r0: int, r1: int, progress: Optional[Callable[[str, int, int], Any]] = None
+    ) -> np.ndarray: ...
 
 def open(
     paths: Sequence[Union[str, PathLike]],

@@ -5,10 +5,12 @@ reference. Then errors, frames, master files found beside them, and the plans.""
 
 from __future__ import annotations
 
+import _thread
 import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -164,6 +166,10 @@ def test_errors_name_the_file_and_the_problem(tmp_path):
         a.product("total", bin=2)
     with pytest.raises(stem4d.Error, match="backend 'tpu'"):
         stem4d.open(paths(fx), backend="tpu")
+    if sys.platform != "darwin":
+        # A graphics API this machine has no adapter for is named with the adapters there are.
+        with pytest.raises(stem4d.Error, match="backend 'metal' has no adapter on this machine"):
+            stem4d.open(paths(fx), backend="metal")
     with pytest.raises(stem4d.Error, match="not within"):
         a.frames(3, 99)
 
@@ -179,3 +185,47 @@ def test_plans_give_the_residents_products():
         for kind, kw in kinds:
             assert a.product(kind, **kw).tobytes() == plain.product(kind, **kw).tobytes(), (plan, kind)
         assert any(f"memory plan: {plan}" in line for line in a.provenance), a.provenance
+
+
+def test_ctrl_c_stops_long_work_and_leaves_the_acquisition_usable():
+    fx = next(f for f in MANIFEST["fixtures"] if f["name"] == "arina_u16")
+    a = stem4d.open(paths(fx), backend="cpu")
+    want = a.product("sum-dp")
+    heard = []
+
+    def ctrl_c(stage, done, total):
+        heard.append((stage, done, total))
+        _thread.interrupt_main()  # what Ctrl-C does: the SIGINT handler's flag
+
+    with pytest.raises(KeyboardInterrupt):
+        a.product("sum-dp", progress=ctrl_c)
+    assert heard and heard[0][0] == "computing on the CPU reference", heard
+    assert a.product("sum-dp").tobytes() == want.tobytes()
+    heard.clear()
+    with pytest.raises(KeyboardInterrupt):
+        a.frames(0, 2, progress=ctrl_c)
+    assert heard and heard[0][0] == "reading frames", heard
+
+    # An exception from the callback stops the work too, and is the one raised.
+    def fails(stage, done, total):
+        raise ValueError("enough")
+
+    with pytest.raises(ValueError, match="enough"):
+        a.product("total", progress=fails)
+    assert a.frames(0, 1).shape[0] == fx["shape"][1]
+
+
+def test_ctrl_c_stops_a_streamed_pass():
+    fx = next(f for f in MANIFEST["fixtures"] if f["name"] == "hot_stack_u16")
+    plain = stem4d.open(paths(fx), backend="wgpu")
+    a = stem4d.open(paths(fx), backend="wgpu", memory_budget=262144, memory_plan="streaming")
+    stages = []
+
+    def ctrl_c(stage, done, total):
+        stages.append(stage)
+        _thread.interrupt_main()
+
+    with pytest.raises(KeyboardInterrupt):
+        a.product("com", progress=ctrl_c)
+    assert stages, "the streamed pass reported no step"
+    assert a.product("com").tobytes() == plain.product("com").tobytes()

@@ -170,6 +170,8 @@ pub(super) struct GpuBench {
     pub(super) decode_only: bool,
     pub(super) json: Option<PathBuf>,
     pub(super) budget: super::memory::BudgetArgs,
+    /// The graphics API the engine runs on.
+    pub(super) api: crate::gpu::GpuApi,
 }
 
 pub(super) fn bench_gpu(
@@ -184,12 +186,13 @@ pub(super) fn bench_gpu(
         decode_only,
         json,
         budget,
+        api,
     } = b;
     let t = Instant::now();
     let acq = open_acquisition(open)?;
     let t_open = t.elapsed().as_secs_f64();
     let t = Instant::now();
-    let mut engine = pollster::block_on(crate::gpu::Engine::with_kernels(overrides))?;
+    let mut engine = pollster::block_on(crate::gpu::Engine::on(api, overrides))?;
     engine.use_subgroups(subgroups);
     let t_device = t.elapsed().as_secs_f64();
     let a = &engine.adapter;

@@ -54,8 +54,9 @@ pub(super) fn product_within(
     params: &ProductParams,
     corr: Correction,
     args: BudgetArgs,
+    api: crate::gpu::GpuApi,
 ) -> Result<crate::products::ProductArray> {
-    let engine = pollster::block_on(crate::gpu::Engine::new())?;
+    let engine = pollster::block_on(crate::gpu::Engine::on(api, &[]))?;
     pollster::block_on(crate::planned::compute_planned(
         &engine,
         acq,

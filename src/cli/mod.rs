@@ -89,6 +89,9 @@ enum Cmd {
         /// Build DIR/NAME.wgsl in place of the kernel NAME (experiments; see `bench gpu`).
         #[arg(long, value_name = "DIR")]
         kernels: Option<PathBuf>,
+        /// The GPU backend checked: wgpu (the best adapter), vulkan, metal or dx12.
+        #[arg(long, default_value = "wgpu")]
+        backend: String,
     },
     /// Benchmarks that print figures.
     Bench {
@@ -135,6 +138,9 @@ enum BenchCmd {
         /// Also write the figures as JSON (`scripts/benchmarks_md.py --update` takes it).
         #[arg(long, value_name = "PATH")]
         json: Option<PathBuf>,
+        /// The GPU backend timed: wgpu (the best adapter), vulkan, metal or dx12.
+        #[arg(long, default_value = "wgpu")]
+        backend: String,
     },
     /// The Vulkan driver's statistics for every kernel (registers, workgroup memory,
     /// instructions), through VK_KHR_pipeline_executable_properties.
@@ -188,6 +194,8 @@ struct ProductArgs {
     /// select pixels (nonzero), other dtypes weight them.
     #[arg(long, value_name = "MASK.npy")]
     mask: Option<PathBuf>,
+    /// Where the product is computed: cpu (the reference), wgpu (the best GPU adapter), or
+    /// wgpu on a named graphics API: vulkan, metal, dx12.
     #[arg(long, default_value = "cpu")]
     backend: String,
     #[arg(long, value_name = "OUT.npy")]
@@ -296,6 +304,7 @@ fn run(cli: Cli) -> Result<()> {
                     decode_only,
                     json,
                     budget,
+                    backend,
                 },
         } => bench_gpu(
             &open,
@@ -306,6 +315,7 @@ fn run(cli: Cli) -> Result<()> {
                 decode_only,
                 json,
                 budget,
+                api: Backend::gpu(&backend)?,
             },
             &kernel_overrides(kernels)?,
         ),
@@ -335,11 +345,16 @@ fn run(cli: Cli) -> Result<()> {
             open,
             mask_bad_pixels,
             kernels,
-        } => crate::cli::parity::run(
-            &open_acquisition(&open)?,
-            mask_bad_pixels,
-            &kernel_overrides(kernels)?,
-        ),
+            backend,
+        } => {
+            let api = Backend::gpu(&backend)?;
+            crate::cli::parity::run(
+                &open_acquisition(&open)?,
+                mask_bad_pixels,
+                &kernel_overrides(kernels)?,
+                api,
+            )
+        }
     }
 }
 
@@ -411,20 +426,44 @@ fn parse_list<T: std::str::FromStr, const N: usize>(s: &str, flag: &str) -> Resu
     crate::products::flags::list::<T, N>(s).map_err(|e| Error::param(e.say(flag)))
 }
 
-fn product(p: ProductArgs) -> Result<()> {
-    match p.backend.as_str() {
-        "cpu" | "wgpu" => {}
-        "cuda" => {
-            return Err(Error::param(
-                "backend 'cuda' is not built into this binary yet; use --backend cpu or wgpu",
-            ))
-        }
-        other => {
-            return Err(Error::param(format!(
-                "unknown backend '{other}' (one of: cpu, wgpu, cuda)"
-            )))
+/// `--backend`: the CPU reference, the wgpu engine on the best graphics API or a named
+/// one, or CUDA.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Backend {
+    Cpu,
+    Wgpu(crate::gpu::GpuApi),
+}
+
+impl Backend {
+    fn parse(name: &str) -> Result<Backend> {
+        match name {
+            "cpu" => Ok(Backend::Cpu),
+            "cuda" => Err(Error::param(
+                "backend 'cuda' is not built into this binary yet; use --backend cpu, wgpu, vulkan, metal or dx12",
+            )),
+            other => crate::gpu::GpuApi::parse(other)
+                .map(Backend::Wgpu)
+                .ok_or_else(|| {
+                    Error::param(format!(
+                        "unknown backend '{other}' (one of: cpu, wgpu, vulkan, metal, dx12, cuda)"
+                    ))
+                }),
         }
     }
+
+    /// A GPU backend, for the commands that time or check one (`bench gpu`, `parity`).
+    fn gpu(name: &str) -> Result<crate::gpu::GpuApi> {
+        match Backend::parse(name)? {
+            Backend::Wgpu(api) => Ok(api),
+            Backend::Cpu => Err(Error::param(
+                "--backend cpu: this command compares or times a GPU backend (wgpu, vulkan, metal, dx12)",
+            )),
+        }
+    }
+}
+
+fn product(p: ProductArgs) -> Result<()> {
+    let backend = Backend::parse(&p.backend)?;
     let (mut params, corr) = (p.params, p.correction);
     // A mask given to a product that takes none would be silently ignored: refuse it.
     if p.mask.is_some() && params.kind != ProductKind::Mask {
@@ -447,20 +486,20 @@ fn product(p: ProductArgs) -> Result<()> {
     // and again right before writing.
     let read: Vec<PathBuf> = p.open.files.iter().chain(&p.mask).cloned().collect();
     refuse_input_overwrite(&p.out, &acq, &read)?;
-    if p.backend == "cpu" && params.kind == ProductKind::Binned {
+    if backend == Backend::Cpu && params.kind == ProductKind::Binned {
         // The whole acquisition, binned: written as it streams, never held (see --help).
         let name = p.out.display().to_string();
         return write_new_file(&p.out, &acq, &read, |w| {
             crate::cpu::write_binned_npy(&acq, corr, crate::frames::BLOCK_BYTES, w, &name)
         });
     }
-    let out = match p.backend.as_str() {
-        "wgpu" if p.budget.is_default() => {
-            let engine = pollster::block_on(crate::gpu::Engine::new())?;
+    let out = match backend {
+        Backend::Wgpu(api) if p.budget.is_default() => {
+            let engine = pollster::block_on(crate::gpu::Engine::on(api, &[]))?;
             pollster::block_on(crate::products::gpu::compute(&engine, &acq, &params, corr))?
         }
-        "wgpu" => product_within(&acq, &params, corr, p.budget)?,
-        _ => {
+        Backend::Wgpu(api) => product_within(&acq, &params, corr, p.budget, api)?,
+        Backend::Cpu => {
             if !p.budget.is_default() {
                 eprintln!(
                     "stem4d: memory plan: {}",

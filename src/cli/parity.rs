@@ -7,12 +7,23 @@ use crate::parity::{self, Outcome, Row};
 
 /// Every product on every available backend against the CPU reference; `overrides` replace
 /// kernels by name (`stem4d parity --kernels DIR`).
-pub fn run(acq: &Acquisition, mask_bad_pixels: bool, overrides: &[(String, String)]) -> Result<()> {
-    let engine = pollster::block_on(crate::gpu::Engine::with_kernels(overrides));
-    // Replaced kernels are what is being checked: without them built there is nothing to
-    // compare, and a CPU-only table would read as a pass.
+/// The wgpu engine runs on `api`; every adapter the machine has is listed first.
+pub fn run(
+    acq: &Acquisition,
+    mask_bad_pixels: bool,
+    overrides: &[(String, String)],
+    api: crate::gpu::GpuApi,
+) -> Result<()> {
+    let adapters = pollster::block_on(crate::gpu::adapters());
+    println!("adapters found: {}", adapters.len());
+    for a in &adapters {
+        println!("  {a}");
+    }
+    let engine = pollster::block_on(crate::gpu::Engine::on(api, overrides));
+    // Replaced kernels, or a named graphics API, are what is being checked: without them
+    // there is nothing to compare, and a CPU-only table would read as a pass.
     let engine = match engine {
-        Err(e) if !overrides.is_empty() => return Err(e),
+        Err(e) if !overrides.is_empty() || api != crate::gpu::GpuApi::Any => return Err(e),
         engine => engine,
     };
     let requests = parity::matrix(acq, mask_bad_pixels)?;

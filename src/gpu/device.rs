@@ -31,18 +31,31 @@ impl Engine {
     /// prelude) — in place of those kernels' embedded texts: kernel variants timed or checked
     /// on a remote GPU without a rebuild (`stem4d bench gpu --kernels DIR`).
     pub async fn with_kernels(overrides: &[(String, String)]) -> Result<Engine> {
-        let instance = wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle());
-        let adapter = instance
+        Engine::on(GpuApi::Any, overrides).await
+    }
+
+    /// [`Engine::with_kernels`] on the graphics API `api` (`--backend vulkan|metal|dx12`).
+    pub async fn on(api: GpuApi, overrides: &[(String, String)]) -> Result<Engine> {
+        if cfg!(target_arch = "wasm32") && api != GpuApi::Any {
+            return Err(Error::param(format!(
+                "backend '{}': in the browser, WebGPU chooses the graphics API",
+                api.name()
+            )));
+        }
+        let instance = wgpu::Instance::new(wgpu::InstanceDescriptor {
+            backends: api.backends(),
+            ..wgpu::InstanceDescriptor::new_without_display_handle()
+        });
+        let found = instance
             .request_adapter(&wgpu::RequestAdapterOptions {
                 power_preference: wgpu::PowerPreference::HighPerformance,
                 ..Default::default()
             })
-            .await
-            .map_err(|e| {
-                Error::Gpu(format!(
-                    "no GPU adapter available ({e}); WebGPU/Vulkan/Metal/DX12 needed"
-                ))
-            })?;
+            .await;
+        let adapter = match found {
+            Ok(adapter) => adapter,
+            Err(e) => return Err(api.no_adapter(e, &super::adapters().await)),
+        };
         let info = adapter.get_info();
         let al = adapter.limits();
         let limits = wgpu::Limits {

@@ -3,6 +3,7 @@
 //! readback (`buffers`), and the resident acquisition's buffers (`resident`). What runs on it
 //! lives in `kernels`; how data gets there, in `upload`.
 
+mod api;
 mod batch;
 mod buffers;
 mod device;
@@ -33,6 +34,7 @@ use crate::upload::set_aside;
 use crate::upload::window_bytes;
 use pass_clock::{PassClock, PassTimes};
 
+pub use api::{adapters, AdapterLine, GpuApi};
 pub(crate) use batch::{Batch, Recorder, Submitted};
 pub use device::is_software;
 pub use resident::{memory_plans, plan_of, Packed, Resident, UploadTimes};
