@@ -10,19 +10,22 @@ OUT=${1:?usage: device_native.sh OUTDIR}
 export LD_LIBRARY_PATH=$PWD/.device/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 S=.device/stem4d
 D=tests/fixtures/data
+mkdir -p "$OUT/parity"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv > "$OUT/gpu.txt" 2>&1
 run() { echo "\$ $*"; timeout 240 "$@"; echo "exit $?"; }
 {
-  run $S parity $D/arina_u16_master.h5 $D/arina_u16_data_000001.h5 $D/arina_u16_data_000002.h5 $D/arina_u16.h5 --mask-bad-pixels
-  run $S parity $D/arina_u8_master.h5 $D/arina_u8_data_000001.h5 --scan-shape 4,6
-  run $S parity $D/arina_u32_master.h5 $D/arina_u32_data_000001.h5 $D/arina_u32.h5
-  run $S parity $D/gzip_stack_u16.h5
-  run $S parity $D/lz4_stack_u16.h5 --scan-shape 6,4
-  run $S parity $D/contiguous_f32_4d.h5
-  run $S parity $D/emd_f32.h5
-  run $S parity $D/emd_f32.h5 --mask-bad-pixels
-  run $S parity --synthetic 96,80,192,192
+  run $S parity --backends cpu,vulkan --json "$OUT/parity/01.json" $D/arina_u16_master.h5 $D/arina_u16_data_000001.h5 $D/arina_u16_data_000002.h5 $D/arina_u16.h5 --mask-bad-pixels
+  run $S parity --backends cpu,vulkan --json "$OUT/parity/02.json" $D/arina_u8_master.h5 $D/arina_u8_data_000001.h5 --scan-shape 4,6
+  run $S parity --backends cpu,vulkan --json "$OUT/parity/03.json" $D/arina_u32_master.h5 $D/arina_u32_data_000001.h5 $D/arina_u32.h5
+  run $S parity --backends cpu,vulkan --json "$OUT/parity/04.json" $D/gzip_stack_u16.h5
+  run $S parity --backends cpu,vulkan --json "$OUT/parity/05.json" $D/lz4_stack_u16.h5 --scan-shape 6,4
+  run $S parity --backends cpu,vulkan --json "$OUT/parity/06.json" $D/contiguous_f32_4d.h5
+  run $S parity --backends cpu,vulkan --json "$OUT/parity/07.json" $D/emd_f32.h5
+  run $S parity --backends cpu,vulkan --json "$OUT/parity/08.json" $D/emd_f32.h5 --mask-bad-pixels
+  run $S parity --backends cpu,vulkan --json "$OUT/parity/09.json" --synthetic 96,80,192,192
 } > "$OUT/parity.txt" 2>&1
+# One JSON of every matrix (benchmarks/parity.json keeps it).
+python3 -c 'import glob, json, sys; json.dump([json.load(open(p)) for p in sorted(glob.glob(sys.argv[1] + "/parity/*.json"))], open(sys.argv[1] + "/parity.json", "w"), indent=1)' "$OUT"
 # Registers and workgroup memory per kernel, as the driver compiled them.
 run $S bench kernel-stats > "$OUT/kernel_stats.txt" 2>&1
 run $S bench gpu --synthetic 512,512,192,192 --reps 20 --json "$OUT/bench_gpu.json" > "$OUT/bench_gpu.txt" 2>&1

@@ -87,6 +87,11 @@ pub struct Row {
     pub dtype: String,
     /// The largest difference from the reference (None where there is no value).
     pub max_error: Option<f64>,
+    /// That difference over the reference's largest |value| (None where there is no value
+    /// or the reference is all zeros).
+    pub max_rel_error: Option<f64>,
+    /// The contract's bound the product is held to, in words (empty without a value).
+    pub bound: String,
     pub outcome: Outcome,
 }
 
@@ -117,6 +122,8 @@ impl Row {
             backend,
             dtype: String::new(),
             max_error: None,
+            max_rel_error: None,
+            bound: String::new(),
             outcome,
         }
     }
@@ -133,11 +140,12 @@ fn label(r: &ProductRequest) -> String {
 }
 
 /// The matrix of `requests` on `acq`: the CPU reference, then `engine`'s products (where
-/// there is an engine) judged against it. Residents are made as the page makes them: with
+/// there is an engine, its rows named `backend`) judged against it. Residents are made as the page makes them: with
 /// masking on, the hot and dead pixels of the mean pattern are zeroed as the reference
 /// leaves them out. Each correction is uploaded once, for the requests in a row that share it.
 pub async fn run(
     engine: Option<&Engine>,
+    backend: &'static str,
     acq: &Acquisition,
     requests: &[ProductRequest],
 ) -> Vec<Row> {
@@ -159,7 +167,7 @@ pub async fn run(
                         Ok(_) => Outcome::Fail("returned a value".into()),
                         Err(_) => Outcome::Pass,
                     };
-                    rows.push(Row::new(&name, "wgpu", outcome));
+                    rows.push(Row::new(&name, backend, outcome));
                 }
                 continue;
             }
@@ -175,7 +183,7 @@ pub async fn run(
             match upload(engine, acq, corr).await {
                 Ok(res) => resident = Some(res),
                 Err(e) => {
-                    rows.push(Row::new(&name, "wgpu", error_outcome(e)));
+                    rows.push(Row::new(&name, backend, error_outcome(e)));
                     continue;
                 }
             }
@@ -187,9 +195,11 @@ pub async fn run(
                 Row {
                     dtype: got.data.dtype_name().to_string(),
                     max_error: Some(verdict.max_error),
+                    max_rel_error: (verdict.scale > 0.0).then(|| verdict.max_error / verdict.scale),
+                    bound: crate::products::judge::bound_words(p.kind, &got.data),
                     ..Row::new(
                         &name,
-                        "wgpu",
+                        backend,
                         match verdict.failure {
                             None => Outcome::Pass,
                             Some(f) => Outcome::Fail(f),
@@ -197,7 +207,7 @@ pub async fn run(
                     )
                 }
             }
-            Err(e) => Row::new(&name, "wgpu", error_outcome(e)),
+            Err(e) => Row::new(&name, backend, error_outcome(e)),
         };
         rows.push(row);
     }

@@ -976,7 +976,7 @@ fn a_master_alone_finds_its_files_in_its_folder() {
 /// `--backend vulkan` runs the wgpu engine on Vulkan (lavapipe here) and gives the
 /// reference's integer product byte for byte; `--backend metal` and `dx12` on a machine
 /// without them say so, naming where they run and the adapters this machine has; `parity`
-/// lists every adapter it finds, and checks the API it is given.
+/// lists every adapter it finds, checks the APIs it is given and writes its rows as JSON.
 #[test]
 fn named_graphics_apis_run_or_say_why_not() {
     let tmp = TempDir::new("apis");
@@ -1028,7 +1028,8 @@ fn named_graphics_apis_run_or_say_why_not() {
         std::fs::read(&vulkan).unwrap(),
         std::fs::read(&cpu).unwrap()
     );
-    let mut args = vec!["parity", "--backend", "vulkan"];
+    let json = tmp.path("parity.json").display().to_string();
+    let mut args = vec!["parity", "--backends", "cpu,vulkan", "--json", &json];
     args.extend(files.iter().map(String::as_str));
     let o = stem4d(&args);
     let out = String::from_utf8_lossy(&o.stdout);
@@ -1038,4 +1039,34 @@ fn named_graphics_apis_run_or_say_why_not() {
         out.lines().nth(1).is_some_and(|l| l.contains("Vulkan")),
         "{out}"
     );
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let rows = doc["rows"].as_array().unwrap();
+    let on = |backend: &'static str| rows.iter().filter(move |r| r["backend"] == backend);
+    assert!(on("cpu").count() >= 16 && on("vulkan").count() == on("cpu").count());
+    for r in on("vulkan") {
+        assert_eq!(r["pass"], true, "{r}");
+        assert!(
+            r["adapter"].as_str().is_some_and(|a| a.contains("Vulkan")),
+            "{r}"
+        );
+    }
+    let bf = on("vulkan").find(|r| r["product"] == "bf").unwrap();
+    assert_eq!(bf["bound"], "identical", "{bf}");
+    assert_eq!(bf["max_abs_error"], 0.0, "{bf}");
+    assert!(!doc["adapters"].as_array().unwrap().is_empty());
+    // Asked for, CUDA and a missing API are refused, never a CPU-only pass.
+    for (backends, says) in [("cpu,cuda", "not built"), ("metal", "has no adapter")] {
+        if backends == "metal" && std::env::consts::OS == "macos" {
+            continue;
+        }
+        let mut args = vec!["parity", "--backends", backends];
+        args.extend(files.iter().map(String::as_str));
+        let o = stem4d(&args);
+        assert!(
+            !o.status.success() && stderr(&o).contains(says),
+            "{}",
+            stderr(&o)
+        );
+    }
 }

@@ -356,7 +356,7 @@ async fn the_parity_matrix_passes_in_the_browser() {
     for (label, acq) in [("arina_u16", &arina), ("lz4_stack_u16", &lz4)] {
         for masked in [false, true] {
             let requests = matrix(acq, masked).expect("matrix");
-            let rows = run(Some(&engine), acq, &requests).await;
+            let rows = run(Some(&engine), "wgpu", acq, &requests).await;
             let failed: Vec<_> = rows.iter().filter(|r| r.failed()).collect();
             assert!(failed.is_empty(), "{label} masked {masked}: {failed:?}");
             let gpu: Vec<_> = rows.iter().filter(|r| r.backend == "wgpu").collect();

@@ -89,9 +89,14 @@ enum Cmd {
         /// Build DIR/NAME.wgsl in place of the kernel NAME (experiments; see `bench gpu`).
         #[arg(long, value_name = "DIR")]
         kernels: Option<PathBuf>,
-        /// The GPU backend checked: wgpu (the best adapter), vulkan, metal or dx12.
-        #[arg(long, default_value = "wgpu")]
-        backend: String,
+        /// The backends checked, comma-separated: cpu (the reference, always computed),
+        /// wgpu (the best adapter), vulkan, metal, dx12 (cuda is not built in yet).
+        #[arg(long, default_value = "cpu,wgpu")]
+        backends: String,
+        /// Also write the matrix as JSON rows (product, backend, adapter, dtype, errors,
+        /// bound, outcome, pass).
+        #[arg(long, value_name = "PATH")]
+        json: Option<PathBuf>,
     },
     /// Benchmarks that print figures.
     Bench {
@@ -345,14 +350,20 @@ fn run(cli: Cli) -> Result<()> {
             open,
             mask_bad_pixels,
             kernels,
-            backend,
+            backends,
+            json,
         } => {
-            let api = Backend::gpu(&backend)?;
+            let apis = crate::cli::parity::parse_backends(&backends)?;
+            let acq = open_acquisition(&open)?;
             crate::cli::parity::run(
-                &open_acquisition(&open)?,
-                mask_bad_pixels,
-                &kernel_overrides(kernels)?,
-                api,
+                &acq,
+                &crate::cli::parity::ParityArgs {
+                    mask_bad_pixels,
+                    overrides: kernel_overrides(kernels)?,
+                    apis,
+                    json,
+                    read: open.files.clone(),
+                },
             )
         }
     }
@@ -451,7 +462,7 @@ impl Backend {
         }
     }
 
-    /// A GPU backend, for the commands that time or check one (`bench gpu`, `parity`).
+    /// A GPU backend, for the commands that time one (`bench gpu`).
     fn gpu(name: &str) -> Result<crate::gpu::GpuApi> {
         match Backend::parse(name)? {
             Backend::Wgpu(api) => Ok(api),

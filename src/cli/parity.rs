@@ -1,61 +1,169 @@
-//! `stem4d parity`: the parity matrix (`parity`) of the given acquisition, printed
-//! as a table (product × backend: max error, pass/fail).
+//! `stem4d parity`: the parity matrix (`parity`) of the given acquisition on each backend
+//! asked for, printed as a table (product × backend: max error, pass/fail) after the
+//! adapters the machine has, and written as JSON rows with `--json`.
 
-use crate::error::Result;
+use std::path::{Path, PathBuf};
+
+use serde_json::json;
+
+use crate::error::{Error, Result};
 use crate::formats::Acquisition;
+use crate::gpu::{AdapterLine, Engine, GpuApi};
 use crate::parity::{self, Outcome, Row};
 
-/// Every product on every available backend against the CPU reference; `overrides` replace
-/// kernels by name (`stem4d parity --kernels DIR`).
-/// The wgpu engine runs on `api`; every adapter the machine has is listed first.
-pub fn run(
-    acq: &Acquisition,
-    mask_bad_pixels: bool,
-    overrides: &[(String, String)],
-    api: crate::gpu::GpuApi,
-) -> Result<()> {
+/// What `stem4d parity` checks and where it writes.
+pub struct ParityArgs {
+    pub mask_bad_pixels: bool,
+    /// Kernels replaced by name (`--kernels DIR`).
+    pub overrides: Vec<(String, String)>,
+    /// The GPU backends, in the order given (the CPU reference is always computed).
+    pub apis: Vec<GpuApi>,
+    pub json: Option<PathBuf>,
+    /// The files the run reads (the JSON never replaces one).
+    pub read: Vec<PathBuf>,
+}
+
+/// `--backends`: `cpu` (the reference, always computed), `wgpu`, `vulkan`, `metal`, `dx12`;
+/// `cuda` is refused while it is not built in. Each GPU name once, in the order given.
+pub fn parse_backends(list: &str) -> Result<Vec<GpuApi>> {
+    let mut apis = Vec::new();
+    for name in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        match name {
+            "cpu" => {}
+            "cuda" => {
+                return Err(Error::param(
+                    "--backends cuda: the cuda backend is not built into this binary yet",
+                ))
+            }
+            other => match GpuApi::parse(other) {
+                Some(api) if !apis.contains(&api) => apis.push(api),
+                Some(_) => {}
+                None => {
+                    return Err(Error::param(format!(
+                        "--backends: unknown backend '{other}' (one of: cpu, wgpu, vulkan, metal, dx12, cuda)"
+                    )))
+                }
+            },
+        }
+    }
+    Ok(apis)
+}
+
+/// Every product on each backend of `args` against the CPU reference. A backend named
+/// (or kernels replaced) that cannot start is an error: a CPU-only table would read as a
+/// pass. `wgpu` alone without an adapter leaves the reference's rows.
+pub fn run(acq: &Acquisition, args: &ParityArgs) -> Result<()> {
     let adapters = pollster::block_on(crate::gpu::adapters());
     println!("adapters found: {}", adapters.len());
     for a in &adapters {
         println!("  {a}");
     }
-    let engine = pollster::block_on(crate::gpu::Engine::on(api, overrides));
-    // Replaced kernels, or a named graphics API, are what is being checked: without them
-    // there is nothing to compare, and a CPU-only table would read as a pass.
-    let engine = match engine {
-        Err(e) if !overrides.is_empty() || api != crate::gpu::GpuApi::Any => return Err(e),
-        engine => engine,
-    };
-    let requests = parity::matrix(acq, mask_bad_pixels)?;
-    let backend = match &engine {
-        Ok(e) => format!(
-            "wgpu ({}{})",
-            e.adapter.name,
-            if e.adapter.software { ", software" } else { "" }
-        ),
-        Err(e) => format!("wgpu unavailable: {e}"),
-    };
+    let requests = parity::matrix(acq, args.mask_bad_pixels)?;
     println!(
-        "parity: {:?} {:?} {}  bad pixels masked: {mask_bad_pixels}",
+        "parity: {:?} {:?} {}  bad pixels masked: {}",
         acq.format,
         acq.shape.as_array(),
-        acq.dtype.name()
+        acq.dtype.name(),
+        args.mask_bad_pixels
     );
     println!(
         "{:<22} {:<10} {:<44} {:>12}  result",
         "product", "backend", "", "max error"
     );
-    println!("{:<22} {:<10} {backend}", "", "");
-    let rows = pollster::block_on(parity::run(engine.as_ref().ok(), acq, &requests));
-    rows.iter().for_each(print_row);
-    println!("{:<10} cuda backend not built into this binary", "");
-    let failed = rows.iter().filter(|r| r.failed()).count();
+    // (row, the adapter that computed it)
+    let mut all: Vec<(Row, Option<String>)> = Vec::new();
+    if args.apis.is_empty() {
+        let rows = pollster::block_on(parity::run(None, "cpu", acq, &requests));
+        all.extend(rows.into_iter().map(|r| (r, None)));
+    }
+    for (i, &api) in args.apis.iter().enumerate() {
+        let engine = pollster::block_on(Engine::on(api, &args.overrides));
+        let engine = match engine {
+            Err(e) if !args.overrides.is_empty() || api != GpuApi::Any => return Err(e),
+            engine => engine,
+        };
+        let adapter = engine.as_ref().ok().map(|e| {
+            format!(
+                "{} ({}{})",
+                e.adapter.name,
+                e.adapter.backend,
+                if e.adapter.software { ", software" } else { "" }
+            )
+        });
+        match (&engine, &adapter) {
+            (Ok(_), Some(a)) => println!("{:<22} {:<10} {a}", "", api.name()),
+            (Err(e), _) => println!("{:<22} {:<10} unavailable: {e}", "", api.name()),
+            _ => {}
+        }
+        let rows = pollster::block_on(parity::run(
+            engine.as_ref().ok(),
+            api.name(),
+            acq,
+            &requests,
+        ));
+        // The reference's rows once, with the first backend.
+        all.extend(
+            rows.into_iter()
+                .filter(|r| i == 0 || r.backend != "cpu")
+                .map(|r| {
+                    let on = (r.backend != "cpu").then(|| adapter.clone()).flatten();
+                    (r, on)
+                }),
+        );
+    }
+    all.iter().for_each(|(r, _)| print_row(r));
+    if let Some(path) = &args.json {
+        write_json(path, acq, args, &adapters, &all)?;
+    }
+    let failed = all.iter().filter(|(r, _)| r.failed()).count();
     if failed > 0 {
-        return Err(crate::error::Error::Gpu(format!(
-            "{failed} products failed parity"
-        )));
+        return Err(Error::Gpu(format!("{failed} products failed parity")));
     }
     Ok(())
+}
+
+/// The matrix as JSON: the acquisition, the adapters found, and one object per row
+/// (product, backend, adapter, dtype, max abs and relative error, bound, outcome, pass).
+fn write_json(
+    path: &Path,
+    acq: &Acquisition,
+    args: &ParityArgs,
+    adapters: &[AdapterLine],
+    rows: &[(Row, Option<String>)],
+) -> Result<()> {
+    let rows: Vec<serde_json::Value> = rows
+        .iter()
+        .map(|(r, adapter)| {
+            json!({
+                "product": r.product,
+                "backend": r.backend,
+                "adapter": adapter,
+                "dtype": r.dtype,
+                "max_abs_error": r.max_error,
+                "max_rel_error": r.max_rel_error,
+                "bound": r.bound,
+                "outcome": r.outcome,
+                "pass": !r.failed(),
+            })
+        })
+        .collect();
+    let doc = json!({
+        "files": acq.files.files().iter().map(|f| f.name()).collect::<Vec<_>>(),
+        "format": format!("{:?}", acq.format),
+        "shape": acq.shape.as_array(),
+        "dtype": acq.dtype.name(),
+        "bad_pixels_masked": args.mask_bad_pixels,
+        "adapters": adapters,
+        "rows": rows,
+    });
+    let text = serde_json::to_string_pretty(&doc)
+        .map_err(|e| Error::param(format!("parity JSON: {e}")))?;
+    super::write_new_file(path, acq, &args.read, |w| {
+        w.write_all(text.as_bytes()).map_err(|e| Error::Io {
+            file: path.display().to_string(),
+            message: format!("cannot write: {e}"),
+        })
+    })
 }
 
 fn print_row(r: &Row) {

@@ -22,6 +22,8 @@ pub const INDEPENDENT_BOUND_REL: f64 = 1e-12;
 #[derive(Clone, Debug, PartialEq)]
 pub struct Verdict {
     pub max_error: f64,
+    /// The reference's largest |value| (the scale of relative errors; 0 for an empty one).
+    pub scale: f64,
     pub failure: Option<String>,
 }
 
@@ -72,6 +74,7 @@ pub fn judge(kind: ProductKind, got: &ProductArray, reference: &ProductArray) ->
     if got.shape != reference.shape {
         return Verdict {
             max_error: f64::INFINITY,
+            scale: 0.0,
             failure: Some(format!(
                 "shape {:?} != reference {:?}",
                 got.shape, reference.shape
@@ -101,7 +104,24 @@ pub fn judge(kind: ProductKind, got: &ProductArray, reference: &ProductArray) ->
         _ => within(&|a, b| a.to_bits() == b.to_bits())
             .or_else(|| Some("not identical to the reference".into())),
     };
-    Verdict { max_error, failure }
+    Verdict {
+        max_error,
+        scale,
+        failure,
+    }
+}
+
+/// The bound [`judge`] holds a backend's product of `kind` (of `got`'s dtype) to, in words.
+pub fn bound_words(kind: ProductKind, got: &ArrayData) -> String {
+    match (kind, got) {
+        (ProductKind::Com, ArrayData::F32(_)) => "the float32 of the reference".into(),
+        (ProductKind::Dpc, _) => format!("|error| <= {DPC_BOUND_PX:e} px"),
+        (ProductKind::Idpc, _) => format!("|error| <= {IDPC_BOUND_OF_MAX:e} x max|reference|"),
+        (ProductKind::Mask, ArrayData::F64(_)) => {
+            format!("|error| <= {WEIGHTED_BOUND_REL:e} x |reference|")
+        }
+        _ => "identical".into(),
+    }
 }
 
 /// `got` (the CPU reference or any backend) against `reference`, an independent float64
@@ -143,7 +163,11 @@ pub fn judge_independent(
         }),
         _ => return judge(kind, got, reference),
     };
-    Verdict { max_error, failure }
+    Verdict {
+        max_error,
+        scale,
+        failure,
+    }
 }
 
 #[cfg(test)]

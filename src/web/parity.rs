@@ -118,7 +118,7 @@ impl Viewer {
                 .with_session(async |s| {
                     let requests = crate::parity::matrix(&s.acq, mask_bad_pixels)?;
                     Ok::<_, crate::error::Error>(
-                        crate::parity::run(Some(&inner.engine), &s.acq, &requests).await,
+                        crate::parity::run(Some(&inner.engine), "wgpu", &s.acq, &requests).await,
                     )
                 })
                 .await?

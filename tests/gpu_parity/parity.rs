@@ -332,7 +332,7 @@ fn the_parity_matrix_passes_on_every_fixture() {
         let acq = open_fixture(fx);
         for masked in [false, true] {
             let requests = matrix(&acq, masked).unwrap();
-            let rows = pollster::block_on(run(Some(&engine), &acq, &requests));
+            let rows = pollster::block_on(run(Some(&engine), "wgpu", &acq, &requests));
             let failed: Vec<_> = rows.iter().filter(|r| r.failed()).collect();
             assert!(failed.is_empty(), "{name} masked {masked}: {failed:#?}");
             let gpu = rows.iter().filter(|r| r.backend == "wgpu").count();
