@@ -107,7 +107,7 @@ pub enum Outcome {
     /// Out of bounds, a value where the reference refused, or an error other than a refusal.
     Fail(String),
     /// The backend declines this product by design (`Error::GpuUnsupported`: moments past
-    /// 64 bits, binned float32); the reference serves it.
+    /// 64 bits, float32 spans too wide for exact sums); the reference serves it.
     Declined(String),
 }
 

@@ -146,9 +146,6 @@ fn found_pixels_are_zeroed_alike_on_both_backends() {
         for entry in fx["products"].as_array().expect("products") {
             let kind = entry["kind"].as_str().unwrap_or_default();
             let (p, corr) = params(kind, &entry["params"]);
-            if acq.dtype == stem4d::contract::Dtype::F32 && corr.bin > 1 {
-                continue; // binned float32 stays on the CPU reference (the contract)
-            }
             let cpu = stem4d::cpu::compute(&acq, &p, corr).unwrap();
             let gpu = pollster::block_on(stem4d::products::gpu::compute(&engine, &acq, &p, corr))
                 .unwrap();

@@ -65,6 +65,8 @@ export function requestRender() {
     // A render of an acquisition that was replaced or failed meanwhile is not this page's error.
     if (state.current !== drawing) return;
     if (/^cancelled while/.test(e.message)) {
+      // The view asked for meanwhile is not drawn either: that would start the pass again.
+      state.renderState.dirty = false;
       showNotice('The pass over the files was cancelled; the images shown are those before it.');
     } else showError(e.message);
   }).finally(() => {

@@ -185,14 +185,13 @@ impl Session {
         });
         let plans =
             crate::gpu::memory_plans(&acq, correction, engine.adapter.limits, req.memory_budget);
-        let mut memory_plan = match (req.memory_budget, float && req.bin > 1) {
-            (_, true) => crate::upload::memory::cpu_plan(req.bin),
-            (None, false) => plans
+        let mut memory_plan = match req.memory_budget {
+            None => plans
                 .first()
                 .filter(|p| p.kind == PlanKind::Resident)
                 .cloned()
                 .unwrap_or_else(|| crate::upload::memory::choose(&plans, req.bin)),
-            (Some(_), false) => crate::upload::memory::choose(&plans, req.bin),
+            Some(_) => crate::upload::memory::choose(&plans, req.bin),
         };
         if let Some(kind) = req.memory_plan {
             memory_plan = crate::upload::memory::pick(&plans, kind, req.bin)
@@ -220,13 +219,7 @@ impl Session {
             ));
         }
         let mut float_resident = None;
-        let (resident, plan) = if float && req.bin > 1 {
-            release_previous();
-            warnings.push(
-                "binned float32 acquisition: products are computed on the CPU reference".into(),
-            );
-            (None, None)
-        } else if memory_plan.kind == PlanKind::Compressed {
+        let (resident, plan) = if memory_plan.kind == PlanKind::Compressed {
             release_previous();
             let t = now_ms();
             let mut report =

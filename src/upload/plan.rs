@@ -62,11 +62,8 @@ impl ResidentPlan {
         let bits: u32 = match (dtype, binned) {
             (Dtype::U8, false) => 8,
             (Dtype::U16, false) => 16,
-            (Dtype::F32, false) => 32,
-            (Dtype::F32, true) => return Err(Error::GpuUnsupported(
-                "binned float32 acquisitions are computed on the CPU backend (use --backend cpu)"
-                    .into(),
-            )),
+            // Float32 stays float32 when binned (C-BIN-COMPOSE: the float32 of each block's
+            // float64 sum, made by the frame pipeline as it packs them on the CPU).
             _ => 32,
         };
         let det = shape.det_len() as u64;

@@ -37,11 +37,6 @@ fn kernels_match_the_cpu_reference_on_every_fixture() {
                 }
                 // Weighted masks with many distinct weights are refused by name, never approximated.
                 Err(e) if e.to_string().contains("distinct weights") => continue,
-                // Float data is never binned on the GPU; the refusal says so.
-                Err(e) if float && corr.bin > 1 => {
-                    assert!(e.to_string().contains("binned float32"), "{what}: {e}");
-                    continue;
-                }
                 Err(e) => {
                     failures.push(format!("{what}: {e}"));
                     continue;
