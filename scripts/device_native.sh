@@ -29,6 +29,11 @@ python3 -c 'import glob, json, sys; json.dump([json.load(open(p)) for p in sorte
 # Registers and workgroup memory per kernel, as the driver compiled them.
 run $S bench kernel-stats > "$OUT/kernel_stats.txt" 2>&1
 run $S bench gpu --synthetic 512,512,192,192 --reps 20 --json "$OUT/bench_gpu.json" > "$OUT/bench_gpu.txt" 2>&1
+# What a user would write instead (CuPy, PyTorch) on the same acquisition, beside stem4d's
+# kernel times: first the peers' generator and detectors checked against stem4d's.
+{ run python3 benchmarks/peers.py --shape 64,48,192,192 --xp cupy,torch --reps 3 --check $S &&
+  run python3 benchmarks/peers.py --shape 512,512,192,192 --xp cupy,torch --reps 10 \
+    --stem4d-json "$OUT/bench_gpu.json" --json "$OUT/peers.json" --commit "$(git rev-parse --short HEAD 2>/dev/null)"; } > "$OUT/peers.txt" 2>&1
 # The viewer's interactions (the page's session code) natively, for the in-page figures.
 run $S bench viewer --synthetic 512,512,192,192 --reps 30 --json "$OUT/bench_viewer.json" > "$OUT/bench_viewer.txt" 2>&1
 run $S bench viewer --synthetic 512,512,192,192 --reps 30 --no-subgroups --json "$OUT/bench_viewer_nosub.json" > "$OUT/bench_viewer_nosub.txt" 2>&1
