@@ -90,7 +90,7 @@ pub(super) fn open(files: FileSet, name: &str, opts: &OpenOptions) -> Result<Acq
                 offset: 0,
                 stride: FRAME_BYTES,
                 stored_rows: ROWS_STORED,
-                big_endian: false,
+                samples: super::RawSamples::Little,
             },
         }],
         pixel_mask: None,

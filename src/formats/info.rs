@@ -106,13 +106,19 @@ impl Info {
                 PartKind::Raw {
                     offset,
                     stride,
-                    big_endian,
+                    samples,
                     ..
                 } => {
                     hasher.update(offset.to_le_bytes());
                     hasher.update(stride.to_le_bytes());
-                    if *big_endian {
-                        hasher.update(b"big-endian");
+                    match samples {
+                        super::RawSamples::Little => {}
+                        super::RawSamples::Big => hasher.update(b"big-endian"),
+                        super::RawSamples::MibRaw(raw) => {
+                            hasher.update(b"mib-raw");
+                            hasher.update(raw.depth.to_le_bytes());
+                            hasher.update([raw.quad as u8]);
+                        }
                     }
                 }
             }

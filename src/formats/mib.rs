@@ -3,14 +3,16 @@
 //! a quad) followed by the pixels, big-endian, row after row. The fields read here: header
 //! length (3rd), chips (4th), width and height in pixels (5th, 6th: detector columns and
 //! rows), pixel type (7th: `U08` for 1- and 6-bit counters, `U16` for 12-bit, `U32` for
-//! 24-bit; `R64` is the raw readout) and the chip layout (8th). Frames are kept as stored,
-//! row 0 first (no flip).
+//! 24-bit; `R64` is the raw readout, decoded by `mib_raw` with the counter depth the
+//! header's last field gives) and the chip layout (8th). Frames are kept as stored, row 0
+//! first (no flip).
 //!
 //! The scan shape comes from the acquisition header `<name>.hdr` where it records lines
 //! (`Frames per Trigger` > 1: the columns; `Frames in Acquisition` ÷ that: the rows), else
 //! from `--scan-shape`.
 
-use super::{resolve_scan_shape, Acquisition, Format, OpenOptions, Part, PartKind};
+use super::mib_raw::MibRaw;
+use super::{resolve_scan_shape, Acquisition, Format, OpenOptions, Part, PartKind, RawSamples};
 use crate::contract::{Dtype, Shape4};
 use crate::error::{Error, Result};
 use crate::source::{ByteSource, FileSet};
@@ -31,10 +33,22 @@ const FIRST_READ: usize = 1024;
 struct FrameHeader {
     header_bytes: u64,
     chips: u32,
-    /// Detector rows × columns.
+    /// Detector rows × columns (decoded, for raw frames).
     det: [usize; 2],
     dtype: Dtype,
     layout: String,
+    /// Raw frames (`R64`): how their counters are stored.
+    raw: Option<MibRaw>,
+}
+
+impl FrameHeader {
+    /// Bytes of one frame's pixels as stored.
+    fn pixel_bytes(&self) -> u64 {
+        match &self.raw {
+            Some(raw) => raw.stored_bytes() as u64,
+            None => (self.det[0] * self.det[1] * self.dtype.size()) as u64,
+        }
+    }
 }
 
 fn bad(name: &str, what: impl Into<String>) -> Error {
@@ -82,29 +96,37 @@ fn parse_header(name: &str, bytes: &[u8]) -> Result<FrameHeader> {
             format!("MIB frames of {cols} x {rows} pixels are not plausible"),
         ));
     }
-    let dtype = match fields[6] {
-        "U08" | "U8" => Dtype::U8,
-        "U16" => Dtype::U16,
-        "U32" => Dtype::U32,
+    let layout = fields[7].to_string();
+    let (dtype, det, raw) = match fields[6] {
+        "U08" | "U8" => (Dtype::U8, [rows, cols], None),
+        "U16" => (Dtype::U16, [rows, cols], None),
+        "U32" => (Dtype::U32, [rows, cols], None),
         "R64" => {
-            return Err(bad(
-                name,
-                "raw MIB frames (R64, the chips' readout) are not decoded yet: record with raw output off (U08/U16/U32)",
-            ))
+            // The counter depth is the header's last field (`…,MQ1A,time,exposure,depth,`).
+            let last = fields.iter().rev().find(|f| !f.is_empty()).copied();
+            let depth = last.and_then(|f| f.parse::<u32>().ok()).ok_or_else(|| {
+                bad(
+                    name,
+                    "raw MIB frame header (R64) does not end with its counter depth",
+                )
+            })?;
+            let (raw, det, dtype) = MibRaw::new(name, depth, chips, &layout, [rows, cols])?;
+            (dtype, det, Some(raw))
         }
         other => {
             return Err(bad(
                 name,
-                format!("MIB pixel type '{other}' is not one of U08, U16, U32"),
+                format!("MIB pixel type '{other}' is not one of U08, U16, U32, R64"),
             ))
         }
     };
     Ok(FrameHeader {
         header_bytes,
         chips,
-        det: [rows, cols],
+        det,
         dtype,
-        layout: fields[7].to_string(),
+        layout,
+        raw,
     })
 }
 
@@ -183,16 +205,19 @@ pub(super) fn open(files: FileSet, name: &str, opts: &OpenOptions) -> Result<Acq
             format!("MIB header of {head} bytes is longer than the file"),
         ));
     }
-    let pixels = first.det[0] as u64 * first.det[1] as u64;
-    let frame_bytes = head + pixels * first.dtype.size() as u64;
+    let frame_bytes = head + first.pixel_bytes();
     if len % frame_bytes != 0 {
         return Err(bad(
             name,
             format!(
-                "{len} bytes are not a whole number of {frame_bytes}-byte MIB frames ({head}-byte header + {} x {} {}): truncated, or frames of several sizes",
+                "{len} bytes are not a whole number of {frame_bytes}-byte MIB frames ({head}-byte header + {} x {} {}{}): truncated, or frames of several sizes",
                 first.det[1],
                 first.det[0],
-                first.dtype.name()
+                first.dtype.name(),
+                match &first.raw {
+                    Some(raw) => format!(" as {}-bit raw counters", raw.depth),
+                    None => String::new(),
+                }
             ),
         ));
     }
@@ -258,7 +283,10 @@ pub(super) fn open(files: FileSet, name: &str, opts: &OpenOptions) -> Result<Acq
                 offset: head,
                 stride: frame_bytes,
                 stored_rows: first.det[0],
-                big_endian: true,
+                samples: match first.raw {
+                    Some(raw) => RawSamples::MibRaw(raw),
+                    None => RawSamples::Big,
+                },
             },
         }],
         pixel_mask: None,
@@ -298,13 +326,25 @@ mod tests {
         assert_eq!(p.layout, "1x1");
         let q = header("MQ1,000001,00768,04,0512,0512,U08,   2x2,0F,2024", 768);
         assert_eq!(parse_header("q.mib", &q).unwrap().chips, 4);
+        // Raw: the quad's four chips side by side as stored, 512 x 512 decoded.
+        let r = header(
+            "MQ1,1,00768,04,1024,0256,R64,   2x2,0F,MQ1A,t,1000000ns,1,",
+            768,
+        );
+        let p = parse_header("r.mib", &r).unwrap();
+        assert_eq!(
+            (p.det, p.dtype, p.pixel_bytes()),
+            ([512, 512], Dtype::U8, 32768)
+        );
     }
 
     #[test]
     fn bad_headers_are_named() {
         let say = |h: &[u8]| parse_header("x.mib", h).unwrap_err().to_string();
         assert!(say(b"HDR,\t").contains("not a Merlin MIB file"));
-        assert!(say(&header("MQ1,1,00384,01,0256,0256,R64,1x1", 64)).contains("raw MIB frames"));
+        assert!(say(&header("MQ1,1,00384,01,0256,0256,R64,1x1", 64)).contains("counter depth"));
+        let r24 = header("MQ1,1,00384,01,0256,0256,R64,1x1,01,MQ1A,t,1ns,24,", 384);
+        assert!(say(&r24).contains("24-bit"));
         assert!(say(&header("MQ1,1,00384,01,0256,0256,F32,1x1", 64)).contains("'F32'"));
         assert!(say(&header("MQ1,1,0038x,01,0256,0256,U08,1x1", 64)).contains("header length"));
         assert!(say(&header("MQ1,1,00384,01,0000,0256,U08,1x1", 64)).contains("not plausible"));

@@ -12,6 +12,7 @@ mod generic;
 mod index_feed;
 pub mod info;
 mod mib;
+pub mod mib_raw;
 pub mod synthetic;
 
 pub use calibration::{Calibration, Field as CalibrationField};
@@ -66,16 +67,26 @@ pub enum PartKind {
     /// An HDF5 data set of rank 3 `(n, Kr, Kc)` or rank 4 `(Rr, Rc, Kr, Kc)`.
     Hdf5(DatasetIndex),
     /// Raw frames: `stride` bytes apart from `offset`, each `stored_rows` rows of which the
-    /// first `Kr` are data (EMPAD keeps two metadata rows); samples big-endian where
-    /// `big_endian` (Merlin MIB), else little-endian.
+    /// first `Kr` are data (EMPAD keeps two metadata rows), their samples as `samples` says.
     Raw {
         offset: u64,
         stride: u64,
         stored_rows: usize,
-        big_endian: bool,
+        samples: RawSamples,
     },
     /// Generated samples ([`synthetic::sample`]); nothing is stored.
     Synthetic,
+}
+
+/// How raw frames hold their samples.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RawSamples {
+    /// The acquisition's dtype, little-endian (EMPAD).
+    Little,
+    /// The acquisition's dtype, big-endian (Merlin MIB U08/U16/U32).
+    Big,
+    /// Merlin's raw readout (R64), decoded frame by frame ([`mib_raw`]).
+    MibRaw(mib_raw::MibRaw),
 }
 
 #[derive(Clone)]

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use crate::contract::{Dtype, Shape4};
 use crate::decode::{decode_chunk, Filter};
 use crate::error::{Error, Result};
-use crate::formats::{Acquisition, Part, PartKind};
+use crate::formats::{Acquisition, Part, PartKind, RawSamples};
 use crate::hdf5_index::{ChunkRef, DatasetIndex, Layout};
 pub use crate::source::LocalFuture;
 
@@ -247,14 +247,28 @@ impl<'a> FrameReader<'a> {
                     offset,
                     stride,
                     stored_rows: _,
-                    big_endian,
+                    samples: RawSamples::MibRaw(raw),
+                } => {
+                    // Each frame's counters read whole, then put in the detector's order.
+                    let mut stored = vec![0u8; raw.stored_bytes()];
+                    for (k, f) in (l0..l1).enumerate() {
+                        let at = offset + f as u64 * stride;
+                        part.source.read_at(at, &mut stored)?;
+                        raw.decode(&stored, &mut dst[k * frame_bytes..(k + 1) * frame_bytes]);
+                    }
+                }
+                PartKind::Raw {
+                    offset,
+                    stride,
+                    stored_rows: _,
+                    samples,
                 } => {
                     for (k, f) in (l0..l1).enumerate() {
                         let at = offset + f as u64 * stride;
                         part.source
                             .read_at(at, &mut dst[k * frame_bytes..(k + 1) * frame_bytes])?;
                     }
-                    if *big_endian {
+                    if *samples == RawSamples::Big {
                         // Samples as every later stage reads them: little-endian.
                         let size = self.acq.dtype.size();
                         if size > 1 {

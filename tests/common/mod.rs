@@ -209,7 +209,7 @@ pub fn raw_acquisition(
                 offset: 0,
                 stride: frame_bytes as u64,
                 stored_rows: dims[2],
-                big_endian: false,
+                samples: stem4d::formats::RawSamples::Little,
             },
         }],
         pixel_mask: None,
