@@ -412,6 +412,9 @@ export async function firstUse(t) {
       // Cancel during a streamed image's pass over the files stops the pass, keeps the
       // acquisition open and says so; the next image is drawn.
       const stopped = await page.evaluate(async () => {
+        // Nothing in flight first (closing the profile may redraw): the redraw below is then
+        // sent at once, before the cancel, and the cancel applies to it.
+        await window.stem4d.rendered();
         const r = window.stem4d.view().image.radius || 4;
         const pending = window.stem4d.setView({ image: { radius: r + 1 } });
         document.getElementById('cancel').click();
