@@ -91,6 +91,18 @@ pub fn step(stage: &'static str, done: u64, total: u64) -> Result<()> {
     })
 }
 
+/// A block of long work is done: `progress(done, total)` hears it, as the caller asked,
+/// then the watch ([`step`] of `stage`), which stops cancelled work here.
+pub fn report(
+    progress: &mut dyn FnMut(usize, usize),
+    stage: &'static str,
+    done: usize,
+    total: usize,
+) -> Result<()> {
+    progress(done, total);
+    step(stage, done as u64, total as u64)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

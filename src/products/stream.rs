@@ -323,8 +323,7 @@ async fn pass(
         for b0 in (0..rows).step_by(step) {
             let b1 = (b0 + step).min(rows);
             if !ps.iter().any(|p| needs(p, shape.scan, b0, b1)) {
-                progress(b1, rows);
-                crate::watch::step(crate::watch::STREAM, b1 as u64, rows as u64)?;
+                crate::watch::report(progress, crate::watch::STREAM, b1, rows)?;
                 continue;
             }
             block.set_crop(acq.scan_rows_crop(b0, b1)?);
@@ -347,8 +346,7 @@ async fn pass(
                 }
             }
             last = Some(res);
-            progress(b1, rows);
-            crate::watch::step(crate::watch::STREAM, b1 as u64, rows as u64)?;
+            crate::watch::report(progress, crate::watch::STREAM, b1, rows)?;
         }
         let res = last
             .as_ref()

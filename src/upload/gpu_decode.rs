@@ -575,8 +575,7 @@ async fn upload_through(
             times.lap("wait for the GPU", &mut t);
             done_frames += w.frames;
             engine.note_memory();
-            progress(done_frames, total);
-            crate::watch::step(crate::watch::UPLOAD, done_frames as u64, total as u64)?;
+            crate::watch::report(progress, crate::watch::UPLOAD, done_frames, total)?;
         }
         span_windows += segment.span_windows;
         buffers.push(buffer);

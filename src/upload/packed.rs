@@ -130,12 +130,7 @@ impl Engine {
                          ({packed_bytes} packed after {b1} of {rows} scan rows)"
                     )));
                 }
-                progress(b1 * cols, rows * cols);
-                crate::watch::step(
-                    crate::watch::COMPRESS,
-                    (b1 * cols) as u64,
-                    (rows * cols) as u64,
-                )?;
+                crate::watch::report(progress, crate::watch::COMPRESS, b1 * cols, rows * cols)?;
             }
             Ok(())
         }

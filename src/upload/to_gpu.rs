@@ -222,8 +222,7 @@ impl Engine {
                 times.lap("write to the GPU", &mut t);
                 f = f1;
                 self.note_memory();
-                progress(f, total_frames);
-                crate::watch::step(crate::watch::UPLOAD, f as u64, total_frames as u64)?;
+                crate::watch::report(progress, crate::watch::UPLOAD, f, total_frames)?;
             }
             buffers.push(buffer);
         }
