@@ -452,11 +452,12 @@ impl Acquisition {
     }
 }
 
-/// Frames `[f0, f1)` as stored, read in blocks of about [`FRAME_BLOCK_BYTES`] so that the
-/// read reports its progress and can be stopped between blocks.
+/// Frames `[f0, f1)` as stored, read in blocks of about `frames::BLOCK_BYTES` (the CLI's
+/// and the CPU reference's) so that the read reports its progress and can be stopped
+/// between blocks.
 fn read_frames(acq: &Acq, f0: usize, f1: usize) -> stem4d::Result<Vec<u8>> {
     let frame_bytes = (acq.shape.det_len() * acq.dtype.size()).max(1);
-    let step = (FRAME_BLOCK_BYTES / frame_bytes).max(1);
+    let step = (stem4d::frames::BLOCK_BYTES / frame_bytes).max(1);
     let reader = FrameReader::new(acq);
     let mut out = Vec::with_capacity((f1 - f0) * frame_bytes);
     let mut f = f0;
@@ -468,9 +469,6 @@ fn read_frames(acq: &Acq, f0: usize, f1: usize) -> stem4d::Result<Vec<u8>> {
     }
     Ok(out)
 }
-
-/// Decoded bytes per block of a frame read.
-const FRAME_BLOCK_BYTES: usize = 64 << 20;
 
 #[pymodule]
 fn _stem4d(m: &Bound<'_, PyModule>) -> PyResult<()> {

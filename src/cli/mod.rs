@@ -467,7 +467,7 @@ impl Backend {
         match Backend::parse(name)? {
             Backend::Wgpu(api) => Ok(api),
             Backend::Cpu => Err(Error::param(
-                "--backend cpu: this command compares or times a GPU backend (wgpu, vulkan, metal, dx12)",
+                "--backend cpu: this command times a GPU backend (wgpu, vulkan, metal, dx12)",
             )),
         }
     }

@@ -82,14 +82,7 @@ pub fn run(acq: &Acquisition, args: &ParityArgs) -> Result<()> {
             Err(e) if !args.overrides.is_empty() || api != GpuApi::Any => return Err(e),
             engine => engine,
         };
-        let adapter = engine.as_ref().ok().map(|e| {
-            format!(
-                "{} ({}{})",
-                e.adapter.name,
-                e.adapter.backend,
-                if e.adapter.software { ", software" } else { "" }
-            )
-        });
+        let adapter = engine.as_ref().ok().map(|e| e.adapter.line().to_string());
         match (&engine, &adapter) {
             (Ok(_), Some(a)) => println!("{:<22} {:<10} {a}", "", api.name()),
             (Err(e), _) => println!("{:<22} {:<10} unavailable: {e}", "", api.name()),

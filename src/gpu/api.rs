@@ -104,6 +104,18 @@ impl std::fmt::Display for AdapterLine {
     }
 }
 
+impl AdapterSummary {
+    /// This adapter as `stem4d parity` lists adapters.
+    pub fn line(&self) -> AdapterLine {
+        AdapterLine {
+            name: self.name.clone(),
+            backend: self.backend.clone(),
+            device_type: self.device_type.clone(),
+            software: self.software,
+        }
+    }
+}
+
 /// Every adapter of every API this build of wgpu has (none in the browser, which offers
 /// one adapter at a time).
 pub async fn adapters() -> Vec<AdapterLine> {
