@@ -7,9 +7,11 @@ pub mod bench_report;
 pub mod bench_viewer;
 mod memory;
 pub mod parity;
+mod product;
 
 use bench::*;
-use memory::{plan_words, product_within, BudgetArgs, PlansHere};
+use memory::{plan_words, BudgetArgs, PlansHere};
+use product::{product, Backend};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -21,7 +23,7 @@ use crate::formats::{Acquisition, OpenOptions, PartKind};
 use crate::frames::Correction;
 use crate::hdf5_index::Layout;
 use crate::products::flags::FlagError;
-use crate::products::{ProductKind, ProductParams};
+use crate::products::ProductParams;
 
 #[derive(Parser)]
 #[command(
@@ -435,131 +437,6 @@ fn open_uncropped(a: &OpenArgs) -> Result<Acquisition> {
 /// `N` comma-separated values of an open flag (`--crop`, `--scan-shape`, `--synthetic`).
 fn parse_list<T: std::str::FromStr, const N: usize>(s: &str, flag: &str) -> Result<[T; N]> {
     crate::products::flags::list::<T, N>(s).map_err(|e| Error::param(e.say(flag)))
-}
-
-/// `--backend`: the CPU reference, the wgpu engine on the best graphics API or a named
-/// one, or CUDA.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Backend {
-    Cpu,
-    Wgpu(crate::gpu::GpuApi),
-}
-
-impl Backend {
-    fn parse(name: &str) -> Result<Backend> {
-        match name {
-            "cpu" => Ok(Backend::Cpu),
-            "cuda" => Err(Error::param(
-                "backend 'cuda' is not built into this binary yet; use --backend cpu, wgpu, vulkan, metal or dx12",
-            )),
-            other => crate::gpu::GpuApi::parse(other)
-                .map(Backend::Wgpu)
-                .ok_or_else(|| {
-                    Error::param(format!(
-                        "unknown backend '{other}' (one of: cpu, wgpu, vulkan, metal, dx12, cuda)"
-                    ))
-                }),
-        }
-    }
-
-    /// A GPU backend, for the commands that time one (`bench gpu`).
-    fn gpu(name: &str) -> Result<crate::gpu::GpuApi> {
-        match Backend::parse(name)? {
-            Backend::Wgpu(api) => Ok(api),
-            Backend::Cpu => Err(Error::param(
-                "--backend cpu: this command times a GPU backend (wgpu, vulkan, metal, dx12)",
-            )),
-        }
-    }
-}
-
-fn product(p: ProductArgs) -> Result<()> {
-    let backend = Backend::parse(&p.backend)?;
-    let (mut params, corr) = (p.params, p.correction);
-    // A mask given to a product that takes none would be silently ignored: refuse it.
-    if p.mask.is_some() && params.kind != ProductKind::Mask {
-        return Err(Error::param(format!(
-            "--mask is used only by --kind mask (it was given with --kind {})",
-            params.kind.name()
-        )));
-    }
-    let acq = open_acquisition(&p.open)?;
-    if let Some(m) = &p.mask {
-        // At most an 8-byte value per (binned or not) detector pixel, after its header.
-        let limit = NPY_HEADER_MAX_BYTES + acq.shape.det_len() as u64 * 8;
-        let bytes = read_side_input(m, "mask", limit)?;
-        params.mask = Some(crate::products::npy::mask_from_npy(
-            &m.display().to_string(),
-            &bytes,
-        )?);
-    }
-    // Every file the run reads: the inputs and the mask. Refused as --out before computing,
-    // and again right before writing.
-    let read: Vec<PathBuf> = p.open.files.iter().chain(&p.mask).cloned().collect();
-    refuse_input_overwrite(&p.out, &acq, &read)?;
-    if backend == Backend::Cpu && params.kind == ProductKind::Binned {
-        // The whole acquisition, binned: written as it streams, never held (see --help).
-        let name = p.out.display().to_string();
-        return write_new_file(&p.out, &acq, &read, |w| {
-            crate::cpu::write_binned_npy(&acq, corr, crate::frames::BLOCK_BYTES, w, &name)
-        });
-    }
-    let out = match backend {
-        Backend::Wgpu(api) if p.budget.is_default() => {
-            let engine = pollster::block_on(crate::gpu::Engine::on(api, &[]))?;
-            pollster::block_on(crate::products::gpu::compute(&engine, &acq, &params, corr))?
-        }
-        Backend::Wgpu(api) => product_within(&acq, &params, corr, p.budget, api)?,
-        Backend::Cpu => {
-            if !p.budget.is_default() {
-                eprintln!(
-                    "stem4d: memory plan: {}",
-                    plan_words(&crate::upload::memory::cpu_plan(corr.bin))
-                );
-            }
-            crate::cpu::compute(&acq, &params, corr)?
-        }
-    };
-    let bytes = crate::products::npy::to_bytes(&out);
-    write_new_file(&p.out, &acq, &read, |w| {
-        w.write_all(&bytes).map_err(|e| Error::Io {
-            file: p.out.display().to_string(),
-            message: format!("cannot write output: {e}"),
-        })
-    })
-}
-
-/// The largest `.npy` header a side input may have (numpy writes 128 bytes or a few more).
-const NPY_HEADER_MAX_BYTES: u64 = 64 << 10;
-
-/// A side input (`what`: the mask) read whole: a regular file (never a device, FIFO or
-/// directory, which could hang or never end) of at most `limit` bytes.
-fn read_side_input(path: &Path, what: &str, limit: u64) -> Result<Vec<u8>> {
-    use std::io::Read;
-    let io = |message: String| Error::Io {
-        file: path.display().to_string(),
-        message,
-    };
-    let meta = std::fs::metadata(path).map_err(|e| io(format!("cannot read {what}: {e}")))?;
-    if !meta.is_file() {
-        return Err(io(format!("the {what} must be a regular file")));
-    }
-    if meta.len() > limit {
-        return Err(io(format!(
-            "the {what} holds {} bytes, more than a mask of this detector can ({limit} at most)",
-            meta.len()
-        )));
-    }
-    let mut bytes = Vec::new();
-    std::fs::File::open(path)
-        .and_then(|f| f.take(limit + 1).read_to_end(&mut bytes))
-        .map_err(|e| io(format!("cannot read {what}: {e}")))?;
-    if bytes.len() as u64 > limit {
-        return Err(io(format!(
-            "the {what} grew past {limit} bytes while it was read"
-        )));
-    }
-    Ok(bytes)
 }
 
 /// Write the output, refusing to overwrite a file the run read (`read`). The bytes go to a
