@@ -196,7 +196,7 @@ pub async fn run(
                     dtype: got.data.dtype_name().to_string(),
                     max_error: Some(verdict.max_error),
                     max_rel_error: (verdict.scale > 0.0).then(|| verdict.max_error / verdict.scale),
-                    bound: crate::products::judge::bound_words(p.kind, &got.data),
+                    bound: verdict.bound,
                     ..Row::new(
                         &name,
                         backend,

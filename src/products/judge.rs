@@ -24,8 +24,12 @@ pub struct Verdict {
     pub max_error: f64,
     /// The reference's largest |value| (the scale of relative errors; 0 for an empty one).
     pub scale: f64,
+    /// The bound the product was held to, in words.
+    pub bound: String,
     pub failure: Option<String>,
 }
+
+const IDENTICAL: &str = "identical";
 
 impl Verdict {
     pub fn pass(&self) -> bool {
@@ -75,6 +79,7 @@ pub fn judge(kind: ProductKind, got: &ProductArray, reference: &ProductArray) ->
         return Verdict {
             max_error: f64::INFINITY,
             scale: 0.0,
+            bound: IDENTICAL.into(),
             failure: Some(format!(
                 "shape {:?} != reference {:?}",
                 got.shape, reference.shape
@@ -84,43 +89,46 @@ pub fn judge(kind: ProductKind, got: &ProductArray, reference: &ProductArray) ->
     let d = Diff::of(got, reference);
     let (max_error, scale) = (d.max_error, d.scale);
     let within = |ok: &dyn Fn(f64, f64) -> bool| d.first_outside(ok);
-    let failure = match (kind, &got.data, &reference.data) {
-        (ProductKind::Com, ArrayData::F32(gf), ArrayData::F64(cf)) => gf
-            .iter()
-            .zip(cf)
-            .position(|(a, b)| *a != *b as f32)
-            .map(|i| format!("[{i}] {:e} is not the float32 of {:e}", gf[i], cf[i])),
-        (ProductKind::Dpc, _, _) => within(&|a, b| (a - b).abs() <= DPC_BOUND_PX),
-        (ProductKind::Idpc, _, _) => within(&|a, b| (a - b).abs() <= IDPC_BOUND_OF_MAX * scale),
-        (ProductKind::Mask, ArrayData::F64(_), ArrayData::F64(_)) => {
-            within(&|a, b| (a - b).abs() <= WEIGHTED_BOUND_REL * b.abs())
-        }
-        _ if got.data == reference.data => None,
-        _ if got.data.dtype_name() != reference.data.dtype_name() => Some(format!(
-            "dtype {} != reference {}",
-            got.data.dtype_name(),
-            reference.data.dtype_name()
-        )),
-        _ => within(&|a, b| a.to_bits() == b.to_bits())
-            .or_else(|| Some("not identical to the reference".into())),
+    let (bound, failure) = match (kind, &got.data, &reference.data) {
+        (ProductKind::Com, ArrayData::F32(gf), ArrayData::F64(cf)) => (
+            "the float32 of the reference".into(),
+            gf.iter()
+                .zip(cf)
+                .position(|(a, b)| *a != *b as f32)
+                .map(|i| format!("[{i}] {:e} is not the float32 of {:e}", gf[i], cf[i])),
+        ),
+        (ProductKind::Dpc, _, _) => (
+            format!("|error| <= {DPC_BOUND_PX:e} px"),
+            within(&|a, b| (a - b).abs() <= DPC_BOUND_PX),
+        ),
+        (ProductKind::Idpc, _, _) => (
+            format!("|error| <= {IDPC_BOUND_OF_MAX:e} x max|reference|"),
+            within(&|a, b| (a - b).abs() <= IDPC_BOUND_OF_MAX * scale),
+        ),
+        (ProductKind::Mask, ArrayData::F64(_), ArrayData::F64(_)) => (
+            format!("|error| <= {WEIGHTED_BOUND_REL:e} x |reference|"),
+            within(&|a, b| (a - b).abs() <= WEIGHTED_BOUND_REL * b.abs()),
+        ),
+        _ if got.data == reference.data => (IDENTICAL.into(), None),
+        _ if got.data.dtype_name() != reference.data.dtype_name() => (
+            IDENTICAL.into(),
+            Some(format!(
+                "dtype {} != reference {}",
+                got.data.dtype_name(),
+                reference.data.dtype_name()
+            )),
+        ),
+        _ => (
+            IDENTICAL.into(),
+            within(&|a, b| a.to_bits() == b.to_bits())
+                .or_else(|| Some("not identical to the reference".into())),
+        ),
     };
     Verdict {
         max_error,
         scale,
+        bound,
         failure,
-    }
-}
-
-/// The bound [`judge`] holds a backend's product of `kind` (of `got`'s dtype) to, in words.
-pub fn bound_words(kind: ProductKind, got: &ArrayData) -> String {
-    match (kind, got) {
-        (ProductKind::Com, ArrayData::F32(_)) => "the float32 of the reference".into(),
-        (ProductKind::Dpc, _) => format!("|error| <= {DPC_BOUND_PX:e} px"),
-        (ProductKind::Idpc, _) => format!("|error| <= {IDPC_BOUND_OF_MAX:e} x max|reference|"),
-        (ProductKind::Mask, ArrayData::F64(_)) => {
-            format!("|error| <= {WEIGHTED_BOUND_REL:e} x |reference|")
-        }
-        _ => "identical".into(),
     }
 }
 
@@ -145,7 +153,7 @@ pub fn judge_independent(
     let within = |ok: &dyn Fn(f64, f64) -> bool| {
         d.first_outside(&|a, b| ok(a, b) || (a.is_nan() && b.is_nan()))
     };
-    let failure = match (kind, &got.data, &reference.data) {
+    let (bound, failure) = match (kind, &got.data, &reference.data) {
         // A backend's float32 rounding of a quantity the reference holds in float64.
         (
             ProductKind::Com | ProductKind::Dpc | ProductKind::Idpc,
@@ -153,19 +161,32 @@ pub fn judge_independent(
             ArrayData::F64(_),
         ) => return judge(kind, got, reference),
         // The float64 mean of float32 data, rounded once to float32 (C-BOUND-FLOAT-MEAN).
-        (ProductKind::MeanDp, ArrayData::F64(gm), ArrayData::F32(cm)) => gm
-            .iter()
-            .zip(cm)
-            .position(|(a, b)| (*a as f32).to_bits() != b.to_bits())
-            .map(|i| format!("[{i}] float32 of {:e} is not {:e}", gm[i], cm[i])),
-        (_, ArrayData::F64(_), ArrayData::F64(_)) => within(&|a, b| {
-            (a - b).abs() <= INDEPENDENT_BOUND_REL * if signed { scale } else { b.abs() }
-        }),
+        (ProductKind::MeanDp, ArrayData::F64(gm), ArrayData::F32(cm)) => (
+            "rounds to the reference's float32".into(),
+            gm.iter()
+                .zip(cm)
+                .position(|(a, b)| (*a as f32).to_bits() != b.to_bits())
+                .map(|i| format!("[{i}] float32 of {:e} is not {:e}", gm[i], cm[i])),
+        ),
+        (_, ArrayData::F64(_), ArrayData::F64(_)) => (
+            format!(
+                "|error| <= {INDEPENDENT_BOUND_REL:e} x {}",
+                if signed {
+                    "max|reference|"
+                } else {
+                    "|reference|"
+                }
+            ),
+            within(&|a, b| {
+                (a - b).abs() <= INDEPENDENT_BOUND_REL * if signed { scale } else { b.abs() }
+            }),
+        ),
         _ => return judge(kind, got, reference),
     };
     Verdict {
         max_error,
         scale,
+        bound,
         failure,
     }
 }
