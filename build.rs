@@ -2,7 +2,8 @@
 //! file is one kernel, named as its entry point (one name for file, registry and entry
 //! point), with its file's text as its body. Two directives in a file's `// stem4d:` comment
 //! lines say how its text is composed:
-//! - `// stem4d:after decode_common.wgsl` — the body is that prelude, then this file;
+//! - `// stem4d:after decode_common.wgsl` — the body is that prelude, then this file (several
+//!   preludes, separated by spaces, go in the order given);
 //! - `// stem4d:subgroups masked_sum.wgsl` — the body is that file and this file is its
 //!   subgroup part (built only on adapters with subgroups).
 //!
@@ -38,10 +39,14 @@ fn main() {
                 .find_map(|d| d.strip_prefix(key).map(|v| v.trim().to_string()))
         };
         let (body, subgroup_part) = match (directive("after"), directive("subgroups")) {
-            (Some(prelude), None) => (
-                format!("concat!({}, \"\\n\", {})", include(&prelude), include(file)),
-                "\"\"".to_string(),
-            ),
+            (Some(preludes), None) => {
+                let mut parts: Vec<String> = preludes.split_whitespace().map(include).collect();
+                parts.push(include(file));
+                (
+                    format!("concat!({})", parts.join(", \"\\n\", ")),
+                    "\"\"".to_string(),
+                )
+            }
             (None, Some(base)) => (include(&base), include(file)),
             (None, None) => (include(file), "\"\"".to_string()),
             (Some(_), Some(_)) => panic!("wgsl/{file}: `after` and `subgroups` together"),

@@ -24,6 +24,7 @@ checks the generator and the products against stem4d (what CI-sized runs can do)
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import statistics
 import subprocess
@@ -56,6 +57,14 @@ class Ops:
             self.device = "cuda" if torch.cuda.is_available() else "cpu"
         else:
             self.xp = np
+
+    def release(self):
+        """Give the library's cached GPU memory back, so the next library finds it free
+        (CuPy's pool kept the 19 GB acquisition, and PyTorch then ran out on the H200)."""
+        if self.name == "cupy":
+            self.xp.get_default_memory_pool().free_all_blocks()
+        elif self.name == "torch":
+            self.xp.cuda.empty_cache()
 
     def arange(self, n):
         if self.name == "torch":
@@ -297,6 +306,8 @@ def main(argv=None):
             limit = frames * pixels * 2 / rate
             rows.append((product, name, t, limit))
         del data
+        gc.collect()
+        ops.release()
     print(f"{'product':<6} {'peer':<7} {'peer ms':>9} {'limit ms':>9} {'stem4d ms':>10} {'stem4d ×':>9}")
     records = []
     for product, peer, t, limit in rows:

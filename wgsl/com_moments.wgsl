@@ -25,7 +25,8 @@ struct ComParams {
     lsb: i32,
     // Workgroups per tile, each a contiguous part of the detector.
     parts: u32,
-    _pad1: u32,
+    // Compressed residents: groups of 8 pixels a tile in the packed index.
+    packed_groups: u32,
     _pad2: u32,
 }
 

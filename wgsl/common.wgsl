@@ -16,13 +16,15 @@ fn packed_width(code: u32, bits: u32) -> u32 {
     return select(code, bits, code == 15u);
 }
 
-// Sum of the widths of the first `n` sectors of a group whose codes are `codes`.
+// Sum of the widths of the first `n` (0–8) sectors of a group whose codes are `codes`:
+// the nibbles summed in parallel, each code 15 (the full `bits`) counted apart. The
+// arithmetic wraps, so `bits` − 15 is right for 8-bit samples too.
 fn packed_widths_before(codes: u32, n: u32, bits: u32) -> u32 {
-    var s = 0u;
-    for (var i = 0u; i < n; i += 1u) {
-        s += packed_width((codes >> (4u * i)) & 15u, bits);
-    }
-    return s;
+    let m = select(codes & ((1u << (4u * n)) - 1u), codes, n >= 8u);
+    let pairs = (m & 0x0f0f0f0fu) + ((m >> 4u) & 0x0f0f0f0fu);
+    let sum = (pairs * 0x01010101u) >> 24u;
+    let full = countOneBits(m & (m >> 1u) & (m >> 2u) & (m >> 3u) & 0x11111111u);
+    return sum + full * (bits - 15u);
 }
 
 // `w` bits (1–32) from bit `s` (0–31) of `lo` on, the rest from `hi`.

@@ -1,3 +1,4 @@
+// stem4d:after packed_read.wgsl
 // The compressed resident (`src/upload/packed.rs`, decision 0025): the position-tiled
 // resident (`src/upload/plan.rs`) with each 32-byte sector (one detector pixel at a tile's
 // T = 256 / bits positions) cut to the bit width of its largest sample: frame-of-reference
@@ -178,18 +179,6 @@ fn packed_write(@builtin(global_invocation_id) gid: vec3<u32>) {
     }
 }
 
-// `w` bits (1–32) of the packed buffer from bit `bit` of word `word` on.
-fn bits_at(word: u32, bit: u32, w: u32) -> u32 {
-    let i = word + bit / 32u;
-    let s = bit % 32u;
-    // The next word only where the sample reaches into it (the last may end the buffer).
-    var hi = 0u;
-    if (s + w > 32u) {
-        hi = packed_in[i + 1u];
-    }
-    return packed_bits(packed_in[i], hi, s, w);
-}
-
 @compute @workgroup_size(256)
 fn packed(@builtin(global_invocation_id) gid: vec3<u32>) {
     let id = gid.x + gid.y * pp.groups_x * 256u;
@@ -213,16 +202,9 @@ fn packed(@builtin(global_invocation_id) gid: vec3<u32>) {
         }
         return;
     }
-    let tile = 256u / pp.bits;
-    let start = packed_in[2u * g];
-    let first = packed_widths_before(codes, k % 8u, pp.bits) * tile;
-    let per_word = 32u / pp.bits;
+    let first = packed_widths_before(codes, k % 8u, pp.bits) * (256u / pp.bits);
+    var r = bit_reader(packed_in[2u * g], first);
     for (var j = 0u; j < 8u; j += 1u) {
-        var word = 0u;
-        for (var s = 0u; s < per_word; s += 1u) {
-            let p = j * per_word + s;
-            word |= bits_at(start, first + p * w, w) << (s * pp.bits);
-        }
-        scratch[out + j] = word;
+        scratch[out + j] = read_raw_word(&r, w, pp.bits);
     }
 }

@@ -67,7 +67,8 @@ uniform! {
         pub lsb: i32,
         /// Workgroups per tile ([`com_parts`]).
         pub parts: u32,
-        pub _pad1: u32,
+        /// Compressed residents: groups of 8 pixels a tile in the packed index.
+        pub packed_groups: u32,
         pub _pad2: u32,
     }
 }
@@ -146,19 +147,27 @@ pub fn encode_com_moments_with(
     let shape = res.plan.shape;
     let fits = kernels::com_parts(res.plan.bits, shape.det);
     let flush = flush.min(kernels::moment_flush(res.plan.bits, shape.det));
-    // Float32 residents: three 128-bit sums (48 bytes a position) at binding 3.
+    // Float32 residents: three 128-bit sums (48 bytes a position) at binding 3; compressed
+    // ones (always integer) are decoded in the kernel that sums them (decision 0031).
+    let packed = res.packed.as_ref();
     let (kernel, binding, lsb, parts) = match (res.float, fits) {
         (Some(r), _) => (&kernels::COM_MOMENTS_F32, 3, r.lsb, parts),
-        (None, Some(least)) if flush > 0 => (&kernels::COM_MOMENTS, 2, 0, parts.max(least)),
-        (None, _) => (&kernels::COM_MOMENTS_WIDE, 2, 0, parts),
+        (None, Some(least)) if flush > 0 => match packed {
+            Some(_) => (&kernels::COM_MOMENTS_PACKED, 2, 0, parts.max(least)),
+            None => (&kernels::COM_MOMENTS, 2, 0, parts.max(least)),
+        },
+        (None, _) => match packed {
+            Some(_) => (&kernels::COM_MOMENTS_PACKED_WIDE, 2, 0, parts),
+            None => (&kernels::COM_MOMENTS_WIDE, 2, 0, parts),
+        },
     };
     // Parts of the detector add into the moments: cleared first.
     let bytes = if res.float.is_some() { 48 } else { 24 };
     encoder.clear_buffer(out, 0, Some(shape.frames() as u64 * bytes));
     let parts = parts.max(1);
+    let packed_groups = kernels::packed::groups_per_tile(shape.det_len());
     let mut batch = Batch::default();
     for (i, (seg, buf)) in res.plan.segments.iter().zip(&res.buffers).enumerate() {
-        res.unpack(engine, &mut batch, i, None, None)?;
         let groups = grid((seg.frames as u32).div_ceil(res.plan.tile) * parts);
         let params = engine.uniform(&ComParams {
             frames: seg.frames as u32,
@@ -171,14 +180,20 @@ pub fn encode_com_moments_with(
             flush,
             lsb,
             parts,
+            packed_groups,
             ..Default::default()
         });
-        batch.add(
-            engine,
-            kernel,
-            &[(0, &params), (1, buf), (binding, out)],
-            groups,
-        )?;
+        let mut bindings = vec![(0, &params), (binding, out)];
+        match packed {
+            Some(p) => {
+                let segment = p.buffers.get(i).ok_or_else(|| {
+                    Error::Gpu("a compressed resident lacks a packed segment".into())
+                })?;
+                bindings.extend([(4, segment), (5, &p.zeroed)]);
+            }
+            None => bindings.push((1, buf)),
+        }
+        batch.add(engine, kernel, &bindings, groups)?;
     }
     batch.flush(encoder);
     Ok(())

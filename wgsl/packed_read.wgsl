@@ -1,0 +1,75 @@
+// Reading the compressed resident's packed bits (the layout is `packed.wgsl`'s): a prelude
+// of the kernels that decode sectors where they read them. Each file that takes it binds
+// `packed_in`, the segment's index then its data.
+//
+// A sector's samples lie one after another at its width; they are read in order with one
+// load per 32 bits consumed, the word holding the next bit kept in a register. Reading
+// every sample with its own loads (one or two a sample, 34 a 16-bit sector) made the
+// masked sum over the compressed resident 9× slower than over the raw one on the H200
+// (decision 0031).
+
+// Where the next sample starts: word `at` of `packed_in`, already loaded as `cur`, from its
+// bit `sh` (0–32; 32: the next read loads the word after).
+struct BitReader {
+    at: u32,
+    sh: u32,
+    cur: u32,
+}
+
+fn bit_reader(word: u32, bit: u32) -> BitReader {
+    let at = word + bit / 32u;
+    return BitReader(at, bit % 32u, packed_in[at]);
+}
+
+// The next `w` bits (1–32), and the reader moved past them. A word is loaded only where
+// the sample reaches into it, so the last sector of a buffer reads nothing past it.
+fn read_bits(r: ptr<function, BitReader>, w: u32) -> u32 {
+    if ((*r).sh == 32u) {
+        (*r).at += 1u;
+        (*r).cur = packed_in[(*r).at];
+        (*r).sh = 0u;
+    }
+    let sh = (*r).sh;
+    var v = (*r).cur >> sh;
+    let end = sh + w;
+    if (end > 32u) {
+        (*r).at += 1u;
+        let next = packed_in[(*r).at];
+        v |= next << (32u - sh);
+        (*r).cur = next;
+        (*r).sh = end - 32u;
+    } else {
+        (*r).sh = end;
+    }
+    return select(v & ((1u << w) - 1u), v, w == 32u);
+}
+
+// Pixel `k`'s sector in tile `tile` of a segment of `groups_per_tile` groups of 8 pixels a
+// tile: its samples start at bit `bit` from word `word` of `packed_in`; `width` 0 is a
+// sector of zeros.
+struct PackedSector {
+    word: u32,
+    bit: u32,
+    width: u32,
+}
+
+fn packed_sector(tile: u32, k: u32, groups_per_tile: u32, bits: u32) -> PackedSector {
+    let g = tile * groups_per_tile + k / 8u;
+    let codes = packed_in[2u * g + 1u];
+    let w = packed_width((codes >> (4u * (k % 8u))) & 15u, bits);
+    if (w == 0u) {
+        return PackedSector(0u, 0u, 0u);
+    }
+    let first = packed_widths_before(codes, k % 8u, bits) * (256u / bits);
+    return PackedSector(packed_in[2u * g], first, w);
+}
+
+// The next raw word of a sector of width `w` (1–`bits`): 32 / bits samples, each at its
+// place in the raw resident's word.
+fn read_raw_word(r: ptr<function, BitReader>, w: u32, bits: u32) -> u32 {
+    var word = 0u;
+    for (var s = 0u; s < 32u; s += bits) {
+        word |= read_bits(r, w) << s;
+    }
+    return word;
+}
