@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Render BENCHMARKS.md from the figure records in benchmarks/*.json.
+"""Render BENCHMARKS.md from the figure records in benchmarks/NN-*.json (the numbered files;
+other JSON there, such as parity.json, is data the tables cite).
 
     python3 scripts/benchmarks_md.py            # write BENCHMARKS.md
     python3 scripts/benchmarks_md.py --check    # exit 1 if BENCHMARKS.md differs
@@ -160,7 +161,7 @@ def wrap(text, width=92, indent=""):
 
 
 def render():
-    paths = sorted(SOURCES.glob("*.json"))
+    paths = sorted(SOURCES.glob("[0-9]*.json"))
     if not paths:
         raise SchemaError(f"no records: {SOURCES} holds no *.json")
     tables = [load(p) for p in paths]
@@ -169,7 +170,7 @@ def render():
 
 def update(result_paths):
     """Replace the rows a `stem4d bench … --json` run measured; returns how many."""
-    paths = sorted(SOURCES.glob("*.json"))
+    paths = sorted(SOURCES.glob("[0-9]*.json"))
     tables = {p: load(p) for p in paths}
     changed = 0
     for rp in result_paths:
