@@ -22,7 +22,8 @@ struct PatternParams {
     pixel_groups: u32,
     // Float32 residents: the power of two all samples are integer multiples of.
     lsb: i32,
-    _pad1: u32,
+    // Compressed residents: groups of 8 pixels a tile in the packed index.
+    packed_groups: u32,
     _pad2: u32,
     _pad3: u32,
 }
@@ -154,10 +155,22 @@ fn pattern_reduce(
         if (t < wk.t1) {
             take(&acc, kept(t, q, wk.h, per_word, bits), bits);
         }
-        for (var u = wk.t0; u < wk.t1; u += 1u) {
-            seen |= tile_masks[params.first_frame / (8u * per_word) + u];
-        }
+        seen = tiles_seen(wk, per_word);
     }
+    add_pixel(lid, wk, acc, seen);
+}
+
+// Whether any position of the invocation's chunk of tiles is inside the ROI.
+fn tiles_seen(wk: Work, per_word: u32) -> u32 {
+    var seen = 0u;
+    for (var u = wk.t0; u < wk.t1; u += 1u) {
+        seen |= tile_masks[params.first_frame / (8u * per_word) + u];
+    }
+    return seen;
+}
+
+// Sum a pixel's two half-sectors in workgroup memory and add them into the output.
+fn add_pixel(lid: u32, wk: Work, acc: Acc, seen: u32) {
     part_sum[lid] = vec2<u32>(acc.sum, acc.high);
     part_max[lid] = acc.top;
     part_seen[lid] = select(0u, 1u, seen != 0u);

@@ -7,7 +7,7 @@
 use bytemuck::{Pod, Zeroable};
 
 use crate::contract::{Region, ScanRoi};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::gpu::{Batch, Engine, Resident};
 use crate::kernels::{self, grid, uniform};
 
@@ -26,7 +26,8 @@ uniform! {
         pub pixel_groups: u32,
         /// Float32 residents: the power of two all samples are integer multiples of.
         pub lsb: i32,
-        pub _pad1: u32,
+        /// Compressed residents: groups of 8 pixels a tile in the packed index.
+        pub packed_groups: u32,
         pub _pad2: u32,
         pub _pad3: u32,
     }
@@ -63,16 +64,19 @@ pub fn encode_pattern_reduce(
     let shape = res.plan.shape;
     let det_len = shape.det_len();
     let roi_tiles = engine.input(&tile_masks(roi, shape.scan, res.plan.tile));
-    // Float32 residents: 128-bit sums, max key, seen, pad (32 bytes a pixel) at binding 4.
-    let (kernel, binding, lsb, bytes) = match res.float {
-        Some(r) => (&kernels::PATTERN_REDUCE_F32, 4, r.lsb, 32),
-        None => (&kernels::PATTERN_REDUCE, 2, 0, 16),
+    // Float32 residents: 128-bit sums, max key, seen, pad (32 bytes a pixel) at binding 4;
+    // compressed ones (always integer) are decoded in the kernel (decision 0031).
+    let packed = res.packed.as_ref();
+    let (kernel, binding, lsb, bytes) = match (res.float, packed) {
+        (Some(r), _) => (&kernels::PATTERN_REDUCE_F32, 4, r.lsb, 32),
+        (None, Some(_)) => (&kernels::PATTERN_REDUCE_PACKED, 2, 0, 16),
+        (None, None) => (&kernels::PATTERN_REDUCE, 2, 0, 16),
     };
     encoder.clear_buffer(out, 0, Some(det_len as u64 * bytes));
     let pixel_groups = (det_len as u32).div_ceil(32);
+    let packed_groups = kernels::packed::groups_per_tile(det_len);
     let mut batch = Batch::default();
     for (i, (seg, buf)) in res.plan.segments.iter().zip(&res.buffers).enumerate() {
-        res.unpack(engine, &mut batch, i, None, None)?;
         let tiles = (seg.frames as u32).div_ceil(res.plan.tile);
         let chunk_tiles = kernels::pattern_chunk_tiles(tiles, res.plan.bits, det_len);
         let groups = grid(pixel_groups * tiles.div_ceil(chunk_tiles));
@@ -86,14 +90,20 @@ pub fn encode_pattern_reduce(
             groups_x: groups.0,
             pixel_groups,
             lsb,
+            packed_groups,
             ..Default::default()
         });
-        batch.add(
-            engine,
-            kernel,
-            &[(0, &params), (1, buf), (binding, out), (3, &roi_tiles)],
-            groups,
-        )?;
+        let mut bindings = vec![(0, &params), (binding, out), (3, &roi_tiles)];
+        match packed {
+            Some(p) => {
+                let segment = p.buffers.get(i).ok_or_else(|| {
+                    Error::Gpu("a compressed resident lacks a packed segment".into())
+                })?;
+                bindings.extend([(5, segment), (6, &p.zeroed)]);
+            }
+            None => bindings.push((1, buf)),
+        }
+        batch.add(engine, kernel, &bindings, groups)?;
     }
     batch.flush(encoder);
     Ok(())
