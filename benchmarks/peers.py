@@ -245,14 +245,14 @@ STEM4D_KEYS = {
 def stem4d_times(path: Path | None):
     if path is None:
         return {}, None
+    # `stem4d bench gpu --json` writes its figures under "figures", the machine once.
     doc = json.loads(path.read_text())
-    records = {r.get("key"): r for r in doc.get("records", [])}
+    figures = {r.get("key"): r for r in doc.get("figures", [])}
     out = {}
     for name, key in STEM4D_KEYS.items():
-        if key in records:
-            out[name] = float(records[key]["value"].split()[0]) / 1e3
-    machine = next((r.get("machine") for r in records.values() if r.get("machine")), None)
-    return out, machine
+        if key in figures:
+            out[name] = float(figures[key]["value"].split()[0]) / 1e3
+    return out, doc.get("machine")
 
 
 def check_against_stem4d(binary: str, shape, ops: Ops, data):

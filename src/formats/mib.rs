@@ -336,6 +336,13 @@ mod tests {
             (p.det, p.dtype, p.pixel_bytes()),
             ([512, 512], Dtype::U8, 32768)
         );
+        // Raw 24-bit: the header's 512 columns are the two 12-bit images of a 256-wide chip.
+        let r = header("MQ1,1,00384,01,0512,0256,R64,1x1,01,MQ1A,t,1ns,24,", 384);
+        let p = parse_header("r.mib", &r).unwrap();
+        assert_eq!(
+            (p.det, p.dtype, p.pixel_bytes()),
+            ([256, 256], Dtype::U32, 262144)
+        );
     }
 
     #[test]
@@ -343,8 +350,8 @@ mod tests {
         let say = |h: &[u8]| parse_header("x.mib", h).unwrap_err().to_string();
         assert!(say(b"HDR,\t").contains("not a Merlin MIB file"));
         assert!(say(&header("MQ1,1,00384,01,0256,0256,R64,1x1", 64)).contains("counter depth"));
-        let r24 = header("MQ1,1,00384,01,0256,0256,R64,1x1,01,MQ1A,t,1ns,24,", 384);
-        assert!(say(&r24).contains("24-bit"));
+        let r24 = header("MQ1,1,00768,04,1024,0256,R64,2x2,0F,MQ1A,t,1ns,24,", 768);
+        assert!(say(&r24).contains("24-bit counters are decoded for single chips"));
         assert!(say(&header("MQ1,1,00384,01,0256,0256,F32,1x1", 64)).contains("'F32'"));
         assert!(say(&header("MQ1,1,0038x,01,0256,0256,U08,1x1", 64)).contains("header length"));
         assert!(say(&header("MQ1,1,00384,01,0000,0256,U08,1x1", 64)).contains("not plausible"));

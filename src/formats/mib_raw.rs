@@ -7,8 +7,10 @@
 //! the second's and first's are the bottom-left and bottom-right quadrants' rows turned by
 //! 180°. This is the layout LiberTEM decodes; on the recordings in `../shared/data/` the
 //! decoded 1-bit frames agree with the processed frames of the same detector settings
-//! (`tests/mib.rs`). 24-bit raw (two 12-bit images per frame) is refused: no recording was
-//! at hand to check it against.
+//! (`tests/mib.rs`). A 24-bit counter is read out as two 12-bit images one after the other,
+//! the most significant 12 bits first; the frame header gives them as one image twice as
+//! wide. LiberTEM decodes it so for single chips only, and so does this; 24-bit quads are
+//! refused (decision 0032).
 
 use crate::contract::Dtype;
 use crate::error::{Error, Result};
@@ -16,9 +18,10 @@ use crate::error::{Error, Result};
 /// How a raw frame's counters are stored.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MibRaw {
-    /// Counter depth in bits: 1, 6 or 12.
+    /// Counter depth in bits: 1, 6, 12 or 24.
     pub depth: u32,
-    /// Pixels of one stored row (all chips side by side).
+    /// Pixels of one stored row (all chips side by side; for 24-bit counters both 12-bit
+    /// images' rows, as the frame header counts them).
     pub stored_cols: usize,
     pub stored_rows: usize,
     /// A 2×2 quad, its chips side by side in each stored row.
@@ -40,14 +43,23 @@ impl MibRaw {
         let dtype = match depth {
             1 | 6 => Dtype::U8,
             12 => Dtype::U16,
-            24 => {
-                return Err(bad(
-                    "raw MIB frames of 24-bit counters (R64, two 12-bit images a frame) are not decoded: record with raw output off (U32)".into(),
-                ))
+            24 => Dtype::U32,
+            d => {
+                return Err(bad(format!(
+                    "raw MIB counter depth {d} is not one of 1, 6, 12, 24"
+                )))
             }
-            d => return Err(bad(format!("raw MIB counter depth {d} is not one of 1, 6, 12"))),
         };
-        let [rows, cols] = stored;
+        let [rows, stored_cols] = stored;
+        // 24-bit: the header's width holds both 12-bit images.
+        let wide = depth == 24;
+        if wide && (chips != 1 || stored_cols % 2 != 0) {
+            return Err(bad(format!(
+                "raw MIB frames of 24-bit counters are decoded for single chips whose header gives both 12-bit images side by side, not {chips} chips in layout '{}' of {stored_cols} columns: record with raw output off (U32)",
+                layout.trim()
+            )));
+        }
+        let cols = if wide { stored_cols / 2 } else { stored_cols };
         // Pixels of one 64-bit word: a row is whole words.
         let per_word = 64 / Self::stored_bits(depth);
         let quad = match (chips, layout.trim()) {
@@ -75,7 +87,7 @@ impl MibRaw {
         Ok((
             MibRaw {
                 depth,
-                stored_cols: cols,
+                stored_cols,
                 stored_rows: rows,
                 quad,
             },
@@ -99,8 +111,11 @@ impl MibRaw {
     }
 
     /// Decode one frame's stored counters into `out`: the detector's samples, row-major,
-    /// little-endian (one byte for 1- and 6-bit counters, two for 12-bit).
+    /// little-endian (one byte for 1- and 6-bit counters, two for 12-bit, four for 24-bit).
     pub fn decode(&self, stored: &[u8], out: &mut [u8]) {
+        if self.depth == 24 {
+            return self.decode_24(stored, out);
+        }
         let row_bytes = self.stored_cols * Self::stored_bits(self.depth) / 8;
         let size = if self.depth == 12 { 2 } else { 1 };
         let mut row = vec![0u16; self.stored_cols];
@@ -129,6 +144,27 @@ impl MibRaw {
                     };
                     put(out, (i * cols + j) * size, v, size);
                 }
+            }
+        }
+    }
+
+    /// A 24-bit frame: two images of 12-bit counters, the high bits' first, each stored as
+    /// 12-bit counters are.
+    fn decode_24(&self, stored: &[u8], out: &mut [u8]) {
+        let cols = self.stored_cols / 2;
+        let (high, low) = stored.split_at(stored.len() / 2);
+        let (mut hi, mut lo) = (vec![0u16; cols], vec![0u16; cols]);
+        for (r, (h, l)) in high
+            .chunks_exact(2 * cols)
+            .zip(low.chunks_exact(2 * cols))
+            .enumerate()
+        {
+            self.decode_row(h, &mut hi);
+            self.decode_row(l, &mut lo);
+            for (c, (&a, &b)) in hi.iter().zip(&lo).enumerate() {
+                let at = 4 * (r * cols + c);
+                let v = ((a as u32) << 12) + b as u32;
+                out[at..at + 4].copy_from_slice(&v.to_le_bytes());
             }
         }
     }
@@ -213,6 +249,23 @@ mod tests {
     }
 
     #[test]
+    fn a_24_bit_frame_is_its_high_image_then_its_low_one() {
+        // One row of 4 pixels: the header says 8 columns (both images).
+        let (raw, det, dtype) = MibRaw::new("f", 24, 1, "1x1", [1, 8]).unwrap();
+        assert_eq!((det, dtype), ([1, 4], Dtype::U32));
+        assert_eq!(raw.stored_bytes(), 16);
+        // High image: pixels 3, 2, 1, 0 = 0, 1, 0xfff, 2; low: 5, 0xfff, 7, 0.
+        let stored = [0, 0, 0, 1, 0x0f, 0xff, 0, 2, 0, 5, 0x0f, 0xff, 0, 7, 0, 0];
+        let mut out = vec![0u8; 16];
+        raw.decode(&stored, &mut out);
+        let got: Vec<u32> = out
+            .chunks_exact(4)
+            .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+            .collect();
+        assert_eq!(got, vec![2 << 12, 0xfff << 12 | 7, 1 << 12 | 0xfff, 5]);
+    }
+
+    #[test]
     fn other_layouts_and_depths_are_refused_by_name() {
         let say = |d, c, l: &str, s| {
             MibRaw::new("x.mib", d, c, l, s)
@@ -220,7 +273,10 @@ mod tests {
                 .map(|e| e.to_string())
                 .unwrap_or_default()
         };
-        assert!(say(24, 1, "1x1", [256, 256]).contains("24-bit"));
+        assert!(
+            say(24, 4, "2x2", [256, 2048]).contains("24-bit counters are decoded for single chips")
+        );
+        assert!(say(24, 1, "1x1", [256, 255]).contains("255 columns"));
         assert!(say(4, 1, "1x1", [256, 256]).contains("depth 4"));
         assert!(say(1, 4, "4x1", [256, 1024]).contains("layout '4x1'"));
         assert!(say(1, 1, "1x1", [256, 100]).contains("whole 64-bit words"));
