@@ -1,12 +1,12 @@
 // Reading the compressed resident's packed bits (the layout is `packed.wgsl`'s): a prelude
-// of the kernels that decode sectors where they read them. Each file that takes it binds
-// `packed_in`, the segment's index then its data.
+// of the kernels that decode whole sectors, or halves of them, where they read them (the
+// unpack, the pattern reduction). Each file that takes it binds `packed_in`, the segment's
+// index then its data.
 //
 // A sector's samples lie one after another at its width; they are read in order with one
-// load per 32 bits consumed, the word holding the next bit kept in a register. Reading
-// every sample with its own loads (one or two a sample, 34 a 16-bit sector) made the
-// masked sum over the compressed resident 9× slower than over the raw one on the H200
-// (decision 0031).
+// load per 32 bits consumed, the word holding the next bit kept in a register. (The masked
+// sum reads each sample's words itself, and the CoM moments load their few words up front:
+// each measured faster that way on the H200, decision 0031.)
 
 // Where the next sample starts: word `at` of `packed_in`, already loaded as `cur`, from its
 // bit `sh` (0–32; 32: the next read loads the word after).
