@@ -17,7 +17,7 @@ use std::time::Instant;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::contract::Region;
+use crate::contract::{Dtype, Region};
 use crate::error::{Error, Result};
 use crate::formats::{Acquisition, OpenOptions, PartKind};
 use crate::frames::Correction;
@@ -48,6 +48,10 @@ struct OpenArgs {
     /// frame), so uploads go through the decoders (the GPU decoder on `wgpu`).
     #[arg(long, requires = "synthetic")]
     compressed: bool,
+    /// With --synthetic --compressed: the samples' type, u16 (the default) or u8 (the
+    /// uint16 samples divided by 4, at most 255).
+    #[arg(long, value_name = "u8|u16", requires = "compressed")]
+    synthetic_dtype: Option<String>,
     /// Scan shape ROWS,COLS when the files do not carry it (or to override it).
     #[arg(long, value_name = "R,C")]
     scan_shape: Option<String>,
@@ -406,7 +410,16 @@ fn open_uncropped(a: &OpenArgs) -> Result<Acquisition> {
     if let Some(s) = &a.synthetic {
         let dims = parse_list::<usize, 4>(s, "--synthetic")?;
         return if a.compressed {
-            crate::formats::synthetic::open_compressed(dims)
+            let dtype = match a.synthetic_dtype.as_deref() {
+                None | Some("u16") => Dtype::U16,
+                Some("u8") => Dtype::U8,
+                Some(other) => {
+                    return Err(Error::param(format!(
+                        "--synthetic-dtype {other}: one of u8, u16"
+                    )))
+                }
+            };
+            crate::formats::synthetic::open_compressed_as(dims, dtype)
         } else {
             crate::formats::synthetic::open(dims)
         };

@@ -47,6 +47,13 @@ fn triangle(x: u32, period: u32) -> i32 {
     (up * 48 / half) as i32 - 24
 }
 
+/// The uint8 synthetic sample: the uint16 one divided by 4, at most 255 (a BF disk near
+/// 225 counts, a ring near 10, background 0–1), for the uint8 benchmark acquisitions of
+/// issues #30 and #31 (`--synthetic-dtype u8`).
+pub fn sample_u8(shape: Shape4, frame: usize, k: usize) -> u8 {
+    (sample(shape, frame, k) / 4).min(255) as u8
+}
+
 /// murmur3's 32-bit finaliser: well-mixed counting noise from (frame, pixel).
 fn mix32(mut h: u32) -> u32 {
     h ^= h >> 16;
@@ -128,17 +135,41 @@ pub fn open_compressed(dims: [usize; 4]) -> Result<Acquisition> {
     open_compressed_blocks(dims, 4096)
 }
 
+/// [`open_compressed`] of `dtype` samples: uint16 ([`sample`]) or uint8 ([`sample_u8`]),
+/// in 8 KiB blocks either way.
+pub fn open_compressed_as(dims: [usize; 4], dtype: Dtype) -> Result<Acquisition> {
+    match dtype {
+        Dtype::U16 => open_compressed(dims),
+        Dtype::U8 => compressed_of(dims, Dtype::U8, 8192),
+        other => Err(Error::param(format!(
+            "--synthetic-dtype {}: synthetic acquisitions are uint8 or uint16",
+            other.name()
+        ))),
+    }
+}
+
 /// [`open_compressed`] with bitshuffle blocks of `block_elems` elements (tests take blocks
 /// larger than the GPU decoder's workgroup-memory path).
 pub fn open_compressed_blocks(dims: [usize; 4], block_elems: usize) -> Result<Acquisition> {
+    compressed_of(dims, Dtype::U16, block_elems)
+}
+
+fn compressed_of(dims: [usize; 4], dtype: Dtype, block_elems: usize) -> Result<Acquisition> {
     use crate::decode::pipeline::{Filter, FilterKind};
     let plain = open(dims)?;
     let shape = plain.shape;
-    let frame_bytes = shape.det_len() * 2;
+    let elem = dtype.size();
     let encode = |f: usize| {
-        let mut raw = vec![0u8; frame_bytes];
-        frames_bytes(shape, f, f + 1, &mut raw);
-        crate::decode::bslz4::encode(&raw, 2, block_elems)
+        let raw: Vec<u8> = if dtype == Dtype::U8 {
+            (0..shape.det_len())
+                .map(|k| sample_u8(shape, f, k))
+                .collect()
+        } else {
+            let mut raw = vec![0u8; shape.det_len() * 2];
+            frames_bytes(shape, f, f + 1, &mut raw);
+            raw
+        };
+        crate::decode::bslz4::encode(&raw, elem, block_elems)
     };
     #[cfg(not(target_arch = "wasm32"))]
     let chunks: Vec<Vec<u8>> = {
@@ -150,12 +181,15 @@ pub fn open_compressed_blocks(dims: [usize; 4], block_elems: usize) -> Result<Ac
     let filter = Filter {
         kind: FilterKind::BitshuffleLz4,
         id: 32008,
-        cd_values: vec![0, 2, 2, 0, 2],
+        cd_values: vec![0, 2, elem as u32, 0, 2],
     };
-    let name = format!("{}_bslz4", plain.primary);
+    let name = match dtype {
+        Dtype::U16 => format!("{}_bslz4", plain.primary),
+        _ => format!("{}_{}_bslz4", plain.primary, dtype.name()),
+    };
     Ok(Acquisition {
         scan_shape_source: plain.scan_shape_source,
-        ..chunked(&name, shape, Dtype::U16, filter, chunks)?
+        ..chunked(&name, shape, dtype, filter, chunks)?
     })
 }
 

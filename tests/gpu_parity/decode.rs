@@ -148,6 +148,28 @@ fn compressed_synthetic_decodes_on_the_gpu_to_the_generated_samples() {
         gpu,
         cpu::compute(&acq, &p, stem4d::frames::Correction::default()).unwrap()
     );
+    // The uint8 synthetic (`--synthetic-dtype u8`), on an odd shape whose frames are not
+    // whole 8 KiB blocks: its samples on the GPU, and an ADF equal to the CPU's.
+    let dims = [3, 5, 37, 41];
+    let acq = synthetic::open_compressed_as(dims, stem4d::contract::Dtype::U8).unwrap();
+    assert_eq!(acq.dtype, stem4d::contract::Dtype::U8);
+    let res = pollster::block_on(engine.upload(&acq, Default::default())).unwrap();
+    let n = acq.shape.frames();
+    let got = pollster::block_on(products::frames(&engine, &res, 0, n)).unwrap();
+    let det = acq.shape.det_len();
+    let mut bright = 0;
+    for (i, v) in got.iter().enumerate() {
+        let want = synthetic::sample_u8(acq.shape, i / det, i % det) as u32;
+        assert_eq!(*v, want, "u8 {dims:?}: sample {i}");
+        bright += (want > 200) as usize;
+    }
+    assert!(bright > 0, "the u8 synthetic's disk is bright");
+    let gpu = pollster::block_on(products::compute_resident(&engine, &acq, &res, &p)).unwrap();
+    assert_eq!(
+        gpu,
+        cpu::compute(&acq, &p, stem4d::frames::Correction::default()).unwrap()
+    );
+    assert!(synthetic::open_compressed_as(dims, stem4d::contract::Dtype::U32).is_err());
 }
 
 /// LZ4 (32004) chunks take the GPU decoder itself (not the CPU fallback) and match the CPU.
