@@ -1,6 +1,7 @@
 //! The pattern reduction (`wgsl/pattern_reduce.wgsl`): sum and max patterns over all
 //! positions or a scan ROI, in chunks of tiles that bound one dispatch's work (C-REDUCE;
-//! float32 data: C-FLOAT-GPU).
+//! float32 data: C-FLOAT-GPU); over a compressed resident `wgsl/pattern_reduce_packed.wgsl`
+//! decodes the sectors it reads (decision 0031).
 //!
 //! Its parity tests: `tests/gpu_parity/pattern_reduce.rs`.
 
