@@ -58,6 +58,32 @@ impl Packed {
 }
 
 impl Resident {
+    /// What a product kernel binds to read segment `seg`: the raw samples at `raw`, or on a
+    /// compressed resident (whose kernels decode in place) its packed segment at
+    /// `packed.0` and the pixels found bad after the upload at `packed.1`.
+    pub(crate) fn segment_bindings(
+        &self,
+        seg: usize,
+        raw: u32,
+        packed: (u32, u32),
+    ) -> Result<Vec<(u32, &wgpu::Buffer)>> {
+        match &self.packed {
+            Some(p) => {
+                let segment = p.buffers.get(seg).ok_or_else(|| {
+                    crate::error::Error::Gpu("a compressed resident lacks a packed segment".into())
+                })?;
+                Ok(vec![(packed.0, segment), (packed.1, &p.zeroed)])
+            }
+            None => {
+                let buffer = self
+                    .buffers
+                    .get(seg)
+                    .ok_or_else(|| crate::error::Error::Gpu("a resident lacks a segment".into()))?;
+                Ok(vec![(raw, buffer)])
+            }
+        }
+    }
+
     /// Queue, before a kernel reads segment `seg` of this resident, what it will read of
     /// it: on a compressed resident the pixels of `list` (`None`: all) of tiles `tiles`
     /// (`None`: all) unpacked into the scratch segment; on a raw one nothing.

@@ -168,7 +168,7 @@ pub fn encode_com_moments_with(
     let parts = parts.max(1);
     let packed_groups = kernels::packed::groups_per_tile(shape.det_len());
     let mut batch = Batch::default();
-    for (i, (seg, buf)) in res.plan.segments.iter().zip(&res.buffers).enumerate() {
+    for (i, seg) in res.plan.segments.iter().enumerate() {
         let groups = grid((seg.frames as u32).div_ceil(res.plan.tile) * parts);
         let params = engine.uniform(&ComParams {
             frames: seg.frames as u32,
@@ -185,15 +185,7 @@ pub fn encode_com_moments_with(
             ..Default::default()
         });
         let mut bindings = vec![(0, &params), (binding, out)];
-        match packed {
-            Some(p) => {
-                let segment = p.buffers.get(i).ok_or_else(|| {
-                    Error::Gpu("a compressed resident lacks a packed segment".into())
-                })?;
-                bindings.extend([(4, segment), (5, &p.zeroed)]);
-            }
-            None => bindings.push((1, buf)),
-        }
+        bindings.extend(res.segment_bindings(i, 1, (4, 5))?);
         batch.add(engine, kernel, &bindings, groups)?;
     }
     batch.flush(encoder);

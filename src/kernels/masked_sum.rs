@@ -214,7 +214,7 @@ pub fn encode_parts(
     let part_starts = engine.input(&starts);
     let mut batch = Batch::default();
     let packed_groups = kernels::packed::groups_per_tile(res.plan.shape.det_len());
-    for (i, (seg, buf)) in res.plan.segments.iter().zip(&res.buffers).enumerate() {
+    for (i, seg) in res.plan.segments.iter().enumerate() {
         let groups = grid((seg.frames as u32).div_ceil(res.plan.tile) * parts);
         let params = engine.uniform(&MaskedSumParams {
             frames: seg.frames as u32,
@@ -235,15 +235,7 @@ pub fn encode_parts(
             (binding, out),
             (5, &part_starts),
         ];
-        match packed {
-            Some(p) => {
-                let segment = p.buffers.get(i).ok_or_else(|| {
-                    Error::Gpu("a compressed resident lacks a packed segment".into())
-                })?;
-                bindings.extend([(6, segment), (7, &p.zeroed)]);
-            }
-            None => bindings.push((1, buf)),
-        }
+        bindings.extend(res.segment_bindings(i, 1, (6, 7))?);
         batch.add(engine, kernel, &bindings, groups)?;
     }
     batch.flush(encoder);

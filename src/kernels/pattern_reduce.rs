@@ -8,7 +8,7 @@
 use bytemuck::{Pod, Zeroable};
 
 use crate::contract::{Region, ScanRoi};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::gpu::{Batch, Engine, Resident};
 use crate::kernels::{self, grid, uniform};
 
@@ -77,7 +77,7 @@ pub fn encode_pattern_reduce(
     let pixel_groups = (det_len as u32).div_ceil(32);
     let packed_groups = kernels::packed::groups_per_tile(det_len);
     let mut batch = Batch::default();
-    for (i, (seg, buf)) in res.plan.segments.iter().zip(&res.buffers).enumerate() {
+    for (i, seg) in res.plan.segments.iter().enumerate() {
         let tiles = (seg.frames as u32).div_ceil(res.plan.tile);
         let chunk_tiles = kernels::pattern_chunk_tiles(tiles, res.plan.bits, det_len);
         let groups = grid(pixel_groups * tiles.div_ceil(chunk_tiles));
@@ -95,15 +95,7 @@ pub fn encode_pattern_reduce(
             ..Default::default()
         });
         let mut bindings = vec![(0, &params), (binding, out), (3, &roi_tiles)];
-        match packed {
-            Some(p) => {
-                let segment = p.buffers.get(i).ok_or_else(|| {
-                    Error::Gpu("a compressed resident lacks a packed segment".into())
-                })?;
-                bindings.extend([(5, segment), (6, &p.zeroed)]);
-            }
-            None => bindings.push((1, buf)),
-        }
+        bindings.extend(res.segment_bindings(i, 1, (5, 6))?);
         batch.add(engine, kernel, &bindings, groups)?;
     }
     batch.flush(encoder);
