@@ -1,4 +1,4 @@
-// stem4d:after com_moments.wgsl
+// stem4d:after com_moments.wgsl packed_read.wgsl
 // The fused CoM moments over a compressed resident (decision 0025's layout), decoded where
 // they are read: the same workgroups, bands, slots and reductions as `com_moments` and
 // `com_moments_wide`, but each invocation reads its positions of a pixel's sector from the
@@ -31,8 +31,8 @@ fn load_words(w: Work, k: u32) -> Words3 {
     let g = w.tile * params.packed_groups + k / 8u;
     let start = packed_in[2u * g];
     let codes = packed_in[2u * g + 1u];
-    let cleared = ((zeroed[k / 32u] >> (k % 32u)) & 1u) != 0u;
-    let width = select(packed_width((codes >> (4u * (k % 8u))) & 15u, bits), 0u, cleared);
+    // Not `packed_sector`: its branch on a zero width would hold the loads back.
+    let width = select(packed_width((codes >> (4u * (k % 8u))) & 15u, bits), 0u, pixel_cleared(k));
     // Past the samples of the invocations before this one.
     let bit = packed_widths_before(codes, k % 8u, bits) * (256u / bits) + w.sub * w.hold * width;
     let at = start + bit / 32u;

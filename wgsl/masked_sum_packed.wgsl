@@ -1,11 +1,11 @@
-// stem4d:after masked_sum.wgsl
+// stem4d:after masked_sum.wgsl packed_read.wgsl
 // The masked sum over a compressed resident (decision 0025; the layout is `packed.wgsl`'s),
 // decoded where it is read: the same workgroups, parts and slots as `masked_sum`, but each
-// invocation reads its pixels' width codes from the segment's index and their sectors'
-// packed bits, and rebuilds each sector's eight raw words in registers before adding them
-// into the same lanes. Nothing is unpacked into memory, so a mask reads only its own
-// pixels' packed bits and the index words of their groups (decision 0028). The lanes'
-// limits are the raw kernel's: a decoded sample is the stored one.
+// invocation reads its pixels' width codes from the segment's index (`packed_sector`) and
+// their sectors' packed bits, and rebuilds each sector's eight raw words in registers
+// before adding them into the same lanes. Nothing is unpacked into memory, so a mask reads
+// only its own pixels' packed bits and the index words of their groups (decision 0028).
+// The lanes' limits are the raw kernel's: a decoded sample is the stored one.
 
 // The segment's packed buffer: its index, then its data.
 @group(0) @binding(6) var<storage, read> packed_in: array<u32>;
@@ -75,16 +75,14 @@ fn masked_sum_packed(
     var l = Lanes(z, z, z, z, z, z, z, z);
     for (var i = pt.i0 + lid; i < pt.i1; i += SLOTS) {
         let k = pixels[i];
-        let g = pt.tile * params.packed_groups + k / 8u;
-        let codes = packed_in[2u * g + 1u];
-        let w = packed_width((codes >> (4u * (k % 8u))) & 15u, bits);
-        let cleared = ((zeroed[k / 32u] >> (k % 32u)) & 1u) != 0u;
+        let s = packed_sector(pt.tile, k, params.packed_groups, bits);
         // A sector of zeros, or a pixel found bad: nothing to add.
-        if (w == 0u || cleared) {
+        if (s.width == 0u || pixel_cleared(k)) {
             continue;
         }
-        let start = packed_in[2u * g];
-        let first = packed_widths_before(codes, k % 8u, bits) * tile_len;
+        let start = s.word;
+        let first = s.bit;
+        let w = s.width;
         let lo = vec4<u32>(
             packed_word(start, first, w, 0u, bits),
             packed_word(start, first, w, 1u, bits),

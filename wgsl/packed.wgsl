@@ -192,19 +192,15 @@ fn packed(@builtin(global_invocation_id) gid: vec3<u32>) {
         k = list[k];
     }
     let out = t * pp.tile_words + k * 8u;
-    let g = t * pp.groups_per_tile + k / 8u;
-    let codes = packed_in[2u * g + 1u];
-    let w = packed_width((codes >> (4u * (k % 8u))) & 15u, pp.bits);
-    let cleared = ((zeroed[k / 32u] >> (k % 32u)) & 1u) != 0u;
-    if (w == 0u || cleared) {
+    let s = packed_sector(t, k, pp.groups_per_tile, pp.bits);
+    if (s.width == 0u || pixel_cleared(k)) {
         for (var j = 0u; j < 8u; j += 1u) {
             scratch[out + j] = 0u;
         }
         return;
     }
-    let first = packed_widths_before(codes, k % 8u, pp.bits) * (256u / pp.bits);
-    var r = bit_reader(packed_in[2u * g], first);
+    var r = bit_reader(s.word, s.bit);
     for (var j = 0u; j < 8u; j += 1u) {
-        scratch[out + j] = read_raw_word(&r, w, pp.bits);
+        scratch[out + j] = read_raw_word(&r, s.width, pp.bits);
     }
 }

@@ -1,7 +1,8 @@
 // Reading the compressed resident's packed bits (the layout is `packed.wgsl`'s): a prelude
 // of the kernels that decode whole sectors, or halves of them, where they read them (the
-// unpack, the pattern reduction). Each file that takes it binds `packed_in`, the segment's
-// index then its data.
+// unpack, the masked sum, the pattern reduction; the CoM moments take its `pixel_cleared`).
+// Each file that takes it binds `packed_in`, the segment's index then its data, and
+// `zeroed`, one bit per detector pixel found bad after the upload.
 //
 // A sector's samples lie one after another at its width; they are read in order with one
 // load per 32 bits consumed, the word holding the next bit kept in a register. (The masked
@@ -42,6 +43,11 @@ fn read_bits(r: ptr<function, BitReader>, w: u32) -> u32 {
         (*r).sh = end;
     }
     return select(v & ((1u << w) - 1u), v, w == 32u);
+}
+
+// Whether detector pixel `k` was found bad after the upload: its samples read as 0.
+fn pixel_cleared(k: u32) -> bool {
+    return ((zeroed[k / 32u] >> (k % 32u)) & 1u) != 0u;
 }
 
 // Pixel `k`'s sector in tile `tile` of a segment of `groups_per_tile` groups of 8 pixels a

@@ -98,7 +98,12 @@ fn kept(t: u32, q: u32, h: u32, per_word: u32, bits: u32) -> vec4<u32> {
     if (m == 0u) {
         return vec4<u32>(0u);
     }
-    let x = resident[t * (params.tile_words / 4u) + q];
+    return keep_in_roi(resident[t * (params.tile_words / 4u) + q], m, per_word, bits);
+}
+
+// A half-sector's four words `x` with the samples of positions outside the ROI (bits of
+// `m` clear) zeroed.
+fn keep_in_roi(x: vec4<u32>, m: u32, per_word: u32, bits: u32) -> vec4<u32> {
     let full = (1u << per_word) - 1u;
     return x & vec4<u32>(
         lane_bits(m & full, bits),

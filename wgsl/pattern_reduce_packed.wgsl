@@ -14,8 +14,7 @@
 // the raw resident (zeros when no position is inside the ROI, unread).
 fn kept_packed(t: u32, k: u32, h: u32, per_word: u32, bits: u32) -> vec4<u32> {
     let m = half_mask(t, h, per_word);
-    let cleared = ((zeroed[k / 32u] >> (k % 32u)) & 1u) != 0u;
-    if (m == 0u || cleared) {
+    if (m == 0u || pixel_cleared(k)) {
         return vec4<u32>(0u);
     }
     let s = packed_sector(t, k, params.packed_groups, bits);
@@ -30,13 +29,7 @@ fn kept_packed(t: u32, k: u32, h: u32, per_word: u32, bits: u32) -> vec4<u32> {
         read_raw_word(&r, s.width, bits),
         read_raw_word(&r, s.width, bits),
     );
-    let full = (1u << per_word) - 1u;
-    return x & vec4<u32>(
-        lane_bits(m & full, bits),
-        lane_bits((m >> per_word) & full, bits),
-        lane_bits((m >> (2u * per_word)) & full, bits),
-        lane_bits((m >> (3u * per_word)) & full, bits),
-    );
+    return keep_in_roi(x, m, per_word, bits);
 }
 
 @compute @workgroup_size(64)

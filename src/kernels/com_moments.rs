@@ -151,16 +151,14 @@ pub fn encode_com_moments_with(
     // Float32 residents: three 128-bit sums (48 bytes a position) at binding 3; compressed
     // ones (always integer) are decoded in the kernel that sums them (decision 0031).
     let packed = res.packed.as_ref();
-    let (kernel, binding, lsb, parts) = match (res.float, fits) {
-        (Some(r), _) => (&kernels::COM_MOMENTS_F32, 3, r.lsb, parts),
-        (None, Some(least)) if flush > 0 => match packed {
-            Some(_) => (&kernels::COM_MOMENTS_PACKED, 2, 0, parts.max(least)),
-            None => (&kernels::COM_MOMENTS, 2, 0, parts.max(least)),
-        },
-        (None, _) => match packed {
-            Some(_) => (&kernels::COM_MOMENTS_PACKED_WIDE, 2, 0, parts),
-            None => (&kernels::COM_MOMENTS_WIDE, 2, 0, parts),
-        },
+    let (kernel, binding, lsb, parts) = match (res.float, fits, packed.is_some()) {
+        (Some(r), _, _) => (&kernels::COM_MOMENTS_F32, 3, r.lsb, parts),
+        (None, Some(least), false) if flush > 0 => (&kernels::COM_MOMENTS, 2, 0, parts.max(least)),
+        (None, Some(least), true) if flush > 0 => {
+            (&kernels::COM_MOMENTS_PACKED, 2, 0, parts.max(least))
+        }
+        (None, _, false) => (&kernels::COM_MOMENTS_WIDE, 2, 0, parts),
+        (None, _, true) => (&kernels::COM_MOMENTS_PACKED_WIDE, 2, 0, parts),
     };
     // Parts of the detector add into the moments: cleared first.
     let bytes = if res.float.is_some() { 48 } else { 24 };
