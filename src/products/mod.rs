@@ -1,6 +1,7 @@
 //! Products stage: what a user can ask for, with the same names and meanings on every
 //! backend and in the CLI (`stem4d product --kind KIND ...`) and the page (`stem4d.product`).
 
+pub mod dpc_rotation;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod flags;
 pub mod gpu;
