@@ -4,6 +4,7 @@
 pub mod com_moments;
 pub mod decode;
 pub mod display;
+pub mod dpc_curl;
 pub mod fft;
 pub mod masked_sum;
 pub mod packed;
@@ -18,6 +19,7 @@ pub mod zero_pixels;
 pub use com_moments::{com_bands, com_parts, moment_flush, ComParams};
 pub use decode::DecodeParams;
 pub use display::{PrepParams, StatsParams, View};
+pub use dpc_curl::CurlParams;
 pub use fft::FftParams;
 pub use masked_sum::{
     masked_sum_min_parts, masked_sum_part_limit, masked_sum_parts, sum_flush, MaskedSumParams,
@@ -130,7 +132,8 @@ pub fn grid(n: u32) -> (u32, u32) {
 /// Every uniform struct the kernels read, as [`uniform!`] laid it out: the layout test
 /// (`tests/shader_validation.rs`) finds each in the WGSL by name and compares size, field
 /// names and offsets with naga's.
-pub const UNIFORMS: [UniformLayout; 13] = [
+pub const UNIFORMS: [UniformLayout; 14] = [
+    CurlParams::LAYOUT,
     MaskedSumParams::LAYOUT,
     PackedParams::LAYOUT,
     RingSumParams::LAYOUT,

@@ -5,7 +5,7 @@
 //!
 //! One module per kernel, named as the kernel (`src/kernels/NAME.rs`, `wgsl/NAME.wgsl`):
 //! `masked_sum`, `com_moments`, `ring_sum`, `pattern_reduce`, `fft`, `tile_frames`,
-//! `synthetic`, `decode`. Then whole products (`parity`: the fixtures and the parity matrix),
+//! `synthetic`, `decode`, `dpc_curl`. Then whole products (`parity`: the fixtures and the parity matrix),
 //! residents reused across uploads (`residents`) and how often the source is read
 //! (`source_reads`).
 
@@ -14,6 +14,7 @@ mod common;
 
 mod com_moments;
 mod decode;
+mod dpc_curl;
 mod fft;
 mod masked_sum;
 mod packed;
