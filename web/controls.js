@@ -11,6 +11,7 @@ import { fitFrames } from './view_geometry.js';
 import { drawOverlays } from './overlays.js';
 import { onKey } from './keyboard.js';
 import { bindExports } from './export_files.js';
+import { findRotation } from './dpc_rotation.js';
 
 export function bindControls() {
   const pick = (input) => {
@@ -31,6 +32,7 @@ export function bindControls() {
   $('image-kind').onchange = (e) => { setPreset(e.target.value); requestRender(); };
   $('rotation').onchange = (e) => { const v = parseFloat(e.target.value); if (Number.isFinite(v)) { S.image.rotation = v; requestRender(); } };
   $('flip').onchange = (e) => { S.image.flip = e.target.checked; requestRender(); };
+  $('find-rotation').onclick = () => findRotation();
   $('pattern-source').onchange = (e) => { S.pattern.source = e.target.value; requestRender(); };
   for (const id of ['scan-rows', 'scan-cols']) {
     $(id).addEventListener('input', () => { state.scanShapeFor = state.lastScanShapeError && state.lastFiles ? filesKey(state.lastFiles) : null; });

@@ -4,6 +4,7 @@ import { resetToFit, setPreset } from './detector.js';
 import { requestRender } from './render.js';
 import { clampI, fitFrames, planeSize } from './view_geometry.js';
 import { syncDisplayControls } from './display_controls.js';
+import { findRotation } from './dpc_rotation.js';
 
 // Keys: arrows move the scan cursor while a panel (or nothing in particular) has focus, never
 // while a field or menu has it; letters are the shortcuts listed in the '?' dialog.
@@ -46,4 +47,5 @@ export function onKey(e) {
     return;
   }
   if (key === 'r') { e.preventDefault(); resetToFit(); }
+  if (key === 't') { e.preventDefault(); findRotation(); }
 }

@@ -38,6 +38,9 @@ export const state = {
   roiMode: false,
   // The last figure saved: {width, bytes}.
   lastFigure: null,
+  // A rotation search under way, and the last one found: {theta, flip, curlEnergy, annulus}.
+  findingRotation: false,
+  lastRotation: null,
 };
 
 const freshDisplay = (log, hi) => ({ cmap: 'inferno', scale: log ? 'log' : 'linear', limits: { mode: 'percentile', lo: 0.5, hi }, zoom: 1, pan: null });

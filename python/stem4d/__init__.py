@@ -105,8 +105,8 @@ class Acquisition:
         return self.info.get("calibration", {})
 
     def product(self, kind: str, progress: Optional[Progress] = None, **params: Any) -> np.ndarray:
-        """One product (``sum-dp``, ``bf``, ``adf``, ``com``, ``idpc``, …) as a numpy array,
-        with the CLI's dtype and shape. Keyword arguments: ``center``, ``radius``, ``inner``,
+        """One product (``sum-dp``, ``bf``, ``adf``, ``com``, ``idpc``, ``dpc-rotation``, …) as
+        a numpy array, with the CLI's dtype and shape. Keyword arguments: ``center``, ``radius``, ``inner``,
         ``outer``, ``rect``, ``mask`` (a boolean or weighted detector array), ``scan_roi``,
         ``at``, ``rotation``, ``flip``. ``progress(stage, done, total)`` hears the steps of
         long work; Ctrl-C stops it."""

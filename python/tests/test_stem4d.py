@@ -229,3 +229,20 @@ def test_ctrl_c_stops_a_streamed_pass():
         a.product("com", progress=ctrl_c)
     assert stages, "the streamed pass reported no step"
     assert a.product("com").tobytes() == plain.product("com").tobytes()
+
+
+@pytest.mark.parametrize("backend", ["cpu", "wgpu"])
+def test_the_dpc_rotation_is_the_clis(backend, tmp_path):
+    """`dpc-rotation` (C-DPC-ROTATION) from Python is `[theta_deg, flip, curl_energy]`, byte for
+    byte what the CLI writes on the same backend; a scan without a 2 x 2 cell is refused."""
+    fx = next(f for f in MANIFEST["fixtures"] if f["name"] == "hot_stack_u16")
+    acq = stem4d.open(paths(fx), scan_shape=fx["scan_shape"], dataset=fx["dataset"], backend=backend)
+    params = {"center": [20.0, 17.5], "inner": 6.0, "outer": 14.0}
+    got = acq.product("dpc-rotation", **params)
+    assert got.dtype == np.float64 and got.shape == (3,), got
+    assert 0.0 <= got[0] < 360.0 and got[1] in (0.0, 1.0) and got[2] >= 0.0, got
+    want = cli_product(fx, "dpc-rotation", params, tmp_path / "rotation.npy", backend)
+    assert got.tobytes() == want.tobytes(), (got, want)
+    one_row = stem4d.open(paths(fx), scan_shape=fx["scan_shape"], dataset=fx["dataset"], crop=(0, 1, 0, 5), backend=backend)
+    with pytest.raises(stem4d.Error, match="2 x 2"):
+        one_row.product("dpc-rotation", **params)

@@ -115,6 +115,13 @@ pub fn compute_in_blocks(
                 data: ArrayData::F64(idpc(&dpc, shape.scan)),
             })
         }
+        ProductKind::DpcRotation => {
+            let com = center_of_mass(&reader, corr, det)?;
+            let annulus = p.dark_field().detector_mask(det)?.sparse(det);
+            let dark = masked_sums(&reader, corr, &annulus)?.into_array().to_f64();
+            let dpc = dpc_from_com(&com, 0.0, false);
+            Ok(crate::products::dpc_rotation::find(&dpc, &dark, shape.scan, idpc)?.product())
+        }
         ProductKind::Binned => {
             let mut ints = Vec::new();
             let mut floats = Vec::new();

@@ -220,6 +220,34 @@ pub(crate) async fn idpc_of_moments(
     idpc_product(engine, &idpc, scan).await
 }
 
+/// Exact moments read back, uploaded again as the iDPC pack reads them (two u32 words per
+/// u64): a streamed pass joins its blocks' moments on the host.
+pub(crate) fn moments_input(engine: &Engine, moments: &[[u64; 3]]) -> wgpu::Buffer {
+    let words: Vec<u32> = moments
+        .iter()
+        .flatten()
+        .flat_map(|&v| [v as u32, (v >> 32) as u32])
+        .collect();
+    engine.input(&words)
+}
+
+/// The `dpc-rotation` product of an integer acquisition from its exact `moments` (none
+/// above `bound`) and its dark-field image `dark`, on the GPU.
+pub(crate) async fn rotation_of_moments(
+    engine: &Engine,
+    scan: [usize; 2],
+    moments: &[[u64; 3]],
+    bound: u128,
+    dark: &ProductArray,
+) -> Result<ProductArray> {
+    let buf = moments_input(engine, moments);
+    let centre = crate::kernels::fft::CentreSource::Moments { buf: &buf, bound };
+    let mean = host_exact::scan_means(&com_from_moments(moments));
+    let dark = dark.data.to_f64();
+    let found = crate::products::dpc_rotation::on_gpu(engine, scan, centre, mean, &dark).await?;
+    Ok(found.product())
+}
+
 /// The phase an iDPC plan computed, as the float32 product (C-IDPC-GPU).
 pub(crate) async fn idpc_product(
     engine: &Engine,
@@ -289,6 +317,11 @@ pub async fn compute_resident(
             engine.queue.submit([enc.finish()]);
             let parsed = parse_moments(&engine.read_back(&moments, n * 24).await?);
             idpc_of_moments(engine, shape.scan, &moments, &parsed, moment_bound(res), p).await?
+        }
+        ProductKind::DpcRotation => {
+            let moments = com_moments(engine, res).await?;
+            let dark = Box::pin(compute_resident(engine, acq, res, &p.dark_field())).await?;
+            rotation_of_moments(engine, shape.scan, &moments, moment_bound(res), &dark).await?
         }
         ProductKind::Com | ProductKind::Dpc => com_product(
             p,

@@ -125,6 +125,37 @@ pub(crate) async fn com_exact(engine: &Engine, file: &str, res: &Resident) -> Re
     Ok(com_from_moments(&moments(engine, file, res).await?))
 }
 
+/// The exact CoM planes `com` less their scan means, in float64, rounded once to float32
+/// (row, col) pairs on the GPU: what the DPC of float32 data is packed from (see
+/// [`idpc_of_com`]).
+fn centred_com_input(engine: &Engine, com: &[f64]) -> wgpu::Buffer {
+    let n = com.len() / 2;
+    let [mean_r, mean_c] = scan_means(com);
+    let pairs: Vec<u32> = (0..n)
+        .flat_map(|k| {
+            let d = [com[k] - mean_r, com[n + k] - mean_c];
+            [(d[0] as f32).to_bits(), (d[1] as f32).to_bits()]
+        })
+        .collect();
+    engine.input(&pairs)
+}
+
+/// The `dpc-rotation` product of a float32 acquisition from its exact CoM planes `com` and
+/// its dark-field image `dark`, on the GPU.
+pub(crate) async fn rotation_of_com(
+    engine: &Engine,
+    scan: [usize; 2],
+    com: &[f64],
+    dark: &ProductArray,
+) -> Result<ProductArray> {
+    let buf = centred_com_input(engine, com);
+    let centre = CentreSource::Com(&buf);
+    let dark = dark.data.to_f64();
+    let found =
+        crate::products::dpc_rotation::on_gpu(engine, scan, centre, [0.0, 0.0], &dark).await?;
+    Ok(found.product())
+}
+
 /// iDPC from the exact CoM of a float32 acquisition. The scan mean is taken off in float64
 /// here, before the one rounding to float32: a CoM of several pixels rounded first keeps
 /// only ~5e-7 px, which a weak DPC (1e-3 px) cannot spare against iDPC's bound.
@@ -134,15 +165,7 @@ pub(crate) async fn idpc_of_com(
     com: &[f64],
     p: &ProductParams,
 ) -> Result<ProductArray> {
-    let n = scan[0] * scan[1];
-    let [mean_r, mean_c] = scan_means(com);
-    let pairs: Vec<u32> = (0..n)
-        .flat_map(|k| {
-            let d = [com[k] - mean_r, com[n + k] - mean_c];
-            [(d[0] as f32).to_bits(), (d[1] as f32).to_bits()]
-        })
-        .collect();
-    let centre = engine.input(&pairs);
+    let centre = centred_com_input(engine, com);
     let idpc = Idpc::new(engine, scan);
     let mut enc = engine.device.create_command_encoder(&Default::default());
     let dpc = DpcSettings {
@@ -264,6 +287,11 @@ pub async fn compute(
         }
         ProductKind::Idpc => {
             idpc_of_com(engine, shape.scan, &com_exact(engine, file, res).await?, p).await?
+        }
+        ProductKind::DpcRotation => {
+            let com = com_exact(engine, file, res).await?;
+            let dark = Box::pin(compute(engine, acq, res, &p.dark_field())).await?;
+            rotation_of_com(engine, shape.scan, &com, &dark).await?
         }
         ProductKind::SumDp | ProductKind::MeanDp | ProductKind::MaxDp | ProductKind::FitBf => {
             let roi = match p.kind {

@@ -12,6 +12,10 @@ use super::{ArrayData, ProductArray, ProductKind};
 pub const DPC_BOUND_PX: f64 = 2e-6;
 /// iDPC: the largest error allowed, relative to the reference's max|φ|.
 pub const IDPC_BOUND_OF_MAX: f64 = 1e-5;
+/// DPC rotation: the largest gap in θ allowed, in degrees (C-BOUND-DPC-ROTATION).
+pub const ROTATION_BOUND_DEG: f64 = 0.01;
+/// DPC rotation: the largest error of the curl energy left, relative to the reference's.
+pub const ROTATION_ENERGY_BOUND_REL: f64 = 1e-3;
 /// Weighted masks: the CPU reference's own float64 bound, relative to each value.
 pub const WEIGHTED_BOUND_REL: f64 = 1e-12;
 /// An independent float64 implementation (numpy) against ours, relative (C-BOUND-INDEPENDENT).
@@ -105,6 +109,12 @@ pub fn judge(kind: ProductKind, got: &ProductArray, reference: &ProductArray) ->
             format!("|error| <= {IDPC_BOUND_OF_MAX:e} x max|reference|"),
             within(&|a, b| (a - b).abs() <= IDPC_BOUND_OF_MAX * scale),
         ),
+        (ProductKind::DpcRotation, _, _) => (
+            format!(
+                "same flip, θ within {ROTATION_BOUND_DEG}°, curl energy within {ROTATION_ENERGY_BOUND_REL:e} x reference"
+            ),
+            rotation_failure(&d.got, &d.reference),
+        ),
         (ProductKind::Mask, ArrayData::F64(_), ArrayData::F64(_)) => (
             format!("|error| <= {WEIGHTED_BOUND_REL:e} x |reference|"),
             within(&|a, b| (a - b).abs() <= WEIGHTED_BOUND_REL * b.abs()),
@@ -129,6 +139,28 @@ pub fn judge(kind: ProductKind, got: &ProductArray, reference: &ProductArray) ->
         scale,
         bound,
         failure,
+    }
+}
+
+/// C-BOUND-DPC-ROTATION: what refuses a `[theta_deg, flip, curl_energy]` against the reference's: another flip,
+/// θ farther than the bound round the circle, or another curl energy.
+fn rotation_failure(got: &[f64], reference: &[f64]) -> Option<String> {
+    let [theta, flip, energy] = <[f64; 3]>::try_from(got).ok()?;
+    let [theta_ref, flip_ref, energy_ref] = <[f64; 3]>::try_from(reference).ok()?;
+    let gap = (theta - theta_ref).rem_euclid(360.0);
+    let gap = gap.min(360.0 - gap);
+    if flip != flip_ref {
+        Some(format!("flip {flip} vs reference {flip_ref}"))
+    } else if gap.is_nan() || gap > ROTATION_BOUND_DEG {
+        Some(format!("θ {theta}° vs reference {theta_ref}°"))
+    } else if (energy - energy_ref).abs() > ROTATION_ENERGY_BOUND_REL * energy_ref.abs()
+        || energy.is_nan() != energy_ref.is_nan()
+    {
+        Some(format!(
+            "curl energy {energy:e} vs reference {energy_ref:e}"
+        ))
+    } else {
+        None
     }
 }
 

@@ -38,10 +38,11 @@ pub enum ProductKind {
     Binned,
     Pattern,
     FitBf,
+    DpcRotation,
 }
 
 impl ProductKind {
-    pub const ALL: [ProductKind; 15] = [
+    pub const ALL: [ProductKind; 16] = [
         ProductKind::SumDp,
         ProductKind::MeanDp,
         ProductKind::MaxDp,
@@ -57,6 +58,7 @@ impl ProductKind {
         ProductKind::Binned,
         ProductKind::Pattern,
         ProductKind::FitBf,
+        ProductKind::DpcRotation,
     ];
 
     pub fn name(self) -> &'static str {
@@ -76,6 +78,7 @@ impl ProductKind {
             ProductKind::Binned => "binned",
             ProductKind::Pattern => "pattern",
             ProductKind::FitBf => "fit-bf",
+            ProductKind::DpcRotation => "dpc-rotation",
         }
     }
 

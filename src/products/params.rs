@@ -216,7 +216,8 @@ impl ProductParams {
                 center: Self::need(self.center, "center", k)?,
                 radius: Self::need(self.radius, "radius", k)?,
             },
-            ProductKind::Adf => DetectorMask::Annulus {
+            // dpc-rotation: the annulus of the dark-field image that decides the 180° branch.
+            ProductKind::Adf | ProductKind::DpcRotation => DetectorMask::Annulus {
                 center: Self::need(self.center, "center", k)?,
                 inner: Self::need(self.inner, "inner", k)?,
                 outer: Self::need(self.outer, "outer", k)?,
@@ -235,6 +236,17 @@ impl ProductParams {
         };
         m.validate(det)?;
         Ok(m)
+    }
+
+    /// The annular dark-field image a `dpc-rotation` takes its 180° branch from: its own
+    /// centre and radii as an `adf` product.
+    pub fn dark_field(&self) -> ProductParams {
+        ProductParams {
+            center: self.center,
+            inner: self.inner,
+            outer: self.outer,
+            ..ProductParams::new(ProductKind::Adf)
+        }
     }
 
     /// Whether this product can be computed on `shape` with `corr`: the correction's own
@@ -258,6 +270,10 @@ impl ProductParams {
             | ProductKind::Rect
             | ProductKind::Mask => {
                 self.detector_mask(det)?;
+            }
+            ProductKind::DpcRotation => {
+                self.detector_mask(det)?;
+                crate::products::dpc_rotation::check_scan(shape.scan)?;
             }
             ProductKind::Pattern => {
                 let [r, c] = Self::need(self.at, "at", self.kind)?;

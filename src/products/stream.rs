@@ -16,7 +16,7 @@ use crate::kernels::com_moments::{com_moments, moment_bound};
 use crate::kernels::pattern_reduce::pattern_reduce;
 use crate::products::gpu::{
     com_from_moments, com_product, compute_resident, found_in_mean, idpc_of_moments, mask_pixels,
-    pattern_product, stored_frames,
+    moments_input, pattern_product, rotation_of_moments, stored_frames,
 };
 use crate::products::gpu_float;
 use crate::products::{ArrayData, ProductArray, ProductKind, ProductParams};
@@ -55,6 +55,9 @@ enum Part {
     IntPattern(Vec<u64>, Vec<u32>),
     /// The same for float32 data: sums in units of `2^lsb`.
     FloatPattern(Vec<i128>, i32, Vec<f32>),
+    /// The DPC rotation: its centre of mass (a `Com` or `Moments` part) and the rows of
+    /// its dark-field image.
+    Rotation(Box<Part>, Option<ArrayData>),
 }
 
 /// A block's share of a product's scan ROI: `roi` (rows of the whole scan) within rows
@@ -184,6 +187,15 @@ async fn take_part(
             *bound = moment_bound(res);
             Ok(())
         }
+        Part::Rotation(centre, dark) => {
+            Box::pin(take_part(engine, block, res, p, centre, (b0, b1, scan))).await?;
+            join(
+                dark,
+                compute_resident(engine, block, res, &p.dark_field())
+                    .await?
+                    .data,
+            )
+        }
         Part::IntPattern(sum, max) => {
             let Some(roi) = roi_in_block(reduction_roi(p, scan), b0, b1) else {
                 return Ok(());
@@ -237,6 +249,13 @@ fn empty_part(p: &ProductParams, float: bool) -> Part {
         ProductKind::Com | ProductKind::Dpc => Part::Com(Vec::new(), Vec::new()),
         ProductKind::Idpc if float => Part::Com(Vec::new(), Vec::new()),
         ProductKind::Idpc => Part::Moments(Vec::new(), 0),
+        ProductKind::DpcRotation => Part::Rotation(
+            Box::new(match float {
+                true => Part::Com(Vec::new(), Vec::new()),
+                false => Part::Moments(Vec::new(), 0),
+            }),
+            None,
+        ),
         ProductKind::SumDp | ProductKind::MeanDp | ProductKind::MaxDp | ProductKind::FitBf => {
             match float {
                 true => Part::FloatPattern(Vec::new(), i32::MAX, Vec::new()),
@@ -277,13 +296,24 @@ async fn finish(
             }
         }
         Part::Moments(moments, bound) => {
-            let words: Vec<u32> = moments
-                .iter()
-                .flatten()
-                .flat_map(|&v| [v as u32, (v >> 32) as u32])
-                .collect();
-            let buf = engine.input(&words);
+            let buf = moments_input(engine, &moments);
             idpc_of_moments(engine, scan, &buf, &moments, bound, p).await?
+        }
+        Part::Rotation(centre, dark) => {
+            let dark = ProductArray {
+                shape: scan.to_vec(),
+                data: dark.ok_or_else(missing)?,
+            };
+            match *centre {
+                Part::Com(rows, cols) => {
+                    let com = [rows, cols].concat();
+                    gpu_float::rotation_of_com(engine, scan, &com, &dark).await?
+                }
+                Part::Moments(moments, bound) => {
+                    rotation_of_moments(engine, scan, &moments, bound, &dark).await?
+                }
+                _ => return Err(missing()),
+            }
         }
         Part::IntPattern(sum, max) => {
             let count = reduction_roi(p, scan).len() as u64;

@@ -170,7 +170,7 @@ impl Session {
             .ok_or_else(|| Error::Gpu("no resident acquisition".into()))?;
         let moments = matches!(
             p.kind,
-            ProductKind::Com | ProductKind::Dpc | ProductKind::Idpc
+            ProductKind::Com | ProductKind::Dpc | ProductKind::Idpc | ProductKind::DpcRotation
         );
         if (moments && crate::kernels::com_moments::moments_fit_64(res).is_err())
             || self.many_weights(p)
