@@ -1,6 +1,7 @@
 //! CPU reference of every product: exact integers, float64 with error-free (double-double)
 //! accumulation for float data, simple loops. Every GPU kernel is checked against this.
 
+pub mod dpc_rotation;
 mod exact;
 mod fft;
 
@@ -120,7 +121,7 @@ pub fn compute_in_blocks(
             let annulus = p.dark_field().detector_mask(det)?.sparse(det);
             let dark = masked_sums(&reader, corr, &annulus)?.into_array().to_f64();
             let dpc = dpc_from_com(&com, 0.0, false);
-            Ok(crate::products::dpc_rotation::find(&dpc, &dark, shape.scan, idpc)?.product())
+            Ok(dpc_rotation::find(&dpc, &dark, shape.scan, idpc)?.product())
         }
         ProductKind::Binned => {
             let mut ints = Vec::new();

@@ -1,12 +1,12 @@
 //! `kernels::dpc_curl` (the DPC rotation's sums) against the float64 reference
-//! `products::dpc_rotation::curl_div_sums`, on an odd, rectangular scan of several
+//! `cpu::dpc_rotation::curl_div_sums`, on an odd, rectangular scan of several
 //! workgroups of cells, both flips; then the `dpc-rotation` product of a simulated
 //! acquisition of known rotation on the CPU, the GPU and a streamed pass.
 
 use crate::check;
 use crate::common::*;
+use stem4d::cpu::dpc_rotation::curl_div_sums;
 use stem4d::frames::Correction;
-use stem4d::products::dpc_rotation::curl_div_sums;
 use stem4d::products::{ProductArray, ProductKind, ProductParams};
 
 #[test]
