@@ -724,5 +724,65 @@ export async function firstUse(t) {
       await page.close();
     }
   });
+
+  // ---------------------------------------------------------------- 12. the image as TIFF
+  // A baseline TIFF read here, apart from the engine's writer: the first page's size, sample
+  // type, values, pixels per unit and description.
+  const readTiff = (b) => {
+    if (b.toString('latin1', 0, 4) !== 'II*\0') throw new Error('not a little-endian TIFF');
+    const ifd = b.readUInt32LE(4);
+    const tags = {};
+    const n = b.readUInt16LE(ifd);
+    const size = { 1: 1, 2: 1, 3: 2, 4: 4, 5: 8, 16: 8 };
+    for (let i = 0; i < n; i++) {
+      const e = ifd + 2 + 12 * i;
+      const [tag, type, count] = [b.readUInt16LE(e), b.readUInt16LE(e + 2), b.readUInt32LE(e + 4)];
+      const at = size[type] * count > 4 ? b.readUInt32LE(e + 8) : e + 8;
+      const one = (k) => (type === 3 ? b.readUInt16LE(at + 2 * k) : type === 5 ? b.readUInt32LE(at + 8 * k) / b.readUInt32LE(at + 8 * k + 4) : b.readUInt32LE(at + 4 * k));
+      tags[tag] = type === 2 ? b.toString('latin1', at, at + count - 1) : Array.from({ length: count }, (_, k) => one(k));
+    }
+    const [w, h, bits, format] = [tags[256][0], tags[257][0], tags[258][0], (tags[339] || [1])[0]];
+    const raw = Buffer.concat(tags[273].map((o, k) => b.subarray(o, o + tags[279][k])));
+    const read = { '1,32': (i) => raw.readUInt32LE(4 * i), '3,32': (i) => raw.readFloatLE(4 * i), '1,16': (i) => raw.readUInt16LE(2 * i) }[`${format},${bits}`];
+    if (!read) throw new Error(`sample format ${format} of ${bits} bits`);
+    return { w, h, bits, format, values: Array.from({ length: w * h }, (_, i) => read(i)), perUnit: tags[282] && tags[282][0], text: tags[270] };
+  };
+  const readNpy = (b) => {
+    const len = b.readUInt16LE(8);
+    const header = b.toString('latin1', 10, 10 + len);
+    const data = b.subarray(10 + len);
+    const descr = /'descr': '([^']+)'/.exec(header)[1];
+    const k = { '<u8': 8, '<f4': 4, '<f8': 8 }[descr];
+    const one = { '<u8': (i) => Number(data.readBigUInt64LE(8 * i)), '<f4': (i) => data.readFloatLE(4 * i), '<f8': (i) => data.readDoubleLE(8 * i) }[descr];
+    return Array.from({ length: data.length / k }, (_, i) => one(i));
+  };
+  await scenario('12 TIFF', async () => {
+    {
+      const page = await freshPage();
+      await choose(page, '#open-files', filesOf('arina_u16'));
+      await openedAs(page, 'arina_u16_master.h5');
+      await rendered(page);
+      const save = async (button) => {
+        const [d] = await Promise.all([page.waitForEvent('download', { timeout: 20000 }), page.click(button)]);
+        return { name: d.suggestedFilename(), bytes: fs.readFileSync(await d.path()) };
+      };
+      for (const preset of ['bf', 'idpc']) {
+        await page.selectOption('#image-kind', preset);
+        await rendered(page);
+        const tif = await save('#export-tiff');
+        const npy = await save('#export-npy');
+        const t = readTiff(tif.bytes);
+        const want = readNpy(npy.bytes);
+        const float = preset === 'idpc';
+        const same = t.values.length === want.length && t.values.every((v, i) => (float ? v === Math.fround(want[i]) : v === want[i]));
+        check(/\.tif$/.test(tif.name) && t.w === 7 && t.h === 5 && t.format === (float ? 3 : 1) && t.bits === 32 && same,
+          `${preset}: Image TIFF holds the image's values (${t.w}×${t.h}, format ${t.format}, ${t.bits} bits, same as .npy ${same})`);
+        check(Math.abs(t.perUnit * 0.25 - 1) < 1e-8 && /^ImageJ=/.test(t.text) && /unit=nm/.test(t.text),
+          `${preset}: the TIFF carries the 0.25 nm scan step for ImageJ (${t.perUnit} px per unit, "${t.text.replace(/\n/g, ' | ')}")`);
+      }
+      noErrors(page, 'TIFF');
+      await page.close();
+    }
+  });
   fs.rmSync(tmp, { recursive: true, force: true });
 }

@@ -142,6 +142,83 @@ fn product_bf_matches_the_reference() {
     against_numpy("cli bf", "bf", &got, &want).unwrap();
 }
 
+/// `--out NAME.tif` (decision 0034): the image's values as TIFF, its pixel size where
+/// ImageJ reads it (the scan step for scan images, the detector step for patterns), equal to
+/// the `.npy` of the same product; vectors and the 4-D binned acquisition are refused by name.
+#[test]
+fn product_tiff_holds_the_values_and_the_pixel_size() {
+    use tiff::decoder::{Decoder, DecodingResult};
+    use tiff::tags::Tag;
+    let tmp = TempDir::new("tiff");
+    let files: Vec<String> = ARINA_U16.iter().map(|n| data(n)).collect();
+    let info = stem4d(
+        &[
+            &["info", "--json"][..],
+            &files.iter().map(String::as_str).collect::<Vec<_>>(),
+        ]
+        .concat(),
+    );
+    let info: Value = serde_json::from_slice(&info.stdout).expect("info --json");
+    let cal = &info["calibration"];
+    let scan_step = cal["scan_step"]
+        .as_f64()
+        .expect("the fixture has a scan step");
+    let det_step = cal["detector_step"]
+        .as_f64()
+        .expect("the fixture has a detector step");
+    let det_units = cal["detector_units"].as_str().unwrap();
+    let bf = ["--kind", "bf", "--center", "6.3,4.8", "--radius", "3.5"];
+    let cases: [(&[&str], f64, String); 2] = [
+        (
+            &bf,
+            scan_step,
+            format!("unit={}", cal["scan_units"].as_str().unwrap()),
+        ),
+        (&["--kind", "sum-dp"], det_step, format!("unit={det_units}")),
+    ];
+    for (options, step, unit) in cases {
+        let npy = tmp.path("image.npy");
+        let tif = tmp.path("image.TIF");
+        let _ = std::fs::remove_file(&npy);
+        let _ = std::fs::remove_file(&tif);
+        for out in [&npy, &tif] {
+            let o = cpu_product(options, &out.display().to_string(), &files);
+            assert!(o.status.success(), "{options:?}: {}", stderr(&o));
+        }
+        let want = read_npy(&npy);
+        let bytes = std::fs::read(&tif).unwrap();
+        let mut d = Decoder::new(std::io::Cursor::new(&bytes[..])).expect("a TIFF");
+        let (w, h) = d.dimensions().unwrap();
+        assert_eq!([h as usize, w as usize], want.shape[..], "{options:?}");
+        let text = d.get_tag_ascii_string(Tag::ImageDescription).unwrap();
+        assert!(
+            text.starts_with("ImageJ=") && text.contains(&unit),
+            "{options:?}: {text}"
+        );
+        let r = d.get_tag(Tag::XResolution).unwrap().into_u64_vec().unwrap();
+        let per_unit = r[0] as f64 / r[1] as f64;
+        assert!(
+            (per_unit * step - 1.0).abs() < 1e-8,
+            "{options:?}: {per_unit} per unit, step {step}"
+        );
+        let DecodingResult::U32(got) = d.read_image().unwrap() else {
+            panic!("{options:?}: uint64 sums that fit are uint32")
+        };
+        let got: Vec<f64> = got.iter().map(|&x| x as f64).collect();
+        assert_eq!(got, want.data.to_f64(), "{options:?}");
+    }
+    for (kind, words) in [("fit-bf", "fit-bf has shape [3]"), ("binned", "4-D")] {
+        let tif = tmp.path(&format!("{kind}.tiff"));
+        let o = cpu_product(&["--kind", kind], &tif.display().to_string(), &files);
+        assert!(
+            !o.status.success() && stderr(&o).contains(words) && stderr(&o).contains(".npy"),
+            "{kind}: {}",
+            stderr(&o)
+        );
+        assert!(!tif.exists(), "{kind}: nothing is written");
+    }
+}
+
 #[test]
 fn unknown_backend_is_refused() {
     let tmp = TempDir::new("backend");

@@ -30,6 +30,7 @@ export function bindExports() {
   $('export-image-png').onclick = exporting(async () => download(baseName() + '-image.png', await call('png', { panel: 'image' }), 'image/png'));
   $('export-pattern-png').onclick = exporting(async () => download(baseName() + '-pattern.png', await call('png', { panel: 'pattern' }), 'image/png'));
   $('export-npy').onclick = exporting(async () => download(`${baseName()}-${S.image.kind}.npy`, await call('npy'), 'application/octet-stream'));
+  $('export-tiff').onclick = exporting(async () => download(`${baseName()}-${S.image.kind}.tif`, await call('tiff'), 'image/tiff'));
   $('save-state').onclick = exporting(async () => {
     const saved = { stem4d_view: 1, files: state.current.info.files.map((f) => f.name), source_sha256: state.current.info.source_sha256,
       options: state.current.options, preset: state.preset, view: S };

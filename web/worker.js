@@ -195,6 +195,10 @@ async function handle(m) {
         result = await viewer.imageNpy();
         transfer = [result.buffer];
         break;
+      case 'tiff':
+        result = await viewer.imageTiff();
+        transfer = [result.buffer];
+        break;
       case 'profile':
         result = JSON.parse(viewer.profile());
         break;

@@ -80,7 +80,7 @@ enum Cmd {
         #[command(flatten)]
         budget: BudgetArgs,
     },
-    /// Compute one product and write it as .npy.
+    /// Compute one product and write it as .npy (or TIFF: --out NAME.tif).
     ///
     /// The CPU backend (the reference) streams the frames in blocks of 64 MiB decoded: it
     /// holds a few blocks (about 250 MB) and the product, whatever the acquisition's size;
@@ -209,6 +209,8 @@ struct ProductArgs {
     /// wgpu on a named graphics API: vulkan, metal, dx12.
     #[arg(long, default_value = "cpu")]
     backend: String,
+    /// The output: `.npy` (exact, any product), or an image as TIFF (`.tif`, `.tiff`) with
+    /// its pixel size for ImageJ/Fiji (float64 values rounded to float32).
     #[arg(long, value_name = "OUT.npy")]
     out: PathBuf,
 }

@@ -1,5 +1,6 @@
 //! `stem4d product`: one product of the files given, on the backend asked for, written as
-//! `.npy` (whole or not at all, never over a file the run reads), and `--backend`'s names.
+//! `.npy`, or as TIFF where `--out` ends in `.tif`/`.tiff` (whole or not at all, never over
+//! a file the run reads), and `--backend`'s names.
 
 use std::path::{Path, PathBuf};
 
@@ -68,6 +69,13 @@ pub(super) fn product(p: ProductArgs) -> Result<()> {
     // and again right before writing.
     let read: Vec<PathBuf> = p.open.files.iter().chain(&p.mask).cloned().collect();
     refuse_input_overwrite(&p.out, &acq, &read)?;
+    let tiff = crate::products::tiff::is_tiff_path(&p.out);
+    if tiff && params.kind == ProductKind::Binned {
+        return Err(Error::param(format!(
+            "{}: the binned acquisition is 4-D, not an image: write it as .npy",
+            p.out.display()
+        )));
+    }
     if backend == Backend::Cpu && params.kind == ProductKind::Binned {
         // The whole acquisition, binned: written as it streams, never held (see --help).
         let name = p.out.display().to_string();
@@ -91,7 +99,13 @@ pub(super) fn product(p: ProductArgs) -> Result<()> {
             crate::cpu::compute(&acq, &params, corr)?
         }
     };
-    let bytes = crate::products::npy::to_bytes(&out);
+    let bytes = match tiff {
+        true => {
+            let pixel = crate::products::tiff::pixel_of(params.kind, &acq.calibration, corr.bin);
+            crate::products::tiff::to_bytes(&out, pixel.as_ref(), params.kind.name())?
+        }
+        false => crate::products::npy::to_bytes(&out),
+    };
     write_new_file(&p.out, &acq, &read, |w| {
         w.write_all(&bytes).map_err(|e| Error::Io {
             file: p.out.display().to_string(),

@@ -11,6 +11,7 @@ pub mod judge;
 pub mod npy;
 mod params;
 pub mod stream;
+pub mod tiff;
 
 pub(crate) use params::wire;
 pub use params::{ProductParams, ProductRequest};

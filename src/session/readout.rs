@@ -127,6 +127,25 @@ impl Session {
     /// direction are float32 planes (px; radians in (−π, π]) made in float64 from the DPC
     /// product's components (`contract::dpc_polar`).
     pub async fn image_npy(&mut self, engine: &Engine) -> Result<Vec<u8>> {
+        let (product, _) = self.image_product(engine).await?;
+        Ok(crate::products::npy::to_bytes(&product))
+    }
+
+    /// TIFF bytes of the image panel's exact product (float64 rounded to float32), with the
+    /// scan step as its pixel size where the files give one (`products::tiff`).
+    pub async fn image_tiff(&mut self, engine: &Engine) -> Result<Vec<u8>> {
+        let (product, kind) = self.image_product(engine).await?;
+        let pixel = crate::products::tiff::pixel_of(
+            crate::products::ProductKind::Bf,
+            &self.acq.calibration,
+            1,
+        );
+        crate::products::tiff::to_bytes(&product, pixel.as_ref(), kind)
+    }
+
+    /// The image panel's exact product (CoM magnitude and direction as their plane) and
+    /// the name of the product it comes from.
+    async fn image_product(&mut self, engine: &Engine) -> Result<(ProductArray, &'static str)> {
         let st = self
             .state
             .clone()
@@ -148,6 +167,6 @@ impl Session {
             }
             _ => product,
         };
-        Ok(crate::products::npy::to_bytes(&product))
+        Ok((product, p.kind.name()))
     }
 }

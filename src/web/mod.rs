@@ -509,6 +509,19 @@ impl Viewer {
         })
     }
 
+    /// TIFF bytes of the image panel's exact product, with the scan step as pixel size.
+    #[wasm_bindgen(js_name = imageTiff)]
+    pub fn image_tiff(&self) -> js_sys::Promise {
+        let inner = self.inner.clone();
+        future_to_promise(async move {
+            let tiff = inner
+                .with_session(async |s| s.image_tiff(&inner.engine).await)
+                .await?
+                .map_err(js_err)?;
+            Ok(js_sys::Uint8Array::from(&tiff[..]).into())
+        })
+    }
+
     /// `.npy` bytes of the image panel's exact product.
     #[wasm_bindgen(js_name = imageNpy)]
     pub fn image_npy(&self) -> js_sys::Promise {
