@@ -784,5 +784,105 @@ export async function firstUse(t) {
       await page.close();
     }
   });
+
+  // ---------------------------------------------------------------- 13. line profiles
+  await scenario('13 line profile', async () => {
+    {
+      const page = await freshPage();
+      await choose(page, '#open-files', filesOf('arina_u16'));
+      await openedAs(page, 'arina_u16_master.h5');
+      await rendered(page);
+      // Along a row through pixel centres the profile is the exact values the hover reads.
+      const api = await page.evaluate(async () => {
+        const p = await window.stem4d.lineProfile('image', [2, 0], [2, 6]);
+        const exact = [];
+        for (let c = 0; c < 7; c++) exact.push(Number(await window.stem4d.valueAt('image', 2, c)));
+        return { p, exact, open: document.getElementById('profile-dialog').open };
+      });
+      check(api.p.values.length === 7 && api.p.values.every((v, i) => v === api.exact[i]) && api.p.units === 'nm'
+        && Math.abs(api.p.distance[6] - 1.5) < 1e-12 && api.open,
+        `a profile along row 2 is the row's exact values over 6 × 0.25 nm: ${JSON.stringify(api)}`);
+      // The mouse: the line button, a drag on the image, the plot, the CSV.
+      const drawOn = async (panel) => {
+        await page.click(`#line-${panel}`);
+        const box = await page.locator(`#${panel}-canvas`).boundingBox();
+        await page.mouse.move(box.x + box.width * 0.35, box.y + box.height * 0.4);
+        await page.mouse.down();
+        await page.mouse.move(box.x + box.width * 0.65, box.y + box.height * 0.6, { steps: 6 });
+        await page.mouse.up();
+        await page.waitForFunction((p) => document.getElementById('profile-caption').textContent.startsWith(p), panel, { timeout: 20000 });
+        const [d] = await Promise.all([page.waitForEvent('download', { timeout: 20000 }), page.click('#profile-csv')]);
+        return { name: d.suggestedFilename(), csv: fs.readFileSync(await d.path(), 'utf8') };
+      };
+      for (const [panel, unit] of [['image', 'nm'], ['pattern', 'mrad']]) {
+        const { name, csv } = await drawOn(panel);
+        const lines = csv.trim().split('\n');
+        const rows = lines.slice(1).map((l) => l.split(',').map(Number));
+        const plotted = await page.evaluate(() => {
+          const c = document.getElementById('profile-plot');
+          const px = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+          let lit = 0;
+          for (let i = 0; i < px.length; i += 4) if (px[i + 3] > 0) lit++;
+          return lit;
+        });
+        check(name.endsWith(`-${panel}-profile.csv`) && lines[0] === `distance_${unit},value` && rows.length >= 2
+          && rows.every((r) => r.length === 2 && r.every(Number.isFinite)) && rows[0][0] === 0 && plotted > 100,
+          `a line drawn on the ${panel} gives a plot and a CSV in ${unit} (${name}: ${lines.length - 1} samples, ${plotted} plotted pixels)`);
+      }
+      await page.click('#profile-close');
+      const closed = await page.evaluate(() => !document.getElementById('profile-dialog').open);
+      check(closed, 'Close removes the profile');
+      noErrors(page, 'line profile');
+      await page.close();
+    }
+  });
+
+  // ---------------------------------------------------------------- 14. view files and reports
+  await scenario('14 view and report', async () => {
+    {
+      const page = await freshPage();
+      await choose(page, '#open-files', filesOf('arina_u16'));
+      await openedAs(page, 'arina_u16_master.h5');
+      await rendered(page);
+      await page.selectOption('#image-kind', 'adf');
+      await page.evaluate(() => window.stem4d.setView({ image: { cursor: [1, 5], display: { cmap: 'viridis', scale: 'sqrt' } }, pattern: { source: 'mean' } }));
+      await rendered(page);
+      const saved = await page.evaluate(() => JSON.stringify({ view: window.stem4d.view(), preset: document.getElementById('image-kind').value }));
+      const save = async (button) => {
+        const [d] = await Promise.all([page.waitForEvent('download', { timeout: 30000 }), page.click(button)]);
+        const file = path.join(tmp, d.suggestedFilename());
+        fs.writeFileSync(file, fs.readFileSync(await d.path()));
+        return file;
+      };
+      const viewFile = await save('#save-state');
+      const report = await save('#save-report');
+      const html = fs.readFileSync(report, 'utf8');
+      check(/-report\.html$/.test(report) && (html.match(/src="data:image\/png;base64,/g) || []).length === 2
+        && /annulus/.test(html) && /viridis, sqrt scale/.test(html) && /Provenance/.test(html) && /id="stem4d-view"/.test(html),
+        `the report holds both panels, the detector, the display and the provenance (${html.length} bytes)`);
+      for (const file of [viewFile, report]) {
+        await page.selectOption('#image-kind', 'bf');
+        await page.evaluate(() => window.stem4d.setView({ image: { cursor: [0, 0], display: { cmap: 'inferno', scale: 'linear' } }, pattern: { source: 'cursor' } }));
+        await rendered(page);
+        const [chooser] = await Promise.all([page.waitForEvent('filechooser', { timeout: 10000 }), page.click('#load-state-button')]);
+        await chooser.setFiles(file);
+        await page.waitForFunction((want) => JSON.stringify({ view: window.stem4d.view(), preset: document.getElementById('image-kind').value }) === want, saved, { timeout: 20000 })
+          .catch(() => {});
+        const back = await page.evaluate(() => JSON.stringify({ view: window.stem4d.view(), preset: document.getElementById('image-kind').value }));
+        check(back === saved && !(await status(page)).error, `Load view… on the ${path.extname(file)} restores the view exactly${back === saved ? '' : `: ${back} vs ${saved}`}`);
+      }
+      // Another file is refused by name and the view kept.
+      const stray = path.join(tmp, 'notes.html');
+      fs.writeFileSync(stray, '<html><body>notes</body></html>');
+      const [chooser] = await Promise.all([page.waitForEvent('filechooser', { timeout: 10000 }), page.click('#load-state-button')]);
+      await chooser.setFiles(stray);
+      await page.waitForFunction(() => window.stem4d.status().error, null, { timeout: 10000 }).catch(() => {});
+      const refused = await status(page);
+      check(/notes\.html/.test(refused.error || '') && /not a stem4d report/.test(refused.error || '') && refused.open,
+        `an HTML file that is no report is refused by name: ${refused.error}`);
+      noErrors(page, 'view and report');
+      await page.close();
+    }
+  });
   fs.rmSync(tmp, { recursive: true, force: true });
 }

@@ -73,7 +73,7 @@ function showCalibration() {
 // Controls that need an acquisition are disabled, with the reason, while none is open.
 export function syncEnabled() {
   const none = !state.current;
-  for (const id of ['export-figure', 'export-image-png', 'export-pattern-png', 'export-npy', 'export-tiff', 'save-state', 'load-state-button', 'roi-draw', 'roi-circle', 'roi-clear', 'find-rotation']) {
+  for (const id of ['export-figure', 'export-image-png', 'export-pattern-png', 'export-npy', 'export-tiff', 'save-state', 'save-report', 'load-state-button', 'roi-draw', 'roi-circle', 'roi-clear', 'find-rotation', 'line-image', 'line-pattern']) {
     const el = $(id);
     el.disabled = none;
     if (none) el.dataset.why = 'open an acquisition first'; else delete el.dataset.why;

@@ -12,6 +12,7 @@ import { drawOverlays } from './overlays.js';
 import { onKey } from './keyboard.js';
 import { bindExports } from './export_files.js';
 import { findRotation } from './dpc_rotation.js';
+import { clearLine, toggleLineMode } from './line_profile.js';
 
 export function bindControls() {
   const pick = (input) => {
@@ -33,6 +34,9 @@ export function bindControls() {
   $('rotation').onchange = (e) => { const v = parseFloat(e.target.value); if (Number.isFinite(v)) { S.image.rotation = v; requestRender(); } };
   $('flip').onchange = (e) => { S.image.flip = e.target.checked; requestRender(); };
   $('find-rotation').onclick = () => findRotation();
+  $('line-image').onclick = () => toggleLineMode('image');
+  $('line-pattern').onclick = () => toggleLineMode('pattern');
+  $('profile-close').onclick = () => clearLine();
   $('pattern-source').onchange = (e) => { S.pattern.source = e.target.value; requestRender(); };
   for (const id of ['scan-rows', 'scan-cols']) {
     $(id).addEventListener('input', () => { state.scanShapeFor = state.lastScanShapeError && state.lastFiles ? filesKey(state.lastFiles) : null; });

@@ -5,6 +5,7 @@ import { requestRender } from './render.js';
 import { round2 } from './view_geometry.js';
 import { syncDisplayControls } from './display_controls.js';
 import { insideRadius } from './geometry.js';
+import { clearLine } from './line_profile.js';
 
 const DIVERGING = new Set(['dpc', 'idpc']);
 
@@ -17,6 +18,7 @@ export function applyDefaults(r) {
   if (!(rad > 0)) { fr = (kr - 1) / 2; fc = (kc - 1) / 2; rad = Math.min(kr, kc) / 6; }
   state.fit = { center: [round2(fr), round2(fc)], radius: round2(rad) };
   S.image.cursor = [Math.floor(rows / 2), Math.floor(cols / 2)];
+  clearLine();
   S.image.roi = null;
   S.image.roiCircle = null;
   S.image.rect = null;

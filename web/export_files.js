@@ -8,6 +8,8 @@ import { clampI } from './view_geometry.js';
 import { syncDisplayControls } from './display_controls.js';
 import { fmtNum, fmtLength, fmtEnergy } from './format.js';
 import { composeFigure } from './figure.js';
+import { profileCsv } from './line_profile.js';
+import { renderProvenance } from './provenance.js';
 
 // Save bytes (or a Blob) under `name` through the browser's download.
 function download(name, bytes, type) {
@@ -30,12 +32,13 @@ export function bindExports() {
   $('export-image-png').onclick = exporting(async () => download(baseName() + '-image.png', await call('png', { panel: 'image' }), 'image/png'));
   $('export-pattern-png').onclick = exporting(async () => download(baseName() + '-pattern.png', await call('png', { panel: 'pattern' }), 'image/png'));
   $('export-npy').onclick = exporting(async () => download(`${baseName()}-${S.image.kind}.npy`, await call('npy'), 'application/octet-stream'));
-  $('export-tiff').onclick = exporting(async () => download(`${baseName()}-${S.image.kind}.tif`, await call('tiff'), 'image/tiff'));
-  $('save-state').onclick = exporting(async () => {
-    const saved = { stem4d_view: 1, files: state.current.info.files.map((f) => f.name), source_sha256: state.current.info.source_sha256,
-      options: state.current.options, preset: state.preset, view: S };
-    download(baseName() + '-view.json', JSON.stringify(saved, null, 1), 'application/json');
+  $('profile-csv').onclick = exporting(async () => {
+    if (!state.profile) throw new Error('draw a line first');
+    download(`${baseName()}-${state.profile.panel}-profile.csv`, profileCsv(state.profile), 'text/csv');
   });
+  $('export-tiff').onclick = exporting(async () => download(`${baseName()}-${S.image.kind}.tif`, await call('tiff'), 'image/tiff'));
+  $('save-state').onclick = exporting(async () => download(baseName() + '-view.json', JSON.stringify(viewFile(), null, 1), 'application/json'));
+  $('save-report').onclick = exporting(async () => download(baseName() + '-report.html', await reportHtml(), 'text/html'));
   $('export-figure').onclick = exporting(async () => openFigureDialog());
   $('figure-form').addEventListener('submit', (e) => {
     if (e.submitter && e.submitter.value === 'save') { e.preventDefault(); $('figure-dialog').close(); exporting(saveFigure)(); }
@@ -43,8 +46,59 @@ export function bindExports() {
   $('load-state').addEventListener('change', async (e) => {
     const f = e.target.files[0];
     e.target.value = '';
-    if (f) { try { await restoreView(JSON.parse(await f.text())); } catch (err) { showError('Cannot load the view file ' + f.name + ': ' + err.message); } }
+    if (f) { try { await restoreView(viewOf(await f.text())); } catch (err) { showError('Cannot load the view file ' + f.name + ': ' + err.message); } }
   });
+}
+
+// What Save view writes and a report embeds: the files (with their hash), how they were
+// opened, the preset and the whole view.
+function viewFile() {
+  return { stem4d_view: 1, files: state.current.info.files.map((f) => f.name), source_sha256: state.current.info.source_sha256,
+    options: state.current.options, preset: state.preset, view: S };
+}
+
+// The view file in `text`: a view file's JSON, or the one a report embeds.
+function viewOf(text) {
+  if (!/^\s*</.test(text)) return JSON.parse(text);
+  const doc = new DOMParser().parseFromString(text, 'text/html');
+  const el = doc.getElementById('stem4d-view');
+  if (!el) throw new Error('not a stem4d report (it embeds no view)');
+  return JSON.parse(el.textContent);
+}
+
+const escapeHtml = (s) => String(s).replace(/[&<>"]/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;' })[c]);
+const dataUrl = (bytes) => new Promise((resolve) => {
+  const r = new FileReader();
+  r.onload = () => resolve(r.result);
+  r.readAsDataURL(new Blob([bytes], { type: 'image/png' }));
+});
+
+// A report of the view as one HTML file: both panels as shown, what each shows (detector
+// geometry, pattern source), their display settings, the provenance panel's tables, and
+// the view file embedded so that Load view… restores the view exactly.
+async function reportHtml() {
+  const info = state.current.info;
+  const panels = [];
+  for (const panel of ['image', 'pattern']) {
+    const d = S[panel].display;
+    const st = lastStats[panel] || await call('stats', { panel });
+    const lim = d.limits.mode === 'absolute' ? `${fmtNum(d.limits.lo)} … ${fmtNum(d.limits.hi)}`
+      : d.limits.mode === 'symmetric' ? `± ${fmtNum(d.limits.hi)} %` : `${fmtNum(d.limits.lo)} % … ${fmtNum(d.limits.hi)} %`;
+    const rows = [...figureMetadata(panel).slice(2),
+      `display: ${d.cmap}, ${d.scale} scale, limits ${d.limits.mode} ${lim} (${fmtNum(st.lo)} … ${fmtNum(st.hi)} ${unitsOf(panel)}), zoom ${fmtNum(d.zoom)}`];
+    panels.push(`<section><h2>${escapeHtml(figureTitle(panel))}</h2><img alt="${panel}" src="${await dataUrl(await call('png', { panel }))}">`
+      + `<ul>${rows.map((r) => `<li>${escapeHtml(r)}</li>`).join('')}</ul></section>`);
+  }
+  const prov = document.createElement('div');
+  renderProvenance(prov, state.current.profile, info, state.current.bfFitWarning);
+  const embedded = JSON.stringify(viewFile()).replace(/</g, '\\u003c');
+  return `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>${escapeHtml(baseName())} — stem4d report</title>`
+    + '<style>body{font:14px sans-serif;margin:24px;max-width:1100px}img{image-rendering:pixelated;width:480px;border:1px solid #888}'
+    + 'section{display:inline-block;vertical-align:top;margin-right:24px}table{border-collapse:collapse}td,th{padding:2px 10px 2px 0;text-align:left}</style></head><body>'
+    + `<h1>${escapeHtml(baseName())}</h1><p>${escapeHtml(figureMetadata('image').slice(0, 2).join(' · '))}</p>`
+    + `<p>Saved ${escapeHtml(new Date().toISOString())} by stem4d. Open the same files in stem4d and use Load view… on this file to restore the view.</p>`
+    + panels.join('') + `<h2>Provenance</h2>${prov.innerHTML}`
+    + `<script type="application/json" id="stem4d-view">${embedded}</script></body></html>`;
 }
 
 function restoreView(saved) {

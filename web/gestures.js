@@ -6,6 +6,8 @@ import { clampRect } from './detector.js';
 import { requestRender } from './render.js';
 import { clampI, planeSize, round2, toSource } from './view_geometry.js';
 import { fmtNum } from './format.js';
+import { drawOverlays } from './overlays.js';
+import { endLineMode, showProfile } from './line_profile.js';
 
 // The wheel zooms about the pointer and a right or middle drag pans; a left drag moves the
 // cursor or draws the ROI on the image, and drags the detector on the pattern.
@@ -29,6 +31,7 @@ export function bindPanelEvents(panel, el) {
     el.focus({ preventScroll: true });
     const s = toSource(panel, e);
     if (e.button === 2 || e.button === 1) { drag = { mode: 'pan', s0: s, pan0: S[panel].display.pan ?? [s.h / 2, s.w / 2] }; return; }
+    if (state.lineMode === panel) { drag = { mode: 'line', from: [s.r - 0.5, s.c - 0.5] }; state.line = { panel, from: drag.from, to: drag.from }; drawOverlays(); return; }
     if (panel === 'image') {
       if (state.roiMode === 'rect') { drag = { mode: 'roi', r0: s.r, c0: s.c }; return; }
       if (state.roiMode === 'circle') { drag = { mode: 'roi-circle', r0: s.r - 0.5, c0: s.c - 0.5 }; return; }
@@ -60,9 +63,13 @@ export function bindPanelEvents(panel, el) {
       S.image.roiCircle = [round2(drag.r0), round2(drag.c0), round2(Math.max(0.5, radius))];
       S.image.roi = null;
       requestRender();
+    } else if (drag.mode === 'line') {
+      state.line = { panel, from: drag.from, to: [s.r - 0.5, s.c - 0.5] };
+      drawOverlays();
     } else moveDetector(drag, s);
   });
   window.addEventListener('mouseup', () => {
+    if (drag && drag.mode === 'line' && state.line) { endLineMode(); showProfile(state.line); }
     if (drag && drag.mode.startsWith('roi')) {
       state.roiMode = false;
       $('roi-draw').classList.remove('active');

@@ -2,6 +2,7 @@
 import { $, PANELS, S, mradPerPx, state } from './state.js';
 import { canvasMap, canvasSize, planeSize } from './view_geometry.js';
 import { fmtNum, niceLength } from './format.js';
+import { drawLine } from './line_profile.js';
 
 // The cursor on the image overlay, as display.wgsl draws it with its `cursor_on`: the
 // pixel's outline and a cross through its centre, beyond 1.5 pixels from it, in the plane.
@@ -88,6 +89,12 @@ export function drawOverlays() {
     if (!state.current) continue;
     if (panel === 'image') drawCursor(g, cw, ch);
     else drawDetector(g, cw, ch);
+    if (state.line && state.line.panel === panel) {
+      g.save();
+      const { X, Y } = canvasMap(g, panel, cw, ch);
+      drawLine(g, X, Y);
+      g.restore();
+    }
     drawScaleBar(g, panel, cw, ch);
   }
 }

@@ -41,6 +41,11 @@ export const state = {
   // A rotation search under way, and the last one found: {theta, flip, curlEnergy, annulus}.
   findingRotation: false,
   lastRotation: null,
+  // Line profiles: the panel a drag draws a line on (or false), the line drawn
+  // ({panel, from, to} in pixel indices) and its profile ({distance, values, units, …}).
+  lineMode: false,
+  line: null,
+  profile: null,
 };
 
 const freshDisplay = (log, hi) => ({ cmap: 'inferno', scale: log ? 'log' : 'linear', limits: { mode: 'percentile', lo: 0.5, hi }, zoom: 1, pan: null });

@@ -5,6 +5,8 @@ import { showPresent, withPresent } from './canvases.js';
 import { openFiles } from './open.js';
 import { applyPatch, renderNow, viewState } from './render.js';
 import { figureTitle, saveFigure } from './export_files.js';
+import { drawOverlays } from './overlays.js';
+import { showProfile } from './line_profile.js';
 
 let lastCompute = null;
 
@@ -39,6 +41,16 @@ window.stem4d = {
   judge: (kind, got, reference, { against = 'independent' } = {}) =>
     call('judge', { kind, got, reference, against }),
   adapter: () => state.adapterInfo,
+  // A line profile of a panel's exact values from `from` to `to` ([row, col] pixel indices),
+  // drawn and plotted as the "line" tool does: resolves to {distance, values, units}.
+  async lineProfile(panel, from, to) {
+    if (!state.current) throw new Error('no acquisition is open: call stem4d.open first');
+    state.line = { panel, from, to };
+    drawOverlays();
+    const p = await showProfile(state.line);
+    if (!p) throw new Error($('error').hidden ? 'the profile was not taken' : $('error-text').textContent);
+    return { distance: p.distance, values: p.values, units: p.units };
+  },
   async profile() { return withPresent(await call('profile')); },
   // What the page shows now: the files open (null when empty), whether a load runs, the
   // error and notice on the page, and the fitted BF disk with its warning.

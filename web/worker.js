@@ -195,6 +195,9 @@ async function handle(m) {
         result = await viewer.imageNpy();
         transfer = [result.buffer];
         break;
+      case 'lineProfile':
+        result = JSON.parse(await viewer.lineProfile(m.panel, m.from[0], m.from[1], m.to[0], m.to[1]));
+        break;
       case 'tiff':
         result = await viewer.imageTiff();
         transfer = [result.buffer];

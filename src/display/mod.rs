@@ -6,6 +6,7 @@
 pub mod colormaps;
 pub mod gpu;
 pub mod limits;
+pub mod line_profile;
 pub mod png;
 pub mod present;
 pub mod scale;

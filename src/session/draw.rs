@@ -196,12 +196,7 @@ impl Session {
             .scan_roi()?
             .unwrap_or(ScanRoi::Rect(Region::full(scan)));
         let Some(res) = &self.resident else {
-            let mut p = ProductParams::new(match st.pattern.source {
-                PatternSource::Cursor => ProductKind::Pattern,
-                PatternSource::Mean => ProductKind::MeanDp,
-                PatternSource::Sum => ProductKind::SumDp,
-                PatternSource::Max => ProductKind::MaxDp,
-            });
+            let mut p = ProductParams::new(st.pattern.source.product_kind());
             p.at = Some(st.image.cursor);
             p.scan_roi = match roi {
                 ScanRoi::Rect(r) => Some(r),

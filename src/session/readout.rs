@@ -4,6 +4,16 @@
 
 use super::*;
 
+/// What `stem4d.lineProfile(panel, from, to)` returns (JSON): the samples' distances from
+/// the line's start in `units` (the scan step's for the image, the detector step's for the
+/// pattern, else `px`) and their values (exact products, bilinear between pixels).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct LineProfileReport {
+    pub distance: Vec<f64>,
+    pub values: Vec<f64>,
+    pub units: String,
+}
+
 /// Bars of the histogram `stem4d.stats` returns.
 pub const STATS_REPORT_BARS: usize = 256;
 
@@ -141,6 +151,70 @@ impl Session {
             1,
         );
         crate::products::tiff::to_bytes(&product, pixel.as_ref(), kind)
+    }
+
+    /// The profile of `panel`'s exact values along the line `from` → `to` (pixel indices,
+    /// [row, col]; `display::line_profile`): the image's product (the axis shown of CoM and
+    /// DPC), the pattern's product, or the pattern's plane over a circular scan ROI (which
+    /// no product takes).
+    pub async fn line_profile(
+        &mut self,
+        engine: &Engine,
+        panel: Panel,
+        from: [f64; 2],
+        to: [f64; 2],
+    ) -> Result<LineProfileReport> {
+        let st = self
+            .state
+            .clone()
+            .ok_or_else(|| Error::param("no view yet"))?;
+        let (values, dims) = match panel {
+            Panel::Image => {
+                let (product, _) = self.image_product(engine).await?;
+                let dims = self.acq.shape.scan;
+                let all = product.data.to_f64();
+                let plane = dims[0] * dims[1];
+                let k = match product.shape.len() {
+                    3 => (st.image.axis as usize).min(product.shape[0] - 1),
+                    _ => 0,
+                };
+                (all[k * plane..(k + 1) * plane].to_vec(), dims)
+            }
+            Panel::Pattern => {
+                let det = self.acq.shape.binned(self.correction.bin).det;
+                let roi = st.image.scan_roi()?;
+                let circle = matches!(roi, Some(ScanRoi::Circle { .. }));
+                if circle && st.pattern.source != PatternSource::Cursor {
+                    let plane = self.plane(Panel::Pattern).read_values(engine).await?;
+                    (plane.into_iter().map(f64::from).collect(), det)
+                } else {
+                    let mut p = ProductParams::new(st.pattern.source.product_kind());
+                    p.at = Some(st.image.cursor);
+                    p.scan_roi = match roi {
+                        Some(ScanRoi::Rect(r)) => Some(r),
+                        _ => None,
+                    };
+                    let product = self.product(engine, &p, self.correction).await?;
+                    (product.data.to_f64(), det)
+                }
+            }
+        };
+        let profile = display::line_profile::sample(&values, dims, from, to)?;
+        let cal = &self.acq.calibration;
+        let step = match panel {
+            Panel::Image => cal.scan_step.zip(cal.scan_units.clone()),
+            Panel::Pattern => cal
+                .detector_step
+                .map(|s| s * self.correction.bin as f64)
+                .zip(cal.detector_units.clone()),
+        }
+        .filter(|(s, _)| s.is_finite() && *s > 0.0);
+        let (scale, units) = step.unwrap_or((1.0, "px".into()));
+        Ok(LineProfileReport {
+            distance: profile.distance_px.iter().map(|d| d * scale).collect(),
+            values: profile.values,
+            units,
+        })
     }
 
     /// The image panel's exact product (CoM magnitude and direction as their plane) and

@@ -181,6 +181,18 @@ pub enum PatternSource {
     Max,
 }
 
+impl PatternSource {
+    /// The product that gives this pattern.
+    pub fn product_kind(self) -> ProductKind {
+        match self {
+            PatternSource::Cursor => ProductKind::Pattern,
+            PatternSource::Mean => ProductKind::MeanDp,
+            PatternSource::Sum => ProductKind::SumDp,
+            PatternSource::Max => ProductKind::MaxDp,
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct PatternView {

@@ -496,6 +496,33 @@ impl Viewer {
         })
     }
 
+    /// A line profile of a panel's exact values from (r0, c0) to (r1, c1) (pixel indices),
+    /// as JSON (`session::LineProfileReport`).
+    #[wasm_bindgen(js_name = lineProfile)]
+    pub fn line_profile(
+        &self,
+        panel: String,
+        r0: f64,
+        c0: f64,
+        r1: f64,
+        c1: f64,
+    ) -> js_sys::Promise {
+        let inner = self.inner.clone();
+        future_to_promise(async move {
+            let panel = Panel::parse(&panel).map_err(js_err)?;
+            let report = inner
+                .with_session(async |s| {
+                    s.line_profile(&inner.engine, panel, [r0, c0], [r1, c1])
+                        .await
+                })
+                .await?
+                .map_err(js_err)?;
+            Ok(serde_json::to_string(&report)
+                .map_err(|e| js_err(format!("the profile does not serialise: {e}")))?
+                .into())
+        })
+    }
+
     /// PNG bytes of a panel.
     pub fn png(&self, panel: String) -> js_sys::Promise {
         let inner = self.inner.clone();
