@@ -84,7 +84,7 @@ export function renderProvenance(el, p, info, fitWarning) {
     section(`Load: ${fmtMs(p.total_ms)} to the first image and its tail`, stages),
     section('GPU memory', [
       ['products run on', { gpu: 'the GPU (exact sums)', 'gpu, compressed': 'the GPU, from a compressed resident (exact sums)', 'gpu, streamed': 'the GPU, streamed from the files for each product (exact sums)' }[p.products_on] || 'the CPU reference'],
-      p.compressed && ['compressed resident', `${fmtBytes(p.compressed.packed_bytes)} for ${fmtBytes(p.compressed.raw_bytes)} raw (${p.compressed.ratio.toFixed(2)}×), scratch ${fmtBytes(p.compressed.scratch_bytes)}`, '', 'each 32-byte sector of counts kept at the bit width of its largest sample; products unpack what they read into the scratch block'],
+      p.compressed && ['compressed resident', `${fmtBytes(p.compressed.packed_bytes)} for ${fmtBytes(p.compressed.raw_bytes)} raw (${p.compressed.ratio.toFixed(2)}×), scratch ${fmtBytes(p.compressed.scratch_bytes)}`, '', 'each 32-byte sector of counts kept at the bit width of its largest sample; kernels decode the sectors they read, and frames read back pass through the scratch'],
       p.memory_budget != null && ['memory budget', fmtBytes(p.memory_budget), '', 'the GPU memory the open was allowed (memoryBudget): the engine takes the fastest exact plan at native sampling within it'],
       p.memory_plan && ['memory plan', planWords(p.memory_plan), '', p.memory_plan.note],
       ...(p.memory_plans || []).map((m) => [`  ${m.fits ? 'fits' : 'does not fit'}`, planWords(m), m.fits ? '' : 'warn', m.note]),

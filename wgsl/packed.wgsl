@@ -191,7 +191,8 @@ fn packed(@builtin(global_invocation_id) gid: vec3<u32>) {
     if (pp.n_list > 0u) {
         k = list[k];
     }
-    let out = t * pp.tile_words + k * 8u;
+    // Tile `first_tile` lands at word 0: the scratch holds only the tiles a read asks for.
+    let out = (id / n) * pp.tile_words + k * 8u;
     let s = packed_sector(t, k, pp.groups_per_tile, pp.bits);
     if (s.width == 0u || pixel_cleared(k)) {
         for (var j = 0u; j < 8u; j += 1u) {

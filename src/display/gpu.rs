@@ -166,12 +166,14 @@ impl Plane {
                     .locate(frame)
                     .ok_or_else(|| Error::param("the cursor is outside the resident frames"))?;
                 let buf = &res.buffers[seg];
-                // A compressed resident: the frame's tile unpacked into the scratch first.
+                // A compressed resident: the frame's tile unpacked into the scratch first,
+                // where it is the first tile.
                 let tile = tile_offset / res.plan.tile_words;
                 let mut batch = crate::gpu::Batch::default();
-                res.unpack(engine, &mut batch, seg, None, Some((tile, tile + 1)))?;
+                res.unpack(engine, &mut batch, seg, None, (tile, tile + 1))?;
                 batch.flush(encoder);
-                (p.source, p.offset, p.stride, p.bits) = (3, tile_offset, position, res.plan.bits);
+                let offset = if res.packed.is_some() { 0 } else { tile_offset };
+                (p.source, p.offset, p.stride, p.bits) = (3, offset, position, res.plan.bits);
                 (buf, buf)
             }
             PlaneSource::Com { moments, axis } => {

@@ -31,8 +31,8 @@ pub struct Resident {
     /// ([`products::settle_bad_pixels`]), as a mask of its detector.
     pub found_bad: Option<Vec<bool>>,
     /// A compressed resident's packed segments (`upload::packed`, decision 0025); its
-    /// `buffers` are then one scratch segment, cloned per segment, that every kernel's
-    /// reads are unpacked into first ([`Resident::unpack`]).
+    /// `buffers` are then one small scratch, cloned per segment, that frames read back are
+    /// unpacked into first ([`Resident::unpack`]; kernels decode the sectors themselves).
     pub packed: Option<Packed>,
 }
 
@@ -84,32 +84,36 @@ impl Resident {
         }
     }
 
-    /// Queue, before a kernel reads segment `seg` of this resident, what it will read of
-    /// it: on a compressed resident the pixels of `list` (`None`: all) of tiles `tiles`
-    /// (`None`: all) unpacked into the scratch segment; on a raw one nothing.
+    /// Queue, before segment `seg` of this resident is read, what will be read of it: on a
+    /// compressed resident the pixels of `list` (`None`: all) of tiles `[t0, t1)` unpacked
+    /// into the scratch, tile `t0` first (as many tiles as the scratch holds, else an
+    /// error); on a raw one nothing.
     pub(crate) fn unpack(
         &self,
         engine: &Engine,
         batch: &mut Batch,
         seg: usize,
         list: Option<(&wgpu::Buffer, u32)>,
-        tiles: Option<(u32, u32)>,
+        tiles: (u32, u32),
     ) -> Result<()> {
-        let (Some(packed), Some(s)) = (&self.packed, self.plan.segments.get(seg)) else {
+        let (Some(packed), Some(scratch)) = (&self.packed, self.buffers.get(seg)) else {
             return Ok(());
         };
-        let all = (0, s.frames.div_ceil(self.plan.tile as usize) as u32);
+        let holds = scratch.size() / (self.plan.tile_words as u64 * 4).max(1);
+        if tiles.1.saturating_sub(tiles.0) as u64 > holds {
+            return Err(crate::error::Error::Gpu(format!(
+                "tiles {}..{} do not fit the compressed resident's scratch of {holds} tiles",
+                tiles.0, tiles.1
+            )));
+        }
         crate::kernels::packed::add_unpack(
             engine,
             batch,
             &self.plan,
             &packed.buffers[seg],
             &packed.zeroed,
-            &self.buffers[seg],
-            crate::kernels::packed::Unpack {
-                list,
-                tiles: tiles.unwrap_or(all),
-            },
+            scratch,
+            crate::kernels::packed::Unpack { list, tiles },
         )
     }
 }

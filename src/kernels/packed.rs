@@ -139,7 +139,8 @@ pub struct Unpack<'a> {
 }
 
 /// Queue the unpacking of `what` of the packed segment `packed` into `scratch` (the raw
-/// layout, tile `t` at word `t · tile_words`), the pixels set in `zeroed` as 0.
+/// layout of tiles `[t0, t1)`, tile `t` at word `(t − t0) · tile_words`), the pixels set in
+/// `zeroed` as 0. The scratch holds at least `t1 − t0` tiles.
 pub(crate) fn add_unpack(
     engine: &Engine,
     batch: &mut Batch,

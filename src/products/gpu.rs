@@ -32,27 +32,40 @@ pub async fn frames(engine: &Engine, res: &Resident, f0: usize, f1: usize) -> Re
         if s0 >= s1 {
             continue;
         }
-        // Only the tiles holding the frames asked for leave the GPU.
+        // Only the tiles holding the frames asked for leave the GPU; a compressed
+        // resident's are unpacked into its scratch (tile `a` first) as many as it holds at
+        // a time.
         let (t0, t1) = (s0 / tile, s1.div_ceil(tile));
-        if res.packed.is_some() {
-            let mut batch = crate::gpu::Batch::default();
-            res.unpack(engine, &mut batch, i, None, Some((t0 as u32, t1 as u32)))?;
-            let mut encoder = engine.device.create_command_encoder(&Default::default());
-            batch.flush(&mut encoder);
-            engine.queue.submit([encoder.finish()]);
-        }
-        let bytes = engine
-            .read_back_range(
-                buf,
-                (t0 * tile_words * 4) as u64,
-                ((t1 - t0) * tile_words * 4) as u64,
-            )
-            .await?;
-        let words: Vec<u32> = bytemuck::pod_collect_to_vec(&bytes);
-        for f in s0..s1 {
-            let t = f / tile - t0;
-            let tile_of = &words[t * tile_words..(t + 1) * tile_words];
-            out.extend((0..det).map(|k| plan.tile_sample(tile_of, k, (f % tile) as u32)));
+        let step = match res.packed {
+            Some(_) => (buf.size() as usize / (tile_words * 4)).max(1),
+            None => t1 - t0,
+        };
+        for a in (t0..t1).step_by(step.max(1)) {
+            let b = (a + step).min(t1);
+            let first_word = match res.packed {
+                Some(_) => {
+                    let mut batch = crate::gpu::Batch::default();
+                    res.unpack(engine, &mut batch, i, None, (a as u32, b as u32))?;
+                    let mut encoder = engine.device.create_command_encoder(&Default::default());
+                    batch.flush(&mut encoder);
+                    engine.queue.submit([encoder.finish()]);
+                    0
+                }
+                None => a * tile_words,
+            };
+            let bytes = engine
+                .read_back_range(
+                    buf,
+                    (first_word * 4) as u64,
+                    ((b - a) * tile_words * 4) as u64,
+                )
+                .await?;
+            let words: Vec<u32> = bytemuck::pod_collect_to_vec(&bytes);
+            for f in (s0.max(a * tile))..s1.min(b * tile) {
+                let t = f / tile - a;
+                let tile_of = &words[t * tile_words..(t + 1) * tile_words];
+                out.extend((0..det).map(|k| plan.tile_sample(tile_of, k, (f % tile) as u32)));
+            }
         }
     }
     Ok(out)

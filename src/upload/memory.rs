@@ -248,16 +248,16 @@ fn streaming(
     }
 }
 
-/// Most bytes of the scratch block a compressed resident keeps, and the share of a budget
-/// it may take: larger blocks mean fewer dispatches per product, and the scratch is held
-/// for as long as the acquisition is open.
+/// Most bytes of the raw block a compressed resident is built from, and the share of a
+/// budget it may take: larger blocks mean fewer dispatches while it is built.
 pub const COMPRESSED_SCRATCH_BYTES: u64 = 1 << 30;
 pub const COMPRESSED_SCRATCH_SHARE: u64 = 8;
 
 /// The compressed plan: blocks of whole scan rows, whole tiles each, of at most
 /// [`COMPRESSED_SCRATCH_BYTES`] (an eighth of a budget), uploaded as `stream` uploads its
 /// blocks, then encoded. Its payload is at most the raw resident's and its index (one byte
-/// per 32 of raw) and the scratch; it fits when the scratch and one block's upload do.
+/// per 32 of raw) and the small scratch frames are read back through
+/// (`upload::packed::kept_scratch_bytes`); it fits when that and one block's upload do.
 fn compressed(
     shape: Shape4,
     dtype: Dtype,
@@ -290,8 +290,9 @@ fn compressed(
     }
     let block = block.min(rows.max(1));
     let decoded = stream.gpu_decode;
-    let scratch = (block as u64 * row_bytes).min(whole.payload_bytes);
-    let build = stream.peak_bytes.saturating_sub(stream.payload_bytes) + scratch;
+    let block_bytes = (block as u64 * row_bytes).min(whole.payload_bytes);
+    let scratch = crate::upload::packed::kept_scratch_bytes(whole.tile_words, block_bytes);
+    let build = stream.peak_bytes.saturating_sub(stream.payload_bytes) + block_bytes;
     let at_most = whole.payload_bytes + whole.payload_bytes / 32 + scratch;
     let fits = stream.fits && budget.is_none_or(|b| build + scratch <= b);
     let blocks = rows.div_ceil(block.max(1));
@@ -306,10 +307,10 @@ fn compressed(
         fits,
         note: match fits {
             true => format!(
-                "the whole acquisition on the GPU, each sector of samples cut to its bit width: at most {at_most} bytes (known once encoded), built in {blocks} blocks of {block} scan rows; products unpack what they read into a block of {scratch} bytes"
+                "the whole acquisition on the GPU, each sector of samples cut to its bit width: at most {at_most} bytes (known once encoded), built in {blocks} blocks of {block} scan rows; frames read back pass through a scratch of {scratch} bytes"
             ),
             false => format!(
-                "one block of {block} scan rows and its scratch ({} bytes) pass the budget",
+                "one block of {block} scan rows and the scratch ({} bytes) pass the budget",
                 build + scratch
             ),
         },

@@ -1,9 +1,11 @@
 //! The compressed resident (decision 0025): the acquisition read in blocks of whole scan
 //! rows, each uploaded raw (through the GPU decoder where it takes the data), encoded on
 //! the GPU into sectors cut to the bit width of their largest sample (`wgsl/packed.wgsl`)
-//! and let go, so that only the packed segments and one raw-layout scratch segment stay.
-//! Products unpack what they read into the scratch, segment by segment
-//! ([`Resident::unpack`]): integer products are those of the raw resident, bit for bit.
+//! and let go, so that only the packed segments and a small raw-layout scratch stay.
+//! Products decode the sectors they read in their own kernels (decisions 0028, 0031); only
+//! frames read back (`binned`, the cursor's pattern) are unpacked into the scratch, a few
+//! tiles at a time ([`Resident::unpack`]). Integer products are those of the raw resident,
+//! bit for bit.
 
 use crate::error::{Error, Result};
 use crate::formats::Acquisition;
@@ -113,7 +115,8 @@ impl Engine {
                 for (seg, raw) in res.plan.segments.iter().zip(&res.buffers) {
                     let packed = self.pack_segment(&res.plan, seg, raw).await?;
                     packed_bytes += packed.size();
-                    scratch_bytes = scratch_bytes.max(seg.bytes);
+                    scratch_bytes =
+                        scratch_bytes.max(kept_scratch_bytes(res.plan.tile_words, seg.bytes));
                     segments.push(Segment {
                         first_frame: b0 * cols + seg.first_frame,
                         ..*seg
@@ -165,6 +168,18 @@ impl Engine {
         });
         Ok(res)
     }
+}
+
+/// Most bytes of the scratch a compressed resident keeps for the frames read back from it
+/// (whole tiles, at least one): a read of more tiles unpacks them this many at a time.
+pub const KEPT_SCRATCH_BYTES: u64 = 16 << 20;
+
+/// The scratch a compressed resident keeps for tiles of `tile_words` words, segments of at
+/// most `segment_bytes`: [`KEPT_SCRATCH_BYTES`] in whole tiles, never above a segment.
+pub fn kept_scratch_bytes(tile_words: u32, segment_bytes: u64) -> u64 {
+    let tile = tile_words as u64 * 4;
+    let tiles = (KEPT_SCRATCH_BYTES / tile.max(1)).max(1);
+    (tiles * tile).min(segment_bytes).max(16)
 }
 
 /// Scan rows per block of a compressed upload: about `want` rows, rounded up to the fewest

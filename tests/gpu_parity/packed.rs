@@ -81,6 +81,43 @@ fn packed_sectors_of_every_width_equal_the_raw_ones() {
     );
 }
 
+/// Frames read back from a compressed resident pass through its small scratch a few tiles
+/// at a time (`upload::packed::kept_scratch_bytes`): on an acquisition of more tiles than the
+/// scratch holds, every frame and a range across the scratch's edge read back as the raw
+/// resident's.
+#[test]
+fn frames_of_more_tiles_than_the_scratch_holds_read_back_as_raw() {
+    let Some(engine) = engine() else { return };
+    let dims = [48, 49, 64, 64];
+    let frames = dims[0] * dims[1];
+    let noise = noise_bytes(frames * dims[2] * dims[3] * 2, 0x7ace);
+    // Samples of 12 bits at most: sectors narrower than raw.
+    let samples: Vec<u8> = noise
+        .chunks_exact(2)
+        .flat_map(|b| (u16::from_le_bytes([b[0], b[1]]) & 0x0fff).to_le_bytes())
+        .collect();
+    let acq = raw_acquisition(Dtype::U16, dims, samples);
+    let corr = Correction::default();
+    let raw = pollster::block_on(engine.upload(&acq, corr)).unwrap();
+    let packed =
+        pollster::block_on(engine.upload_packed(&acq, corr, dims[0], false, None, &mut |_, _| {}))
+            .unwrap();
+    let tile_bytes = packed.plan.tile_words as u64 * 4;
+    let holds = packed.buffers[0].size() / tile_bytes;
+    let tiles = frames.div_ceil(packed.plan.tile as usize) as u64;
+    assert!(holds < tiles, "the scratch holds {holds} of {tiles} tiles");
+    assert!(packed.buffers[0].size() <= stem4d::upload::packed::KEPT_SCRATCH_BYTES);
+    let edge = holds as usize * packed.plan.tile as usize;
+    for (f0, f1) in [(0, frames), (edge - 3, edge + 5), (frames - 1, frames)] {
+        let want = pollster::block_on(gpu::frames(&engine, &raw, f0, f1)).unwrap();
+        let got = pollster::block_on(gpu::frames(&engine, &packed, f0, f1)).unwrap();
+        assert!(
+            got == want,
+            "frames {f0}..{f1} differ from the raw resident's"
+        );
+    }
+}
+
 /// Products of a compressed resident compared with the raw one's, and residents that came
 /// out smaller than raw.
 #[derive(Default)]
