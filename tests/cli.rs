@@ -219,6 +219,67 @@ fn product_tiff_holds_the_values_and_the_pixel_size() {
     }
 }
 
+/// `--line R0,C0,R1,C1 --out NAME.csv`: the image's profile, distances in the scan's unit;
+/// along a row through pixel centres, the row's values of the `.npy`; CoM gives both planes;
+/// a CSV without a line, or a line without a CSV, is refused before anything is computed.
+#[test]
+fn product_line_profile_is_written_as_csv() {
+    let tmp = TempDir::new("csv");
+    let files: Vec<String> = ARINA_U16.iter().map(|n| data(n)).collect();
+    let bf = ["--kind", "bf", "--center", "6.3,4.8", "--radius", "3.5"];
+    let npy = tmp.path("bf.npy");
+    let o = cpu_product(&bf, &npy.display().to_string(), &files);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let want = read_npy(&npy).data.to_f64();
+    let csv = tmp.path("bf.csv");
+    let o = cpu_product(
+        &[&bf[..], &["--line", "2,0,2,6"]].concat(),
+        &csv.display().to_string(),
+        &files,
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = std::fs::read_to_string(&csv).unwrap();
+    let mut lines = text.lines();
+    assert_eq!(lines.next(), Some("distance_nm,value"));
+    let rows: Vec<Vec<f64>> = lines
+        .map(|l| l.split(',').map(|v| v.parse().unwrap()).collect())
+        .collect();
+    assert_eq!(rows.len(), 7, "{text}");
+    for (c, row) in rows.iter().enumerate() {
+        assert_eq!(row, &vec![c as f64 * 0.25, want[2 * 7 + c]], "column {c}");
+    }
+    let com = tmp.path("com.csv");
+    let o = cpu_product(
+        &["--kind", "com", "--line", "0,0,4,6"],
+        &com.display().to_string(),
+        &files,
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = std::fs::read_to_string(&com).unwrap();
+    assert!(
+        text.starts_with("distance_nm,value_row,value_col\n"),
+        "{text}"
+    );
+    let lonely = tmp.path("lonely.csv");
+    let o = cpu_product(&bf, &lonely.display().to_string(), &files);
+    assert!(
+        !o.status.success() && stderr(&o).contains("--line"),
+        "{}",
+        stderr(&o)
+    );
+    let o = cpu_product(
+        &[&bf[..], &["--line", "0,0,1,1"]].concat(),
+        &tmp.path("x.npy").display().to_string(),
+        &files,
+    );
+    assert!(
+        !o.status.success() && stderr(&o).contains("NAME.csv"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!lonely.exists());
+}
+
 #[test]
 fn unknown_backend_is_refused() {
     let tmp = TempDir::new("backend");

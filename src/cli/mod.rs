@@ -209,10 +209,16 @@ struct ProductArgs {
     /// wgpu on a named graphics API: vulkan, metal, dx12.
     #[arg(long, default_value = "cpu")]
     backend: String,
-    /// The output: `.npy` (exact, any product), or an image as TIFF (`.tif`, `.tiff`) with
-    /// its pixel size for ImageJ/Fiji (float64 values rounded to float32).
+    /// The output: `.npy` (exact, any product), an image as TIFF (`.tif`, `.tiff`) with
+    /// its pixel size for ImageJ/Fiji (float64 values rounded to float32), or a line profile
+    /// of an image as CSV (`.csv`, with --line).
     #[arg(long, value_name = "OUT.npy")]
     out: PathBuf,
+    /// With --out NAME.csv: the image's profile along the line from (R0, C0) to (R1, C1),
+    /// in pixel indices (pixel centres at integers), one sample a pixel, bilinear between
+    /// pixels; distances in the calibrated unit.
+    #[arg(long, value_name = "R0,C0,R1,C1", allow_hyphen_values = true, value_parser = crate::products::flags::list::<f64, 4>)]
+    line: Option<[f64; 4]>,
 }
 
 pub fn main() -> i32 {

@@ -1,6 +1,7 @@
 //! `stem4d product`: one product of the files given, on the backend asked for, written as
-//! `.npy`, or as TIFF where `--out` ends in `.tif`/`.tiff` (whole or not at all, never over
-//! a file the run reads), and `--backend`'s names.
+//! `.npy`, as TIFF where `--out` ends in `.tif`/`.tiff`, or as a line profile's CSV
+//! (`--line`, `--out NAME.csv`); whole or not at all, never over a file the run reads. And
+//! `--backend`'s names.
 
 use std::path::{Path, PathBuf};
 
@@ -70,7 +71,25 @@ pub(super) fn product(p: ProductArgs) -> Result<()> {
     let read: Vec<PathBuf> = p.open.files.iter().chain(&p.mask).cloned().collect();
     refuse_input_overwrite(&p.out, &acq, &read)?;
     let tiff = crate::products::tiff::is_tiff_path(&p.out);
-    if tiff && params.kind == ProductKind::Binned {
+    let csv = p
+        .out
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("csv"));
+    match (csv, p.line) {
+        (true, None) => {
+            return Err(Error::param(format!(
+                "{}: a .csv output is a line profile: give --line R0,C0,R1,C1",
+                p.out.display()
+            )))
+        }
+        (false, Some(_)) => {
+            return Err(Error::param(
+                "--line writes a line profile as CSV: give --out NAME.csv",
+            ))
+        }
+        _ => {}
+    }
+    if (tiff || csv) && params.kind == ProductKind::Binned {
         return Err(Error::param(format!(
             "{}: the binned acquisition is 4-D, not an image: write it as .npy",
             p.out.display()
@@ -99,12 +118,18 @@ pub(super) fn product(p: ProductArgs) -> Result<()> {
             crate::cpu::compute(&acq, &params, corr)?
         }
     };
-    let bytes = match tiff {
-        true => {
-            let pixel = crate::products::tiff::pixel_of(params.kind, &acq.calibration, corr.bin);
-            crate::products::tiff::to_bytes(&out, pixel.as_ref(), params.kind.name())?
-        }
-        false => crate::products::npy::to_bytes(&out),
+    let pixel = crate::products::tiff::pixel_of(params.kind, &acq.calibration, corr.bin);
+    let bytes = match (tiff, p.line) {
+        (true, _) => crate::products::tiff::to_bytes(&out, pixel.as_ref(), params.kind.name())?,
+        (false, Some([r0, c0, r1, c1])) => crate::display::line_profile::csv(
+            &out,
+            [r0, c0],
+            [r1, c1],
+            pixel.as_ref(),
+            params.kind.name(),
+        )?
+        .into_bytes(),
+        (false, None) => crate::products::npy::to_bytes(&out),
     };
     write_new_file(&p.out, &acq, &read, |w| {
         w.write_all(&bytes).map_err(|e| Error::Io {

@@ -6,6 +6,8 @@
 use serde::Serialize;
 
 use crate::error::{Error, Result};
+use crate::products::tiff::PixelSize;
+use crate::products::ProductArray;
 
 /// A profile: the distance of each sample from the line's start, in pixels, and its value.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -61,6 +63,48 @@ pub fn sample(
         let bottom = mix(at(r1, c0), at(r1, c1), fc);
         out.distance_px.push(t * length);
         out.values.push(mix(top, bottom, fr));
+    }
+    Ok(out)
+}
+
+/// The profile of the image `array` (the product `what`, named in errors) from `from` to
+/// `to` as CSV: `distance_UNIT,value`, one sample a line, distances in `pixel`'s unit (else
+/// `px`); an image of two planes (CoM, DPC) gives `value_row,value_col`.
+pub fn csv(
+    array: &ProductArray,
+    from: [f64; 2],
+    to: [f64; 2],
+    pixel: Option<&PixelSize>,
+    what: &str,
+) -> Result<String> {
+    let (planes, dims) = match array.shape[..] {
+        [rows, cols] => (1, [rows, cols]),
+        [2, rows, cols] => (2, [rows, cols]),
+        _ => {
+            return Err(Error::param(format!(
+                "{what} has shape {:?}: a line profile runs across an image (rows x cols)",
+                array.shape
+            )))
+        }
+    };
+    let values = array.data.to_f64();
+    let n = dims[0] * dims[1];
+    let profiles = (0..planes)
+        .map(|k| sample(&values[k * n..(k + 1) * n], dims, from, to))
+        .collect::<Result<Vec<_>>>()?;
+    let (scale, units) = pixel.map_or((1.0, "px"), |p| (p.step, p.units.as_str()));
+    let mut out = format!("distance_{units},");
+    out.push_str(if planes == 2 {
+        "value_row,value_col\n"
+    } else {
+        "value\n"
+    });
+    for (i, d) in profiles[0].distance_px.iter().enumerate() {
+        out.push_str(&format!("{}", d * scale));
+        for p in &profiles {
+            out.push_str(&format!(",{}", p.values[i]));
+        }
+        out.push('\n');
     }
     Ok(out)
 }
