@@ -239,7 +239,7 @@ export async function runSuite(opts = {}) {
       } catch (e) { check(false, `${label}: ${e.message}`); }
     }
     res.figures.kinds = [...kinds].sort();
-    check(kinds.size === 15 || res.skipped.length > 0, `every product kind checked (${res.figures.kinds.join(', ')})`);
+    check(kinds.size === 16 || res.skipped.length > 0, `every product kind checked (${res.figures.kinds.join(', ')})`);
   }
 
   if (parts.includes('bad')) {
