@@ -233,6 +233,19 @@ pub(crate) async fn idpc_of_moments(
     idpc_product(engine, &idpc, scan).await
 }
 
+/// The exact CoM moments of `res`, kept on the GPU for the iDPC pack (which reads them
+/// there) and read back for the scan mean.
+async fn moments_kept(engine: &Engine, res: &Resident) -> Result<(wgpu::Buffer, Vec<[u64; 3]>)> {
+    moments_fit_64(res)?;
+    let n = res.plan.shape.frames() as u64;
+    let moments = engine.storage("com moments", n * 24);
+    let mut enc = engine.device.create_command_encoder(&Default::default());
+    encode_com_moments(engine, &mut enc, res, &moments)?;
+    engine.queue.submit([enc.finish()]);
+    let parsed = parse_moments(&engine.read_back(&moments, n * 24).await?);
+    Ok((moments, parsed))
+}
+
 /// Exact moments read back, uploaded again as the iDPC pack reads them (two u32 words per
 /// u64): a streamed pass joins its blocks' moments on the host.
 pub(crate) fn moments_input(engine: &Engine, moments: &[[u64; 3]]) -> wgpu::Buffer {
@@ -244,18 +257,21 @@ pub(crate) fn moments_input(engine: &Engine, moments: &[[u64; 3]]) -> wgpu::Buff
     engine.input(&words)
 }
 
-/// The `dpc-rotation` product of an integer acquisition from its exact `moments` (none
-/// above `bound`) and its dark-field image `dark`, on the GPU.
+/// The `dpc-rotation` product of an integer acquisition from its exact moments, `moments`
+/// on the GPU and `parsed` read back (none above `bound`), and its dark-field image `dark`.
 pub(crate) async fn rotation_of_moments(
     engine: &Engine,
     scan: [usize; 2],
-    moments: &[[u64; 3]],
+    moments: &wgpu::Buffer,
+    parsed: &[[u64; 3]],
     bound: u128,
     dark: &ProductArray,
 ) -> Result<ProductArray> {
-    let buf = moments_input(engine, moments);
-    let centre = crate::kernels::fft::CentreSource::Moments { buf: &buf, bound };
-    let mean = host_exact::scan_means(&com_from_moments(moments));
+    let centre = crate::kernels::fft::CentreSource::Moments {
+        buf: moments,
+        bound,
+    };
+    let mean = host_exact::scan_means(&com_from_moments(parsed));
     let dark = dark.data.to_f64();
     let found = crate::products::dpc_rotation::on_gpu(engine, scan, centre, mean, &dark).await?;
     Ok(found.product())
@@ -320,21 +336,14 @@ pub async fn compute_resident(
             }
         }
         ProductKind::Idpc => {
-            // The moments stay on the GPU for the FFTs; they come back only for the scan
-            // mean.
-            moments_fit_64(res)?;
-            let n = shape.frames() as u64;
-            let moments = engine.storage("com moments", n * 24);
-            let mut enc = engine.device.create_command_encoder(&Default::default());
-            encode_com_moments(engine, &mut enc, res, &moments)?;
-            engine.queue.submit([enc.finish()]);
-            let parsed = parse_moments(&engine.read_back(&moments, n * 24).await?);
+            let (moments, parsed) = moments_kept(engine, res).await?;
             idpc_of_moments(engine, shape.scan, &moments, &parsed, moment_bound(res), p).await?
         }
         ProductKind::DpcRotation => {
-            let moments = com_moments(engine, res).await?;
+            let (moments, parsed) = moments_kept(engine, res).await?;
             let dark = Box::pin(compute_resident(engine, acq, res, &p.dark_field())).await?;
-            rotation_of_moments(engine, shape.scan, &moments, moment_bound(res), &dark).await?
+            let bound = moment_bound(res);
+            rotation_of_moments(engine, shape.scan, &moments, &parsed, bound, &dark).await?
         }
         ProductKind::Com | ProductKind::Dpc => com_product(
             p,

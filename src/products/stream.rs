@@ -310,7 +310,8 @@ async fn finish(
                     gpu_float::rotation_of_com(engine, scan, &com, &dark).await?
                 }
                 Part::Moments(moments, bound) => {
-                    rotation_of_moments(engine, scan, &moments, bound, &dark).await?
+                    let buf = moments_input(engine, &moments);
+                    rotation_of_moments(engine, scan, &buf, &moments, bound, &dark).await?
                 }
                 _ => return Err(missing()),
             }

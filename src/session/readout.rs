@@ -145,11 +145,7 @@ impl Session {
     /// scan step as its pixel size where the files give one (`products::tiff`).
     pub async fn image_tiff(&mut self, engine: &Engine) -> Result<Vec<u8>> {
         let (product, kind) = self.image_product(engine).await?;
-        let pixel = crate::products::tiff::pixel_of(
-            crate::products::ProductKind::Bf,
-            &self.acq.calibration,
-            1,
-        );
+        let pixel = self.pixel_of(Panel::Image);
         crate::products::tiff::to_bytes(&product, pixel.as_ref(), kind)
     }
 
@@ -200,21 +196,24 @@ impl Session {
             }
         };
         let profile = display::line_profile::sample(&values, dims, from, to)?;
-        let cal = &self.acq.calibration;
-        let step = match panel {
-            Panel::Image => cal.scan_step.zip(cal.scan_units.clone()),
-            Panel::Pattern => cal
-                .detector_step
-                .map(|s| s * self.correction.bin as f64)
-                .zip(cal.detector_units.clone()),
-        }
-        .filter(|(s, _)| s.is_finite() && *s > 0.0);
-        let (scale, units) = step.unwrap_or((1.0, "px".into()));
+        let (scale, units) = self
+            .pixel_of(panel)
+            .map_or((1.0, "px".into()), |p| (p.step, p.units));
         Ok(LineProfileReport {
             distance: profile.distance_px.iter().map(|d| d * scale).collect(),
             values: profile.values,
             units,
         })
+    }
+
+    /// The size of one of `panel`'s pixels, where the files give it: the scan step for the
+    /// image, the detector step (times the bin) for the pattern (`products::tiff::pixel_of`).
+    fn pixel_of(&self, panel: Panel) -> Option<crate::products::tiff::PixelSize> {
+        let kind = match panel {
+            Panel::Image => ProductKind::Bf,
+            Panel::Pattern => ProductKind::Pattern,
+        };
+        crate::products::tiff::pixel_of(kind, &self.acq.calibration, self.correction.bin)
     }
 
     /// The image panel's exact product (CoM magnitude and direction as their plane) and
