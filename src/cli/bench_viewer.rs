@@ -13,6 +13,7 @@ use crate::cli::bench_gpu::wait;
 use crate::error::{Error, Result};
 use crate::formats::Acquisition;
 use crate::gpu::Engine;
+use crate::products::{ProductKind, ProductParams};
 use crate::session::{OpenRequest, Session, ViewState};
 
 /// The view state of the k-th update of one interaction.
@@ -149,6 +150,25 @@ pub(super) fn run(
         }
         report.push(*name, value);
     }
+    // The page's "find rot" (key T): the least-curl rotation and flip from the resident's
+    // moments, its 180° branch from the iDPC phase against the ADF annulus (decision 0033).
+    let mut find = ProductParams::new(ProductKind::DpcRotation);
+    find.center = Some([cr, cc]);
+    find.inner = Some(2.0 * r);
+    find.outer = Some(3.0 * r);
+    let corr = s.correction();
+    pollster::block_on(s.product(&engine, &find, corr))?;
+    let mut ms = Vec::with_capacity(reps);
+    for _ in 0..reps {
+        let t = Instant::now();
+        let found = pollster::block_on(s.product(&engine, &find, corr))?;
+        ms.push(t.elapsed().as_secs_f64() * 1e3);
+        std::hint::black_box(found);
+    }
+    ms.sort_by(f64::total_cmp);
+    let name = "find DPC rotation (curl + branch, read back)";
+    println!("  {name:<38} {:9.2} ms  (median of {reps})", ms[reps / 2]);
+    report.push(name, format!("{:.2} ms", ms[reps / 2]));
     match json {
         Some(path) => report.write(path),
         None => Ok(()),
