@@ -77,7 +77,7 @@ function sameProduct(a, b) {
 // the open without a budget gave (`unbudgeted`) where the plan is on the GPU (compressed,
 // streamed, or resident where it fits), within the contract's bound of the reference on the
 // CPU's. Where the engine compresses, a few products are also picked streamed (`memoryPlan`).
-async function withinBudget(fx, files, unbudgeted, check, memoryPlan) {
+async function withinBudget(fx, files, unbudgeted, check, memoryPlan, aboutCentre = null) {
   const budget = 262144;
   const shape = fx.scan_shape ? { scanShape: fx.scan_shape } : {};
   await window.stem4d.open(files, { ...shape, memoryBudget: budget, ...(memoryPlan ? { memoryPlan } : {}) });
@@ -93,7 +93,7 @@ async function withinBudget(fx, files, unbudgeted, check, memoryPlan) {
   check(!(gpuDecoded && plan.kind === 'resident'), `${fx.name} within ${budget} bytes: not resident (GPU decode windows alone are larger): ${plan.kind}`);
   if (plan.kind === 'compressed' && !memoryPlan) {
     // Streaming stays covered where the engine compresses: the same products picked streamed.
-    await withinBudget(fx, files, unbudgeted.slice(0, 4), check, 'streaming');
+    await withinBudget(fx, files, unbudgeted.slice(0, 4), check, 'streaming', aboutCentre);
     await window.stem4d.open(files, { ...shape, memoryBudget: budget });
   }
   if (plan.kind === 'streaming' && unbudgeted.length) {
@@ -108,6 +108,7 @@ async function withinBudget(fx, files, unbudgeted, check, memoryPlan) {
     check(/^cancelled while/.test(said || ''), `${fx.name} ${p.ref} streamed: cancel stops the pass (${said})`);
     check(sameProduct(await window.stem4d.product(params), want), `${fx.name} ${p.ref} streamed after a cancel: the same bytes as without a budget`);
   }
+  if (plan.kind === 'streaming' && aboutCentre) await fromRingSums(fx, aboutCentre, check);
   for (const [p, want] of unbudgeted) {
     const got = await window.stem4d.product(await apiParams(p.kind, p.params));
     if (plan.kind === 'cpu') {
@@ -117,6 +118,40 @@ async function withinBudget(fx, files, unbudgeted, check, memoryPlan) {
       check(sameProduct(got, want), `${fx.name} ${p.ref} within ${budget} bytes (${plan.kind}): the same bytes as without a budget`);
     }
   }
+}
+
+// Detectors about the fitted BF centre, as the open without a budget gave them: a streamed
+// session's ring sums (decision 0036) give the same bytes with no pass over the files.
+async function aboutFittedCentre(fx) {
+  const fit = window.stem4d.status().fit;
+  if (fx.dtype === 'float32' || !fit || fit.warning || !(fit.radius > 0)) return null;
+  const center = fit.center;
+  const products = [];
+  for (const params of [{ kind: 'bf', center, radius: 2 }, { kind: 'df', center, radius: 3 },
+    { kind: 'adf', center, inner: 1, outer: 3 }, { kind: 'total' }]) {
+    products.push([params, await window.stem4d.product(params)]);
+  }
+  return { center, products };
+}
+
+async function fromRingSums(fx, about, check) {
+  const prof = await window.stem4d.profile();
+  const rings = prof.streamed_ring_sums;
+  check(rings && rings.center[0] === about.center[0] && rings.center[1] === about.center[1],
+    `${fx.name} streamed: ring sums about the fitted centre ${about.center} (${JSON.stringify(rings)}; ${prof.warnings})`);
+  if (!rings) return;
+  const passes = prof.streamed_passes;
+  for (const [params, want] of about.products) {
+    check(sameProduct(await window.stem4d.product(params), want),
+      `${fx.name} streamed ${params.kind} about the centre: the same bytes as without a budget`);
+  }
+  // The page's detector about the centre snaps to whole-pixel radii and redraws from them.
+  await window.stem4d.setView({ preset: 'bf' });
+  await window.stem4d.setView({ image: { center: about.center, radius: 2.4 } });
+  const radius = window.stem4d.view().image.radius;
+  const after = (await window.stem4d.profile()).streamed_passes;
+  check(radius === 2 && after === passes,
+    `${fx.name} streamed: a disk about the centre snaps to r = 2 (${radius}) and takes no pass (${after - passes})`);
 }
 
 export function fixtureUrls(fx) {
@@ -180,8 +215,10 @@ export async function runSuite(opts = {}) {
           unbudgeted.push([p, got]);
         } catch (e) { check(false, `${what}: ${e.message}`); }
       }
+      let about = null;
+      try { about = await aboutFittedCentre(fx); } catch (e) { check(false, `${fx.name} detectors about the centre: ${e.message}`); }
       try { await parityMatrix(fx.name, check); } catch (e) { check(false, `${fx.name} parity matrix: ${e.message}`); }
-      try { await withinBudget(fx, files, unbudgeted, check); } catch (e) { check(false, `${fx.name} memoryBudget: ${e.message}`); }
+      try { await withinBudget(fx, files, unbudgeted, check, undefined, about); } catch (e) { check(false, `${fx.name} memoryBudget: ${e.message}`); }
     }
     // B-trees with a level above their leaves: the page's open leaves the leaves to the GPU
     // upload, which reads them alongside the chunks before them.

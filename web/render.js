@@ -4,7 +4,7 @@
 import { PANELS, S, lastStats, state } from './state.js';
 import { call } from './worker_client.js';
 import { showError, showNotice } from './messages.js';
-import { geometryContext, setPreset } from './detector.js';
+import { geometryContext, setPreset, snapToRings } from './detector.js';
 import { canvasSizes } from './view_geometry.js';
 import { drawOverlays } from './overlays.js';
 import { drawHistogram, syncDisplayControls } from './display_controls.js';
@@ -34,6 +34,7 @@ export function mergeDisplay(d, patch) {
 
 export function viewState() {
   const im = S.image;
+  snapToRings(im);
   // The cursor and the detector are drawn on the overlays (drawCursor, drawDetector): moving
   // the cursor redraws the pattern canvas only, dragging a detector the image canvas only.
   const keep = { kind: im.kind, axis: im.axis, rotation: im.rotation, flip: im.flip, cursor: im.cursor, cursorMarker: false, detectorMarker: false, roi: im.roi, roiCircle: im.roiCircle, display: im.display };
@@ -49,6 +50,7 @@ export function viewState() {
 export function requestRender() {
   if (!state.current || state.loading) return;
   const drawing = state.current;
+  snapToRings(S.image);
   drawOverlays();
   syncGeometry(geometryContext());
   if (state.renderState.inflight) { state.renderState.dirty = true; return; }

@@ -93,6 +93,9 @@ pub(super) fn run(
     let cursor = [rows / 2, cols / 2];
     let pattern = json!({"source": "cursor"});
     let wiggle = |k: usize| (k % 7) as f64 * 0.5;
+    if s.profile.memory_plan.kind == crate::upload::memory::PlanKind::Streaming {
+        return streamed(&engine, &mut s, reps, cursor, report, json);
+    }
     let lines: Vec<(&str, ViewAt<'_>)> = vec![
         (
             "drag BF disk -> new image",
@@ -169,6 +172,60 @@ pub(super) fn run(
     let name = "find DPC rotation (curl + branch, read back)";
     println!("  {name:<38} {:9.2} ms  (median of {reps})", ms[reps / 2]);
     report.push(name, format!("{:.2} ms", ms[reps / 2]));
+    match json {
+        Some(path) => report.write(path),
+        None => Ok(()),
+    }
+}
+
+/// A streamed session (decision 0036): detectors resized about the BF centre, drawn from the
+/// ring sums the open made, and one detector off the centre, a pass over the files.
+fn streamed(
+    engine: &Engine,
+    s: &mut Session,
+    reps: usize,
+    cursor: [usize; 2],
+    mut report: crate::cli::bench_report::BenchReport,
+    json: Option<&std::path::Path>,
+) -> Result<()> {
+    let pattern = &json!({"source": "cursor"});
+    let mut lines: Vec<(&str, ViewAt<'_>, usize)> = Vec::new();
+    if let Some(rings) = &s.profile.streamed_ring_sums {
+        let c = rings.center;
+        println!(
+            "  ring sums about ({:.2}, {:.2}): {} rings, {} bytes",
+            c[0], c[1], rings.rings, rings.bytes
+        );
+        lines.push((
+            "resize BF disk about the BF centre (ring sums)",
+            Box::new(
+                move |k| json!({"image": {"kind": "bf", "center": c, "radius": 10 + k % 7, "cursor": cursor}, "pattern": pattern}),
+            ),
+            reps,
+        ));
+        lines.push((
+            "resize ADF annulus about the BF centre (ring sums)",
+            Box::new(
+                move |k| json!({"image": {"kind": "adf", "center": c, "inner": 20 + k % 5, "outer": 40 + k % 7, "cursor": cursor}, "pattern": pattern}),
+            ),
+            reps,
+        ));
+    } else {
+        println!("  no ring sums: {:?}", s.profile.warnings);
+    }
+    let [kr, kc] = s.acq.shape.det.map(|n| n as f64 / 2.0 + 0.37);
+    lines.push((
+        "BF disk off the centre (one pass over the files)",
+        Box::new(
+            move |k| json!({"image": {"kind": "bf", "center": [kr + k as f64, kc], "radius": 12.5, "cursor": cursor}, "pattern": pattern}),
+        ),
+        1,
+    ));
+    for (name, view, n) in &lines {
+        let ms = median_update(engine, s, *n, view.as_ref())?;
+        println!("  {name:<50} {ms:9.2} ms  (median of {n})");
+        report.push(*name, format!("{ms:.2} ms"));
+    }
     match json {
         Some(path) => report.write(path),
         None => Ok(()),

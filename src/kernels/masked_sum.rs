@@ -115,8 +115,13 @@ pub enum Parts<'a> {
     /// At least this many even parts, all adding into one image.
     Even(u32),
     /// Part k is [starts[k], starts[k + 1]) of the list, and its image starts `stride`
-    /// positions after part k − 1's (ring sums: one image per ring).
-    Table { starts: &'a [u32], stride: u32 },
+    /// positions after part k − 1's (ring sums: one image per ring), the resident's first
+    /// position at `first` of each image (a streamed block's rows within the whole scan).
+    Table {
+        starts: &'a [u32],
+        stride: u32,
+        first: u32,
+    },
 }
 
 /// Record the masked sum of `list` over every segment into `out` (8 bytes per position;
@@ -191,20 +196,24 @@ pub fn encode_parts(
         encoder.clear_buffer(out, 0, Some(res.plan.shape.frames() as u64 * bytes));
     }
     let n = list.entries;
-    let (starts, part_stride) = match parts {
+    let (starts, part_stride, first) = match parts {
         Parts::Even(p) => {
             let p = p.max(kernels::masked_sum_min_parts(n, bits, subgroups));
             let per = n.div_ceil(p);
-            ((0..=p).map(|k| (k * per).min(n)).collect(), 0)
+            ((0..=p).map(|k| (k * per).min(n)).collect(), 0, 0)
         }
-        Parts::Table { starts, stride } => {
+        Parts::Table {
+            starts,
+            stride,
+            first,
+        } => {
             let most = kernels::masked_sum_part_limit(bits, subgroups);
             if starts.windows(2).any(|w| w[1] < w[0] || w[1] - w[0] > most) {
                 return Err(Error::param(
                     "a masked-sum part is too large for exact u32 lanes",
                 ));
             }
-            (starts.to_vec(), stride)
+            (starts.to_vec(), stride, first)
         }
     };
     let parts = starts.len().saturating_sub(1) as u32;
@@ -221,7 +230,7 @@ pub fn encode_parts(
             tile_words: res.plan.tile_words,
             bits: res.plan.bits,
             n_idx: list.entries,
-            first_frame: seg.first_frame as u32,
+            first_frame: first + seg.first_frame as u32,
             groups_x: groups.0,
             lsb,
             parts,

@@ -14,6 +14,7 @@ use crate::frames::Correction;
 use crate::gpu::{Engine, Resident};
 use crate::kernels::com_moments::{com_moments, moment_bound};
 use crate::kernels::pattern_reduce::pattern_reduce;
+use crate::kernels::ring_sum::RadialCache;
 use crate::products::gpu::{
     com_from_moments, com_product, compute_resident, found_in_mean, idpc_of_moments, mask_pixels,
     moments_input, pattern_product, rotation_of_moments, stored_frames,
@@ -328,8 +329,10 @@ async fn finish(
 }
 
 /// One pass over `acq` in blocks of `blocks`, computing every product of
-/// `ps` under `corr` (with `found`, the detector pixels to zero in each block).
+/// `ps` under `corr` (with `found`, the detector pixels to zero in each block) and, where
+/// `rings` is given, each block's ring sums into it (decision 0036).
 /// `progress(rows_done, rows)` is called after each block.
+#[allow(clippy::too_many_arguments)]
 async fn pass(
     engine: &Engine,
     acq: &Acquisition,
@@ -337,10 +340,11 @@ async fn pass(
     corr: Correction,
     found: Option<&[bool]>,
     blocks: Blocks,
+    rings: Option<&RadialCache>,
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<Vec<ProductArray>> {
     let shape = acq.shape.binned(corr.bin);
-    let [rows, _] = shape.scan;
+    let [rows, cols] = shape.scan;
     let float = acq.dtype.is_float();
     let mut parts: Vec<Part> = ps.iter().map(|p| empty_part(p, float)).collect();
     let mut last: Option<Resident> = None;
@@ -353,7 +357,7 @@ async fn pass(
         crate::watch::step(crate::watch::STREAM, 0, rows as u64)?;
         for b0 in (0..rows).step_by(step) {
             let b1 = (b0 + step).min(rows);
-            if !ps.iter().any(|p| needs(p, shape.scan, b0, b1)) {
+            if rings.is_none() && !ps.iter().any(|p| needs(p, shape.scan, b0, b1)) {
                 crate::watch::report(progress, crate::watch::STREAM, b1, rows)?;
                 continue;
             }
@@ -375,6 +379,12 @@ async fn pass(
                 if needs(p, shape.scan, b0, b1) {
                     take_part(engine, &block, &res, p, part, (b0, b1, shape.scan)).await?;
                 }
+            }
+            if let Some(rings) = rings {
+                let first = u32::try_from(b0 * cols).map_err(|_| {
+                    Error::Gpu("the scan has more positions than ring sums index".into())
+                })?;
+                rings.add_block(engine, &res, first).await?;
             }
             last = Some(res);
             crate::watch::report(progress, crate::watch::STREAM, b1, rows)?;
@@ -427,7 +437,34 @@ pub async fn compute_with(
     for p in ps {
         p.validate(acq.shape, corr)?;
     }
-    pass(engine, acq, ps, corr, zeroed, blocks, progress).await
+    pass(engine, acq, ps, corr, zeroed, blocks, None, progress).await
+}
+
+/// One pass that writes every block's ring sums into `rings` (an empty cache of the whole
+/// scan about the BF centre, [`RadialCache::empty`]) under `corr`, the pixels of `zeroed`
+/// read as 0: disks and annuli about the centre then come from the sums without another
+/// pass (decision 0036).
+pub async fn ring_sums(
+    engine: &Engine,
+    acq: &Acquisition,
+    corr: Correction,
+    zeroed: Option<&[bool]>,
+    blocks: Blocks,
+    rings: &RadialCache,
+    progress: &mut dyn FnMut(usize, usize),
+) -> Result<()> {
+    pass(
+        engine,
+        acq,
+        &[],
+        corr,
+        zeroed,
+        blocks,
+        Some(rings),
+        progress,
+    )
+    .await?;
+    Ok(())
 }
 
 /// The one product of a pass asked for one.
@@ -448,7 +485,7 @@ pub async fn settle(
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<(Vec<f64>, crate::pattern::BadPixels, Option<Vec<bool>>)> {
     let mean = ProductParams::new(ProductKind::MeanDp);
-    let out = pass(engine, acq, &[mean], corr, None, blocks, progress).await?;
+    let out = pass(engine, acq, &[mean], corr, None, blocks, None, progress).await?;
     let mut mean = out
         .first()
         .ok_or_else(|| Error::Gpu("the mean pattern pass returned nothing".into()))?

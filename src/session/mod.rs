@@ -8,6 +8,7 @@ mod draw;
 mod open;
 mod profile;
 mod readout;
+mod streamed;
 mod view;
 
 use serde::{Deserialize, Serialize};
@@ -18,6 +19,7 @@ pub use draw::DrawKey;
 pub use open::*;
 pub use profile::*;
 pub use readout::*;
+use streamed::Stream;
 pub use view::*;
 
 use crate::clock::now_ms;
@@ -72,13 +74,6 @@ pub struct Session {
     /// streamed for each product (`upload::memory`), and the detector pixels its mean
     /// pattern had zeroed (bad-pixel masking), found once at the open.
     stream: Option<Stream>,
-}
-
-/// A session's streaming plan (see [`Session::stream`]).
-struct Stream {
-    blocks: crate::products::stream::Blocks,
-    correction: Correction,
-    zeroed: Option<Vec<bool>>,
 }
 
 impl Session {
@@ -207,6 +202,16 @@ impl Session {
         if let Some(stream) = self.stream.as_ref().filter(|_| !self.many_weights(p)) {
             // One pass over the files; another correction first finds its own bad pixels.
             use crate::products::stream::{compute_streamed, compute_with, only};
+            if corr == stream.correction {
+                if let Some(done) = stream
+                    .summed_from_rings(engine, self.acq.shape.binned(corr.bin), p)
+                    .await?
+                {
+                    return Ok(done);
+                }
+            }
+            let passes = &self.profile.streamed_passes;
+            passes.set(passes.get().saturating_add(1));
             let (ps, blocks, quiet) = (std::slice::from_ref(p), stream.blocks, &mut |_, _| {});
             let out = if corr == stream.correction {
                 let zeroed = stream.zeroed.as_deref();

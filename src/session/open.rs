@@ -372,6 +372,8 @@ impl Session {
                 adapter: engine.summary(),
                 warnings,
                 bad_pixels: None,
+                streamed_ring_sums: None,
+                streamed_passes: Default::default(),
             },
             bf_fit: [0.0; 3],
             bf_fit_warning: None,
@@ -396,6 +398,7 @@ impl Session {
                 blocks: crate::products::stream::Blocks::of(&memory_plan),
                 correction,
                 zeroed: None,
+                rings: None,
             }),
         };
         progress("finding the BF disk", 0, 0);
@@ -425,7 +428,8 @@ impl Session {
             if let Some(stream) = &mut self.stream {
                 stream.zeroed = zeroed.clone();
             }
-            return self.fit(mean, found, zeroed);
+            self.fit(mean, found, zeroed)?;
+            return self.make_streamed_ring_sums(engine).await;
         }
         let on_gpu = match self.resident.as_mut().or(self.float_resident.as_mut()) {
             // A float32 span the GPU cannot sum exactly is left to the CPU reference.

@@ -60,6 +60,11 @@ pub struct Profile {
     pub index_read_rounds: usize,
     pub adapter: EngineSummary,
     pub warnings: Vec<String>,
+    /// A streamed session's ring sums about the BF centre (decision 0036).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub streamed_ring_sums: Option<super::streamed::StreamedRingSums>,
+    /// Products computed by a pass over the files since the open (a streamed session).
+    pub streamed_passes: std::cell::Cell<u64>,
     /// What bad-pixel masking zeroes, or would: the file's mask, saturated values and the
     /// hot and dead pixels found in the mean pattern.
     pub bad_pixels: Option<BadPixelReport>,

@@ -58,6 +58,11 @@ pub struct MemoryPlan {
     /// Whether its uploads go through the GPU decoder (whose windows its peak counts); else
     /// the CPU decodes and packs them.
     pub gpu_decode: bool,
+    /// Streaming: bytes kept for the ring sums about the BF centre (part of the peak),
+    /// made in one pass after the open so that disks and annuli about the centre need no
+    /// further pass (decision 0036).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ring_sums_bytes: Option<u64>,
     /// Whether it fits the adapter and the budget.
     pub fits: bool,
     /// What it costs, or why it does not fit, in words.
@@ -101,6 +106,7 @@ pub fn plans(
                 blocks: None,
                 gpu_decode,
                 fits: within(p.peak_bytes),
+                ring_sums_bytes: None,
                 note: format!(
                     "the whole acquisition on the GPU: every product reads it{}",
                     budget_words(p.peak_bytes)
@@ -110,11 +116,14 @@ pub fn plans(
         Err(e) => out.push(unfit(PlanKind::Resident, bin, e.to_string())),
     }
     let decoded = gpu_decode.then_some(largest_chunk);
-    let on_gpu = streaming(binned_shape, dtype, bin, limits, budget, decoded);
-    let stream = match on_gpu.fits || decoded.is_none() {
-        true => on_gpu,
+    let on_gpu = streaming(binned_shape, dtype, bin, limits, budget, decoded, 0);
+    let (stream, decoded) = match on_gpu.fits || decoded.is_none() {
+        true => (on_gpu, decoded),
         // The GPU decoder's windows alone may pass a small budget: blocks packed on the CPU.
-        false => streaming(binned_shape, dtype, bin, limits, budget, None),
+        false => (
+            streaming(binned_shape, dtype, bin, limits, budget, None, 0),
+            None,
+        ),
     };
     out.push(compressed(
         binned_shape,
@@ -124,7 +133,13 @@ pub fn plans(
         budget,
         &stream,
     ));
-    out.push(stream);
+    // Room for the ring sums where the budget has it beside a block of one scan row; the
+    // compressed plan above builds from the blocks without them.
+    let reserve = ring_sums_reserve(binned_shape, dtype, limits);
+    let with_rings = (reserve > 0 && stream.fits)
+        .then(|| streaming(binned_shape, dtype, bin, limits, budget, decoded, reserve))
+        .filter(|p| p.fits);
+    out.push(with_rings.unwrap_or(stream));
     out.push(cpu_plan(bin));
     for more in [2, 4] {
         let b = bin * more;
@@ -143,6 +158,7 @@ pub fn plans(
                 blocks: None,
                 gpu_decode: false,
                 fits: within(p.peak_bytes),
+                ring_sums_bytes: None,
                 note: format!(
                     "resident with a detector bin of {b}: coarser patterns, the user's choice{}",
                     budget_words(p.peak_bytes)
@@ -176,6 +192,22 @@ fn unfit(kind: PlanKind, bin: usize, why: String) -> MemoryPlan {
         gpu_decode: false,
         fits: false,
         note: why,
+        ring_sums_bytes: None,
+    }
+}
+
+/// Bytes a streaming plan keeps for the ring sums about the BF centre of a `shape` (binned)
+/// acquisition: 8 per position and ring, the rings of a centre up to an eighth of the
+/// detector from its middle (a fit further off goes without; decision 0036). 0 for float32
+/// data (its sums are 128-bit, and never cached) and where one binding cannot hold them.
+pub fn ring_sums_reserve(shape: Shape4, dtype: Dtype, limits: DeviceLimits) -> u64 {
+    let [kr, kc] = shape.det.map(|n| n as f64);
+    let off = kr.max(kc) / 8.0;
+    let rings = ((kr / 2.0 + off).hypot(kc / 2.0 + off).floor() as u64) + 1;
+    let bytes = shape.frames() as u64 * rings * 8;
+    match dtype.is_float() || bytes > limits.max_storage_binding {
+        true => 0,
+        false => bytes,
     }
 }
 
@@ -189,9 +221,15 @@ fn streaming(
     limits: DeviceLimits,
     budget: Option<u64>,
     decoded: Option<(u64, u64)>,
+    ring_sums: u64,
 ) -> MemoryPlan {
     let rows = shape.scan[0];
-    let peak_of = |r: usize| block_peak(shape, dtype, bin, limits, r, decoded);
+    let peak_of = |r: usize| {
+        block_peak(shape, dtype, bin, limits, r, decoded).map(|p| BlockPeak {
+            peak: p.peak + ring_sums,
+            ..p
+        })
+    };
     let gpu_decode = decoded.is_some();
     let one = match peak_of(1) {
         Ok(p) => p,
@@ -243,8 +281,13 @@ fn streaming(
         gpu_decode,
         fits: true,
         note: format!(
-            "blocks of {lo} scan rows {decoder}, reduced and let go: each product one pass over the files ({blocks} blocks)"
+            "blocks of {lo} scan rows {decoder}, reduced and let go: each product one pass over the files ({blocks} blocks){}",
+            match ring_sums {
+                0 => String::new(),
+                n => format!("; ring sums about the BF centre kept ({n} bytes): disks and annuli about it need no further pass"),
+            }
         ),
+        ring_sums_bytes: (ring_sums > 0).then_some(ring_sums),
     }
 }
 
@@ -305,6 +348,7 @@ fn compressed(
         blocks: Some(blocks),
         gpu_decode: decoded,
         fits,
+        ring_sums_bytes: None,
         note: match fits {
             true => format!(
                 "the whole acquisition on the GPU, each sector of samples cut to its bit width: at most {at_most} bytes (known once encoded), built in {blocks} blocks of {block} scan rows; frames read back pass through a scratch of {scratch} bytes"

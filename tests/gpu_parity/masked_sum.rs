@@ -114,6 +114,7 @@ fn masked_sum_part_tables_that_could_wrap_are_refused() {
             let parts = Parts::Table {
                 starts: &starts,
                 stride: 2,
+                first: 0,
             };
             let err = encode_parts(&engine, &mut enc, &res, &list, &out, parts, true);
             assert!(err.is_err(), "{starts:?} accepted (subgroups {subgroups})");

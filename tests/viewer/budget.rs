@@ -170,3 +170,132 @@ fn the_profile_has_the_measured_peak() {
     let peak = within.profile.measured_peak_bytes.expect("measured");
     assert!(peak >= c.packed_bytes + c.scratch_bytes, "{peak} {c:?}");
 }
+
+/// A streamed session makes the ring sums about the fitted BF centre (to 0.01 px) in one
+/// pass after the open (decision 0036): disks, annuli and dark fields about it whose radii
+/// fall between rings come from them with no further pass over the files, equal to the
+/// resident's byte for byte; a detector off the centre, or a radius inside a ring, takes a
+/// pass and is as exact. u8, u16 and u32 counts, odd detectors, bad pixels masked or not.
+#[test]
+fn a_streamed_session_sums_detectors_about_the_bf_centre_from_ring_sums() {
+    let Some(engine) = engine() else { return };
+    for (name, masked) in [
+        ("hot_stack_u16", true),
+        ("arina_u8", false),
+        ("arina_u32", true),
+        ("mib_raw_r6", false),
+    ] {
+        let req = |budget, memory_plan| OpenRequest {
+            bin: 1,
+            mask_bad_pixels: masked,
+            memory_budget: budget,
+            memory_plan,
+            ..Default::default()
+        };
+        let mut plain = open(&engine, name, req(None, None));
+        let mut streamed = open(&engine, name, req(Some(262144), Some(PlanKind::Streaming)));
+        let plan = &streamed.profile.memory_plan;
+        assert_eq!(plan.kind, PlanKind::Streaming, "{name}: {plan:?}");
+        let kept = plan.ring_sums_bytes.expect("room kept for the ring sums");
+        assert!(plan.peak_bytes <= 262144, "{name}: {plan:?}");
+        let rings = streamed
+            .profile
+            .streamed_ring_sums
+            .clone()
+            .unwrap_or_else(|| panic!("{name}: no ring sums: {:?}", streamed.profile.warnings));
+        assert!(rings.bytes <= kept, "{name}: {rings:?} beyond {kept}");
+        let centre = rings.center;
+        assert_eq!(
+            centre,
+            [plain.bf_fit[0], plain.bf_fit[1]].map(|x| (x * 100.0).round() / 100.0),
+            "{name}: rings about the fitted centre"
+        );
+        let corr = Correction {
+            mask_bad_pixels: masked,
+            bin: 1,
+        };
+        let det = streamed.acq.shape.det;
+        let most = (det[0].min(det[1]) / 2).max(2);
+        let (ring_of, sizes) = stem4d::kernels::ring_sum::rings_about(det, centre);
+        // Whether `p`'s detector is whole rings about the centre (a radius R about a centre
+        // on the pixel grid may meet pixels at distance R exactly: those take a pass).
+        let whole = |p: &ProductParams| {
+            let mut pixels = match p.kind {
+                ProductKind::Total => (0..(det[0] * det[1]) as u32).collect(),
+                _ => p.detector_mask(det).unwrap().sparse(det).indices,
+            };
+            if p.kind == ProductKind::Df {
+                pixels = (0..(det[0] * det[1]) as u32)
+                    .filter(|k| !pixels.contains(k))
+                    .collect();
+            }
+            stem4d::kernels::ring_sum::whole_rings(&ring_of, &sizes, &pixels).is_some()
+        };
+        let passes = streamed.streamed_passes();
+        let expected = std::cell::Cell::new(passes);
+        let asked = std::cell::Cell::new(0u64);
+        let same = |plain: &mut Session, streamed: &mut Session, p: &ProductParams| {
+            let a = pollster::block_on(plain.product(&engine, p, corr)).unwrap();
+            let b = pollster::block_on(streamed.product(&engine, p, corr))
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert!(to_bytes(&a) == to_bytes(&b), "{name}: {p:?} differs");
+            expected.set(expected.get() + u64::from(!whole(p)));
+            asked.set(asked.get() + 1);
+            assert_eq!(streamed.streamed_passes(), expected.get(), "{name}: {p:?}");
+        };
+        for r in 1..=most {
+            let mut disk = ProductParams::new(ProductKind::Bf);
+            disk.center = Some(centre);
+            disk.radius = Some(r as f64);
+            same(&mut plain, &mut streamed, &disk);
+            disk.kind = ProductKind::Df;
+            same(&mut plain, &mut streamed, &disk);
+            let mut ring = ProductParams::new(ProductKind::Adf);
+            ring.center = Some(centre);
+            ring.inner = Some((r - 1) as f64);
+            ring.outer = Some((r + 1) as f64);
+            same(&mut plain, &mut streamed, &ring);
+        }
+        same(
+            &mut plain,
+            &mut streamed,
+            &ProductParams::new(ProductKind::Total),
+        );
+        // Whole radii are whole rings about any centre; only an annulus from 0 about a
+        // centre on the pixel grid leaves out the centre's own pixel.
+        let on_grid = centre.iter().all(|c| c.fract() == 0.0);
+        let took = expected.get() - passes;
+        assert!(
+            took <= u64::from(on_grid),
+            "{name}: {took} of {} detectors about {centre:?} took a pass",
+            asked.get()
+        );
+        // Off the centre, and a radius inside a ring: a pass each where the disk is not
+        // whole rings, as exact.
+        for (c, r) in [([centre[0] + 0.37, centre[1] - 0.21], 2.0), (centre, 1.73)] {
+            let mut off = ProductParams::new(ProductKind::Bf);
+            off.center = Some(c);
+            off.radius = Some(r);
+            same(&mut plain, &mut streamed, &off);
+        }
+        assert!(
+            streamed.streamed_passes() > passes,
+            "{name}: no detector took a pass"
+        );
+        // The view draws them the same way: the pattern at the cursor reads its block, a
+        // disk resized about the centre then reads nothing.
+        pollster::block_on(streamed.update(&engine, &bf_state(centre, 2.0, [0, 1])))
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let drawn = streamed.streamed_passes();
+        let mut three = ProductParams::new(ProductKind::Bf);
+        three.center = Some(centre);
+        three.radius = Some(3.0);
+        pollster::block_on(streamed.update(&engine, &bf_state(centre, 3.0, [0, 1])))
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(
+            streamed.streamed_passes(),
+            drawn + u64::from(!whole(&three)),
+            "{name}: the view took a pass"
+        );
+    }
+}
