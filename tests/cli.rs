@@ -1208,3 +1208,54 @@ fn named_graphics_apis_run_or_say_why_not() {
         );
     }
 }
+
+/// `stem4d prepare` writes a prepared acquisition that opens like any file and gives the same
+/// products (the CPU reference: byte for byte); it refuses another name ending and an output
+/// that is one of its inputs, and leaves no partial file behind.
+#[test]
+fn prepare_writes_an_acquisition_that_gives_the_same_products() {
+    let dir = TempDir::new("prepare");
+    let files = dir.copy_fixtures(&ARINA_U16);
+    let out = dir.path("arina.stem4d").display().to_string();
+    let mut args = vec!["prepare", "--out", out.as_str()];
+    args.extend(files.iter().map(String::as_str));
+    let o = stem4d(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let bf = ["--kind", "bf", "--center", "31.5,31.5", "--radius", "9.5"];
+    let (a, b) = (dir.path("a.npy"), dir.path("b.npy"));
+    let o = cpu_product(&bf, &a.display().to_string(), &files);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = cpu_product(&bf, &b.display().to_string(), std::slice::from_ref(&out));
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(std::fs::read(&a).unwrap(), std::fs::read(&b).unwrap());
+    let o = stem4d(&["info", "--json", out.as_str()]);
+    let info: Value = serde_json::from_slice(&o.stdout).expect("info json");
+    assert_eq!(info["format"], "prepared");
+    assert!(
+        info["scan_shape_source"]
+            .as_str()
+            .is_some_and(|s| s.contains("arina_u16_master.h5")),
+        "{info}"
+    );
+    // Another ending, and an input as the output: refused, the input untouched.
+    let wrong = dir.path("arina.h5").display().to_string();
+    let o = stem4d(&["prepare", "--out", wrong.as_str(), files[0].as_str()]);
+    assert!(
+        !o.status.success() && stderr(&o).contains(".stem4d"),
+        "{}",
+        stderr(&o)
+    );
+    let before = std::fs::read(&out).unwrap();
+    let o = stem4d(&["prepare", "--out", out.as_str(), out.as_str()]);
+    assert!(
+        !o.status.success() && stderr(&o).contains("overwrite"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(std::fs::read(&out).unwrap(), before);
+    let partial = std::fs::read_dir(&dir.0)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .any(|e| e.file_name().to_string_lossy().ends_with(".partial"));
+    assert!(!partial, "a partial file was left");
+}

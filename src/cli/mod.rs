@@ -104,6 +104,16 @@ enum Cmd {
         #[arg(long, value_name = "PATH")]
         json: Option<PathBuf>,
     },
+    /// Write a prepared acquisition (NAME.stem4d): the frames decoded once into the GPU
+    /// resident's layout, each block with its SHA-256, so that a reopen copies them into
+    /// GPU memory and decodes nothing. Opened like any acquisition afterwards.
+    Prepare {
+        #[command(flatten)]
+        open: OpenArgs,
+        /// The prepared file to write (.stem4d); never one of the inputs.
+        #[arg(long, value_name = "NAME.stem4d")]
+        out: PathBuf,
+    },
     /// Benchmarks that print figures.
     Bench {
         #[command(subcommand)]
@@ -309,6 +319,7 @@ fn run(cli: Cli) -> Result<()> {
             Ok(())
         }
         Cmd::Product(p) => product(*p),
+        Cmd::Prepare { open, out } => prepare(&open, &out),
         Cmd::Bench {
             what: BenchCmd::Decode { open, repeat },
         } => bench_decode(&open, repeat.max(1)),
@@ -381,6 +392,40 @@ fn run(cli: Cli) -> Result<()> {
             )
         }
     }
+}
+
+/// `stem4d prepare`: the acquisition of `open` written as a prepared acquisition at `out`.
+fn prepare(open: &OpenArgs, out: &Path) -> Result<()> {
+    if !out
+        .to_string_lossy()
+        .ends_with(crate::formats::prepared::EXTENSION)
+    {
+        return Err(Error::param(format!(
+            "--out {}: a prepared acquisition is named NAME{}",
+            out.display(),
+            crate::formats::prepared::EXTENSION
+        )));
+    }
+    let acq = open_acquisition(open)?;
+    refuse_input_overwrite(out, &acq, &open.files)?;
+    let t = Instant::now();
+    let d = crate::formats::prepared::write::write(
+        &acq,
+        out,
+        crate::formats::prepared::write::BLOCK_BYTES,
+        &mut |_, _| {},
+    )?;
+    let bytes: u64 = d.blocks.iter().map(|b| b.bytes).sum();
+    println!(
+        "{}: {:?} {} prepared from {} in {} blocks ({bytes} bytes of payload) in {:.2} s",
+        out.display(),
+        d.shape,
+        d.dtype,
+        acq.primary,
+        d.blocks.len(),
+        t.elapsed().as_secs_f64()
+    );
+    Ok(())
 }
 
 /// The replacement kernels of `--kernels DIR`, announced so that their figures are never

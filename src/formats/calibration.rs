@@ -78,6 +78,41 @@ impl Field {
 }
 
 impl Calibration {
+    /// A calibration as it was serialised (`stem4d info`, a prepared acquisition's
+    /// description): every number and unit it holds, with its sources. Unknown keys are
+    /// left out; nothing is derived again.
+    pub fn from_json(v: &serde_json::Value) -> Calibration {
+        const FIELDS: [Field; 8] = [
+            Field::ScanStep,
+            Field::DetectorStep,
+            Field::DetectorPixelSize,
+            Field::CameraLength,
+            Field::DetectorDistance,
+            Field::Energy,
+            Field::ConvergenceSemiangle,
+            Field::ScanRotation,
+        ];
+        let mut c = Calibration::default();
+        let source = |key: &str| {
+            v["sources"][key]
+                .as_str()
+                .map_or_else(|| "a prepared acquisition".to_string(), str::to_string)
+        };
+        for f in FIELDS {
+            if let Some(x) = v[f.key()].as_f64().filter(|x| x.is_finite()) {
+                *c.slot(f) = Some(x);
+                c.sources.insert(f.key(), source(f.key()));
+            }
+        }
+        if let Some(x) = v["wavelength_pm"].as_f64().filter(|x| x.is_finite()) {
+            c.wavelength_pm = Some(x);
+            c.sources.insert("wavelength_pm", source("wavelength_pm"));
+        }
+        c.scan_units = v["scan_units"].as_str().map(str::to_string);
+        c.detector_units = v["detector_units"].as_str().map(str::to_string);
+        c
+    }
+
     fn slot(&mut self, field: Field) -> &mut Option<f64> {
         match field {
             Field::ScanStep => &mut self.scan_step,

@@ -103,6 +103,11 @@ impl Info {
                     });
                 }
                 PartKind::Synthetic => {}
+                PartKind::Tiled(t) => {
+                    for b in &t.blocks {
+                        hasher.update(b.sha256.as_bytes());
+                    }
+                }
                 PartKind::Raw {
                     offset,
                     stride,

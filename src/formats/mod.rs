@@ -13,6 +13,7 @@ mod index_feed;
 pub mod info;
 mod mib;
 pub mod mib_raw;
+pub mod prepared;
 pub mod synthetic;
 
 pub use calibration::{Calibration, Field as CalibrationField};
@@ -52,6 +53,8 @@ pub enum Format {
     Mib,
     /// Generated on the fly for benchmarks ([`synthetic`]).
     Synthetic,
+    /// A stem4d prepared acquisition ([`prepared`]).
+    Prepared,
 }
 
 /// User overrides, as `--scan-shape` and `--dataset` on the CLI.
@@ -76,6 +79,8 @@ pub enum PartKind {
     },
     /// Generated samples ([`synthetic::sample`]); nothing is stored.
     Synthetic,
+    /// A prepared acquisition's payload: tiles of the resident's layout ([`prepared`]).
+    Tiled(Arc<prepared::TiledPayload>),
 }
 
 /// How raw frames hold their samples.
@@ -156,6 +161,20 @@ impl Acquisition {
         opts: &OpenOptions,
         defer_leaves: bool,
     ) -> Result<Acquisition> {
+        if let Some(src) = files
+            .files()
+            .iter()
+            .find(|f| prepared::is_prepared(f.as_ref()))
+        {
+            let name = src.name().to_string();
+            return match &opts.dataset {
+                Some(ds) => Err(Error::format(
+                    &name,
+                    format!("a prepared acquisition holds no data sets: drop --dataset {ds}"),
+                )),
+                None => prepared::open(files.clone(), &name, opts),
+            };
+        }
         let empad_raw = ("an EMPAD raw file", empad::is_raw_name as fn(&str) -> bool);
         if let Some(opened) = open_raw_frames(&files, opts, empad_raw, empad::open) {
             return opened;
@@ -319,6 +338,7 @@ impl Acquisition {
                 PartKind::Hdf5(ix) => ix.stored_bytes(),
                 PartKind::Raw { stride, .. } => stride * p.frames as u64,
                 PartKind::Synthetic => 0,
+                PartKind::Tiled(t) => t.blocks.iter().map(|b| b.bytes).sum(),
             })
             .sum()
     }

@@ -149,7 +149,7 @@ impl<'a> FrameReader<'a> {
                     .enumerate()
                     .map(|(i, c)| (c.coords.clone(), i))
                     .collect(),
-                PartKind::Raw { .. } | PartKind::Synthetic => HashMap::new(),
+                PartKind::Raw { .. } | PartKind::Synthetic | PartKind::Tiled(_) => HashMap::new(),
             })
             .collect();
         FrameReader {
@@ -280,6 +280,7 @@ impl<'a> FrameReader<'a> {
                 }
                 PartKind::Hdf5(ix) => self.read_hdf5(pi, part, ix, l0, l1, dst)?,
                 PartKind::Synthetic => crate::formats::synthetic::frames_bytes(stored, p0, p1, dst),
+                PartKind::Tiled(t) => t.read_frames(part.source.as_ref(), l0, l1, dst)?,
             }
         }
         Ok(())

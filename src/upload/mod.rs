@@ -8,6 +8,7 @@ pub mod gpu_decode;
 pub mod memory;
 pub mod packed;
 pub mod plan;
+mod prepared;
 pub(crate) mod set_aside;
 pub(crate) mod src_slots;
 mod to_gpu;

@@ -302,6 +302,24 @@ impl Default for FloatRange {
 }
 
 impl FloatRange {
+    /// The range of samples seen by `self` or by `other`.
+    pub fn merge(&mut self, other: FloatRange) {
+        self.lsb = self.lsb.min(other.lsb);
+        self.top = self.top.max(other.top);
+        self.non_finite |= other.non_finite;
+    }
+
+    /// The range of little-endian float32 samples in `bytes`.
+    pub fn of_bytes(bytes: &[u8]) -> FloatRange {
+        let mut r = FloatRange::default();
+        let samples: Vec<f32> = bytes
+            .chunks_exact(4)
+            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+            .collect();
+        r.take(&samples);
+        r
+    }
+
     pub fn take(&mut self, samples: &[f32]) {
         for x in samples {
             let b = x.to_bits();

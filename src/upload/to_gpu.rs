@@ -156,6 +156,9 @@ impl Engine {
                 .await
                 .map(Some);
         }
+        if let Some(res) = self.upload_prepared(acq, corr, &plan, progress).await? {
+            return Ok(Some(res));
+        }
         if gpu_decode && decode::supported(acq, corr) {
             if let Some(res) = decode::upload(self, acq, feed, corr, &plan, progress).await? {
                 return Ok(Some(res));

@@ -1,0 +1,414 @@
+//! Prepared acquisitions (issue #33, item 3; decision 0037): one file holding an acquisition
+//! already decoded into the resident's position-tiled layout (`upload::plan`), so that a
+//! reopen copies its blocks straight into GPU buffers and decodes nothing. The container
+//! (`docs/PREPARED.md`):
+//!
+//! - a 4096-byte header: the magic `STEM4DP\0`, the version (u32 LE), 4 bytes of zeros, the
+//!   description's offset and length (u64 LE each) and its SHA-256;
+//! - payload blocks of whole tiles from byte 4096 on, each at a multiple of 4096, each with
+//!   its SHA-256 in the description;
+//! - the description, JSON, after the last block: shape, dtype, layout, blocks, the
+//!   acquisition's bad-pixel mask and calibration, and the provenance of what it was made
+//!   from.
+//!
+//! The samples are those the files hold (no bin, no bad pixel zeroed), so every correction
+//! applies to a prepared acquisition as to its files. Every block is checked against its hash
+//! before anything of it is used; a corrupted or truncated file is refused by name.
+
+#[cfg(not(target_arch = "wasm32"))]
+pub mod write;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use super::{Acquisition, FileSet, Format, OpenOptions, Part, PartKind};
+use crate::contract::{Dtype, Shape4};
+use crate::error::{Error, Result};
+use crate::source::ByteSource;
+
+pub const MAGIC: [u8; 8] = *b"STEM4DP\0";
+pub const VERSION: u32 = 1;
+/// Bytes of the header; blocks start here and at multiples of it.
+pub const ALIGN: u64 = 4096;
+/// The file name ending the CLI and the page give prepared acquisitions.
+pub const EXTENSION: &str = ".stem4d";
+
+/// The description: what the payload is and where it came from.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Description {
+    pub container: String,
+    pub version: u32,
+    /// `[scan rows, scan cols, detector rows, detector cols]`.
+    pub shape: [usize; 4],
+    pub dtype: String,
+    pub layout: Layout,
+    pub blocks: Vec<BlockEntry>,
+    /// Detector pixels the files flag bad (row-major indices), as the open found them.
+    pub pixel_mask: Option<Vec<u32>>,
+    /// The acquisition's calibration as `stem4d info` reports it.
+    pub calibration: serde_json::Value,
+    pub made_from: Provenance,
+}
+
+/// The payload's layout: tiles of `tile` scan positions, each `tile_bytes` long, pixel after
+/// pixel a 32-byte sector of `bits`-bit samples (`upload::plan`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Layout {
+    pub kind: LayoutKind,
+    pub bits: u32,
+    pub tile: u32,
+    pub tile_bytes: u64,
+    pub tiles: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LayoutKind {
+    PositionTiled,
+}
+
+/// One payload block: `tiles` tiles from `first_tile`, `bytes` at `offset`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BlockEntry {
+    pub offset: u64,
+    pub bytes: u64,
+    pub first_tile: u64,
+    pub tiles: u64,
+    pub sha256: String,
+}
+
+/// What a prepared acquisition was made from.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Provenance {
+    pub format: String,
+    pub primary: String,
+    pub dataset: String,
+    pub files: Vec<SourceFile>,
+    pub scan_shape_source: String,
+    /// `[r0, r1, c0, c1]` of the scan as stored, where the acquisition was cropped.
+    pub crop: Option<[usize; 4]>,
+    pub made_by: String,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct SourceFile {
+    pub name: String,
+    pub bytes: u64,
+}
+
+/// The payload of a prepared acquisition as its part reads it: its blocks, checked against
+/// their hashes the first time each is read.
+#[derive(Debug)]
+pub struct TiledPayload {
+    pub layout: Layout,
+    pub det_len: usize,
+    pub blocks: Vec<BlockEntry>,
+    checked: Vec<AtomicBool>,
+}
+
+/// `bits` of a resident sample of `dtype` at native sampling (`ResidentPlan::new`).
+pub fn bits_of(dtype: Dtype) -> u32 {
+    match dtype {
+        Dtype::U8 => 8,
+        Dtype::U16 => 16,
+        Dtype::U32 | Dtype::F32 => 32,
+    }
+}
+
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn dtype_named(file: &str, name: &str) -> Result<Dtype> {
+    Ok(match name {
+        "uint8" => Dtype::U8,
+        "uint16" => Dtype::U16,
+        "uint32" => Dtype::U32,
+        "float32" => Dtype::F32,
+        other => {
+            return Err(Error::format(
+                file,
+                format!("prepared acquisition of unknown dtype '{other}'"),
+            ))
+        }
+    })
+}
+
+/// Whether `src` starts with the prepared container's magic.
+pub fn is_prepared(src: &dyn ByteSource) -> bool {
+    let mut head = [0u8; 8];
+    src.len() >= 8 && src.read_at(0, &mut head).is_ok() && head == MAGIC
+}
+
+/// Read and check the header and description of the prepared acquisition `src`.
+pub fn describe(src: &dyn ByteSource) -> Result<Description> {
+    let name = src.name();
+    let len = src.len();
+    let bad = |m: String| Error::format(name, m);
+    if len < 64 {
+        return Err(bad(format!(
+            "a prepared acquisition starts with a 64-byte header; the file is {len} bytes: truncated"
+        )));
+    }
+    let mut head = [0u8; 64];
+    src.read_at(0, &mut head)?;
+    if head[..8] != MAGIC {
+        return Err(bad(
+            "not a stem4d prepared acquisition (no STEM4DP magic)".into()
+        ));
+    }
+    let word = |at: usize| u32::from_le_bytes([head[at], head[at + 1], head[at + 2], head[at + 3]]);
+    let long = |at: usize| {
+        let mut b = [0u8; 8];
+        b.copy_from_slice(&head[at..at + 8]);
+        u64::from_le_bytes(b)
+    };
+    let version = word(8);
+    if version != VERSION {
+        return Err(bad(format!(
+            "prepared with container version {version}; this stem4d reads version {VERSION}: prepare it again"
+        )));
+    }
+    let (at, n) = (long(16), long(24));
+    if at.checked_add(n).is_none_or(|end| end > len) || n == 0 {
+        return Err(bad(format!(
+            "its description ({n} bytes at {at}) lies beyond the file's {len} bytes: truncated"
+        )));
+    }
+    if n > 1 << 30 {
+        return Err(bad(format!("a description of {n} bytes is not credible")));
+    }
+    let json = src.read_vec(at, n)?;
+    if Sha256::digest(&json).as_slice() != &head[32..64] {
+        return Err(bad(
+            "its description does not match the SHA-256 in its header: corrupted".into(),
+        ));
+    }
+    let d: Description = serde_json::from_slice(&json)
+        .map_err(|e| bad(format!("its description is not readable: {e}")))?;
+    check(name, len, at, &d)?;
+    Ok(d)
+}
+
+/// The description's layout and blocks against its shape and the file's length.
+fn check(name: &str, len: u64, description_at: u64, d: &Description) -> Result<()> {
+    let bad = |m: String| Error::format(name, m);
+    let dtype = dtype_named(name, &d.dtype)?;
+    let [r, c, kr, kc] = d.shape;
+    if d.shape.contains(&0) {
+        return Err(bad(format!("prepared with an empty shape {:?}", d.shape)));
+    }
+    let det_len = kr
+        .checked_mul(kc)
+        .ok_or_else(|| bad("detector too large".into()))?;
+    let frames = r
+        .checked_mul(c)
+        .ok_or_else(|| bad("scan too large".into()))?;
+    let l = d.layout;
+    let bits = bits_of(dtype);
+    let want_tile_bytes = det_len as u64 * 32;
+    if l.bits != bits || l.tile != 256 / bits || l.tile_bytes != want_tile_bytes {
+        return Err(bad(format!(
+            "its layout ({} bits, tiles of {} positions, {} bytes) is not the {}-bit resident's of a {kr}x{kc} detector",
+            l.bits, l.tile, l.tile_bytes, bits
+        )));
+    }
+    if l.tiles != frames.div_ceil(l.tile as usize) as u64 {
+        return Err(bad(format!(
+            "{} tiles cannot hold {frames} scan positions in tiles of {}",
+            l.tiles, l.tile
+        )));
+    }
+    let mut next_tile = 0;
+    let mut next_byte = ALIGN;
+    for (k, b) in d.blocks.iter().enumerate() {
+        let end = b.offset.checked_add(b.bytes);
+        if b.first_tile != next_tile
+            || b.tiles == 0
+            || b.offset < next_byte
+            || b.offset % ALIGN != 0
+            || b.tiles.checked_mul(l.tile_bytes) != Some(b.bytes)
+            || b.sha256.len() != 64
+        {
+            return Err(bad(format!("payload block {k} is malformed: {b:?}")));
+        }
+        match end {
+            Some(end) if end <= description_at && end <= len => next_byte = end,
+            _ => {
+                return Err(bad(format!(
+                    "payload block {k} ends at byte {}, past the file's {len} bytes or its description: truncated",
+                    b.offset.saturating_add(b.bytes)
+                )))
+            }
+        }
+        next_tile += b.tiles;
+    }
+    if next_tile != l.tiles {
+        return Err(bad(format!(
+            "its blocks hold {next_tile} of its {} tiles",
+            l.tiles
+        )));
+    }
+    Ok(())
+}
+
+impl TiledPayload {
+    pub fn new(d: &Description) -> Self {
+        TiledPayload {
+            layout: d.layout,
+            det_len: d.shape[2] * d.shape[3],
+            checked: d.blocks.iter().map(|_| AtomicBool::new(false)).collect(),
+            blocks: d.blocks.clone(),
+        }
+    }
+
+    /// Bytes of a sample.
+    pub fn sample_bytes(&self) -> usize {
+        self.layout.bits as usize / 8
+    }
+
+    /// Read block `k` whole and check it against its hash (refused by name and block when
+    /// it differs, and never used).
+    pub fn read_block(&self, src: &dyn ByteSource, k: usize) -> Result<Vec<u8>> {
+        let b = self
+            .blocks
+            .get(k)
+            .ok_or_else(|| Error::format(src.name(), format!("no payload block {k}")))?;
+        let bytes = src.read_vec(b.offset, b.bytes)?;
+        self.check_block(src.name(), k, &bytes)?;
+        Ok(bytes)
+    }
+
+    /// Check the bytes of block `k` against its SHA-256.
+    pub fn check_block(&self, file: &str, k: usize, bytes: &[u8]) -> Result<()> {
+        let b = &self.blocks[k];
+        if hex(&Sha256::digest(bytes)) != b.sha256 {
+            return Err(Error::format(
+                file,
+                format!(
+                    "payload block {k} (tiles {}..{}, {} bytes at {}) does not match its SHA-256: corrupted; prepare the acquisition again",
+                    b.first_tile,
+                    b.first_tile + b.tiles,
+                    b.bytes,
+                    b.offset
+                ),
+            ));
+        }
+        self.checked[k].store(true, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// The tiles `[t0, t1)` as stored, each block they touch checked once.
+    pub fn read_tiles(&self, src: &dyn ByteSource, t0: u64, t1: u64) -> Result<Vec<u8>> {
+        let tb = self.layout.tile_bytes;
+        let mut out = Vec::with_capacity(((t1 - t0) * tb) as usize);
+        for (k, b) in self.blocks.iter().enumerate() {
+            let (b0, b1) = (b.first_tile, b.first_tile + b.tiles);
+            let (a, z) = (t0.max(b0), t1.min(b1));
+            if a >= z {
+                continue;
+            }
+            if !self.checked[k].load(Ordering::Relaxed) {
+                let whole = self.read_block(src, k)?;
+                out.extend_from_slice(&whole[((a - b0) * tb) as usize..((z - b0) * tb) as usize]);
+            } else {
+                let at = b.offset + (a - b0) * tb;
+                out.extend_from_slice(&src.read_vec(at, (z - a) * tb)?);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Frames `[l0, l1)` of the payload into `dst`, frame after frame, each pixel's sample
+    /// little-endian (as `FrameReader` hands frames on).
+    pub fn read_frames(
+        &self,
+        src: &dyn ByteSource,
+        l0: usize,
+        l1: usize,
+        dst: &mut [u8],
+    ) -> Result<()> {
+        let tile = self.layout.tile as usize;
+        let (t0, t1) = (l0 / tile, l1.div_ceil(tile));
+        let tiles = self.read_tiles(src, t0 as u64, t1 as u64)?;
+        let sb = self.sample_bytes();
+        let tb = self.layout.tile_bytes as usize;
+        let frame_bytes = self.det_len * sb;
+        for f in l0..l1 {
+            let (t, p) = (f / tile - t0, f % tile);
+            let base = t * tb + p * sb;
+            let out = &mut dst[(f - l0) * frame_bytes..(f - l0 + 1) * frame_bytes];
+            for (k, sample) in out.chunks_exact_mut(sb).enumerate() {
+                let at = base + k * 32;
+                sample.copy_from_slice(&tiles[at..at + sb]);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Open the prepared acquisition `name` of `files`.
+pub(super) fn open(files: FileSet, name: &str, opts: &OpenOptions) -> Result<Acquisition> {
+    let (src, _) = super::frames_source(&files, name, "prepared acquisition")?;
+    let d = describe(src.as_ref())?;
+    if let Some(shape) = opts.scan_shape {
+        if shape != [d.shape[0], d.shape[1]] {
+            return Err(Error::format(
+                name,
+                format!(
+                    "prepared with a {}x{} scan; --scan-shape {}x{} does not apply (prepare it again with that shape)",
+                    d.shape[0], d.shape[1], shape[0], shape[1]
+                ),
+            ));
+        }
+    }
+    let dtype = dtype_named(name, &d.dtype)?;
+    let shape = Shape4 {
+        scan: [d.shape[0], d.shape[1]],
+        det: [d.shape[2], d.shape[3]],
+    };
+    let det_len = shape.det_len();
+    let pixel_mask = match &d.pixel_mask {
+        Some(bad) => {
+            let mut mask = vec![false; det_len];
+            for &k in bad {
+                *mask.get_mut(k as usize).ok_or_else(|| {
+                    Error::format(
+                        name,
+                        format!("bad pixel {k} is off the {det_len}-pixel detector"),
+                    )
+                })? = true;
+            }
+            Some(mask)
+        }
+        None => None,
+    };
+    let calibration = super::calibration::Calibration::from_json(&d.calibration);
+    let payload = Arc::new(TiledPayload::new(&d));
+    let m = &d.made_from;
+    Ok(Acquisition {
+        format: Format::Prepared,
+        files: files.clone(),
+        primary: name.to_string(),
+        dataset_path: String::new(),
+        shape,
+        dtype,
+        scan_shape_source: format!(
+            "prepared from {} ({}: {})",
+            m.primary, m.format, m.scan_shape_source
+        ),
+        parts: vec![Part {
+            source: src,
+            first_frame: 0,
+            frames: shape.frames(),
+            kind: PartKind::Tiled(payload),
+        }],
+        pixel_mask,
+        calibration,
+        crop: None,
+        unused_files: super::unused_files(&files, &[name.to_string()]),
+    })
+}

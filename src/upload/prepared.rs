@@ -1,0 +1,133 @@
+//! The upload of a prepared acquisition (`formats::prepared`, decision 0037): its payload is
+//! the resident's own layout, so each block is read, checked against its SHA-256 and copied
+//! into the segments it covers; nothing is decoded, packed or tiled. Taken where the
+//! resident is exactly the payload (no bin, no bad-pixel masking, no crop); otherwise the
+//! frames are read back out of the tiles on the CPU and uploaded as any raw frames are.
+
+use crate::error::Result;
+use crate::formats::prepared::TiledPayload;
+use crate::formats::{Acquisition, Part, PartKind};
+use crate::frames::Correction;
+use crate::gpu::{Engine, Resident, UploadTimes};
+use crate::source::ByteSource;
+use crate::upload::plan::{FloatRange, ResidentPlan};
+
+/// Blocks read (and checked) together before they are copied: natively one per core.
+const BLOCKS_AT_ONCE: usize = 16;
+
+/// A block read and checked, and the range of its samples where they are float32 (the
+/// exact sums' bounds, as the frame upload takes them).
+type Read = Result<(Vec<u8>, Option<FloatRange>)>;
+
+/// Read and check blocks `ks` of `payload`: on every core natively, in turn in the browser.
+fn read_blocks(
+    payload: &TiledPayload,
+    src: &dyn ByteSource,
+    ks: std::ops::Range<usize>,
+    float: bool,
+) -> Vec<Read> {
+    let one = |k: usize| -> Read {
+        let bytes = payload.read_block(src, k)?;
+        let range = float.then(|| FloatRange::of_bytes(&bytes));
+        Ok((bytes, range))
+    };
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        use rayon::prelude::*;
+        ks.into_par_iter().map(one).collect()
+    }
+    #[cfg(target_arch = "wasm32")]
+    {
+        ks.map(one).collect()
+    }
+}
+
+impl Engine {
+    /// The resident of a prepared acquisition copied from its blocks along `plan`; `None`
+    /// where this path does not take it (see the module).
+    pub(crate) async fn upload_prepared(
+        &self,
+        acq: &Acquisition,
+        corr: Correction,
+        plan: &ResidentPlan,
+        progress: &mut dyn FnMut(usize, usize),
+    ) -> Result<Option<Resident>> {
+        let [Part {
+            kind: PartKind::Tiled(payload),
+            source,
+            ..
+        }] = acq.parts.as_slice()
+        else {
+            return Ok(None);
+        };
+        let tile_bytes = plan.tile_words as u64 * 4;
+        if acq.crop.is_some()
+            || corr != Correction::default()
+            || payload.layout.bits != plan.bits
+            || payload.layout.tile_bytes != tile_bytes
+        {
+            return Ok(None);
+        }
+        let tile = plan.tile as u64;
+        let total = plan.shape.frames();
+        let scope = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+        // Each segment's first tile, and its buffer.
+        let segments: Vec<(u64, u64, wgpu::Buffer)> = plan
+            .segments
+            .iter()
+            .map(|s| {
+                let first = s.first_frame as u64 / tile;
+                (
+                    first,
+                    first + s.bytes / tile_bytes,
+                    self.resident_buffer("resident", s.bytes),
+                )
+            })
+            .collect();
+        let mut times = UploadTimes::default();
+        let mut float = acq.dtype.is_float().then(FloatRange::default);
+        let n = payload.blocks.len();
+        let mut k0 = 0;
+        while k0 < n {
+            let k1 = (k0 + BLOCKS_AT_ONCE).min(n);
+            let mut t = crate::clock::now_ms();
+            let read = read_blocks(payload, source.as_ref(), k0..k1, float.is_some());
+            times.lap("read + check", &mut t);
+            for (k, block) in (k0..k1).zip(read) {
+                let (bytes, range) = block?;
+                if let (Some(all), Some(r)) = (float.as_mut(), range) {
+                    all.merge(r);
+                }
+                let b = &payload.blocks[k];
+                let (b0, b1) = (b.first_tile, b.first_tile + b.tiles);
+                for (s0, s1, buffer) in &segments {
+                    let (a, z) = (b0.max(*s0), b1.min(*s1));
+                    if a < z {
+                        let from = ((a - b0) * tile_bytes) as usize;
+                        let to = ((z - b0) * tile_bytes) as usize;
+                        self.queue
+                            .write_buffer(buffer, (a - s0) * tile_bytes, &bytes[from..to]);
+                    }
+                }
+            }
+            self.queue.submit([]);
+            times.lap("write to the GPU", &mut t);
+            k0 = k1;
+            self.note_memory();
+            let done = (payload.blocks[k1 - 1].first_tile + payload.blocks[k1 - 1].tiles) * tile;
+            crate::watch::report(
+                progress,
+                crate::watch::UPLOAD,
+                (done as usize).min(total),
+                total,
+            )?;
+        }
+        let buffers = segments.into_iter().map(|(_, _, b)| b).collect();
+        let mut res = self
+            .finish_resident(scope, plan.clone(), buffers, corr)
+            .await?;
+        res.upload_times = times;
+        res.float = float;
+        Ok(Some(res))
+    }
+}

@@ -1,0 +1,217 @@
+//! Prepared acquisitions (`formats::prepared`, decision 0037): written from the fixtures,
+//! reopened, and every product the same bytes as from the files, on the CPU reference and
+//! on the GPU (where the payload is copied into the resident as it is); a corrupted,
+//! truncated or tampered container refused by name, never half-used.
+
+mod common;
+
+use common::*;
+use std::path::{Path, PathBuf};
+use stem4d::formats::prepared::write::write;
+use stem4d::formats::{Acquisition, OpenOptions};
+use stem4d::frames::Correction;
+use stem4d::products::npy::to_bytes;
+use stem4d::source::{ByteSource, FileSet, FsSource};
+
+/// The error of `r`, which must have failed.
+fn refused<T>(r: stem4d::error::Result<T>) -> String {
+    match r {
+        Ok(_) => panic!("accepted"),
+        Err(e) => e.to_string(),
+    }
+}
+
+fn temp_dir(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("stem4d-prepared-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn open_prepared(path: &Path) -> stem4d::error::Result<Acquisition> {
+    let src: std::sync::Arc<dyn ByteSource> = std::sync::Arc::new(FsSource::open(path)?);
+    Acquisition::open(FileSet::new(vec![src])?, &OpenOptions::default())
+}
+
+/// Small blocks, so that every fixture has several and a tile range crosses them.
+const BLOCK: u64 = 4096;
+
+const FIXTURES: [&str; 8] = [
+    "arina_u16",
+    "arina_u8",
+    "arina_u32",
+    "hot_stack_u16",
+    "emd_f32",
+    "empad_hot",
+    "mib_raw_r6",
+    "gzip_noshuffle_u32_3d",
+];
+
+#[test]
+fn a_prepared_acquisition_gives_the_products_of_its_files() {
+    let dir = temp_dir("same");
+    let engine = engine();
+    for name in FIXTURES {
+        let fx = fixture_named(name);
+        let acq = open_fixture(&fx);
+        let out = dir.join(format!("{name}.stem4d"));
+        let d = write(&acq, &out, BLOCK, &mut |_, _| {}).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert!(
+            d.blocks.len() > 1 || acq.shape.frames() <= 32,
+            "{name}: {} blocks",
+            d.blocks.len()
+        );
+        let back = open_prepared(&out).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(back.format, stem4d::formats::Format::Prepared);
+        assert_eq!((back.shape, back.dtype), (acq.shape, acq.dtype), "{name}");
+        assert_eq!(
+            back.pixel_mask, acq.pixel_mask,
+            "{name}: the files' bad pixels"
+        );
+        assert_eq!(
+            serde_json::to_value(&back.calibration).unwrap(),
+            serde_json::to_value(&acq.calibration).unwrap(),
+            "{name}: calibration"
+        );
+        for p in fx["products"].as_array().unwrap() {
+            let (params, corr) = params(p["kind"].as_str().unwrap(), &p["params"]);
+            let want = stem4d::cpu::compute(&acq, &params, corr).unwrap();
+            let got = stem4d::cpu::compute(&back, &params, corr)
+                .unwrap_or_else(|e| panic!("{name} {}: {e}", p["ref"]));
+            assert!(
+                to_bytes(&got) == to_bytes(&want),
+                "{name} {}: CPU differs",
+                p["ref"]
+            );
+        }
+        let Some(engine) = &engine else { continue };
+        for corr in [
+            Correction::default(),
+            Correction {
+                mask_bad_pixels: true,
+                bin: 1,
+            },
+            Correction {
+                mask_bad_pixels: false,
+                bin: 2,
+            },
+        ] {
+            let (a, b) = match (
+                pollster::block_on(engine.upload(&acq, corr)),
+                pollster::block_on(engine.upload(&back, corr)),
+            ) {
+                (Ok(a), Ok(b)) => (a, b),
+                // Refused alike (a binned sum past uint32), each naming its own file.
+                (Err(x), Err(y)) => {
+                    let (x, y) = (x.to_string(), y.to_string());
+                    // (through the GPU decoder or the CPU, worded a little apart)
+                    let head = |s: &str| {
+                        s.split_once(": ")
+                            .map(|t| t.1.chars().take(16).collect::<String>())
+                    };
+                    assert_eq!(head(&x), head(&y), "{name} {corr:?}: {x} / {y}");
+                    assert!(y.contains(&format!("{name}.stem4d")), "{y}");
+                    continue;
+                }
+                (x, y) => panic!("{name} {corr:?}: {:?} against {:?}", x.err(), y.err()),
+            };
+            // Without a correction the payload is the resident: copied, nothing decoded.
+            let copied = b.upload_times.0.iter().any(|(s, _)| *s == "read + check");
+            assert_eq!(copied, corr == Correction::default(), "{name} {corr:?}");
+            for p in fx["products"].as_array().unwrap() {
+                let (params, c) = params(p["kind"].as_str().unwrap(), &p["params"]);
+                if c != corr {
+                    continue;
+                }
+                let run = |acq: &Acquisition, res| {
+                    pollster::block_on(stem4d::products::gpu::compute_resident(
+                        engine, acq, res, &params,
+                    ))
+                };
+                match (run(&acq, &a), run(&back, &b)) {
+                    (Ok(x), Ok(y)) => assert!(
+                        to_bytes(&x) == to_bytes(&y),
+                        "{name} {}: GPU differs",
+                        p["ref"]
+                    ),
+                    (Err(x), Err(y)) => assert_eq!(x.to_string(), y.to_string()),
+                    (x, y) => panic!("{name} {}: {x:?} against {y:?}", p["ref"]),
+                }
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Flip one byte at `at` of `path`.
+fn flip(path: &Path, at: u64) {
+    let mut bytes = std::fs::read(path).unwrap();
+    bytes[at as usize] ^= 0x40;
+    std::fs::write(path, bytes).unwrap();
+}
+
+#[test]
+fn a_damaged_prepared_acquisition_is_refused_by_name() {
+    let dir = temp_dir("damaged");
+    let fx = fixture_named("arina_u16");
+    let acq = open_fixture(&fx);
+    let good = dir.join("good.stem4d");
+    let d = write(&acq, &good, BLOCK, &mut |_, _| {}).unwrap();
+    let copy = |name: &str| {
+        let p = dir.join(name);
+        std::fs::copy(&good, &p).unwrap();
+        p
+    };
+    // A byte of the second block: the open succeeds (the header and description are
+    // whole), every read of that block is refused, on the CPU and on the GPU.
+    let corrupt = copy("corrupt.stem4d");
+    flip(&corrupt, d.blocks[1].offset + 17);
+    let acq_bad = open_prepared(&corrupt).expect("the description is whole");
+    let p = stem4d::products::ProductParams::new(stem4d::products::ProductKind::Total);
+    let e = stem4d::cpu::compute(&acq_bad, &p, Correction::default()).unwrap_err();
+    let said = e.to_string();
+    assert!(
+        said.contains("corrupt.stem4d")
+            && said.contains("payload block 1")
+            && said.contains("SHA-256"),
+        "{said}"
+    );
+    if let Some(engine) = engine() {
+        let e = refused(pollster::block_on(
+            engine.upload(&acq_bad, Correction::default()),
+        ));
+        assert!(e.contains("payload block 1"), "{e}");
+    }
+    // Cut short: refused at the open, by name.
+    let short = copy("short.stem4d");
+    let len = std::fs::metadata(&short).unwrap().len();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&short)
+        .unwrap()
+        .set_len(len / 2)
+        .unwrap();
+    let said = refused(open_prepared(&short));
+    assert!(
+        said.contains("short.stem4d") && said.contains("truncated"),
+        "{said}"
+    );
+    // The description altered: its hash no longer matches the header's.
+    let tampered = copy("tampered.stem4d");
+    let json_at = u64::from_le_bytes(
+        std::fs::read(&tampered).unwrap()[16..24]
+            .try_into()
+            .unwrap(),
+    );
+    flip(&tampered, json_at + 40);
+    let said = refused(open_prepared(&tampered));
+    assert!(
+        said.contains("tampered.stem4d") && said.contains("SHA-256"),
+        "{said}"
+    );
+    // Another container version.
+    let newer = copy("newer.stem4d");
+    flip(&newer, 9);
+    let said = refused(open_prepared(&newer));
+    assert!(said.contains("version"), "{said}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
