@@ -154,6 +154,34 @@ async function fromRingSums(fx, about, check) {
     `${fx.name} streamed: a disk about the centre snaps to r = 2 (${radius}) and takes no pass (${after - passes})`);
 }
 
+// A prepared acquisition (`stem4d prepare` of the arina_u16 fixture, decision 0037) opens
+// in the page with the products of its files, byte for byte; with a byte of its payload
+// changed it is refused by name and block, and the page opens the next file as before.
+async function preparedAcquisition(manifest, check) {
+  const fx = manifest.fixtures.find((f) => f.name === 'arina_u16');
+  const asked = [{ kind: 'total' }, { kind: 'bf', center: [6.5, 5.5], radius: 3 },
+    { kind: 'com' }, { kind: 'max-dp' }, { kind: 'pattern', at: [3, 4] }];
+  await window.stem4d.open(await filesFrom(fixtureUrls(fx)));
+  const want = [];
+  for (const p of asked) want.push(await window.stem4d.product(p));
+  const bytes = new Uint8Array(await fetchBuf('/fixtures/data/arina_u16.stem4d'));
+  const info = await window.stem4d.open([new File([bytes], 'arina_u16.stem4d')]);
+  check(info.format === 'prepared' && JSON.stringify(info.shape) === JSON.stringify(fx.shape),
+    `prepared acquisition opens as one (${info.format} ${info.shape})`);
+  for (let k = 0; k < asked.length; k++) {
+    check(sameProduct(await window.stem4d.product(asked[k]), want[k]),
+      `prepared acquisition ${asked[k].kind}: the same bytes as from its files`);
+  }
+  const damaged = bytes.slice();
+  damaged[4096 + 100] ^= 0x40;
+  let said = null;
+  try { await window.stem4d.open([new File([damaged], 'damaged.stem4d')]); } catch (e) { said = e.message; }
+  check(said && said.includes('damaged.stem4d') && said.includes('payload block 0'),
+    `a damaged prepared acquisition is refused by name and block (${said})`);
+  const again = await window.stem4d.open([new File([bytes], 'arina_u16.stem4d')]);
+  check(again.format === 'prepared', 'the page opens a prepared acquisition after refusing a damaged one');
+}
+
 export function fixtureUrls(fx) {
   const base = fx.root === 'shared' ? '/shared/' : '/fixtures/data/';
   return fx.files.map((f) => base + f);
@@ -277,6 +305,7 @@ export async function runSuite(opts = {}) {
     }
     res.figures.kinds = [...kinds].sort();
     check(kinds.size === 16 || res.skipped.length > 0, `every product kind checked (${res.figures.kinds.join(', ')})`);
+    try { await preparedAcquisition(manifest, check); } catch (e) { check(false, `prepared acquisition: ${e.message}`); }
   }
 
   if (parts.includes('bad')) {

@@ -215,3 +215,26 @@ fn a_damaged_prepared_acquisition_is_refused_by_name() {
     assert!(said.contains("version"), "{said}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The page's suite opens `tests/fixtures/data/arina_u16.stem4d` (`stem4d prepare` of the
+/// arina_u16 fixture): writing it again gives the same bytes, so it stays what the writer
+/// makes (regenerate it with `stem4d prepare … --out` when the container changes).
+#[test]
+fn the_prepared_fixture_is_what_prepare_writes() {
+    let dir = temp_dir("fixture");
+    let out = dir.join("arina_u16.stem4d");
+    write(
+        &open_fixture(&fixture_named("arina_u16")),
+        &out,
+        stem4d::formats::prepared::write::BLOCK_BYTES,
+        &mut |_, _| {},
+    )
+    .unwrap();
+    let committed = fixtures().join("data/arina_u16.stem4d");
+    assert!(
+        std::fs::read(&out).unwrap() == std::fs::read(&committed).unwrap(),
+        "{} is stale: prepare it again",
+        committed.display()
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -57,8 +57,9 @@ export function bindControls() {
   roiButton('circle', 'roi-circle', 'roi-draw');
   $('roi-clear').onclick = () => { S.image.roi = null; S.image.roiCircle = null; requestRender(); };
   $('cancel').onclick = async () => {
-    // Outside a load, a streamed product's pass is running: stop it and keep the acquisition.
-    if (!state.loading) { cancelWork(); return; }
+    // Outside a load, a streamed product's pass is running, or a prepared file is being
+    // saved: stop it and keep the acquisition.
+    if (!state.loading) { state.savingCancelled = true; cancelWork(); return; }
     const what = state.loading ? state.loading.what : 'the acquisition';
     hideProgress();
     state.loading = null;

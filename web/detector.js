@@ -6,7 +6,6 @@ import { round2 } from './view_geometry.js';
 import { syncDisplayControls } from './display_controls.js';
 import { insideRadius } from './geometry.js';
 import { clearLine } from './line_profile.js';
-import { showNotice } from './messages.js';
 
 const DIVERGING = new Set(['dpc', 'idpc']);
 
@@ -114,7 +113,8 @@ export function geometryContext() {
 // A session streamed from its files keeps the ring sums about the fitted BF centre (decision
 // 0036): a disk, dark field or annulus about that centre is summed from them at once when its
 // radii fall between rings, which whole pixels do; any other detector takes one pass over the
-// files. So about that centre the radii snap to whole pixels; true when one changed.
+// files. So about that centre the radii snap to whole pixels (the load profile says so);
+// true when one changed.
 export function snapToRings(im) {
   const rings = state.current && state.current.profile && state.current.profile.streamed_ring_sums;
   if (!rings || !im.center || !['bf', 'df', 'adf'].includes(im.kind)) return false;
@@ -127,10 +127,5 @@ export function snapToRings(im) {
     im.radius = Math.max(1, Math.round(im.radius));
   }
   const changed = before !== `${im.radius} ${im.inner} ${im.outer}`;
-  if (changed && state.current.ringSnapSaid !== true) {
-    state.current.ringSnapSaid = true;
-    showNotice(`Streamed from the files: detectors about the BF centre (${rings.center.join(', ')}) `
-      + 'snap to whole-pixel radii and come from its ring sums at once; other detectors take one pass over the files.');
-  }
   return changed;
 }

@@ -2,7 +2,7 @@
 // back), and figures (figure.js composes them).
 import { $, S, lastStats, mradPerPx, state, unitsOf } from './state.js';
 import { call } from './worker_client.js';
-import { showError } from './messages.js';
+import { hideProgress, showError, showNotice, showProgress } from './messages.js';
 import { mergeDisplay, renderNow } from './render.js';
 import { clampI } from './view_geometry.js';
 import { syncDisplayControls } from './display_controls.js';
@@ -39,6 +39,7 @@ export function bindExports() {
   $('export-tiff').onclick = exporting(async () => download(`${baseName()}-${S.image.kind}.tif`, await call('tiff'), 'image/tiff'));
   $('save-state').onclick = exporting(async () => download(baseName() + '-view.json', JSON.stringify(viewFile(), null, 1), 'application/json'));
   $('save-report').onclick = exporting(async () => download(baseName() + '-report.html', await reportHtml(), 'text/html'));
+  $('save-prepared').onclick = exporting(savePrepared);
   $('export-figure').onclick = exporting(async () => openFigureDialog());
   $('figure-form').addEventListener('submit', (e) => {
     if (e.submitter && e.submitter.value === 'save') { e.preventDefault(); $('figure-dialog').close(); exporting(saveFigure)(); }
@@ -48,6 +49,57 @@ export function bindExports() {
     e.target.value = '';
     if (f) { try { await restoreView(viewOf(await f.text())); } catch (err) { showError('Cannot load the view file ' + f.name + ': ' + err.message); } }
   });
+}
+
+// The open acquisition as a prepared file (decision 0037; the container is docs/PREPARED.md):
+// written piece by piece where the browser lets the user pick a file (File System Access),
+// else assembled and downloaded. Closing the picker writes nothing.
+async function savePrepared() {
+  const name = baseName() + '.stem4d';
+  let writable = null;
+  if (typeof window.showSaveFilePicker === 'function') {
+    let handle;
+    try {
+      handle = await window.showSaveFilePicker({ suggestedName: name,
+        types: [{ description: 'stem4d prepared acquisition', accept: { 'application/octet-stream': ['.stem4d'] } }] });
+    } catch (e) {
+      if (e.name === 'AbortError') return;
+      throw e;
+    }
+    writable = await handle.createWritable();
+  }
+  const parts = [];
+  state.savingCancelled = false;
+  try {
+    for (let start = true; ; start = false) {
+      const p = await call('preparedPiece', { start });
+      if (state.savingCancelled) {
+        if (writable) await writable.abort().catch(() => {});
+        showNotice('Saving the prepared file was cancelled: nothing was written.');
+        return;
+      }
+      showProgress('writing the prepared file', p.done, p.total);
+      if (writable) await writable.write({ type: 'write', position: p.at, data: p.bytes });
+      else parts.push(p);
+      if (p.last) break;
+    }
+    if (writable) await writable.close();
+  } catch (e) {
+    if (writable) await writable.abort().catch(() => {});
+    throw e;
+  } finally {
+    hideProgress();
+  }
+  if (writable) return;
+  parts.sort((a, b) => a.at - b.at);
+  const pieces = [];
+  let at = 0;
+  for (const p of parts) {
+    if (p.at > at) pieces.push(new Uint8Array(p.at - at));
+    pieces.push(p.bytes);
+    at = p.at + p.bytes.length;
+  }
+  download(name, new Blob(pieces), 'application/octet-stream');
 }
 
 // What Save view writes and a report embeds: the files (with their hash), how they were

@@ -21,6 +21,8 @@ export const state = {
   // the Worker) or an empty page, never a mix of the two.
   current: null,
   loading: null,
+  // Set by Cancel while a prepared file is being saved (export_files.js).
+  savingCancelled: false,
   lastFiles: null,
   lastOptions: {},
   // The fitted BF disk {center: [r, c], radius} presets and "reset" start from.

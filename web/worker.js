@@ -205,6 +205,10 @@ async function handle(m) {
       case 'profile':
         result = JSON.parse(viewer.profile());
         break;
+      case 'preparedPiece':
+        result = viewer.preparedPiece(!!m.start);
+        transfer = [result.bytes.buffer];
+        break;
       case 'isOpen':
         result = viewer.isOpen();
         break;

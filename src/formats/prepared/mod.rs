@@ -15,7 +15,6 @@
 //! applies to a prepared acquisition as to its files. Every block is checked against its hash
 //! before anything of it is used; a corrupted or truncated file is refused by name.
 
-#[cfg(not(target_arch = "wasm32"))]
 pub mod write;
 
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -1,12 +1,12 @@
-//! Writing a prepared acquisition (`stem4d prepare`): the frames read through the CPU frame
-//! reader as the files hold them, laid out in tiles of the resident's layout on the CPU's
-//! cores, each block hashed, into a temporary file renamed into place once whole (never a
-//! half-written container under the name asked for).
+//! Writing a prepared acquisition (`stem4d prepare`, the page's *Save prepared*): the frames
+//! read through the CPU frame reader as the files hold them, laid out in tiles of the
+//! resident's layout (on every core natively), each block hashed. Natively into a
+//! temporary file renamed into place once whole (never a half-written container under the
+//! name asked for); in the page the Worker hands the pieces to the page, which writes them.
 
-use std::io::{Seek, SeekFrom, Write};
+#[cfg(not(target_arch = "wasm32"))]
 use std::path::{Path, PathBuf};
 
-use rayon::prelude::*;
 use sha2::{Digest, Sha256};
 
 use super::{
@@ -21,23 +21,150 @@ use crate::frames::FrameReader;
 /// stream, small enough that a reopen checks blocks on every core.
 pub const BLOCK_BYTES: u64 = 64 << 20;
 
+/// A prepared acquisition made piece by piece, wherever it is written (a file natively, a
+/// file the browser's File System Access API or a download gives): the payload blocks, then
+/// the description, then the header, each with the byte it goes at.
+pub struct Preparer {
+    acq: Acquisition,
+    layout: Layout,
+    per_block: u64,
+    next_tile: u64,
+    at: u64,
+    blocks: Vec<BlockEntry>,
+    /// Where the description went, once written.
+    description: Option<(u64, Vec<u8>)>,
+    header_written: bool,
+}
+
+impl Preparer {
+    pub fn new(acq: Acquisition, block_bytes: u64) -> Preparer {
+        let bits = bits_of(acq.dtype);
+        let tile = (256 / bits) as usize;
+        let tile_bytes = acq.shape.det_len() as u64 * 32;
+        let layout = Layout {
+            kind: LayoutKind::PositionTiled,
+            bits,
+            tile: tile as u32,
+            tile_bytes,
+            tiles: acq.shape.frames().div_ceil(tile) as u64,
+        };
+        Preparer {
+            acq,
+            layout,
+            per_block: (block_bytes / tile_bytes).max(1),
+            next_tile: 0,
+            at: ALIGN,
+            blocks: Vec::new(),
+            description: None,
+            header_written: false,
+        }
+    }
+
+    /// Scan positions written so far, and in all.
+    pub fn progress(&self) -> (usize, usize) {
+        let frames = self.acq.shape.frames();
+        let done = self.next_tile as usize * self.layout.tile as usize;
+        (done.min(frames), frames)
+    }
+
+    /// The next piece and the byte it goes at: blocks, the description, the header (at 0);
+    /// `None` once the header was given. Gaps between pieces are zeros.
+    pub fn next_piece(&mut self) -> Result<Option<(u64, Vec<u8>)>> {
+        if self.next_tile < self.layout.tiles {
+            return self.block().map(Some);
+        }
+        if self.description.is_none() {
+            let d = describe_acquisition(&self.acq, self.layout, self.blocks.clone())?;
+            let json = serde_json::to_vec_pretty(&d)
+                .map_err(|e| Error::param(format!("the description does not serialise: {e}")))?;
+            self.description = Some((self.at, json.clone()));
+            return Ok(Some((self.at, json)));
+        }
+        if self.header_written {
+            return Ok(None);
+        }
+        self.header_written = true;
+        let (at, json) = self
+            .description
+            .as_ref()
+            .map_or((0, &[][..]), |(a, j)| (*a, &j[..]));
+        let mut head = vec![0u8; ALIGN as usize];
+        head[..8].copy_from_slice(&MAGIC);
+        head[8..12].copy_from_slice(&VERSION.to_le_bytes());
+        head[16..24].copy_from_slice(&at.to_le_bytes());
+        head[24..32].copy_from_slice(&(json.len() as u64).to_le_bytes());
+        head[32..64].copy_from_slice(&Sha256::digest(json));
+        Ok(Some((0, head)))
+    }
+
+    /// The next block of whole tiles: the frames read as the files hold them and tiled.
+    fn block(&mut self) -> Result<(u64, Vec<u8>)> {
+        let l = self.layout;
+        let (t0, t1) = (
+            self.next_tile,
+            (self.next_tile + self.per_block).min(l.tiles),
+        );
+        let frames = self.acq.shape.frames();
+        let tile = l.tile as usize;
+        let sample = l.bits as usize / 8;
+        let frame_bytes = self.acq.shape.det_len() * sample;
+        let (f0, f1) = (t0 as usize * tile, (t1 as usize * tile).min(frames));
+        let raw = FrameReader::new(&self.acq).read_raw(f0, f1)?;
+        let mut bytes = vec![0u8; ((t1 - t0) * l.tile_bytes) as usize];
+        // Pixel k's sector holds its samples at the tile's positions, position p at byte
+        // p · sample (`upload::plan`).
+        let fill = |(t, out): (usize, &mut [u8])| {
+            let first = (t0 as usize + t) * tile;
+            for f in first..(first + tile).min(f1) {
+                let src = &raw[(f - f0) * frame_bytes..(f - f0 + 1) * frame_bytes];
+                let p = (f - first) * sample;
+                for (k, s) in src.chunks_exact(sample).enumerate() {
+                    out[k * 32 + p..k * 32 + p + sample].copy_from_slice(s);
+                }
+            }
+        };
+        #[cfg(not(target_arch = "wasm32"))]
+        {
+            use rayon::prelude::*;
+            bytes
+                .par_chunks_mut(l.tile_bytes as usize)
+                .enumerate()
+                .for_each(fill);
+        }
+        #[cfg(target_arch = "wasm32")]
+        bytes
+            .chunks_mut(l.tile_bytes as usize)
+            .enumerate()
+            .for_each(fill);
+        let at = self.at;
+        self.blocks.push(BlockEntry {
+            offset: at,
+            bytes: bytes.len() as u64,
+            first_tile: t0,
+            tiles: t1 - t0,
+            sha256: hex(&Sha256::digest(&bytes)),
+        });
+        self.at = (at + bytes.len() as u64).next_multiple_of(ALIGN);
+        self.next_tile = t1;
+        Ok((at, bytes))
+    }
+
+    /// The description, once every piece before the header was given.
+    pub fn description(&self) -> Option<&[u8]> {
+        self.description.as_ref().map(|(_, j)| &j[..])
+    }
+}
+
 /// Write `acq` as a prepared acquisition at `out`, in blocks of about `block_bytes`, calling
 /// `progress(frames_done, frames)` after each block; the description written.
+#[cfg(not(target_arch = "wasm32"))]
 pub fn write(
     acq: &Acquisition,
     out: &Path,
     block_bytes: u64,
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<Description> {
-    let shape = acq.shape;
-    let frames = shape.frames();
-    let det_len = shape.det_len();
-    let bits = bits_of(acq.dtype);
-    let sample = bits as usize / 8;
-    let tile = (256 / bits) as usize;
-    let tile_bytes = det_len as u64 * 32;
-    let tiles = frames.div_ceil(tile) as u64;
-    let per_block = (block_bytes / tile_bytes).max(1);
+    use std::io::{Seek, SeekFrom, Write};
     // Beside the output, hidden, as the CLI's other outputs are written (`write_new_file`).
     let name = out
         .file_name()
@@ -50,72 +177,17 @@ pub fn write(
         |e: std::io::Error, what: &str| Error::param(format!("{}: {what}: {e}", partial.display()));
     let mut file = std::fs::File::create(&partial).map_err(|e| io(e, "cannot create"))?;
     let written = (|| -> Result<Description> {
-        let reader = FrameReader::new(acq);
-        let frame_bytes = det_len * sample;
-        let mut blocks = Vec::new();
-        let mut at = ALIGN;
-        let mut t0 = 0u64;
-        while t0 < tiles {
-            let t1 = (t0 + per_block).min(tiles);
-            let (f0, f1) = (t0 as usize * tile, (t1 as usize * tile).min(frames));
-            let raw = reader.read_raw(f0, f1)?;
-            let mut bytes = vec![0u8; ((t1 - t0) * tile_bytes) as usize];
-            // Tile by tile on every core: pixel k's sector holds its samples at the tile's
-            // positions, position p at byte p · sample (`upload::plan`).
-            bytes
-                .par_chunks_mut(tile_bytes as usize)
-                .enumerate()
-                .for_each(|(t, out)| {
-                    let first = (t0 as usize + t) * tile;
-                    for f in first..(first + tile).min(f1) {
-                        let src = &raw[(f - f0) * frame_bytes..(f - f0 + 1) * frame_bytes];
-                        let p = (f - first) * sample;
-                        for (k, s) in src.chunks_exact(sample).enumerate() {
-                            out[k * 32 + p..k * 32 + p + sample].copy_from_slice(s);
-                        }
-                    }
-                });
-            let sha256 = hex(&Sha256::digest(&bytes));
+        let mut p = Preparer::new(acq.clone(), block_bytes);
+        while let Some((at, bytes)) = p.next_piece()? {
             file.seek(SeekFrom::Start(at))
                 .and_then(|_| file.write_all(&bytes))
                 .map_err(|e| io(e, "cannot write"))?;
-            blocks.push(BlockEntry {
-                offset: at,
-                bytes: bytes.len() as u64,
-                first_tile: t0,
-                tiles: t1 - t0,
-                sha256,
-            });
-            at = (at + bytes.len() as u64).next_multiple_of(ALIGN);
-            t0 = t1;
-            progress(f1, frames);
+            let (done, all) = p.progress();
+            progress(done, all);
         }
-        let description = describe_acquisition(
-            acq,
-            Layout {
-                kind: LayoutKind::PositionTiled,
-                bits,
-                tile: tile as u32,
-                tile_bytes,
-                tiles,
-            },
-            blocks,
-        )?;
-        let json = serde_json::to_vec_pretty(&description)
-            .map_err(|e| Error::param(format!("the description does not serialise: {e}")))?;
-        let mut head = vec![0u8; ALIGN as usize];
-        head[..8].copy_from_slice(&MAGIC);
-        head[8..12].copy_from_slice(&VERSION.to_le_bytes());
-        head[16..24].copy_from_slice(&at.to_le_bytes());
-        head[24..32].copy_from_slice(&(json.len() as u64).to_le_bytes());
-        head[32..64].copy_from_slice(&Sha256::digest(&json));
-        file.seek(SeekFrom::Start(at))
-            .and_then(|_| file.write_all(&json))
-            .and_then(|_| file.seek(SeekFrom::Start(0)))
-            .and_then(|_| file.write_all(&head))
-            .and_then(|_| file.sync_all())
-            .map_err(|e| io(e, "cannot write"))?;
-        Ok(description)
+        file.sync_all().map_err(|e| io(e, "cannot write"))?;
+        serde_json::from_slice(p.description().unwrap_or_default())
+            .map_err(|e| Error::param(format!("the description does not read back: {e}")))
     })();
     drop(file);
     match written {
