@@ -114,9 +114,10 @@ fn a_prepared_acquisition_gives_the_products_of_its_files() {
                 }
                 (x, y) => panic!("{name} {corr:?}: {:?} against {:?}", x.err(), y.err()),
             };
-            // Without a correction the payload is the resident: copied, nothing decoded.
+            // Without a bin the payload is the resident: copied, nothing decoded (masking
+            // then zeroes the file's bad pixels and sentinels on the GPU).
             let copied = b.upload_times.0.iter().any(|(s, _)| *s == "read + check");
-            assert_eq!(copied, corr == Correction::default(), "{name} {corr:?}");
+            assert_eq!(copied, corr.bin == 1, "{name} {corr:?}");
             for p in fx["products"].as_array().unwrap() {
                 let (params, c) = params(p["kind"].as_str().unwrap(), &p["params"]);
                 if c != corr {
@@ -236,5 +237,101 @@ fn the_prepared_fixture_is_what_prepare_writes() {
         "{} is stale: prepare it again",
         committed.display()
     );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn gcd(a: usize, b: usize) -> usize {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
+    }
+}
+
+/// Within a small budget a prepared acquisition is compressed or streamed from its blocks of
+/// whole tiles (copied as they are where a block of rows starts and ends on a tile), with
+/// the products of the files' resident.
+#[test]
+fn a_prepared_acquisition_within_a_budget_gives_the_same_products() {
+    use stem4d::products::{ProductKind, ProductParams};
+    use stem4d::session::{OpenRequest, Session};
+    use stem4d::upload::memory::PlanKind;
+    let Some(engine) = engine() else { return };
+    let dir = temp_dir("budget");
+    for name in ["arina_u16", "hot_stack_u16", "arina_u8"] {
+        let acq = open_fixture(&fixture_named(name));
+        let out = dir.join(format!("{name}.stem4d"));
+        write(&acq, &out, BLOCK, &mut |_, _| {}).unwrap();
+        let open = |acq: Acquisition, budget, memory_plan| {
+            let req = OpenRequest {
+                bin: 1,
+                memory_budget: budget,
+                memory_plan,
+                ..Default::default()
+            };
+            pollster::block_on(Session::open(&engine, acq, &req, 0.0, &mut |_, _, _| {}))
+                .unwrap_or_else(|e| panic!("{name} {memory_plan:?}: {e}"))
+        };
+        // A block of whole rows on tile boundaries is copied too; one off them is not.
+        let back = open_prepared(&out).unwrap();
+        let [rows, cols] = back.shape.scan;
+        let tile = 256 / stem4d::formats::prepared::bits_of(back.dtype) as usize;
+        let step = tile / gcd(tile, cols);
+        for (r0, r1, copied) in [(step, rows, true), (1, rows, step == 1)] {
+            if r0 >= rows {
+                continue;
+            }
+            let mut block = back.clone();
+            block.set_crop(back.scan_rows_crop(r0, r1).unwrap());
+            let res = pollster::block_on(engine.upload(&block, Correction::default())).unwrap();
+            let got = res.upload_times.0.iter().any(|(s, _)| *s == "read + check");
+            assert_eq!(
+                got, copied,
+                "{name}: rows {r0}..{r1} of {rows}, tiles of {tile}"
+            );
+            let mut sub = acq.clone();
+            sub.set_crop(acq.scan_rows_crop(r0, r1).unwrap());
+            let want = pollster::block_on(engine.upload(&sub, Correction::default())).unwrap();
+            let total = ProductParams::new(ProductKind::Total);
+            let run = |a: &Acquisition, r| {
+                pollster::block_on(stem4d::products::gpu::compute_resident(
+                    &engine, a, r, &total,
+                ))
+                .unwrap()
+            };
+            assert!(
+                to_bytes(&run(&block, &res)) == to_bytes(&run(&sub, &want)),
+                "{name}"
+            );
+        }
+        let mut plain = open(acq, None, None);
+        for (plan, budget) in [
+            (PlanKind::Compressed, 1 << 20),
+            (PlanKind::Streaming, 262144),
+        ] {
+            let mut within = open(open_prepared(&out).unwrap(), Some(budget), Some(plan));
+            assert_eq!(within.profile.memory_plan.kind, plan, "{name}");
+            let [cr, cc, r] = plain.bf_fit;
+            for kind in [
+                ProductKind::Total,
+                ProductKind::Bf,
+                ProductKind::Com,
+                ProductKind::MeanDp,
+                ProductKind::MaxDp,
+            ] {
+                let mut p = ProductParams::new(kind);
+                p.center = Some([cr, cc]);
+                p.radius = Some(r.max(1.0));
+                let corr = Correction::default();
+                let a = pollster::block_on(plain.product(&engine, &p, corr)).unwrap();
+                let b = pollster::block_on(within.product(&engine, &p, corr))
+                    .unwrap_or_else(|e| panic!("{name} {plan:?} {kind:?}: {e}"));
+                assert!(
+                    to_bytes(&a) == to_bytes(&b),
+                    "{name} {plan:?}: {kind:?} differs"
+                );
+            }
+        }
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -28,3 +28,35 @@ fn zero_pixels(@builtin(global_invocation_id) gid: vec3<u32>) {
     let k = pixels[within / 8u];
     resident[tile * zp.tile_words + k * 8u + within % 8u] = 0u;
 }
+
+// Bad-pixel masking of a prepared acquisition copied in as it is stored (decision 0037): the
+// samples equal to the saturation sentinel (the largest value of `bits` bits) become 0, as the
+// decode zeroes them with masking on (C-BAD). One invocation a word of the segment.
+struct SentinelParams {
+    words: u32,
+    bits: u32,
+    groups_x: u32,
+    _pad: u32,
+}
+
+@group(0) @binding(3) var<uniform> sp: SentinelParams;
+
+@compute @workgroup_size(256)
+fn zero_sentinels(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let id = gid.x + gid.y * sp.groups_x * 256u;
+    if (id >= sp.words) {
+        return;
+    }
+    let w = resident[id];
+    if (sp.bits == 32u) {
+        resident[id] = select(w, 0u, w == 0xffffffffu);
+        return;
+    }
+    let mask = (1u << sp.bits) - 1u;
+    var out = 0u;
+    for (var s = 0u; s < 32u; s += sp.bits) {
+        let v = (w >> s) & mask;
+        out |= select(v, 0u, v == mask) << s;
+    }
+    resident[id] = out;
+}

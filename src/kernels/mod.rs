@@ -31,7 +31,7 @@ pub use reflect::{overrides_from, workgroup_bytes, EntryModule};
 pub use ring_sum::RingSumParams;
 pub use synthetic::SynthParams;
 pub use tile_frames::TileParams;
-pub use zero_pixels::ZeroParams;
+pub use zero_pixels::{SentinelParams, ZeroParams};
 
 pub const COMMON: &str = include_str!("../../wgsl/common.wgsl");
 
@@ -132,7 +132,7 @@ pub fn grid(n: u32) -> (u32, u32) {
 /// Every uniform struct the kernels read, as [`uniform!`] laid it out: the layout test
 /// (`tests/shader_validation.rs`) finds each in the WGSL by name and compares size, field
 /// names and offsets with naga's.
-pub const UNIFORMS: [UniformLayout; 14] = [
+pub const UNIFORMS: [UniformLayout; 15] = [
     CurlParams::LAYOUT,
     MaskedSumParams::LAYOUT,
     PackedParams::LAYOUT,
@@ -143,6 +143,7 @@ pub const UNIFORMS: [UniformLayout; 14] = [
     FftParams::LAYOUT,
     SynthParams::LAYOUT,
     ZeroParams::LAYOUT,
+    SentinelParams::LAYOUT,
     TileParams::LAYOUT,
     PrepParams::LAYOUT,
     StatsParams::LAYOUT,

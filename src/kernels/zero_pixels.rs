@@ -20,7 +20,51 @@ uniform! {
     }
 }
 
+uniform! {
+    #[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+    pub struct SentinelParams {
+        pub words: u32,
+        pub bits: u32,
+        pub groups_x: u32,
+        pub _pad: u32,
+    }
+}
+
 impl Engine {
+    /// Zero the samples of an integer resident equal to the saturation sentinel of its
+    /// `bits`-bit samples (the largest value): with the file's bad pixels
+    /// ([`Engine::zero_pixels`]), the masking the decode applies (C-BAD), for a resident
+    /// copied in as stored (a prepared acquisition, decision 0037).
+    pub fn zero_sentinels(&self, res: &mut Resident) -> Result<()> {
+        if res.packed.is_some() || res.float.is_some() {
+            return Err(crate::error::Error::Gpu(
+                "sentinel samples are zeroed in raw integer residents only".into(),
+            ));
+        }
+        let mut enc = self.device.create_command_encoder(&Default::default());
+        for (seg, buffer) in res.plan.segments.iter().zip(&res.buffers) {
+            let words = u32::try_from(seg.bytes / 4).map_err(|_| {
+                crate::error::Error::Gpu("a resident segment of over 2^32 words".into())
+            })?;
+            let groups = kernels::grid(words.div_ceil(256));
+            let params = self.uniform(&SentinelParams {
+                words,
+                bits: res.plan.bits,
+                groups_x: groups.0,
+                _pad: 0,
+            });
+            self.dispatch_at(
+                &mut enc,
+                &kernels::ZERO_SENTINELS,
+                &[(2, buffer), (3, &params)],
+                groups,
+            )?;
+        }
+        self.queue.submit([enc.finish()]);
+        res.radial = None;
+        Ok(())
+    }
+
     /// Zero detector pixels `pixels` (indices of the resident's detector) at every scan
     /// position of `res`: bad-pixel masking of pixels found after the upload
     /// (`wgsl/zero_pixels.wgsl`). Ring sums made before are dropped.

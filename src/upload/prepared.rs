@@ -1,8 +1,11 @@
 //! The upload of a prepared acquisition (`formats::prepared`, decision 0037): its payload is
 //! the resident's own layout, so each block is read, checked against its SHA-256 and copied
 //! into the segments it covers; nothing is decoded, packed or tiled. Taken where the
-//! resident is exactly the payload (no bin, no bad-pixel masking, no crop); otherwise the
-//! frames are read back out of the tiles on the CPU and uploaded as any raw frames are.
+//! resident is the payload or a run of its tiles (no bin; the whole scan, or blocks of
+//! whole scan rows on tile boundaries, as streaming and the compressed build read), bad-pixel
+//! masking then applied on the GPU (the file's pixels and sentinel samples zeroed);
+//! otherwise the frames are read back out of the tiles on the CPU
+//! and uploaded as any raw frames are.
 
 use crate::error::Result;
 use crate::formats::prepared::TiledPayload;
@@ -61,22 +64,37 @@ impl Engine {
             return Ok(None);
         };
         let tile_bytes = plan.tile_words as u64 * 4;
-        if acq.crop.is_some()
-            || corr != Correction::default()
+        let tile = plan.tile as u64;
+        if corr.bin != 1
             || payload.layout.bits != plan.bits
             || payload.layout.tile_bytes != tile_bytes
         {
             return Ok(None);
         }
-        let tile = plan.tile as u64;
+        // The payload's tile the resident's tile 0 is: 0, or that of a block of whole scan
+        // rows (a streaming or compressed build) that starts on a tile and ends on one or at
+        // the end of the scan (whose last tile the payload pads with zeros, as a resident).
+        let first_tile = match &acq.crop {
+            None => 0,
+            Some(c) => {
+                let cols = c.stored_scan[1] as u64;
+                let full_rows = c.region.c0 == 0 && c.region.c1 == c.stored_scan[1];
+                let (f0, f1) = (c.region.r0 as u64 * cols, c.region.r1 as u64 * cols);
+                let ends = f1 % tile == 0 || c.region.r1 == c.stored_scan[0];
+                if !full_rows || f0 % tile != 0 || !ends {
+                    return Ok(None);
+                }
+                f0 / tile
+            }
+        };
         let total = plan.shape.frames();
         let scope = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
-        // Each segment's first tile, and its buffer.
+        // Each segment's first and last tile in the payload, and its buffer.
         let segments: Vec<(u64, u64, wgpu::Buffer)> = plan
             .segments
             .iter()
             .map(|s| {
-                let first = s.first_frame as u64 / tile;
+                let first = first_tile + s.first_frame as u64 / tile;
                 (
                     first,
                     first + s.bytes / tile_bytes,
@@ -86,8 +104,22 @@ impl Engine {
             .collect();
         let mut times = UploadTimes::default();
         let mut float = acq.dtype.is_float().then(FloatRange::default);
-        let n = payload.blocks.len();
-        let mut k0 = 0;
+        // The blocks holding the resident's tiles.
+        let (lo, hi) = (
+            segments.first().map_or(0, |s| s.0),
+            segments.last().map_or(0, |s| s.1),
+        );
+        let needed: Vec<usize> = (0..payload.blocks.len())
+            .filter(|&k| {
+                let b = &payload.blocks[k];
+                b.first_tile < hi && b.first_tile + b.tiles > lo
+            })
+            .collect();
+        let (Some(&first_block), Some(&last_block)) = (needed.first(), needed.last()) else {
+            return Ok(None);
+        };
+        let n = last_block + 1;
+        let mut k0 = first_block;
         while k0 < n {
             let k1 = (k0 + BLOCKS_AT_ONCE).min(n);
             let mut t = crate::clock::now_ms();
@@ -114,7 +146,8 @@ impl Engine {
             times.lap("write to the GPU", &mut t);
             k0 = k1;
             self.note_memory();
-            let done = (payload.blocks[k1 - 1].first_tile + payload.blocks[k1 - 1].tiles) * tile;
+            let b = &payload.blocks[k1 - 1];
+            let done = ((b.first_tile + b.tiles).min(hi) - lo) * tile;
             crate::watch::report(
                 progress,
                 crate::watch::UPLOAD,
@@ -126,8 +159,22 @@ impl Engine {
         let mut res = self
             .finish_resident(scope, plan.clone(), buffers, corr)
             .await?;
-        res.upload_times = times;
         res.float = float;
+        if corr.mask_bad_pixels {
+            // As the decode masks (C-BAD): the file's bad pixels, and sentinel samples.
+            let mut t = crate::clock::now_ms();
+            if let Some(mask) = &acq.pixel_mask {
+                let bad: Vec<u32> = (0..mask.len() as u32)
+                    .filter(|&k| mask[k as usize])
+                    .collect();
+                self.zero_pixels(&mut res, &bad)?;
+            }
+            if acq.dtype.sentinel().is_some() {
+                self.zero_sentinels(&mut res)?;
+            }
+            times.lap("bad pixels zeroed", &mut t);
+        }
+        res.upload_times = times;
         Ok(Some(res))
     }
 }
