@@ -17,6 +17,7 @@ pub const COMPRESS: &str = "reading, decoding and compressing frames";
 pub const STREAM: &str = "streaming the files for a product";
 pub const CPU: &str = "computing on the CPU reference";
 pub const FRAMES: &str = "reading frames";
+pub const PREPARE: &str = "writing the prepared file";
 
 /// The caller's handle on the work it runs: cancelled from any thread, seen at the work's
 /// next [`step`].

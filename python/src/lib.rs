@@ -398,6 +398,37 @@ impl Acquisition {
         array(py, out)
     }
 
+    /// Write the acquisition as a prepared file at `out` (`NAME.stem4d`, as `stem4d prepare`
+    /// writes it): never one of the files it was opened from; Ctrl-C stops it, and a file
+    /// stopped short is never left.
+    #[pyo3(signature = (out, progress=None))]
+    fn prepare(
+        &self,
+        py: Python<'_>,
+        out: PathBuf,
+        progress: Option<Bound<'_, PyAny>>,
+    ) -> PyResult<()> {
+        use stem4d::formats::prepared::{write, EXTENSION};
+        if !out.to_string_lossy().ends_with(EXTENSION) {
+            return Err(Error::new_err(format!(
+                "{}: a prepared acquisition is named NAME{EXTENSION}",
+                out.display()
+            )));
+        }
+        let same = |p: &PathBuf| matches!((p.canonicalize(), out.canonicalize()), (Ok(a), Ok(b)) if a == b);
+        if let Some(input) = self.files.iter().find(|p| same(p)) {
+            return Err(Error::new_err(format!(
+                "{} would overwrite {}, a file the acquisition is read from",
+                out.display(),
+                input.display()
+            )));
+        }
+        let acq = &self.acq;
+        interruptible(py, progress.as_ref(), || {
+            write::write(acq, &out, write::BLOCK_BYTES, &mut |_, _| {}).map(|_| ())
+        })
+    }
+
     /// The frames of scan rows `[r0, r1)`, decoded as stored (no bin, no bad pixels
     /// zeroed), row after row: `((r1 - r0) · scan cols, Kr, Kc)`.
     #[pyo3(signature = (r0, r1, progress=None))]

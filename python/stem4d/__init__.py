@@ -126,6 +126,13 @@ class Acquisition:
         ``progress(stage, done, total)`` hears each block read; Ctrl-C stops the read."""
         return self._inner.frames(r0, r1, progress)
 
+    def prepare(self, out: Union[str, os.PathLike], progress: Optional[Callable[[str, int, int], Any]] = None) -> None:
+        """Write the acquisition as a prepared file ``NAME.stem4d`` (as ``stem4d prepare``):
+        decoded once into the GPU's layout, each block with its SHA-256, reopened by
+        :func:`open` without decoding. ``progress(stage, done, total)`` hears each block;
+        Ctrl-C stops it, and a file stopped short is never left."""
+        self._inner.prepare(os.fspath(out), progress)
+
     def __repr__(self) -> str:
         r, c, kr, kc = self.shape
         return f"<stem4d.Acquisition {r}x{c} scan of {kr}x{kc} {self.dtype} on {self.backend}>"

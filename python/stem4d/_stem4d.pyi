@@ -30,6 +30,9 @@ class Acquisition:
     def frames(
         self, r0: int, r1: int, progress: Optional[Callable[[str, int, int], Any]] = None
     ) -> np.ndarray: ...
+    def prepare(
+        self, out: str, progress: Optional[Callable[[str, int, int], Any]] = None
+    ) -> None: ...
 
 def open(
     paths: Sequence[Union[str, PathLike]],

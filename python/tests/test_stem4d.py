@@ -8,6 +8,7 @@ from __future__ import annotations
 import _thread
 import json
 import os
+import signal
 import shutil
 import subprocess
 import sys
@@ -187,6 +188,15 @@ def test_plans_give_the_residents_products():
         assert any(f"memory plan: {plan}" in line for line in a.provenance), a.provenance
 
 
+@pytest.fixture(autouse=True)
+def sigint_handled():
+    """Ctrl-C as in a terminal, however the tests were started: a shell that runs them in
+    the background ignores SIGINT, and `_thread.interrupt_main` then does nothing."""
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, before)
+
+
 def test_ctrl_c_stops_long_work_and_leaves_the_acquisition_usable():
     fx = next(f for f in MANIFEST["fixtures"] if f["name"] == "arina_u16")
     a = stem4d.open(paths(fx), backend="cpu")
@@ -246,3 +256,32 @@ def test_the_dpc_rotation_is_the_clis(backend, tmp_path):
     one_row = stem4d.open(paths(fx), scan_shape=fx["scan_shape"], dataset=fx["dataset"], crop=(0, 1, 0, 5), backend=backend)
     with pytest.raises(stem4d.Error, match="2 x 2"):
         one_row.product("dpc-rotation", **params)
+
+
+def test_prepare_writes_what_the_cli_writes_and_reopens(tmp_path):
+    fx = next(f for f in MANIFEST["fixtures"] if f["name"] == "arina_u16")
+    a = stem4d.open(paths(fx), backend="cpu")
+    out = tmp_path / "arina.stem4d"
+    heard = []
+    a.prepare(out, progress=lambda *step: heard.append(step))
+    assert heard and heard[-1][0] == "writing the prepared file", heard
+    # The same bytes as the committed fixture `stem4d prepare` wrote.
+    assert out.read_bytes() == (FIXTURES / "data" / "arina_u16.stem4d").read_bytes()
+    b = stem4d.open(out, backend="cpu")
+    assert b.info["format"] == "prepared"
+    for kind in ["total", "com", "max-dp"]:
+        assert b.product(kind).tobytes() == a.product(kind).tobytes(), kind
+    with pytest.raises(stem4d.Error, match="NAME.stem4d"):
+        a.prepare(tmp_path / "arina.h5")
+    with pytest.raises(stem4d.Error, match="overwrite"):
+        b.prepare(out)
+
+    def ctrl_c(stage, done, total):
+        _thread.interrupt_main()
+
+    with pytest.raises(KeyboardInterrupt):
+        a.prepare(tmp_path / "stopped.stem4d", progress=ctrl_c)
+    # Stopped before its last piece, nothing is left; a file that was whole already stays.
+    assert not list(tmp_path.glob("*.partial")), list(tmp_path.iterdir())
+    if (tmp_path / "stopped.stem4d").exists():
+        assert (tmp_path / "stopped.stem4d").read_bytes() == out.read_bytes()

@@ -15,10 +15,24 @@ pub const SPAN_MAX_BYTES: u64 = 64 << 20;
 /// Chunk tables longer than this are summarised unless asked for in full.
 pub const CHUNK_LIST_LIMIT: usize = 4096;
 
-#[derive(Serialize)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize)]
 pub struct FileInfo {
     pub name: String,
     pub bytes: u64,
+}
+
+impl FileInfo {
+    /// The name and length of each of `files`.
+    pub fn list(files: &crate::source::FileSet) -> Vec<FileInfo> {
+        files
+            .files()
+            .iter()
+            .map(|f| FileInfo {
+                name: f.name().to_string(),
+                bytes: f.len(),
+            })
+            .collect()
+    }
 }
 
 #[derive(Serialize)]
@@ -133,15 +147,7 @@ impl Info {
             shape: acq.shape.as_array(),
             dtype: acq.dtype.name(),
             format: acq.format,
-            files: acq
-                .files
-                .files()
-                .iter()
-                .map(|f| FileInfo {
-                    name: f.name().to_string(),
-                    bytes: f.len(),
-                })
-                .collect(),
+            files: FileInfo::list(&acq.files),
             dataset: acq.dataset_path.clone(),
             filters,
             chunk_shape,

@@ -8,6 +8,17 @@ use stem4d::products::npy::to_bytes;
 use stem4d::products::ProductKind;
 use stem4d::upload::memory::PlanKind;
 
+/// An open at native sampling, within `budget` along `plan` where given.
+fn request(masked: bool, budget: Option<u64>, plan: Option<PlanKind>) -> OpenRequest {
+    OpenRequest {
+        bin: 1,
+        mask_bad_pixels: masked,
+        memory_budget: budget,
+        memory_plan: plan,
+        ..Default::default()
+    }
+}
+
 #[test]
 fn a_session_within_a_budget_shows_what_the_resident_shows() {
     let Some(engine) = engine() else { return };
@@ -20,15 +31,8 @@ fn a_session_within_a_budget_shows_what_the_resident_shows() {
         ("hot_stack_u16", true, 262144, Some(PlanKind::Streaming)),
         ("emd_f32", false, 24000, None),
     ] {
-        let req = |budget, memory_plan| OpenRequest {
-            bin: 1,
-            mask_bad_pixels: masked,
-            memory_budget: budget,
-            memory_plan,
-            ..Default::default()
-        };
-        let mut plain = open(&engine, name, req(None, None));
-        let mut within = open(&engine, name, req(Some(budget), pick));
+        let mut plain = open(&engine, name, request(masked, None, None));
+        let mut within = open(&engine, name, request(masked, Some(budget), pick));
         let plan = &within.profile.memory_plan;
         // The engine compresses the Arina counts (hot_stack's blocks leave too little of
         // the budget for a scratch block, float32 is kept raw: both stream).
@@ -185,15 +189,9 @@ fn a_streamed_session_sums_detectors_about_the_bf_centre_from_ring_sums() {
         ("arina_u32", true),
         ("mib_raw_r6", false),
     ] {
-        let req = |budget, memory_plan| OpenRequest {
-            bin: 1,
-            mask_bad_pixels: masked,
-            memory_budget: budget,
-            memory_plan,
-            ..Default::default()
-        };
-        let mut plain = open(&engine, name, req(None, None));
-        let mut streamed = open(&engine, name, req(Some(262144), Some(PlanKind::Streaming)));
+        let mut plain = open(&engine, name, request(masked, None, None));
+        let streaming = Some(PlanKind::Streaming);
+        let mut streamed = open(&engine, name, request(masked, Some(262144), streaming));
         let plan = &streamed.profile.memory_plan;
         assert_eq!(plan.kind, PlanKind::Streaming, "{name}: {plan:?}");
         let kept = plan.ring_sums_bytes.expect("room kept for the ring sums");

@@ -85,17 +85,11 @@ pub struct Provenance {
     pub format: String,
     pub primary: String,
     pub dataset: String,
-    pub files: Vec<SourceFile>,
+    pub files: Vec<super::info::FileInfo>,
     pub scan_shape_source: String,
     /// `[r0, r1, c0, c1]` of the scan as stored, where the acquisition was cropped.
     pub crop: Option<[usize; 4]>,
     pub made_by: String,
-}
-
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct SourceFile {
-    pub name: String,
-    pub bytes: u64,
 }
 
 /// The payload of a prepared acquisition as its part reads it: its blocks, checked against

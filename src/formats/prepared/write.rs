@@ -10,10 +10,10 @@ use std::path::{Path, PathBuf};
 use sha2::{Digest, Sha256};
 
 use super::{
-    bits_of, hex, BlockEntry, Description, Layout, LayoutKind, Provenance, SourceFile, ALIGN,
-    MAGIC, VERSION,
+    bits_of, hex, BlockEntry, Description, Layout, LayoutKind, Provenance, ALIGN, MAGIC, VERSION,
 };
 use crate::error::{Error, Result};
+use crate::formats::info::FileInfo;
 use crate::formats::Acquisition;
 use crate::frames::FrameReader;
 
@@ -184,6 +184,8 @@ pub fn write(
                 .map_err(|e| io(e, "cannot write"))?;
             let (done, all) = p.progress();
             progress(done, all);
+            // A watcher (the Python package's Ctrl-C) hears it, and may stop it here.
+            crate::watch::step(crate::watch::PREPARE, done as u64, all as u64)?;
         }
         file.sync_all().map_err(|e| io(e, "cannot write"))?;
         serde_json::from_slice(p.description().unwrap_or_default())
@@ -233,15 +235,7 @@ fn describe_acquisition(
             format: format.as_str().unwrap_or("unknown").to_string(),
             primary: acq.primary.clone(),
             dataset: acq.dataset_path.clone(),
-            files: acq
-                .files
-                .files()
-                .iter()
-                .map(|f| SourceFile {
-                    name: f.name().to_string(),
-                    bytes: f.len(),
-                })
-                .collect(),
+            files: FileInfo::list(&acq.files),
             scan_shape_source: acq.scan_shape_source.clone(),
             crop: acq
                 .crop
