@@ -82,8 +82,11 @@ async function compareGolden(page, selector, name) {
     return shot;
   }
   const d = await pixelDiff(page, shot, fs.readFileSync(golden));
-  check(d.sameSize && d.meanAbs < 4 && d.bigFrac < 0.02,
-    `${name}: screenshot differs from golden (mean |Δ| ${d.meanAbs?.toFixed(2)}, ${(100 * d.bigFrac).toFixed(2)} % of pixels off by > 48)`);
+  const ok = d.sameSize && d.meanAbs < 4 && d.bigFrac < 0.02;
+  // A differing screenshot is kept beside the run, to be looked at.
+  const kept = path.join(os.tmpdir(), `stem4d-e2e-${name}.png`);
+  if (!ok) fs.writeFileSync(kept, shot);
+  check(ok, `${name}: screenshot differs from golden (${d.sameSize ? '' : `sizes ${d.sizes}; `}mean |Δ| ${d.meanAbs?.toFixed(2)}, ${(100 * d.bigFrac).toFixed(2)} % of pixels off by > 48; kept as ${kept})`);
   return shot;
 }
 
@@ -96,7 +99,7 @@ async function pixelDiff(page, a, b) {
       return g.getImageData(0, 0, bmp.width, bmp.height);
     };
     const [x, y] = await Promise.all([load(a), load(b)]);
-    if (x.width !== y.width || x.height !== y.height) return { sameSize: false, meanAbs: 255, bigFrac: 1 };
+    if (x.width !== y.width || x.height !== y.height) return { sameSize: false, meanAbs: 255, bigFrac: 1, sizes: `${x.width}×${x.height} against ${y.width}×${y.height}` };
     let sum = 0, big = 0;
     for (let i = 0; i < x.data.length; i += 4) {
       let m = 0;

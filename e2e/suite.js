@@ -120,15 +120,17 @@ async function withinBudget(fx, files, unbudgeted, check, memoryPlan, aboutCentr
   }
 }
 
-// Detectors about the fitted BF centre, as the open without a budget gave them: a streamed
-// session's ring sums (decision 0036) give the same bytes with no pass over the files.
+// Detectors about the fitted BF centre, CoM and iDPC, as the open without a budget gave them:
+// a streamed session's first look (ring sums and CoM moments, decision 0036) gives the same
+// bytes with no pass over the files.
 async function aboutFittedCentre(fx) {
   const fit = window.stem4d.status().fit;
   if (fx.dtype === 'float32' || !fit || fit.warning || !(fit.radius > 0)) return null;
   const center = fit.center;
   const products = [];
   for (const params of [{ kind: 'bf', center, radius: 2 }, { kind: 'df', center, radius: 3 },
-    { kind: 'adf', center, inner: 1, outer: 3 }, { kind: 'total' }]) {
+    { kind: 'adf', center, inner: 1, outer: 3 }, { kind: 'total' }, { kind: 'com' },
+    { kind: 'idpc', rotation: 20, flip: true }]) {
     products.push([params, await window.stem4d.product(params)]);
   }
   return { center, products };
@@ -143,7 +145,7 @@ async function fromRingSums(fx, about, check) {
   const passes = prof.streamed_passes;
   for (const [params, want] of about.products) {
     check(sameProduct(await window.stem4d.product(params), want),
-      `${fx.name} streamed ${params.kind} about the centre: the same bytes as without a budget`);
+      `${fx.name} streamed ${params.kind} from the first look: the same bytes as without a budget`);
   }
   // The page's detector about the centre snaps to whole-pixel radii and redraws from them.
   await window.stem4d.setView({ preset: 'bf' });

@@ -209,6 +209,14 @@ fn a_damaged_prepared_acquisition_is_refused_by_name() {
         said.contains("tampered.stem4d") && said.contains("SHA-256"),
         "{said}"
     );
+    // Only the start of a header.
+    let stub = dir.join("stub.stem4d");
+    std::fs::write(&stub, &std::fs::read(&good).unwrap()[..20]).unwrap();
+    let said = refused(open_prepared(&stub));
+    assert!(
+        said.contains("stub.stem4d") && said.contains("truncated"),
+        "{said}"
+    );
     // Another container version.
     let newer = copy("newer.stem4d");
     flip(&newer, 9);

@@ -87,7 +87,7 @@ export function renderProvenance(el, p, info, fitWarning) {
       p.compressed && ['compressed resident', `${fmtBytes(p.compressed.packed_bytes)} for ${fmtBytes(p.compressed.raw_bytes)} raw (${p.compressed.ratio.toFixed(2)}×), scratch ${fmtBytes(p.compressed.scratch_bytes)}`, '', 'each 32-byte sector of counts kept at the bit width of its largest sample; kernels decode the sectors they read, and frames read back pass through the scratch'],
       p.memory_budget != null && ['memory budget', fmtBytes(p.memory_budget), '', 'the GPU memory the open was allowed (memoryBudget): the engine takes the fastest exact plan at native sampling within it'],
       p.streamed_ring_sums && ['ring sums', `about (${p.streamed_ring_sums.center.join(', ')}): ${p.streamed_ring_sums.rings} rings, ${fmtBytes(p.streamed_ring_sums.bytes)}`, '',
-        'made in one pass after the open: disks, dark fields and annuli about this centre snap to whole-pixel radii and are summed from them at once; other detectors take one pass over the files'],
+        `made in one pass after the open${p.streamed_ring_sums.com_moments ? ', with the CoM moments (CoM, DPC and iDPC then need no pass)' : ''}: disks, dark fields and annuli about this centre snap to whole-pixel radii and are summed from them at once; other detectors take one pass over the files`],
       p.memory_plan && ['memory plan', planWords(p.memory_plan), '', p.memory_plan.note],
       ...(p.memory_plans || []).map((m) => [`  ${m.fits ? 'fits' : 'does not fit'}`, planWords(m), m.fits ? '' : 'warn', m.note]),
       p.resident_payload_bytes != null && ['resident payload', fmtBytes(p.resident_payload_bytes), '', 'the acquisition as kept on the GPU: scan × detector × bytes per value'],

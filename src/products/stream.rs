@@ -344,6 +344,35 @@ async fn pass(
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<Vec<ProductArray>> {
     let shape = acq.shape.binned(corr.bin);
+    let read = read_parts(engine, acq, ps, corr, found, blocks, rings, progress).await;
+    let result = async {
+        let (parts, res) = read?;
+        let mut out = Vec::with_capacity(ps.len());
+        for (p, part) in ps.iter().zip(parts) {
+            out.push(finish(engine, acq, &res, p, part, shape).await?);
+        }
+        Ok(out)
+    }
+    .await;
+    engine.release_set_aside();
+    result
+}
+
+/// The blocks of [`pass`], read and taken apart: every product's part, and the last block's
+/// resident (it stands for the acquisition's correction when the parts are finished). The
+/// caller releases the buffers set aside (`Engine::release_set_aside`).
+#[allow(clippy::too_many_arguments)]
+async fn read_parts(
+    engine: &Engine,
+    acq: &Acquisition,
+    ps: &[ProductParams],
+    corr: Correction,
+    found: Option<&[bool]>,
+    blocks: Blocks,
+    rings: Option<&RadialCache>,
+    progress: &mut dyn FnMut(usize, usize),
+) -> Result<(Vec<Part>, Resident)> {
+    let shape = acq.shape.binned(corr.bin);
     let [rows, cols] = shape.scan;
     let float = acq.dtype.is_float();
     let mut parts: Vec<Part> = ps.iter().map(|p| empty_part(p, float)).collect();
@@ -352,55 +381,44 @@ async fn pass(
     // One copy of the acquisition serves every block: copying its chunk index per block
     // cost as much as the block's own bookkeeping.
     let mut block = acq.clone();
-    let result = async {
-        // A pass cancelled before it starts reads nothing.
-        crate::watch::step(crate::watch::STREAM, 0, rows as u64)?;
-        for b0 in (0..rows).step_by(step) {
-            let b1 = (b0 + step).min(rows);
-            if rings.is_none() && !ps.iter().any(|p| needs(p, shape.scan, b0, b1)) {
-                crate::watch::report(progress, crate::watch::STREAM, b1, rows)?;
-                continue;
-            }
-            block.set_crop(acq.scan_rows_crop(b0, b1)?);
-            if let Some(prev) = last.take() {
-                // Its buffers serve the next block where they have its sizes.
-                engine.set_aside(prev);
-            }
-            let mut res = match blocks.gpu_decode {
-                true => engine.upload(&block, corr).await?,
-                false => engine.upload_cpu_packed(&block, corr).await?,
-            };
-            engine.note_memory();
-            if let Some(mask) = found {
-                engine.zero_pixels(&mut res, &mask_pixels(mask))?;
-                res.found_bad = Some(mask.to_vec());
-            }
-            for (p, part) in ps.iter().zip(parts.iter_mut()) {
-                if needs(p, shape.scan, b0, b1) {
-                    take_part(engine, &block, &res, p, part, (b0, b1, shape.scan)).await?;
-                }
-            }
-            if let Some(rings) = rings {
-                let first = u32::try_from(b0 * cols).map_err(|_| {
-                    Error::Gpu("the scan has more positions than ring sums index".into())
-                })?;
-                rings.add_block(engine, &res, first).await?;
-            }
-            last = Some(res);
+    // A pass cancelled before it starts reads nothing.
+    crate::watch::step(crate::watch::STREAM, 0, rows as u64)?;
+    for b0 in (0..rows).step_by(step) {
+        let b1 = (b0 + step).min(rows);
+        if rings.is_none() && !ps.iter().any(|p| needs(p, shape.scan, b0, b1)) {
             crate::watch::report(progress, crate::watch::STREAM, b1, rows)?;
+            continue;
         }
-        let res = last
-            .as_ref()
-            .ok_or_else(|| Error::Gpu("the streamed pass read no block".into()))?;
-        let mut out = Vec::with_capacity(ps.len());
-        for (p, part) in ps.iter().zip(parts) {
-            out.push(finish(engine, acq, res, p, part, shape).await?);
+        block.set_crop(acq.scan_rows_crop(b0, b1)?);
+        if let Some(prev) = last.take() {
+            // Its buffers serve the next block where they have its sizes.
+            engine.set_aside(prev);
         }
-        Ok(out)
+        let mut res = match blocks.gpu_decode {
+            true => engine.upload(&block, corr).await?,
+            false => engine.upload_cpu_packed(&block, corr).await?,
+        };
+        engine.note_memory();
+        if let Some(mask) = found {
+            engine.zero_pixels(&mut res, &mask_pixels(mask))?;
+            res.found_bad = Some(mask.to_vec());
+        }
+        for (p, part) in ps.iter().zip(parts.iter_mut()) {
+            if needs(p, shape.scan, b0, b1) {
+                take_part(engine, &block, &res, p, part, (b0, b1, shape.scan)).await?;
+            }
+        }
+        if let Some(rings) = rings {
+            let first = u32::try_from(b0 * cols).map_err(|_| {
+                Error::Gpu("the scan has more positions than ring sums index".into())
+            })?;
+            rings.add_block(engine, &res, first).await?;
+        }
+        last = Some(res);
+        crate::watch::report(progress, crate::watch::STREAM, b1, rows)?;
     }
-    .await;
-    engine.release_set_aside();
-    result
+    let res = last.ok_or_else(|| Error::Gpu("the streamed pass read no block".into()))?;
+    Ok((parts, res))
 }
 
 /// Compute every product of `ps` under `corr` in one streaming pass over `acq`, in blocks of
@@ -440,31 +458,44 @@ pub async fn compute_with(
     pass(engine, acq, ps, corr, zeroed, blocks, None, progress).await
 }
 
-/// One pass that writes every block's ring sums into `rings` (an empty cache of the whole
-/// scan about the BF centre, [`RadialCache::empty`]) under `corr`, the pixels of `zeroed`
-/// read as 0: disks and annuli about the centre then come from the sums without another
-/// pass (decision 0036).
-pub async fn ring_sums(
+/// A streamed session's first look (decision 0036): one pass that writes every block's
+/// ring sums into `rings` (an empty cache of the whole scan about the BF centre,
+/// [`RadialCache::empty`]) under `corr`, the pixels of `zeroed` read as 0, and, with
+/// `moments`, keeps the exact CoM moments of every position and their bound: disks and
+/// annuli about the centre, CoM, DPC, iDPC and the DPC rotation then need no further pass.
+#[allow(clippy::too_many_arguments)]
+pub async fn first_look(
     engine: &Engine,
     acq: &Acquisition,
     corr: Correction,
     zeroed: Option<&[bool]>,
     blocks: Blocks,
     rings: &RadialCache,
+    moments: bool,
     progress: &mut dyn FnMut(usize, usize),
-) -> Result<()> {
-    pass(
+) -> Result<Option<(Vec<[u64; 3]>, u128)>> {
+    // The iDPC's part of a pass is the exact moments (integer data).
+    let ps: Vec<ProductParams> = match moments && !acq.dtype.is_float() {
+        true => vec![ProductParams::new(ProductKind::Idpc)],
+        false => Vec::new(),
+    };
+    let read = read_parts(
         engine,
         acq,
-        &[],
+        &ps,
         corr,
         zeroed,
         blocks,
         Some(rings),
         progress,
     )
-    .await?;
-    Ok(())
+    .await;
+    engine.release_set_aside();
+    let (parts, _) = read?;
+    Ok(match parts.into_iter().next() {
+        Some(Part::Moments(all, bound)) => Some((all, bound)),
+        _ => None,
+    })
 }
 
 /// The one product of a pass asked for one.

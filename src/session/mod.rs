@@ -204,7 +204,7 @@ impl Session {
             use crate::products::stream::{compute_streamed, compute_with, only};
             if corr == stream.correction {
                 if let Some(done) = stream
-                    .summed_from_rings(engine, self.acq.shape.binned(corr.bin), p)
+                    .by_first_look(engine, self.acq.shape.binned(corr.bin), p)
                     .await?
                 {
                     return Ok(done);

@@ -399,6 +399,7 @@ impl Session {
                 correction,
                 zeroed: None,
                 rings: None,
+                moments: None,
             }),
         };
         progress("finding the BF disk", 0, 0);
@@ -429,7 +430,7 @@ impl Session {
                 stream.zeroed = zeroed.clone();
             }
             self.fit(mean, found, zeroed)?;
-            return self.make_streamed_ring_sums(engine).await;
+            return self.make_first_look(engine).await;
         }
         let on_gpu = match self.resident.as_mut().or(self.float_resident.as_mut()) {
             // A float32 span the GPU cannot sum exactly is left to the CPU reference.

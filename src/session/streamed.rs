@@ -1,6 +1,7 @@
 //! A session streamed from its files (the streaming memory plan): the blocks a pass reads,
-//! the pixels its mean pattern zeroed, and the ring sums about the BF centre made in one
-//! pass after the fit, from which disks and annuli about that centre are summed without
+//! the pixels its mean pattern zeroed, and its first look, made in one pass after the fit:
+//! the ring sums about the BF centre, from which disks and annuli about it are summed, and
+//! the exact CoM moments, from which CoM, DPC, iDPC and the DPC rotation are made, without
 //! another pass (decision 0036).
 
 use super::*;
@@ -13,6 +14,9 @@ pub(super) struct Stream {
     pub(super) zeroed: Option<Vec<bool>>,
     /// Ring sums of the whole scan about the BF centre, where the plan kept room for them.
     pub(super) rings: Option<RadialCache>,
+    /// The exact CoM moments of every position and their bound, made with the ring sums
+    /// (integer data whose moments fit 64 bits).
+    pub(super) moments: Option<(Vec<[u64; 3]>, u128)>,
 }
 
 /// What the load profile says of a streamed session's ring sums.
@@ -23,6 +27,8 @@ pub struct StreamedRingSums {
     pub center: [f64; 2],
     pub rings: usize,
     pub bytes: u64,
+    /// Whether the CoM moments were kept too (CoM, DPC, iDPC without a pass).
+    pub com_moments: bool,
 }
 
 /// `x` to 0.01, as the page rounds the fitted centre it places detectors at.
@@ -31,11 +37,46 @@ fn hundredths(x: f64) -> f64 {
 }
 
 impl Stream {
-    /// Product `p` (under the stream's own correction) from the ring sums, when its detector
-    /// is whole rings about their centre and nothing else: a disk or annulus about it whose
-    /// radii fall between rings (whole pixels, for a centre off the pixel grid). `None`
-    /// when it takes a pass: no ring sums, another kind, weights, or a pixel left over.
-    pub(super) async fn summed_from_rings(
+    /// Product `p` (under the stream's own correction) from the first look: a detector
+    /// that is whole rings about their centre and nothing else (a disk or annulus about it
+    /// whose radii fall between rings: whole pixels) from the ring sums; CoM, DPC, iDPC and
+    /// the DPC rotation (its dark field whole rings) from the moments. `None` when it takes
+    /// a pass.
+    pub(super) async fn by_first_look(
+        &self,
+        engine: &Engine,
+        shape: crate::contract::Shape4,
+        p: &ProductParams,
+    ) -> Result<Option<ProductArray>> {
+        use crate::products::gpu as gp;
+        let scan = shape.scan;
+        match (p.kind, &self.moments) {
+            (ProductKind::Com | ProductKind::Dpc, Some((m, _))) => {
+                return Ok(Some(gp::com_product(p, scan, &gp::com_from_moments(m))));
+            }
+            (ProductKind::Idpc, Some((m, bound))) => {
+                let buf = gp::moments_input(engine, m);
+                return gp::idpc_of_moments(engine, scan, &buf, m, *bound, p)
+                    .await
+                    .map(Some);
+            }
+            (ProductKind::DpcRotation, Some((m, bound))) => {
+                let dark = p.dark_field();
+                let Some(dark) = Box::pin(self.summed_by_rings(engine, shape, &dark)).await? else {
+                    return Ok(None);
+                };
+                let buf = gp::moments_input(engine, m);
+                return gp::rotation_of_moments(engine, scan, &buf, m, *bound, &dark)
+                    .await
+                    .map(Some);
+            }
+            _ => {}
+        }
+        self.summed_by_rings(engine, shape, p).await
+    }
+
+    /// Product `p` from the ring sums, when its detector is whole rings and nothing else.
+    async fn summed_by_rings(
         &self,
         engine: &Engine,
         shape: crate::contract::Shape4,
@@ -80,9 +121,10 @@ impl Stream {
 }
 
 impl Session {
-    /// A streamed session's ring sums about the fitted BF centre (0.01 px), in one pass over
-    /// the files, where its plan kept room for them; the profile says what was made.
-    pub(super) async fn make_streamed_ring_sums(&mut self, engine: &Engine) -> Result<()> {
+    /// A streamed session's first look, in one pass over the files where its plan kept room
+    /// for the ring sums: those about the fitted BF centre (0.01 px), and the CoM moments
+    /// where they fit 64 bits. The profile says what was made.
+    pub(super) async fn make_first_look(&mut self, engine: &Engine) -> Result<()> {
         let centre = self.resident_bf_centre().map(hundredths);
         let det = self.det();
         let frames = self.acq.shape.frames();
@@ -100,6 +142,7 @@ impl Session {
             return Ok(());
         };
         stream.rings = None;
+        stream.moments = None;
         let Ok(frames) = u32::try_from(frames) else {
             return Ok(());
         };
@@ -112,14 +155,18 @@ impl Session {
             ));
             return Ok(());
         };
+        // The moments are exact while their bound stays below 2^64 (`moments_fit_64`).
+        let max = (1u128 << bits) - 1;
+        let bound = max * det[0] as u128 * det[1] as u128 * (det[0].max(det[1]) as u128).max(2);
         let zeroed = stream.zeroed.as_deref();
-        crate::products::stream::ring_sums(
+        stream.moments = crate::products::stream::first_look(
             engine,
             &self.acq,
             stream.correction,
             zeroed,
             stream.blocks,
             &rings,
+            bound < 1u128 << 64,
             &mut |_, _| {},
         )
         .await?;
@@ -127,9 +174,10 @@ impl Session {
             center: centre,
             rings: rings.rings(),
             bytes: rings.held_bytes(),
+            com_moments: stream.moments.is_some(),
         });
         self.profile.stages.push(Stage {
-            name: "ring sums about the BF centre (one pass over the files)".into(),
+            name: "ring sums and CoM moments (one pass over the files)".into(),
             ms: now_ms() - t,
         });
         stream.rings = Some(rings);

@@ -218,6 +218,13 @@ fn a_streamed_session_sums_detectors_about_the_bf_centre_from_ring_sums() {
         // Whether `p`'s detector is whole rings about the centre (a radius R about a centre
         // on the pixel grid may meet pixels at distance R exactly: those take a pass).
         let whole = |p: &ProductParams| {
+            // The moments need no pass; the rotation's dark field is an annulus.
+            let p = match p.kind {
+                ProductKind::Com | ProductKind::Dpc | ProductKind::Idpc => return true,
+                ProductKind::DpcRotation => p.dark_field(),
+                _ => p.clone(),
+            };
+            let p = &p;
             let mut pixels = match p.kind {
                 ProductKind::Total => (0..(det[0] * det[1]) as u32).collect(),
                 _ => p.detector_mask(det).unwrap().sparse(det).indices,
@@ -259,6 +266,20 @@ fn a_streamed_session_sums_detectors_about_the_bf_centre_from_ring_sums() {
             &mut streamed,
             &ProductParams::new(ProductKind::Total),
         );
+        // CoM, DPC, iDPC and the DPC rotation come from the moments kept with the rings (the
+        // rotation's dark field an annulus of whole rings).
+        assert!(rings.com_moments, "{name}: no moments kept");
+        for kind in [ProductKind::Com, ProductKind::Dpc, ProductKind::Idpc] {
+            let mut p = ProductParams::new(kind);
+            p.rotation = 37.0;
+            p.flip = true;
+            same(&mut plain, &mut streamed, &p);
+        }
+        let mut rotation = ProductParams::new(ProductKind::DpcRotation);
+        rotation.center = Some(centre);
+        rotation.inner = Some(1.0);
+        rotation.outer = Some(most as f64);
+        same(&mut plain, &mut streamed, &rotation);
         // Whole radii are whole rings about any centre; only an annulus from 0 about a
         // centre on the pixel grid leaves out the centre's own pixel.
         let on_grid = centre.iter().all(|c| c.fract() == 0.0);
