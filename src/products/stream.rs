@@ -328,23 +328,28 @@ async fn finish(
     })
 }
 
-/// One pass over `acq` in blocks of `blocks`, computing every product of
-/// `ps` under `corr` (with `found`, the detector pixels to zero in each block) and, where
-/// `rings` is given, each block's ring sums into it (decision 0036).
+/// What one pass reads: `acq` under `corr` in blocks of `blocks`, the detector pixels
+/// `found` zeroed in each block, and, where `rings` is given, each block's ring sums written
+/// into it (decision 0036).
+#[derive(Clone, Copy)]
+struct Over<'a> {
+    acq: &'a Acquisition,
+    corr: Correction,
+    found: Option<&'a [bool]>,
+    blocks: Blocks,
+    rings: Option<&'a RadialCache>,
+}
+
+/// One pass `over` the acquisition, computing every product of `ps`;
 /// `progress(rows_done, rows)` is called after each block.
-#[allow(clippy::too_many_arguments)]
 async fn pass(
     engine: &Engine,
-    acq: &Acquisition,
+    over: Over<'_>,
     ps: &[ProductParams],
-    corr: Correction,
-    found: Option<&[bool]>,
-    blocks: Blocks,
-    rings: Option<&RadialCache>,
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<Vec<ProductArray>> {
-    let shape = acq.shape.binned(corr.bin);
-    let read = read_parts(engine, acq, ps, corr, found, blocks, rings, progress).await;
+    let (acq, shape) = (over.acq, over.acq.shape.binned(over.corr.bin));
+    let read = read_parts(engine, over, ps, progress).await;
     let result = async {
         let (parts, res) = read?;
         let mut out = Vec::with_capacity(ps.len());
@@ -361,17 +366,19 @@ async fn pass(
 /// The blocks of [`pass`], read and taken apart: every product's part, and the last block's
 /// resident (it stands for the acquisition's correction when the parts are finished). The
 /// caller releases the buffers set aside (`Engine::release_set_aside`).
-#[allow(clippy::too_many_arguments)]
 async fn read_parts(
     engine: &Engine,
-    acq: &Acquisition,
+    over: Over<'_>,
     ps: &[ProductParams],
-    corr: Correction,
-    found: Option<&[bool]>,
-    blocks: Blocks,
-    rings: Option<&RadialCache>,
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<(Vec<Part>, Resident)> {
+    let Over {
+        acq,
+        corr,
+        found,
+        blocks,
+        rings,
+    } = over;
     let shape = acq.shape.binned(corr.bin);
     let [rows, cols] = shape.scan;
     let float = acq.dtype.is_float();
@@ -455,7 +462,14 @@ pub async fn compute_with(
     for p in ps {
         p.validate(acq.shape, corr)?;
     }
-    pass(engine, acq, ps, corr, zeroed, blocks, None, progress).await
+    let over = Over {
+        acq,
+        corr,
+        found: zeroed,
+        blocks,
+        rings: None,
+    };
+    pass(engine, over, ps, progress).await
 }
 
 /// A streamed session's first look (decision 0036): one pass that writes every block's
@@ -479,17 +493,14 @@ pub async fn first_look(
         true => vec![ProductParams::new(ProductKind::Idpc)],
         false => Vec::new(),
     };
-    let read = read_parts(
-        engine,
+    let over = Over {
         acq,
-        &ps,
         corr,
-        zeroed,
+        found: zeroed,
         blocks,
-        Some(rings),
-        progress,
-    )
-    .await;
+        rings: Some(rings),
+    };
+    let read = read_parts(engine, over, &ps, progress).await;
     engine.release_set_aside();
     let (parts, _) = read?;
     Ok(match parts.into_iter().next() {
@@ -516,7 +527,14 @@ pub async fn settle(
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<(Vec<f64>, crate::pattern::BadPixels, Option<Vec<bool>>)> {
     let mean = ProductParams::new(ProductKind::MeanDp);
-    let out = pass(engine, acq, &[mean], corr, None, blocks, None, progress).await?;
+    let over = Over {
+        acq,
+        corr,
+        found: None,
+        blocks,
+        rings: None,
+    };
+    let out = pass(engine, over, &[mean], progress).await?;
     let mut mean = out
         .first()
         .ok_or_else(|| Error::Gpu("the mean pattern pass returned nothing".into()))?
