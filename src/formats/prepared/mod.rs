@@ -277,8 +277,14 @@ impl TiledPayload {
 
     /// Check the bytes of block `k` against its SHA-256.
     pub fn check_block(&self, file: &str, k: usize, bytes: &[u8]) -> Result<()> {
+        self.check_digest(file, k, &Sha256::digest(bytes))
+    }
+
+    /// Check block `k`'s SHA-256 `digest` (made here, or by the browser's Web Crypto)
+    /// against the one the description holds.
+    pub fn check_digest(&self, file: &str, k: usize, digest: &[u8]) -> Result<()> {
         let b = &self.blocks[k];
-        if hex(&Sha256::digest(bytes)) != b.sha256 {
+        if hex(digest) != b.sha256 {
             return Err(Error::format(
                 file,
                 format!(
