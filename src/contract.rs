@@ -53,6 +53,16 @@ impl Dtype {
     }
 }
 
+/// The pixels set in a boolean detector mask (row-major indices): a file's bad pixels, the
+/// hot and dead pixels found, as the zeroing kernel and a prepared file's description take
+/// them.
+pub fn mask_pixels(mask: &[bool]) -> Vec<u32> {
+    (0..mask.len())
+        .filter(|&k| mask[k])
+        .map(|k| k as u32)
+        .collect()
+}
+
 /// Logical shape `I[Rr, Rc, Kr, Kc]`, (row, col) on both grids (C-AXES).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct Shape4 {

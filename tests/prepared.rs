@@ -7,11 +7,11 @@ mod common;
 
 use common::*;
 use std::path::{Path, PathBuf};
-use stem4d::formats::prepared::write::write;
 use stem4d::formats::{Acquisition, OpenOptions};
 use stem4d::frames::Correction;
 use stem4d::products::npy::to_bytes;
 use stem4d::source::{ByteSource, FileSet, FsSource};
+use stem4d::upload::prepare::write;
 
 /// The error of `r`, which must have failed.
 fn refused<T>(r: stem4d::error::Result<T>) -> String {
@@ -235,7 +235,7 @@ fn the_prepared_fixture_is_what_prepare_writes() {
     write(
         &open_fixture(&fixture_named("arina_u16")),
         &out,
-        stem4d::formats::prepared::write::BLOCK_BYTES,
+        stem4d::upload::prepare::BLOCK_BYTES,
         &mut |_, _| {},
     )
     .unwrap();

@@ -408,7 +408,8 @@ impl Acquisition {
         out: PathBuf,
         progress: Option<Bound<'_, PyAny>>,
     ) -> PyResult<()> {
-        use stem4d::formats::prepared::{write, EXTENSION};
+        use stem4d::formats::prepared::EXTENSION;
+        use stem4d::upload::prepare;
         if !out.to_string_lossy().ends_with(EXTENSION) {
             return Err(Error::new_err(format!(
                 "{}: a prepared acquisition is named NAME{EXTENSION}",
@@ -425,7 +426,7 @@ impl Acquisition {
         }
         let acq = &self.acq;
         interruptible(py, progress.as_ref(), || {
-            write::write(acq, &out, write::BLOCK_BYTES, &mut |_, _| {}).map(|_| ())
+            prepare::write(acq, &out, prepare::BLOCK_BYTES, &mut |_, _| {}).map(|_| ())
         })
     }
 

@@ -409,10 +409,10 @@ fn prepare(open: &OpenArgs, out: &Path) -> Result<()> {
     let acq = open_acquisition(open)?;
     refuse_input_overwrite(out, &acq, &open.files)?;
     let t = Instant::now();
-    let d = crate::formats::prepared::write::write(
+    let d = crate::upload::prepare::write(
         &acq,
         out,
-        crate::formats::prepared::write::BLOCK_BYTES,
+        crate::upload::prepare::BLOCK_BYTES,
         &mut |_, _| {},
     )?;
     let bytes: u64 = d.blocks.iter().map(|b| b.bytes).sum();

@@ -2,7 +2,7 @@
 //! result leaves the GPU, and only when asked. Integer products equal the CPU reference
 //! byte for byte; CoM/DPC/iDPC are returned as float32 per the contract (C-DTYPE).
 
-use crate::contract::{Region, SparseMask};
+use crate::contract::{mask_pixels, Region, SparseMask};
 use crate::error::Result;
 use crate::formats::Acquisition;
 use crate::frames::Correction;
@@ -144,14 +144,6 @@ pub(crate) fn found_in_mean(
     let found = pattern::detect(mean, det, &known);
     let zero = (corr.mask_bad_pixels && !found.is_empty()).then(|| found.mask(det));
     (found, zero)
-}
-
-/// The pixels set in a detector mask, as the zeroing kernel takes them.
-pub(crate) fn mask_pixels(mask: &[bool]) -> Vec<u32> {
-    (0..mask.len())
-        .filter(|&k| mask[k])
-        .map(|k| k as u32)
-        .collect()
 }
 
 /// The product `kind` of a pattern reduction (sum, mean, max pattern or the BF fit) from

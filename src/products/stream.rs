@@ -7,7 +7,7 @@
 //! resident's bit for bit (decision 0023). With bad-pixel masking, a first pass finds the
 //! hot and dead pixels in the mean pattern, as the resident's upload does.
 
-use crate::contract::Region;
+use crate::contract::{mask_pixels, Region};
 use crate::error::{Error, Result};
 use crate::formats::Acquisition;
 use crate::frames::Correction;
@@ -16,8 +16,8 @@ use crate::kernels::com_moments::{com_moments, moment_bound};
 use crate::kernels::pattern_reduce::pattern_reduce;
 use crate::kernels::ring_sum::RadialCache;
 use crate::products::gpu::{
-    com_from_moments, com_product, compute_resident, found_in_mean, idpc_of_moments, mask_pixels,
-    moments_input, pattern_product, rotation_of_moments, stored_frames,
+    com_from_moments, com_product, compute_resident, found_in_mean, idpc_of_moments, moments_input,
+    pattern_product, rotation_of_moments, stored_frames,
 };
 use crate::products::gpu_float;
 use crate::products::{ArrayData, ProductArray, ProductKind, ProductParams};

@@ -8,6 +8,7 @@ pub mod gpu_decode;
 pub mod memory;
 pub mod packed;
 pub mod plan;
+pub mod prepare;
 mod prepared;
 pub(crate) mod set_aside;
 pub(crate) mod src_slots;

@@ -22,6 +22,12 @@ const BLOCKS_AT_ONCE: usize = 16;
 /// exact sums' bounds, as the frame upload takes them).
 type Read = Result<(Vec<u8>, Option<FloatRange>)>;
 
+/// A checked block with the range of its float32 samples (`float`).
+fn with_range(bytes: Vec<u8>, float: bool) -> (Vec<u8>, Option<FloatRange>) {
+    let range = float.then(|| FloatRange::of_bytes(&bytes));
+    (bytes, range)
+}
+
 /// Read and check blocks `ks` of `payload` on every core.
 #[cfg(not(target_arch = "wasm32"))]
 async fn read_blocks(
@@ -32,11 +38,7 @@ async fn read_blocks(
 ) -> Vec<Read> {
     use rayon::prelude::*;
     ks.into_par_iter()
-        .map(|k| {
-            let bytes = payload.read_block(src, k)?;
-            let range = float.then(|| FloatRange::of_bytes(&bytes));
-            Ok((bytes, range))
-        })
+        .map(|k| Ok(with_range(payload.read_block(src, k)?, float)))
         .collect()
 }
 
@@ -52,12 +54,10 @@ async fn read_blocks(
     let mut out = Vec::with_capacity(ks.len());
     for k in ks {
         let one = async {
-            let b = &payload.blocks[k];
-            let bytes = src.read_vec(b.offset, b.bytes)?;
+            let bytes = payload.read_unchecked(src, k)?;
             let digest = web_sha256(src.name(), &bytes).await?;
             payload.check_digest(src.name(), k, &digest)?;
-            let range = float.then(|| FloatRange::of_bytes(&bytes));
-            Ok((bytes, range))
+            Ok(with_range(bytes, float))
         };
         out.push(one.await);
     }
@@ -149,18 +149,16 @@ impl Engine {
             .collect();
         let mut times = UploadTimes::default();
         let mut float = acq.dtype.is_float().then(FloatRange::default);
-        // The blocks holding the resident's tiles.
+        // The blocks holding the resident's tiles (in tile order, as the open checked).
         let (lo, hi) = (
             segments.first().map_or(0, |s| s.0),
             segments.last().map_or(0, |s| s.1),
         );
-        let needed: Vec<usize> = (0..payload.blocks.len())
-            .filter(|&k| {
-                let b = &payload.blocks[k];
-                b.first_tile < hi && b.first_tile + b.tiles > lo
-            })
-            .collect();
-        let (Some(&first_block), Some(&last_block)) = (needed.first(), needed.last()) else {
+        let blocks = &payload.blocks;
+        let (Some(first_block), Some(last_block)) = (
+            blocks.iter().position(|b| b.first_tile + b.tiles > lo),
+            blocks.iter().rposition(|b| b.first_tile < hi),
+        ) else {
             return Ok(None);
         };
         let n = last_block + 1;
@@ -209,10 +207,7 @@ impl Engine {
             // As the decode masks (C-BAD): the file's bad pixels, and sentinel samples.
             let mut t = crate::clock::now_ms();
             if let Some(mask) = &acq.pixel_mask {
-                let bad: Vec<u32> = (0..mask.len() as u32)
-                    .filter(|&k| mask[k as usize])
-                    .collect();
-                self.zero_pixels(&mut res, &bad)?;
+                self.zero_pixels(&mut res, &crate::contract::mask_pixels(mask))?;
             }
             if acq.dtype.sentinel().is_some() {
                 self.zero_sentinels(&mut res)?;

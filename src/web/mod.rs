@@ -6,6 +6,7 @@ mod canvas;
 mod chunk_workers;
 mod open;
 mod parity;
+mod prepared;
 mod present;
 
 pub use crate::source::blob::walked_answer;
@@ -49,7 +50,7 @@ struct Inner {
     /// streamed product).
     cancel: crate::watch::Cancel,
     /// The open acquisition being written as a prepared file (`preparedPiece`).
-    preparer: RefCell<Option<crate::formats::prepared::write::Preparer>>,
+    preparer: RefCell<Option<crate::upload::prepare::Preparer>>,
 }
 
 impl Inner {
@@ -550,60 +551,6 @@ impl Viewer {
                 .map_err(js_err)?;
             Ok(js_sys::Uint8Array::from(&tiff[..]).into())
         })
-    }
-
-    /// The next piece of the open acquisition as a prepared file (`stem4d prepare`'s
-    /// container, decision 0037): `{at, bytes, last, done, total}`, `start` beginning anew.
-    /// The page writes each piece at byte `at` of the file (zeros between); the last is the
-    /// header. Blocks are read and tiled on this Worker's thread.
-    #[wasm_bindgen(js_name = preparedPiece)]
-    pub fn prepared_piece(&self, start: bool) -> Result<js_sys::Object, JsValue> {
-        use crate::formats::prepared::write::{Preparer, BLOCK_BYTES};
-        if start {
-            let acq = self
-                .inner
-                .session
-                .borrow()
-                .as_ref()
-                .map(|s| s.acq.clone())
-                .ok_or_else(|| js_err("no acquisition is open"))?;
-            if acq.index_pending() {
-                return Err(js_err(format!(
-                    "{}: its chunk index is still being read; save it once the load is done",
-                    acq.primary
-                )));
-            }
-            *self.inner.preparer.borrow_mut() = Some(Preparer::new(acq, BLOCK_BYTES));
-        }
-        let mut slot = self.inner.preparer.borrow_mut();
-        let p = slot
-            .as_mut()
-            .ok_or_else(|| js_err("no prepared file is being written"))?;
-        let piece = p.next_piece();
-        let (done, total) = p.progress();
-        let (at, bytes) = match piece {
-            Ok(Some(piece)) => piece,
-            Ok(None) => {
-                *slot = None;
-                return Err(js_err("the prepared file was written whole already"));
-            }
-            Err(e) => {
-                *slot = None;
-                return Err(js_err(e));
-            }
-        };
-        let last = at == 0;
-        if last {
-            *slot = None;
-        }
-        let out = js_sys::Object::new();
-        let set = |k: &str, v: JsValue| js_sys::Reflect::set(&out, &k.into(), &v);
-        set("at", JsValue::from(at as f64))?;
-        set("bytes", js_sys::Uint8Array::from(&bytes[..]).into())?;
-        set("last", JsValue::from(last))?;
-        set("done", JsValue::from(done as f64))?;
-        set("total", JsValue::from(total as f64))?;
-        Ok(out)
     }
 
     /// `.npy` bytes of the image panel's exact product.

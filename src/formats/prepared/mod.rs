@@ -15,8 +15,6 @@
 //! applies to a prepared acquisition as to its files. Every block is checked against its hash
 //! before anything of it is used; a corrupted or truncated file is refused by name.
 
-pub mod write;
-
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -67,6 +65,32 @@ pub struct Layout {
 #[serde(rename_all = "kebab-case")]
 pub enum LayoutKind {
     PositionTiled,
+}
+
+impl Layout {
+    /// The layout of `frames` scan positions of a `det_len`-pixel detector of `dtype`.
+    pub fn of(dtype: Dtype, det_len: usize, frames: usize) -> Layout {
+        let bits = bits_of(dtype);
+        let tile = 256 / bits;
+        Layout {
+            kind: LayoutKind::PositionTiled,
+            bits,
+            tile,
+            tile_bytes: det_len as u64 * 32,
+            tiles: frames.div_ceil(tile as usize) as u64,
+        }
+    }
+
+    /// Bytes of a sample.
+    pub fn sample_bytes(&self) -> usize {
+        self.bits as usize / 8
+    }
+
+    /// Where in a tile pixel `k`'s sample at the tile's position `p` is: its sector's byte
+    /// `p · sample` (the words of `upload::plan`, little-endian).
+    pub fn sample_at(&self, k: usize, p: usize) -> usize {
+        k * 32 + p * self.sample_bytes()
+    }
 }
 
 /// One payload block: `tiles` tiles from `first_tile`, `bytes` at `offset`.
@@ -201,18 +225,11 @@ fn check(name: &str, len: u64, description_at: u64, d: &Description) -> Result<(
         .checked_mul(c)
         .ok_or_else(|| bad("scan too large".into()))?;
     let l = d.layout;
-    let bits = bits_of(dtype);
-    let want_tile_bytes = det_len as u64 * 32;
-    if l.bits != bits || l.tile != 256 / bits || l.tile_bytes != want_tile_bytes {
+    let want = Layout::of(dtype, det_len, frames);
+    if l != want {
         return Err(bad(format!(
-            "its layout ({} bits, tiles of {} positions, {} bytes) is not the {}-bit resident's of a {kr}x{kc} detector",
-            l.bits, l.tile, l.tile_bytes, bits
-        )));
-    }
-    if l.tiles != frames.div_ceil(l.tile as usize) as u64 {
-        return Err(bad(format!(
-            "{} tiles cannot hold {frames} scan positions in tiles of {}",
-            l.tiles, l.tile
+            "its layout ({} bits, tiles of {} positions, {} bytes, {} tiles) is not the {}-bit resident's of a {r}x{c} scan of a {kr}x{kc} detector",
+            l.bits, l.tile, l.tile_bytes, l.tiles, want.bits
         )));
     }
     let mut next_tile = 0;
@@ -258,21 +275,22 @@ impl TiledPayload {
         }
     }
 
-    /// Bytes of a sample.
-    pub fn sample_bytes(&self) -> usize {
-        self.layout.bits as usize / 8
-    }
-
     /// Read block `k` whole and check it against its hash (refused by name and block when
     /// it differs, and never used).
     pub fn read_block(&self, src: &dyn ByteSource, k: usize) -> Result<Vec<u8>> {
+        let bytes = self.read_unchecked(src, k)?;
+        self.check_block(src.name(), k, &bytes)?;
+        Ok(bytes)
+    }
+
+    /// Block `k` as stored, to be checked by the caller before any of it is used (the
+    /// browser hashes it with its Web Crypto: `check_digest`).
+    pub fn read_unchecked(&self, src: &dyn ByteSource, k: usize) -> Result<Vec<u8>> {
         let b = self
             .blocks
             .get(k)
             .ok_or_else(|| Error::format(src.name(), format!("no payload block {k}")))?;
-        let bytes = src.read_vec(b.offset, b.bytes)?;
-        self.check_block(src.name(), k, &bytes)?;
-        Ok(bytes)
+        src.read_vec(b.offset, b.bytes)
     }
 
     /// Check the bytes of block `k` against its SHA-256.
@@ -333,16 +351,16 @@ impl TiledPayload {
         let tile = self.layout.tile as usize;
         let (t0, t1) = (l0 / tile, l1.div_ceil(tile));
         let tiles = self.read_tiles(src, t0 as u64, t1 as u64)?;
-        let sb = self.sample_bytes();
-        let tb = self.layout.tile_bytes as usize;
+        let l = self.layout;
+        let sb = l.sample_bytes();
+        let tb = l.tile_bytes as usize;
         let frame_bytes = self.det_len * sb;
         for f in l0..l1 {
-            let (t, p) = (f / tile - t0, f % tile);
-            let base = t * tb + p * sb;
+            let tile_of = &tiles[(f / tile - t0) * tb..][..tb];
             let out = &mut dst[(f - l0) * frame_bytes..(f - l0 + 1) * frame_bytes];
             for (k, sample) in out.chunks_exact_mut(sb).enumerate() {
-                let at = base + k * 32;
-                sample.copy_from_slice(&tiles[at..at + sb]);
+                let at = l.sample_at(k, f % tile);
+                sample.copy_from_slice(&tile_of[at..at + sb]);
             }
         }
         Ok(())

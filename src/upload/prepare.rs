@@ -1,19 +1,20 @@
-//! Writing a prepared acquisition (`stem4d prepare`, the page's *Save prepared*): the frames
-//! read through the CPU frame reader as the files hold them, laid out in tiles of the
-//! resident's layout (on every core natively), each block hashed. Natively into a
-//! temporary file renamed into place once whole (never a half-written container under the
-//! name asked for); in the page the Worker hands the pieces to the page, which writes them.
+//! Writing a prepared acquisition (`formats::prepared`, decision 0037; `stem4d prepare`,
+//! the page's *Prepared .stem4d*): the frames read through the CPU frame reader as the
+//! files hold them, laid out in tiles of the resident's layout (on every core natively),
+//! each block hashed. Natively into a temporary file renamed into place once whole (never a
+//! half-written container under the name asked for); in the page the Worker hands the
+//! pieces to the page, which writes them.
 
 #[cfg(not(target_arch = "wasm32"))]
 use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
-use super::{
-    bits_of, hex, BlockEntry, Description, Layout, LayoutKind, Provenance, ALIGN, MAGIC, VERSION,
-};
 use crate::error::{Error, Result};
 use crate::formats::info::FileInfo;
+use crate::formats::prepared::{
+    hex, BlockEntry, Description, Layout, Provenance, ALIGN, MAGIC, VERSION,
+};
 use crate::formats::Acquisition;
 use crate::frames::FrameReader;
 
@@ -31,31 +32,23 @@ pub struct Preparer {
     next_tile: u64,
     at: u64,
     blocks: Vec<BlockEntry>,
-    /// Where the description went, once written.
-    description: Option<(u64, Vec<u8>)>,
+    /// Once the blocks are written: the description, and where its JSON went (offset,
+    /// length, SHA-256), which the header holds.
+    described: Option<(Description, u64, u64, [u8; 32])>,
     header_written: bool,
 }
 
 impl Preparer {
     pub fn new(acq: Acquisition, block_bytes: u64) -> Preparer {
-        let bits = bits_of(acq.dtype);
-        let tile = (256 / bits) as usize;
-        let tile_bytes = acq.shape.det_len() as u64 * 32;
-        let layout = Layout {
-            kind: LayoutKind::PositionTiled,
-            bits,
-            tile: tile as u32,
-            tile_bytes,
-            tiles: acq.shape.frames().div_ceil(tile) as u64,
-        };
+        let layout = Layout::of(acq.dtype, acq.shape.det_len(), acq.shape.frames());
         Preparer {
             acq,
             layout,
-            per_block: (block_bytes / tile_bytes).max(1),
+            per_block: (block_bytes / layout.tile_bytes).max(1),
             next_tile: 0,
             at: ALIGN,
             blocks: Vec::new(),
-            description: None,
+            described: None,
             header_written: false,
         }
     }
@@ -73,27 +66,24 @@ impl Preparer {
         if self.next_tile < self.layout.tiles {
             return self.block().map(Some);
         }
-        if self.description.is_none() {
+        let Some((_, at, len, sha)) = &self.described else {
             let d = describe_acquisition(&self.acq, self.layout, self.blocks.clone())?;
             let json = serde_json::to_vec_pretty(&d)
                 .map_err(|e| Error::param(format!("the description does not serialise: {e}")))?;
-            self.description = Some((self.at, json.clone()));
+            let sha = Sha256::digest(&json).into();
+            self.described = Some((d, self.at, json.len() as u64, sha));
             return Ok(Some((self.at, json)));
-        }
+        };
         if self.header_written {
             return Ok(None);
         }
         self.header_written = true;
-        let (at, json) = self
-            .description
-            .as_ref()
-            .map_or((0, &[][..]), |(a, j)| (*a, &j[..]));
         let mut head = vec![0u8; ALIGN as usize];
         head[..8].copy_from_slice(&MAGIC);
         head[8..12].copy_from_slice(&VERSION.to_le_bytes());
         head[16..24].copy_from_slice(&at.to_le_bytes());
-        head[24..32].copy_from_slice(&(json.len() as u64).to_le_bytes());
-        head[32..64].copy_from_slice(&Sha256::digest(json));
+        head[24..32].copy_from_slice(&len.to_le_bytes());
+        head[32..64].copy_from_slice(sha);
         Ok(Some((0, head)))
     }
 
@@ -106,20 +96,18 @@ impl Preparer {
         );
         let frames = self.acq.shape.frames();
         let tile = l.tile as usize;
-        let sample = l.bits as usize / 8;
+        let sample = l.sample_bytes();
         let frame_bytes = self.acq.shape.det_len() * sample;
         let (f0, f1) = (t0 as usize * tile, (t1 as usize * tile).min(frames));
         let raw = FrameReader::new(&self.acq).read_raw(f0, f1)?;
         let mut bytes = vec![0u8; ((t1 - t0) * l.tile_bytes) as usize];
-        // Pixel k's sector holds its samples at the tile's positions, position p at byte
-        // p · sample (`upload::plan`).
         let fill = |(t, out): (usize, &mut [u8])| {
             let first = (t0 as usize + t) * tile;
             for f in first..(first + tile).min(f1) {
                 let src = &raw[(f - f0) * frame_bytes..(f - f0 + 1) * frame_bytes];
-                let p = (f - first) * sample;
                 for (k, s) in src.chunks_exact(sample).enumerate() {
-                    out[k * 32 + p..k * 32 + p + sample].copy_from_slice(s);
+                    let at = l.sample_at(k, f - first);
+                    out[at..at + sample].copy_from_slice(s);
                 }
             }
         };
@@ -150,8 +138,8 @@ impl Preparer {
     }
 
     /// The description, once every piece before the header was given.
-    pub fn description(&self) -> Option<&[u8]> {
-        self.description.as_ref().map(|(_, j)| &j[..])
+    pub fn description(&self) -> Option<&Description> {
+        self.described.as_ref().map(|(d, ..)| d)
     }
 }
 
@@ -188,8 +176,9 @@ pub fn write(
             crate::watch::step(crate::watch::PREPARE, done as u64, all as u64)?;
         }
         file.sync_all().map_err(|e| io(e, "cannot write"))?;
-        serde_json::from_slice(p.description().unwrap_or_default())
-            .map_err(|e| Error::param(format!("the description does not read back: {e}")))
+        p.description()
+            .cloned()
+            .ok_or_else(|| Error::param("the prepared file was left without a description"))
     })();
     drop(file);
     match written {
@@ -223,13 +212,7 @@ fn describe_acquisition(
         dtype: acq.dtype.name().into(),
         layout,
         blocks,
-        pixel_mask: acq.pixel_mask.as_ref().map(|m| {
-            m.iter()
-                .enumerate()
-                .filter(|(_, &b)| b)
-                .map(|(k, _)| k as u32)
-                .collect()
-        }),
+        pixel_mask: acq.pixel_mask.as_deref().map(crate::contract::mask_pixels),
         calibration: value(serde_json::to_value(&acq.calibration))?,
         made_from: Provenance {
             format: format.as_str().unwrap_or("unknown").to_string(),
