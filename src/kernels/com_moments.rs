@@ -77,13 +77,18 @@ uniform! {
 /// The largest value a CoM moment (total, Σ i·I or Σ j·I) of `res` can take:
 /// max_value · pixels · max(K − 1, 1).
 pub fn moment_bound(res: &Resident) -> u128 {
-    let shape = res.plan.shape;
-    let max_value = if res.plan.bits == 32 {
+    moment_bound_of(res.plan.bits, res.plan.shape.det)
+}
+
+/// [`moment_bound`] of a resident of `bits`-bit samples of a `det` detector, known before
+/// it exists (a streamed session's first look).
+pub fn moment_bound_of(bits: u32, det: [usize; 2]) -> u128 {
+    let max_value = if bits == 32 {
         u32::MAX as u128
     } else {
-        (1u128 << res.plan.bits) - 1
+        (1u128 << bits) - 1
     };
-    max_value * shape.det_len() as u128 * (shape.det[0].max(shape.det[1]) as u128).max(2)
+    max_value * (det[0] * det[1]) as u128 * (det[0].max(det[1]) as u128).max(2)
 }
 
 /// Refuse detectors whose 64-bit moments could overflow: exact while the

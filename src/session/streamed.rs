@@ -128,13 +128,13 @@ impl Session {
         let centre = self.resident_bf_centre().map(hundredths);
         let det = self.det();
         let frames = self.acq.shape.frames();
-        let bits = match self.acq.dtype {
-            Dtype::U8 => 8,
-            Dtype::U16 => 16,
-            Dtype::U32 => 32,
-            // Float32 sums are 128-bit: never cached.
-            _ => return Ok(()),
-        };
+        // Float32 sums are 128-bit: never cached.
+        if self.acq.dtype.is_float() {
+            return Ok(());
+        }
+        // The blocks' samples, as their residents hold them (binned sums are 32-bit).
+        let binned = self.stream.as_ref().is_some_and(|s| s.correction.bin > 1);
+        let bits = crate::upload::plan::sample_bits(self.acq.dtype, binned);
         let Some(limit) = self.profile.memory_plan.ring_sums_bytes else {
             return Ok(());
         };
@@ -156,8 +156,7 @@ impl Session {
             return Ok(());
         };
         // The moments are exact while their bound stays below 2^64 (`moments_fit_64`).
-        let max = (1u128 << bits) - 1;
-        let bound = max * det[0] as u128 * det[1] as u128 * (det[0].max(det[1]) as u128).max(2);
+        let bound = crate::kernels::com_moments::moment_bound_of(bits, det);
         let zeroed = stream.zeroed.as_deref();
         stream.moments = crate::products::stream::first_look(
             engine,

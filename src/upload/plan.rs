@@ -34,6 +34,17 @@ pub struct Segment {
     pub bytes: u64,
 }
 
+/// Bits per resident sample of `dtype` (`binned`: sums widened to u32).
+pub fn sample_bits(dtype: Dtype, binned: bool) -> u32 {
+    match (dtype, binned) {
+        (Dtype::U8, false) => 8,
+        (Dtype::U16, false) => 16,
+        // Float32 stays float32 when binned (C-BIN-COMPOSE: the float32 of each block's
+        // float64 sum, made by the frame pipeline as it packs them on the CPU).
+        _ => 32,
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct ResidentPlan {
     pub shape: Shape4,
@@ -59,13 +70,7 @@ impl ResidentPlan {
     /// Plan the resident copy of `shape` (already binned) for samples of `dtype` (`binned`:
     /// sums widened to u32).
     pub fn new(shape: Shape4, dtype: Dtype, binned: bool, limits: DeviceLimits) -> Result<Self> {
-        let bits: u32 = match (dtype, binned) {
-            (Dtype::U8, false) => 8,
-            (Dtype::U16, false) => 16,
-            // Float32 stays float32 when binned (C-BIN-COMPOSE: the float32 of each block's
-            // float64 sum, made by the frame pipeline as it packs them on the CPU).
-            _ => 32,
-        };
+        let bits = sample_bits(dtype, binned);
         let det = shape.det_len() as u64;
         let per_word = (32 / bits) as u64;
         // Frames of the staged (frame-major) form start 16 bytes apart so kernels load whole

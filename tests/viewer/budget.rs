@@ -318,3 +318,37 @@ fn a_streamed_session_sums_detectors_about_the_bf_centre_from_ring_sums() {
         );
     }
 }
+
+/// A binned stream's blocks hold 32-bit sums: its first look is made for them, and gives the
+/// binned resident's products with no pass.
+#[test]
+fn a_binned_streamed_session_makes_its_first_look_for_32_bit_sums() {
+    let Some(engine) = engine() else { return };
+    let name = "hot_stack_u16";
+    let req = |budget, memory_plan| OpenRequest {
+        bin: 2,
+        ..request(false, budget, memory_plan)
+    };
+    let mut plain = open(&engine, name, req(None, None));
+    let mut streamed = open(&engine, name, req(Some(262144), Some(PlanKind::Streaming)));
+    let rings = streamed
+        .profile
+        .streamed_ring_sums
+        .clone()
+        .unwrap_or_else(|| panic!("no first look: {:?}", streamed.profile.warnings));
+    assert!(rings.com_moments, "{rings:?}");
+    let corr = Correction {
+        mask_bad_pixels: false,
+        bin: 2,
+    };
+    let passes = streamed.streamed_passes();
+    let mut disk = ProductParams::new(ProductKind::Bf);
+    disk.center = Some(rings.center);
+    disk.radius = Some(2.0);
+    for p in [disk, ProductParams::new(ProductKind::Com)] {
+        let a = pollster::block_on(plain.product(&engine, &p, corr)).unwrap();
+        let b = pollster::block_on(streamed.product(&engine, &p, corr)).unwrap();
+        assert!(to_bytes(&a) == to_bytes(&b), "{:?} differs", p.kind);
+    }
+    assert_eq!(streamed.streamed_passes(), passes);
+}
