@@ -924,5 +924,109 @@ export async function firstUse(t) {
       await page.close();
     }
   });
+  // ---------------------------------------------------------------- 16. a compare grid
+  await scenario('16 compare', async () => {
+    {
+      const page = await freshPage({ width: 1600, height: 1000 });
+      // A folder of three acquisitions of one 13 × 11 detector: the Arina files, their
+      // prepared copy and a prepared crop of scan rows 1..4 (a 3 × 5 scan), with a note.
+      const dir = path.join(tmp, 'compare_folder');
+      fs.mkdirSync(dir);
+      for (const f of filesOf('arina_u16')) fs.copyFileSync(f, path.join(dir, path.basename(f)));
+      fs.copyFileSync(path.join(FIX, 'data/arina_u16.stem4d'), path.join(dir, 'copy.stem4d'));
+      fs.copyFileSync(path.join(FIX, 'data/arina_u16_crop.stem4d'), path.join(dir, 'crop.stem4d'));
+      fs.writeFileSync(path.join(dir, 'notes.txt'), 'same specimen, three reads\n');
+      // Unmasked: each acquisition finds its own hot pixels in its own mean pattern, so the
+      // crop's masked image is not the whole one's rows.
+      await page.uncheck('#bad-pixels');
+      await choose(page, '#open-folder', dir);
+      await openedAs(page, 'arina_u16_master.h5');
+      await page.waitForFunction(() => window.stem4d.status().compared.length === 2 && !window.stem4d.status().loading, null, { timeout: 60000 });
+      await rendered(page);
+      let s = await status(page);
+      const names = s.compared.map((c) => c[0]);
+      check(names.includes('copy.stem4d') && names.includes('crop.stem4d') && s.open.length === 4 && !s.error,
+        `a folder of three acquisitions opens as a compare grid: ${JSON.stringify(s)}`);
+      check(/Left out: notes\.txt/.test(s.notice || ''), `the file of no acquisition is said: ${s.notice}`);
+      const copy = names.indexOf('copy.stem4d'), crop = names.indexOf('crop.stem4d');
+      // Every panel is its own acquisition's exact image of the one detector.
+      const compared = (bf) => page.evaluate(async ({ bf, copy, crop }) => {
+        const p = await window.stem4d.product({ kind: 'bf', center: bf.center, radius: bf.radius });
+        const whole = Array.from(p.data, Number);
+        const bad = [];
+        for (let r = 0; r < 5; r++) for (let c = 0; c < 7; c++) {
+          const got = await window.stem4d.comparedValueAt(copy, r, c);
+          if (got !== whole[r * 7 + c]) bad.push(`copy (${r},${c}) ${got} != ${whole[r * 7 + c]}`);
+          if (r >= 1 && r < 4 && c < 5) {
+            const g = await window.stem4d.comparedValueAt(crop, r - 1, c);
+            if (g !== whole[r * 7 + c]) bad.push(`crop (${r - 1},${c}) ${g} != ${whole[r * 7 + c]}`);
+          }
+        }
+        return { bad, spread: Math.max(...whole) - Math.min(...whole) };
+      }, { bf, copy, crop });
+      await page.evaluate(() => window.stem4d.setView({ image: { kind: 'bf', center: [6.3, 4.6], radius: 2.7, cursor: [4, 6] } }));
+      let got = await compared({ center: [6.3, 4.6], radius: 2.7 });
+      check(got.bad.length === 0 && got.spread > 0, `each compared panel is its acquisition's exact BF image: ${got.bad.slice(0, 3).join('; ')}`);
+      const drawn = (await page.evaluate(() => window.stem4d.lastRender())).drawn || [];
+      check(['compared0', 'compared1'].every((k) => drawn.includes(k)), `one render draws every compared panel: ${JSON.stringify(drawn)}`);
+      // Dragging the detector on the pattern moves it for every panel.
+      const v0 = await page.evaluate(() => window.stem4d.view());
+      const pbox = await page.locator('#pattern-canvas').boundingBox();
+      const [kr, kc] = [13, 11];
+      const scale = Math.min(pbox.width / kc, pbox.height / kr);
+      const at = (r, c) => [pbox.x + pbox.width / 2 + (c + 0.5 - kc / 2) * scale, pbox.y + pbox.height / 2 + (r + 0.5 - kr / 2) * scale];
+      await page.mouse.move(...at(v0.image.center[0], v0.image.center[1]));
+      await page.mouse.down();
+      await page.mouse.move(...at(v0.image.center[0] - 1, v0.image.center[1] + 1), { steps: 4 });
+      await page.mouse.up();
+      await rendered(page);
+      const v1 = await page.evaluate(() => window.stem4d.view());
+      check(Math.abs(v1.image.center[0] - v0.image.center[0] + 1) < 0.2 && Math.abs(v1.image.center[1] - v0.image.center[1] - 1) < 0.2,
+        `the detector was dragged: ${v0.image.center} → ${v1.image.center}`);
+      got = await compared({ center: v1.image.center, radius: v1.image.radius });
+      check(got.bad.length === 0, `a detector drag updates every compared panel exactly: ${got.bad.slice(0, 3).join('; ')}`);
+      // The linked cursor: clamped to the crop's 3 × 5 scan, said under it.
+      await page.waitForFunction((k) => /cursor \(2, 4\)/.test(document.querySelectorAll('figure.compared .readout')[k].textContent), crop, { timeout: 5000 }).catch(() => {});
+      const cropReadout = await page.evaluate((k) => document.querySelectorAll('figure.compared .readout')[k].textContent, crop);
+      check(/cursor \(2, 4\) = /.test(cropReadout), `the cursor (4, 6) is linked, clamped to the crop's scan: "${cropReadout}"`);
+      // A click on a compared panel moves the one cursor; arrow keys move it from there.
+      const cbox = await page.locator('figure.compared canvas:not(.plain):not(.overlay)').nth(crop).boundingBox();
+      await page.mouse.click(cbox.x + cbox.width * (3.5 / 5), cbox.y + cbox.height * (0.5 / 3));
+      await rendered(page);
+      let cursor = (await page.evaluate(() => window.stem4d.view())).image.cursor;
+      check(cursor[0] === 0 && cursor[1] === 3, `a click on a compared panel moves the linked cursor: ${cursor}`);
+      await page.keyboard.press('ArrowDown');
+      await rendered(page);
+      cursor = (await page.evaluate(() => window.stem4d.view())).image.cursor;
+      check(cursor[0] === 1 && cursor[1] === 3, `the arrow keys move it on a focused compared panel: ${cursor}`);
+      // One display mapping: the colour map and scale of the image apply to every panel.
+      await page.evaluate(() => window.stem4d.setView({ image: { display: { cmap: 'viridis', scale: 'sqrt' } } }));
+      const st = await page.evaluate((k) => window.stem4d.comparedStats(k), copy);
+      check(st.cmap === 'viridis' && st.scale === 'sqrt', `the display mapping is shared: ${st.cmap}, ${st.scale}`);
+      // At a laptop's size every panel still has room.
+      await page.setViewportSize({ width: 1280, height: 800 });
+      await page.waitForTimeout(300);
+      await rendered(page);
+      const sizes = await page.evaluate(() => [...document.querySelectorAll('#image-canvas, #pattern-canvas, figure.compared canvas:not(.plain):not(.overlay)')].map((c) => [c.clientWidth, c.clientHeight]));
+      check(sizes.length === 4 && sizes.every(([w, h]) => w >= 40 && h >= 40), `at 1280 × 800 every panel has room: ${JSON.stringify(sizes)}`);
+      // Close: the viewed acquisition stays and draws.
+      await page.click('#compare-close');
+      await rendered(page);
+      s = await status(page);
+      check(s.compared.length === 0 && s.open.length === 4 && await page.isHidden('#compare'), `Close compare keeps the viewed acquisition: ${JSON.stringify(s)}`);
+      // Another detector shape is refused by name; the viewed one opens and works.
+      await choose(page, '#open-files', [...filesOf('arina_u16'), ...filesOf('emd_u16_contig')]);
+      await openedAs(page, 'arina_u16_master.h5');
+      await page.waitForFunction(() => !window.stem4d.status().loading && window.stem4d.status().error, null, { timeout: 60000 }).catch(() => {});
+      s = await status(page);
+      check(s.compared.length === 0 && /Not compared: emd_u16_contig\.h5: .*8×9 pixels.*13×11/.test(s.error || ''),
+        `an acquisition of another detector shape is refused by name: ${JSON.stringify(s)}`);
+      await page.evaluate(() => window.stem4d.setView({ image: { kind: 'total' } }));
+      const st2 = await page.evaluate(() => window.stem4d.stats('image'));
+      check(st2.hi > st2.lo, 'after the refusal the viewed acquisition still draws');
+      noErrors(page, 'compare');
+      await page.close();
+    }
+  });
   fs.rmSync(tmp, { recursive: true, force: true });
 }

@@ -226,25 +226,38 @@ fn a_damaged_prepared_acquisition_is_refused_by_name() {
 }
 
 /// The page's suite opens `tests/fixtures/data/arina_u16.stem4d` (`stem4d prepare` of the
-/// arina_u16 fixture): writing it again gives the same bytes, so it stays what the writer
-/// makes (regenerate it with `stem4d prepare … --out` when the container changes).
+/// arina_u16 fixture) and its compare grid `arina_u16_crop.stem4d` (`--crop 1,4,0,5`):
+/// writing them again gives the same bytes, so they stay what the writer makes (regenerate
+/// them with `stem4d prepare … --out` when the container changes).
 #[test]
-fn the_prepared_fixture_is_what_prepare_writes() {
+fn the_prepared_fixtures_are_what_prepare_writes() {
     let dir = temp_dir("fixture");
-    let out = dir.join("arina_u16.stem4d");
-    write(
-        &open_fixture(&fixture_named("arina_u16")),
-        &out,
-        stem4d::upload::prepare::BLOCK_BYTES,
-        &mut |_, _| {},
-    )
-    .unwrap();
-    let committed = fixtures().join("data/arina_u16.stem4d");
-    assert!(
-        std::fs::read(&out).unwrap() == std::fs::read(&committed).unwrap(),
-        "{} is stale: prepare it again",
-        committed.display()
-    );
+    let whole = open_fixture(&fixture_named("arina_u16"));
+    let crop = stem4d::contract::Region {
+        r0: 1,
+        r1: 4,
+        c0: 0,
+        c1: 5,
+    };
+    for (name, acq) in [
+        ("arina_u16.stem4d", whole.clone()),
+        ("arina_u16_crop.stem4d", whole.crop_scan(crop).unwrap()),
+    ] {
+        let out = dir.join(name);
+        write(
+            &acq,
+            &out,
+            stem4d::upload::prepare::BLOCK_BYTES,
+            &mut |_, _| {},
+        )
+        .unwrap();
+        let committed = fixtures().join("data").join(name);
+        assert!(
+            std::fs::read(&out).unwrap() == std::fs::read(&committed).unwrap(),
+            "{} is stale: prepare it again",
+            committed.display()
+        );
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -9,11 +9,13 @@ import { clearDisplayBox } from './display_controls.js';
 import { fmtNum, fmtLength, fmtEnergy } from './format.js';
 import { syncGeometry } from './geometry.js';
 import { renderProvenance } from './provenance.js';
+import { clearCompared } from './compare.js';
 
 // The empty page: nothing open, no stale image, readouts, limits or exports.
 export function showEmpty() {
   state.current = null;
   state.fit = null;
+  clearCompared();
   document.body.classList.add('empty');
   $('drop-hint').hidden = false;
   $('drop-hint').textContent = 'Drop an acquisition here (Arina master + data files, EMD, HDF5 stack, EMPAD raw + xml, Merlin mib + hdr), or a folder. Files never leave this computer.';

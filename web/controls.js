@@ -13,6 +13,7 @@ import { onKey } from './keyboard.js';
 import { bindExports } from './export_files.js';
 import { findRotation } from './dpc_rotation.js';
 import { clearLine, toggleLineMode } from './line_profile.js';
+import { closeCompare } from './compare.js';
 
 export function bindControls() {
   const pick = (input) => {
@@ -93,4 +94,6 @@ export function bindControls() {
   });
   const resized = () => { fitFrames(); if (state.current) requestRender(); else drawOverlays(); };
   for (const panel of PANELS) new ResizeObserver(resized).observe($(panel + '-canvas').parentElement.parentElement);
+  new ResizeObserver(resized).observe($('compare-grid'));
+  $('compare-close').onclick = () => closeCompare();
 }

@@ -7,6 +7,7 @@ import { showEmpty, showOpened, showProfile } from './acquisition_view.js';
 import { applyDefaults } from './detector.js';
 import { renderNow } from './render.js';
 import { fmtBytes } from './format.js';
+import { allOpenFiles, clearCompared, groupsOf, openCompareSet } from './compare.js';
 
 // A key of the files' names and sizes, and their names as the page lists them.
 export const filesKey = (files) => Array.from(files || [], (f) => `${f.name}:${f.size}`).sort().join('|');
@@ -50,7 +51,19 @@ export function openFromUi(files, base = {}) {
   files = Array.from(files || []);
   let opts;
   try { opts = { ...base, ...readOptions(files) }; } catch (e) { showError(e.message); return Promise.resolve(); }
-  return openFiles(files, opts).catch(() => {});
+  return openGrouped(files, opts).catch(() => {});
+}
+
+// Files that hold several acquisitions open as a compare grid (compare.js); one acquisition
+// opens as ever.
+async function openGrouped(files, opts) {
+  if (files.length > 1 && !opts.synthetic) {
+    await state.workerReady;
+    let groups = null;
+    try { groups = await groupsOf(files); } catch (e) { groups = null; }
+    if (groups && groups.acquisitions.length > 1) return openCompareSet(files, groups, opts);
+  }
+  return openFiles(files, opts);
 }
 
 // Open `files`. Until the Worker has read their metadata the acquisition open now stays
@@ -91,6 +104,8 @@ export async function openFiles(files, options = {}) {
   showProgress('drawing the first image', 0, 0);
   state.current = { ...r, files, options, logical: r.info.logical_bytes };
   state.loading = null;
+  // The Worker let the compare grid go with the acquisition it was opened beside.
+  clearCompared();
   applyDefaults(r);
   showOpened();
   // A file given that the acquisition does not read is said, never silently dropped (the
@@ -133,7 +148,7 @@ async function afterFailedOpen(previous, message) {
 // the same files, and the page says what that costs.
 export function reapplySettings(what) {
   if (!state.current || state.loading || state.current.options.synthetic) return;
-  const files = state.current.files;
+  const files = allOpenFiles();
   showNotice(`${what}: re-reading ${names(files)} (${fmtBytes(state.current.info.logical_bytes)}) to rebuild the GPU copy.`);
   openFromUi(files);
 }
@@ -141,7 +156,7 @@ export function reapplySettings(what) {
 // A memory plan picked in the load profile: the open acquisition is read again along it.
 export function pickPlan(kind) {
   if (!state.current || state.loading || state.current.options.synthetic) return;
-  const files = state.current.files;
+  const files = allOpenFiles();
   showNotice(`memory plan ${kind}: re-reading ${names(files)} (${fmtBytes(state.current.info.logical_bytes)}) along it.`);
   openFromUi(files, { memoryPlan: kind });
 }

@@ -3,6 +3,7 @@ import { $, PANELS, S, mradPerPx, state } from './state.js';
 import { canvasMap, canvasSize, planeSize } from './view_geometry.js';
 import { fmtNum, niceLength } from './format.js';
 import { drawLine } from './line_profile.js';
+import { drawComparedCursors } from './compare.js';
 
 // The cursor on the image overlay, as display.wgsl draws it with its `cursor_on`: the
 // pixel's outline and a cross through its centre, beyond 1.5 pixels from it, in the plane.
@@ -97,4 +98,5 @@ export function drawOverlays() {
     }
     drawScaleBar(g, panel, cw, ch);
   }
+  drawComparedCursors();
 }

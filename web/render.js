@@ -9,6 +9,7 @@ import { canvasSizes } from './view_geometry.js';
 import { drawOverlays } from './overlays.js';
 import { drawHistogram, syncDisplayControls } from './display_controls.js';
 import { syncGeometry } from './geometry.js';
+import { refreshComparedReadouts } from './compare.js';
 
 // The panels' statistics are asked for once renders settle (120 ms after the last one).
 let statsTimer = null;
@@ -102,4 +103,5 @@ async function refreshStats() {
       drawHistogram(panel);
     } catch (e) { /* a newer render supersedes */ }
   }
+  if (state.current === opened) await refreshComparedReadouts();
 }

@@ -48,6 +48,9 @@ export const state = {
   lineMode: false,
   line: null,
   profile: null,
+  // The compare grid's other acquisitions ({index, info, profile, files, fig, canvas,
+  // overlay, readout}; compare.js), in the Worker's order.
+  compared: [],
 };
 
 const freshDisplay = (log, hi) => ({ cmap: 'inferno', scale: log ? 'log' : 'linear', limits: { mode: 'percentile', lo: 0.5, hi }, zoom: 1, pan: null });

@@ -7,6 +7,7 @@ import { applyPatch, renderNow, viewState } from './render.js';
 import { figureTitle, saveFigure } from './export_files.js';
 import { drawOverlays } from './overlays.js';
 import { showProfile } from './line_profile.js';
+import { closeCompare } from './compare.js';
 
 let lastCompute = null;
 
@@ -60,7 +61,16 @@ window.stem4d = {
     error: $('error').hidden ? null : $('error-text').textContent,
     notice: $('notice').hidden ? null : $('notice-text').textContent,
     fit: state.fit && { ...state.fit, warning: state.current && state.current.bfFitWarning },
+    // The compare grid's acquisitions beside the viewed one: the files of each.
+    compared: state.compared.map((c) => c.info.files.map((f) => f.name)),
   }),
+  // The compare grid's acquisition k (its order in status().compared): the exact value of
+  // its image at scan position (r, c), its image statistics (as stats('image')), and its
+  // image's exact product as .npy bytes.
+  comparedValueAt: (k, r, c) => call('comparedValueAt', { index: k, r, c }),
+  comparedStats: (k) => call('comparedStats', { index: k }),
+  comparedNpy: (k) => call('comparedNpy', { index: k }),
+  closeCompare: () => closeCompare(),
   // How frames reach the screen (see attachCanvases), and a way to choose it: resolves when
   // the view is drawn that way.
   present: () => state.presentInfo && { ...state.presentInfo },

@@ -1,6 +1,7 @@
 // Where each panel's plane lies on its canvas, as wgsl/display.wgsl maps it: frame sizes,
 // pointer → source coordinates, source → canvas; with the rounding and clamping they use.
 import { $, PANELS, S, detShape, state } from './state.js';
+import { comparedSizes, fitCompared } from './compare.js';
 
 export const round2 = (x) => Math.round(x * 100) / 100;
 
@@ -12,7 +13,7 @@ export function canvasSize(panel) {
   return [Math.max(1, Math.round(el.clientWidth * dpr)), Math.max(1, Math.round(el.clientHeight * dpr))];
 }
 
-export const canvasSizes = () => ({ image: canvasSize('image'), pattern: canvasSize('pattern') });
+export const canvasSizes = () => ({ image: canvasSize('image'), pattern: canvasSize('pattern'), ...comparedSizes() });
 
 // Each panel's frame takes its plane's aspect and the largest size its stage allows, so the
 // image fills its canvas without a band (the engine letterboxes only when zoomed or panned).
@@ -27,6 +28,7 @@ export function fitFrames() {
     frame.style.width = Math.max(1, Math.floor(w * s)) + 'px';
     frame.style.height = Math.max(1, Math.floor(h * s)) + 'px';
   }
+  fitCompared();
 }
 
 export function planeSize(panel) {

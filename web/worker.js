@@ -1,6 +1,6 @@
 // The viewer's Worker: owns the wasm engine, the GPU device, the file handles (read with
 // FileReaderSync) and the panels' canvases (OffscreenCanvas). The page only sends requests.
-import init, { createViewer, judge } from './stem4d.js';
+import init, { createViewer, groupFiles, judge } from './stem4d.js';
 
 let viewer = null;
 
@@ -211,6 +211,29 @@ async function handle(m) {
         break;
       case 'isOpen':
         result = viewer.isOpen();
+        break;
+      case 'groupFiles':
+        result = JSON.parse(groupFiles(JSON.stringify(m.names)));
+        break;
+      case 'openCompared':
+        result = JSON.parse(await viewer.openCompared(m.files, JSON.stringify(m.options || {}),
+          (stage, done, total) => self.postMessage({ type: 'progress', stage, done, total })));
+        break;
+      case 'closeCompared':
+        viewer.closeCompared();
+        break;
+      case 'attachCompared':
+        viewer.attachCompared(m.index, m.canvas, m.plain);
+        break;
+      case 'comparedValueAt':
+        result = await viewer.comparedValueAt(m.index, m.r, m.c);
+        break;
+      case 'comparedStats':
+        result = JSON.parse(await viewer.comparedStats(m.index));
+        break;
+      case 'comparedNpy':
+        result = await viewer.comparedNpy(m.index);
+        transfer = [result.buffer];
         break;
       default:
         throw new Error('unknown request ' + m.op);

@@ -9,6 +9,7 @@ mod calibration;
 mod empad;
 mod empad_xml;
 mod generic;
+pub mod grouping;
 mod index_feed;
 pub mod info;
 mod mib;

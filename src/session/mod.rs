@@ -3,6 +3,7 @@
 //! the user's view state. Platform-neutral: the browser glue (`web`) and the native tests
 //! drive the same code; only canvases and file handles differ.
 
+mod compare;
 mod derived;
 mod draw;
 mod open;
@@ -13,6 +14,7 @@ mod view;
 
 use serde::{Deserialize, Serialize};
 
+pub use compare::*;
 use derived::*;
 use draw::next_plane_gen;
 pub use draw::DrawKey;
@@ -295,6 +297,24 @@ impl Session {
     /// Bring both planes up to date with `st` (only what changed is recomputed) and
     /// compute their display limits; nothing is read back.
     pub async fn update(&mut self, engine: &Engine, st: &ViewState) -> Result<()> {
+        let mut enc = engine.device.create_command_encoder(&Default::default());
+        self.encode_update(engine, &mut enc, st, Planes::Both)
+            .await?;
+        engine.queue.submit([enc.finish()]);
+        Ok(())
+    }
+
+    /// [`Session::update`] recorded into `enc`, for the caller to submit with other work
+    /// (the frames drawn from it, the other acquisitions of a compare grid): `planes` says
+    /// whether the pattern panel follows too. Work it cannot record (a streamed pass, the
+    /// totals derived the first time) is submitted on its own before.
+    pub async fn encode_update(
+        &mut self,
+        engine: &Engine,
+        enc: &mut wgpu::CommandEncoder,
+        st: &ViewState,
+        planes: Planes,
+    ) -> Result<()> {
         engine.check_alive()?;
         for d in [&st.image.display, &st.pattern.display] {
             d.limits.validate()?;
@@ -316,11 +336,10 @@ impl Session {
         }
         let det = self.det();
         let detector = st.image.detector(det)?;
-        let mut enc = engine.device.create_command_encoder(&Default::default());
         let old = self.state.clone();
         let ikey = st.image.key();
         if ikey != self.image_key {
-            self.encode_image(engine, &mut enc, st, detector.as_ref())
+            self.encode_image(engine, enc, st, detector.as_ref())
                 .await?;
         }
         let pkey = format!(
@@ -330,8 +349,13 @@ impl Session {
             (st.pattern.source != PatternSource::Cursor)
                 .then_some((st.image.roi, st.image.roi_circle))
         );
+        // A compare grid's other acquisitions show no pattern: theirs stays as it was.
+        let pkey = match planes {
+            Planes::Both => pkey,
+            Planes::Image => self.pattern_key.clone(),
+        };
         if pkey != self.pattern_key {
-            self.encode_pattern(engine, &mut enc, st).await?;
+            self.encode_pattern(engine, enc, st).await?;
         }
         let display_changed = |d: &PanelDisplay, o: Option<&PanelDisplay>| {
             o.is_none_or(|o| o.limits != d.limits || o.scale != d.scale)
@@ -342,26 +366,26 @@ impl Session {
             self.plane_gen[0] = next_plane_gen();
             self.image.encode_stats(
                 engine,
-                &mut enc,
+                enc,
                 st.image.display.limits,
                 st.image.display.scale,
             )?;
         }
-        if pkey != self.pattern_key
-            || display_changed(
-                &st.pattern.display,
-                old.as_ref().map(|o| &o.pattern.display),
-            )
+        if planes == Planes::Both
+            && (pkey != self.pattern_key
+                || display_changed(
+                    &st.pattern.display,
+                    old.as_ref().map(|o| &o.pattern.display),
+                ))
         {
             self.plane_gen[1] = next_plane_gen();
             self.pattern.encode_stats(
                 engine,
-                &mut enc,
+                enc,
                 st.pattern.display.limits,
                 st.pattern.display.scale,
             )?;
         }
-        engine.queue.submit([enc.finish()]);
         self.image_key = ikey;
         self.pattern_key = pkey;
         self.state = Some(st.clone());

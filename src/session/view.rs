@@ -209,6 +209,15 @@ pub struct ViewState {
     pub pattern: PatternView,
 }
 
+/// The planes an update brings up to date ([`Session::encode_update`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Planes {
+    /// The image and the pattern: the acquisition the page views.
+    Both,
+    /// The image alone: another acquisition of a compare grid, which shows no pattern.
+    Image,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Panel {
     Image,

@@ -158,27 +158,40 @@ pub(super) async fn show(inner: &Inner, frames: Frames) -> Result<(), JsValue> {
     Ok(())
 }
 
-pub(super) fn panel_key(panel: Panel) -> &'static str {
-    match panel {
-        Panel::Image => "image",
-        Panel::Pattern => "pattern",
+/// What a canvas shows: a panel of the acquisition the page views, or the image of the
+/// compare grid's acquisition `k` ([`Inner::compared`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Slot {
+    Panel(Panel),
+    Compared(usize),
+}
+
+impl Slot {
+    /// Its key in the sizes the page sends and the canvases a render reports drawn.
+    pub(super) fn key(self) -> String {
+        match self {
+            Slot::Panel(Panel::Image) => "image".into(),
+            Slot::Panel(Panel::Pattern) => "pattern".into(),
+            Slot::Compared(k) => format!("compared{k}"),
+        }
     }
 }
 
-/// The canvas sizes the page sends (`{"image": [w, h], "pattern": [w, h]}` device pixels).
+/// The canvas sizes the page sends (`{"image": [w, h], "pattern": [w, h], "compared0": [w, h],
+/// …}` device pixels).
 pub(super) fn parse_sizes(
     sizes: &str,
 ) -> Result<std::collections::HashMap<String, [u32; 2]>, JsValue> {
     serde_json::from_str(sizes).map_err(|e| js_err(format!("canvas sizes: {e}")))
 }
 
-/// `panel`'s canvas size in `sizes`, kept within what a canvas can be.
+/// `slot`'s canvas size in `sizes`, kept within what a canvas can be.
 pub(super) fn size_of(
     sizes: &std::collections::HashMap<String, [u32; 2]>,
-    panel: Panel,
+    slot: Slot,
 ) -> Option<[u32; 2]> {
     sizes
-        .get(panel_key(panel))
+        .get(&slot.key())
         .map(|&[w, h]| [w.clamp(1, 8192), h.clamp(1, 8192)])
 }
 
@@ -213,35 +226,53 @@ impl Presenting {
 }
 
 /// Record and submit the view `st` on the canvases whose content it changes (those drawn:
-/// their keys), the way frames are presented now.
+/// their keys), the way frames are presented now: the viewed session `s` and the compare
+/// grid's `others` brought up to date and every canvas drawn in one submission.
 pub(super) async fn draw(
     inner: &Inner,
     s: &mut Session,
+    others: &mut [Session],
     st: &ViewState,
     sizes: &std::collections::HashMap<String, [u32; 2]>,
-) -> Result<(Frames, Vec<&'static str>), JsValue> {
+) -> Result<(Frames, Vec<String>), JsValue> {
     let engine = &inner.engine;
-    s.update(engine, st).await.map_err(js_err)?;
+    let mut batch = FrameBatch::new(engine);
+    let updated = {
+        let mut refs: Vec<&mut Session> = others.iter_mut().collect();
+        encode_compare(engine, &mut batch.enc, s, &mut refs, st).await
+    };
+    if let Err(e) = updated {
+        // What was recorded before the failure is submitted: the sessions it updated count
+        // their planes as made.
+        engine.queue.submit([batch.enc.finish()]);
+        return Err(js_err(e));
+    }
     let mode = inner.presenting.borrow().mode;
     let mut canvases = inner.canvases.borrow_mut();
-    let mut batch = FrameBatch::new(engine);
     let mut shown = Vec::new();
-    for (k, (panel, c)) in canvases.iter_mut().enumerate() {
-        let Some(size) = size_of(sizes, *panel) else {
+    for (k, (slot, c)) in canvases.iter_mut().enumerate() {
+        let Some(size) = size_of(sizes, *slot) else {
             continue;
         };
-        let shows = (mode, s.draw_key(*panel, size).map_err(js_err)?);
+        let (session, panel) = match *slot {
+            Slot::Panel(panel) => (&mut *s, panel),
+            Slot::Compared(i) => match others.get_mut(i) {
+                Some(o) => (o, Panel::Image),
+                None => continue,
+            },
+        };
+        let shows = (mode, session.draw_key(panel, size).map_err(js_err)?);
         if size == c.size(mode) && c.shown == Some(shows) {
             continue;
         }
         c.shown = None;
-        let panel = *panel;
         let drew = batch.draw(engine, k, c, mode, size, |enc, view, format| {
-            s.encode_draw(engine, enc, panel, view, format, size)
+            session
+                .encode_draw(engine, enc, panel, view, format, size)
                 .map_err(js_err)
         })?;
         if drew {
-            shown.push((k, shows, panel_key(panel)));
+            shown.push((k, shows, slot.key()));
         }
     }
     let frames = batch.submit(engine);
@@ -260,4 +291,45 @@ pub(super) fn clear(enc: &mut wgpu::CommandEncoder, target: &wgpu::TextureView) 
         color_attachments: &[Some(crate::display::gpu::cleared_to_black(target))],
         ..Default::default()
     });
+}
+
+/// Give `slot` its canvases (transferred from the page): the WebGPU one and the 2D one
+/// read-back frames go on (`display::present`). A slot attached again takes the new ones.
+pub(super) fn attach_canvas(
+    inner: &Inner,
+    slot: Slot,
+    canvas: web_sys::OffscreenCanvas,
+    plain: web_sys::OffscreenCanvas,
+) -> Result<(), JsValue> {
+    let engine = &inner.engine;
+    let surface = engine
+        .instance
+        .create_surface(wgpu::SurfaceTarget::OffscreenCanvas(canvas.clone()))
+        .map_err(|e| js_err(format!("cannot draw on the {} canvas: {e}", slot.key())))?;
+    let caps = surface.get_capabilities(&engine.raw_adapter);
+    let format = caps
+        .formats
+        .iter()
+        .copied()
+        .find(|f| !f.is_srgb())
+        .or_else(|| caps.formats.first().copied())
+        .ok_or_else(|| js_err("the canvas offers no texture format"))?;
+    let plain = Plain::new(plain)?;
+    // Both ways' pipelines compile now, not on the first image of a load.
+    engine.renderer(format);
+    engine.renderer(PixelTarget::FORMAT);
+    let mut canvases = inner.canvases.borrow_mut();
+    canvases.retain(|(s, _)| *s != slot);
+    canvases.push((
+        slot,
+        Canvas {
+            canvas,
+            surface,
+            format,
+            size: [0, 0],
+            plain,
+            shown: None,
+        },
+    ));
+    Ok(())
 }

@@ -4,6 +4,7 @@
 
 mod canvas;
 mod chunk_workers;
+mod compare;
 mod open;
 mod parity;
 mod prepared;
@@ -26,7 +27,9 @@ use crate::display::present::{Calibration, Present, ROUNDS, WARMUP_ROUNDS};
 use crate::formats::{Acquisition, OpenOptions};
 use crate::gpu::Engine;
 use crate::products::{ArrayData, ProductRequest};
-use crate::session::{DrawKey, LeafReads, OpenRequest, Panel, Session, Stage, ViewState};
+use crate::session::{
+    encode_compare, DrawKey, LeafReads, OpenRequest, Panel, Session, Stage, ViewState,
+};
 use crate::source::blob::{self as blob_source, BlobSource};
 use crate::source::ByteSource;
 use canvas::*;
@@ -44,7 +47,10 @@ struct Inner {
     /// The page's `walkPieces(buffers, walks)` (see `BlobSource`).
     walk_pieces: Option<js_sys::Function>,
     session: RefCell<Option<Session>>,
-    canvases: RefCell<Vec<(Panel, Canvas)>>,
+    /// The compare grid's other acquisitions, in the page's order (`None` while a call has
+    /// them out, as `session`).
+    compared: RefCell<Option<Vec<Session>>>,
+    canvases: RefCell<Vec<(Slot, Canvas)>>,
     presenting: RefCell<Presenting>,
     /// Stops the request running now at its next block (`watch`; the page's Cancel during a
     /// streamed product).
@@ -73,6 +79,22 @@ impl Inner {
         let r = f(&mut s).await;
         self.put(s);
         Ok(r)
+    }
+
+    /// `f` on the open session and the compare grid's others, taken out for the call as
+    /// [`Inner::with_session`] takes the one.
+    async fn with_all<R>(
+        &self,
+        f: impl AsyncFnOnce(&mut Session, &mut [Session]) -> R,
+    ) -> Result<R, JsValue> {
+        let mut others = self
+            .compared
+            .borrow_mut()
+            .take()
+            .ok_or_else(|| js_err("another call is still running"))?;
+        let r = self.with_session(async |s| f(s, &mut others).await).await;
+        *self.compared.borrow_mut() = Some(others);
+        r
     }
 }
 
@@ -138,6 +160,7 @@ pub async fn create_viewer(
             read_ranges,
             walk_pieces,
             session: RefCell::new(None),
+            compared: RefCell::new(Some(Vec::new())),
             canvases: RefCell::new(Vec::new()),
             cancel: crate::watch::Cancel::default(),
             preparer: RefCell::new(None),
@@ -285,37 +308,7 @@ impl Viewer {
         plain: web_sys::OffscreenCanvas,
     ) -> Result<(), JsValue> {
         let panel = Panel::parse(&panel).map_err(js_err)?;
-        let engine = &self.inner.engine;
-        let surface = engine
-            .instance
-            .create_surface(wgpu::SurfaceTarget::OffscreenCanvas(canvas.clone()))
-            .map_err(|e| js_err(format!("cannot draw on the {panel:?} canvas: {e}")))?;
-        let caps = surface.get_capabilities(&engine.raw_adapter);
-        let format = caps
-            .formats
-            .iter()
-            .copied()
-            .find(|f| !f.is_srgb())
-            .or_else(|| caps.formats.first().copied())
-            .ok_or_else(|| js_err("the canvas offers no texture format"))?;
-        let plain = Plain::new(plain)?;
-        // Both ways' pipelines compile now, not on the first image of a load.
-        engine.renderer(format);
-        engine.renderer(PixelTarget::FORMAT);
-        let mut canvases = self.inner.canvases.borrow_mut();
-        canvases.retain(|(p, _)| *p != panel);
-        canvases.push((
-            panel,
-            Canvas {
-                canvas,
-                surface,
-                format,
-                size: [0, 0],
-                plain,
-                shown: None,
-            },
-        ));
-        Ok(())
+        attach_canvas(&self.inner, Slot::Panel(panel), canvas, plain)
     }
 
     /// Time frames presented both ways on the attached canvases at `sizes` (as `render`
@@ -339,8 +332,8 @@ impl Viewer {
                         let engine = &inner.engine;
                         let mut canvases = inner.canvases.borrow_mut();
                         let mut batch = FrameBatch::new(engine);
-                        for (k, (panel, c)) in canvases.iter_mut().enumerate() {
-                            let Some(size) = size_of(&sizes, *panel) else {
+                        for (k, (slot, c)) in canvases.iter_mut().enumerate() {
+                            let Some(size) = size_of(&sizes, *slot) else {
                                 continue;
                             };
                             c.shown = None;
@@ -392,8 +385,9 @@ impl Viewer {
         self.inner.engine.prepare_uploads();
     }
 
-    /// Bring the view to `state` (JSON) and draw both canvases at `sizes`
-    /// (`{"image": [w, h], "pattern": [w, h]}` device pixels). Resolves when the GPU is done,
+    /// Bring the view to `state` (JSON) and draw the canvases at `sizes`
+    /// (`{"image": [w, h], "pattern": [w, h], "compared0": [w, h], …}` device pixels): the
+    /// compare grid's acquisitions follow it (`ViewState::for_compare`). Resolves when the GPU is done,
     /// with `{ms, drawn}`: the interaction latency the page reports and the canvases that
     /// were drawn and presented (those whose content changed).
     pub fn render(&self, state: String, sizes: String) -> js_sys::Promise {
@@ -404,7 +398,7 @@ impl Viewer {
                 serde_json::from_str(&state).map_err(|e| js_err(format!("view state: {e}")))?;
             let sizes = parse_sizes(&sizes)?;
             let (frames, drawn) = inner
-                .with_session(async |s| draw(&inner, s, &st, &sizes).await)
+                .with_all(async |s, others| draw(&inner, s, others, &st, &sizes).await)
                 .await??;
             show(&inner, frames).await?;
             inner.engine.check_alive().map_err(js_err)?;

@@ -3,15 +3,13 @@
 
 use super::*;
 
-/// The open of [`Viewer::open`], its old session set aside.
-pub(super) async fn open_files(
+/// The acquisition `files` (File objects) hold, described as `req` asks (metadata only,
+/// read through the page's pool), with the rounds its metadata reads took.
+pub(super) async fn acquisition_of(
     inner: &Inner,
     files: js_sys::Array,
-    req: OpenRequest,
-    progress: js_sys::Function,
-) -> Result<JsValue, JsValue> {
-    let t0 = now_ms();
-    let read0 = blob_source::read_ms();
+    req: &OpenRequest,
+) -> Result<(Acquisition, usize), JsValue> {
     let pool = match req.reads.as_deref() {
         None | Some("workers") => inner.read_ranges.clone(),
         Some("blob") => None,
@@ -32,30 +30,54 @@ pub(super) async fn open_files(
             BlobSource::new(file, pool.clone(), walker.clone()).map_err(js_err)?,
         ));
     }
-    let mut index_rounds = 0;
-    let acq = match req.synthetic {
-        Some(dims) => crate::formats::synthetic::open(dims).map_err(js_err)?,
-        None => {
-            let opts = OpenOptions {
-                scan_shape: req.scan_shape,
-                dataset: req.dataset.clone(),
-            };
-            // The B-tree leaves are read by the upload, alongside the chunks before
-            // them, unless the open is asked to read them.
-            let defer = req.leaf_reads().map_err(js_err)? != LeafReads::Open;
-            let (acq, rounds) = Acquisition::open_gathered(sources, &opts, defer).await;
-            index_rounds = rounds;
-            acq.map_err(js_err)?
-        }
+    if let Some(dims) = req.synthetic {
+        return Ok((crate::formats::synthetic::open(dims).map_err(js_err)?, 0));
+    }
+    let opts = OpenOptions {
+        scan_shape: req.scan_shape,
+        dataset: req.dataset.clone(),
     };
-    let mut report = |stage: &str, done: u64, total: u64| {
+    // The B-tree leaves are read by the upload, alongside the chunks before them, unless
+    // the open is asked to read them.
+    let defer = req.leaf_reads().map_err(js_err)? != LeafReads::Open;
+    let (acq, rounds) = Acquisition::open_gathered(sources, &opts, defer).await;
+    Ok((acq.map_err(js_err)?, rounds))
+}
+
+/// What the page learns of an opened session: `{info, profile, bfFit, bfFitWarning}`.
+pub(super) fn opened_json(session: &Session) -> serde_json::Value {
+    json!({
+        "info": session.info,
+        "profile": session.profile,
+        "bfFit": session.bf_fit,
+        "bfFitWarning": session.bf_fit_warning,
+    })
+}
+
+/// The progress callback of an open, as the engine reports it.
+pub(super) fn reporter(progress: &js_sys::Function) -> impl FnMut(&str, u64, u64) + '_ {
+    move |stage: &str, done: u64, total: u64| {
         let _ = progress.call3(
             &JsValue::NULL,
             &stage.into(),
             &JsValue::from(done as f64),
             &JsValue::from(total as f64),
         );
-    };
+    }
+}
+
+/// The open of [`Viewer::open`], its old session set aside (and the compare grid's others
+/// with it: they shared its detector).
+pub(super) async fn open_files(
+    inner: &Inner,
+    files: js_sys::Array,
+    req: OpenRequest,
+    progress: js_sys::Function,
+) -> Result<JsValue, JsValue> {
+    let t0 = now_ms();
+    let read0 = blob_source::read_ms();
+    let (acq, index_rounds) = acquisition_of(inner, files, &req).await?;
+    let mut report = reporter(&progress);
     // The previous acquisition stays open until this one is checked and about to load; its
     // GPU memory is then released, but for its resident buffers: this one reuses those its
     // plan can.
@@ -63,6 +85,7 @@ pub(super) async fn open_files(
         if let Some(old) = inner.session.borrow_mut().take() {
             old.set_aside(&inner.engine);
         }
+        compare::close(inner);
     };
     let mut session = Session::open_replacing(
         &inner.engine,
@@ -79,12 +102,7 @@ pub(super) async fn open_files(
         name: "of which file reads".into(),
         ms: blob_source::read_ms() - read0,
     });
-    let out = json!({
-        "info": session.info,
-        "profile": session.profile,
-        "bfFit": session.bf_fit,
-        "bfFitWarning": session.bf_fit_warning,
-    });
+    let out = opened_json(&session);
     inner.put(session);
     Ok(out.to_string().into())
 }

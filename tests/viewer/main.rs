@@ -11,6 +11,7 @@
 mod common;
 
 mod budget;
+mod compare;
 mod dpc_polar;
 mod opening;
 mod readouts;
