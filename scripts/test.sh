@@ -22,6 +22,9 @@ step "BENCHMARKS.md is what benchmarks/*.json render"
 python3 scripts/benchmarks_md.py --check
 step "cargo test"
 cargo test
+step "the CUDA backend built in (cudarc loads CUDA at run time: here it says CUDA is absent)"
+cargo clippy --all-targets --features cuda -- -D warnings
+cargo test --features cuda --test cuda
 step "the Python package: pip install of the repository, then pytest"
 # A venv that sees the setup's numpy; pip builds the engine with maturin (from PyPI).
 python3 -m venv --system-site-packages .venv

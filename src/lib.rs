@@ -13,6 +13,8 @@ pub mod contract;
 pub mod error;
 
 pub mod cpu;
+#[cfg(all(feature = "cuda", not(target_arch = "wasm32")))]
+pub mod cuda;
 pub mod decode;
 pub mod display;
 pub mod formats;

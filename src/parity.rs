@@ -163,11 +163,7 @@ pub async fn run(
                 ));
                 if let Some(engine) = engine {
                     let got = crate::products::gpu::compute(engine, acq, p, corr).await;
-                    let outcome = match got {
-                        Ok(_) => Outcome::Fail("returned a value".into()),
-                        Err(_) => Outcome::Pass,
-                    };
-                    rows.push(Row::new(&name, backend, outcome));
+                    rows.push(refused_too(&name, backend, got));
                 }
                 continue;
             }
@@ -189,27 +185,89 @@ pub async fn run(
             }
         }
         let Some(res) = &resident else { continue };
-        let row = match crate::products::gpu::compute_resident(engine, acq, res, p).await {
-            Ok(got) => {
-                let verdict = crate::products::judge::judge(p.kind, &got, &reference);
-                Row {
-                    dtype: got.data.dtype_name().to_string(),
-                    max_error: Some(verdict.max_error),
-                    max_rel_error: (verdict.scale > 0.0).then(|| verdict.max_error / verdict.scale),
-                    bound: verdict.bound,
-                    ..Row::new(
-                        &name,
-                        backend,
-                        match verdict.failure {
-                            None => Outcome::Pass,
-                            Some(f) => Outcome::Fail(f),
-                        },
-                    )
+        let got = crate::products::gpu::compute_resident(engine, acq, res, p).await;
+        let row = judged(&name, backend, p, &reference, got);
+        rows.push(row);
+    }
+    rows
+}
+
+/// A backend's answer where the reference refused: it must refuse too.
+fn refused_too(
+    name: &str,
+    backend: &'static str,
+    got: Result<crate::products::ProductArray>,
+) -> Row {
+    let outcome = match got {
+        Ok(_) => Outcome::Fail("returned a value".into()),
+        Err(_) => Outcome::Pass,
+    };
+    Row::new(name, backend, outcome)
+}
+
+/// A backend's answer judged against the reference (`products::judge`).
+fn judged(
+    name: &str,
+    backend: &'static str,
+    p: &ProductParams,
+    reference: &crate::products::ProductArray,
+    got: Result<crate::products::ProductArray>,
+) -> Row {
+    match got {
+        Ok(got) => {
+            let verdict = crate::products::judge::judge(p.kind, &got, reference);
+            Row {
+                dtype: got.data.dtype_name().to_string(),
+                max_error: Some(verdict.max_error),
+                max_rel_error: (verdict.scale > 0.0).then(|| verdict.max_error / verdict.scale),
+                bound: verdict.bound,
+                ..Row::new(
+                    name,
+                    backend,
+                    match verdict.failure {
+                        None => Outcome::Pass,
+                        Some(f) => Outcome::Fail(f),
+                    },
+                )
+            }
+        }
+        Err(e) => Row::new(name, backend, error_outcome(e)),
+    }
+}
+
+/// [`run`] on the CUDA backend (`cuda`): the same requests, references and verdicts, each
+/// correction uploaded once for the requests in a row that share it.
+#[cfg(all(feature = "cuda", not(target_arch = "wasm32")))]
+pub fn run_cuda(
+    engine: &crate::cuda::CudaEngine,
+    acq: &Acquisition,
+    requests: &[ProductRequest],
+) -> Vec<Row> {
+    use crate::cuda::{compute, compute_resident, CudaResident};
+    let mut rows = Vec::new();
+    let mut resident: Option<CudaResident> = None;
+    for r in requests {
+        let (p, corr, name) = (&r.params, r.correction, label(r));
+        let reference = match crate::cpu::compute(acq, p, corr) {
+            Ok(c) => c,
+            Err(_) => {
+                rows.push(refused_too(&name, "cuda", compute(engine, acq, p, corr)));
+                continue;
+            }
+        };
+        if resident.as_ref().is_none_or(|res| res.correction != corr) {
+            resident = None;
+            match CudaResident::upload(engine, acq, corr) {
+                Ok(res) => resident = Some(res),
+                Err(e) => {
+                    rows.push(Row::new(&name, "cuda", error_outcome(e)));
+                    continue;
                 }
             }
-            Err(e) => Row::new(&name, backend, error_outcome(e)),
-        };
-        rows.push(row);
+        }
+        let Some(res) = &resident else { continue };
+        let got = compute_resident(engine, acq, res, p);
+        rows.push(judged(&name, "cuda", p, &reference, got));
     }
     rows
 }

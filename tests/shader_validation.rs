@@ -102,6 +102,20 @@ fn every_wgsl_file_is_a_kernel_or_a_prelude() {
     for entry in std::fs::read_dir(dir).unwrap() {
         let entry = entry.unwrap();
         let name = entry.file_name().to_string_lossy().to_string();
+        if let Some(stem) = name.strip_suffix(".cu") {
+            // The CUDA backend's kernels: each beside the WGSL family it mirrors, and every
+            // one compiled into the backend's module (src/cuda/engine.rs).
+            let dir = entry.path().with_file_name(format!("{stem}.wgsl"));
+            assert!(dir.exists(), "wgsl/{name} mirrors no wgsl/{stem}.wgsl");
+            let engine =
+                std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/cuda/engine.rs");
+            let engine = std::fs::read_to_string(engine).unwrap();
+            assert!(
+                engine.contains(&format!("\"../../wgsl/{name}\"")),
+                "wgsl/{name} is not compiled by src/cuda/engine.rs"
+            );
+            continue;
+        }
         let stem = name.trim_end_matches(".wgsl");
         // A prelude (`// stem4d:after …`) is embedded in the kernels that name it.
         let text = std::fs::read_to_string(entry.path()).unwrap();

@@ -96,7 +96,7 @@ enum Cmd {
         #[arg(long, value_name = "DIR")]
         kernels: Option<PathBuf>,
         /// The backends checked, comma-separated: cpu (the reference, always computed),
-        /// wgpu (the best adapter), vulkan, metal, dx12 (cuda is not built in yet).
+        /// wgpu (the best adapter), vulkan, metal, dx12, cuda (a binary built with `--features cuda`).
         #[arg(long, default_value = "cpu,wgpu")]
         backends: String,
         /// Also write the matrix as JSON rows (product, backend, adapter, dtype, errors,
@@ -215,8 +215,9 @@ struct ProductArgs {
     /// select pixels (nonzero), other dtypes weight them.
     #[arg(long, value_name = "MASK.npy")]
     mask: Option<PathBuf>,
-    /// Where the product is computed: cpu (the reference), wgpu (the best GPU adapter), or
-    /// wgpu on a named graphics API: vulkan, metal, dx12.
+    /// Where the product is computed: cpu (the reference), wgpu (the best GPU adapter), wgpu
+    /// on a named graphics API (vulkan, metal, dx12), or cuda (a binary built with
+    /// `--features cuda`).
     #[arg(long, default_value = "cpu")]
     backend: String,
     /// The output: `.npy` (exact, any product), an image as TIFF (`.tif`, `.tiff`) with
@@ -378,7 +379,7 @@ fn run(cli: Cli) -> Result<()> {
             backends,
             json,
         } => {
-            let apis = crate::cli::parity::parse_backends(&backends)?;
+            let (apis, cuda) = crate::cli::parity::parse_backends(&backends)?;
             let acq = open_acquisition(&open)?;
             crate::cli::parity::run(
                 &acq,
@@ -386,6 +387,7 @@ fn run(cli: Cli) -> Result<()> {
                     mask_bad_pixels,
                     overrides: kernel_overrides(kernels)?,
                     apis,
+                    cuda,
                     json,
                     read: open.files.clone(),
                 },

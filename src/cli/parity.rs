@@ -16,23 +16,28 @@ pub struct ParityArgs {
     pub mask_bad_pixels: bool,
     /// Kernels replaced by name (`--kernels DIR`).
     pub overrides: Vec<(String, String)>,
-    /// The GPU backends, in the order given (the CPU reference is always computed).
+    /// The wgpu backends, in the order given (the CPU reference is always computed).
     pub apis: Vec<GpuApi>,
+    /// Whether the CUDA backend is asked for too (after the wgpu ones).
+    pub cuda: bool,
     pub json: Option<PathBuf>,
     /// The files the run reads (the JSON never replaces one).
     pub read: Vec<PathBuf>,
 }
 
-/// `--backends`: `cpu` (the reference, always computed), `wgpu`, `vulkan`, `metal`, `dx12`;
-/// `cuda` is refused while it is not built in. Each GPU name once, in the order given.
-pub fn parse_backends(list: &str) -> Result<Vec<GpuApi>> {
+/// `--backends`: `cpu` (the reference, always computed), `wgpu`, `vulkan`, `metal`, `dx12`,
+/// `cuda` (refused in a binary built without it). Each GPU name once, in the order given;
+/// whether `cuda` was named.
+pub fn parse_backends(list: &str) -> Result<(Vec<GpuApi>, bool)> {
     let mut apis = Vec::new();
+    let mut cuda = false;
     for name in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
         match name {
             "cpu" => {}
+            "cuda" if cfg!(feature = "cuda") => cuda = true,
             "cuda" => {
                 return Err(Error::param(
-                    "--backends cuda: the cuda backend is not built into this binary yet",
+                    "--backends cuda: the cuda backend is not built into this binary (build it with `cargo build --release --features cuda`)",
                 ))
             }
             other => match GpuApi::parse(other) {
@@ -46,7 +51,7 @@ pub fn parse_backends(list: &str) -> Result<Vec<GpuApi>> {
             },
         }
     }
-    Ok(apis)
+    Ok((apis, cuda))
 }
 
 /// Every product on each backend of `args` against the CPU reference. A backend named
@@ -104,6 +109,9 @@ pub fn run(acq: &Acquisition, args: &ParityArgs) -> Result<()> {
                 }),
         );
     }
+    if args.cuda {
+        all.extend(cuda_rows(acq, &requests)?);
+    }
     all.iter().for_each(|(r, _)| print_row(r));
     if let Some(path) = &args.json {
         write_json(path, acq, args, &adapters, &all)?;
@@ -113,6 +121,29 @@ pub fn run(acq: &Acquisition, args: &ParityArgs) -> Result<()> {
         return Err(Error::Gpu(format!("{failed} products failed parity")));
     }
     Ok(())
+}
+
+/// The CUDA backend's rows: asked for by name, so a machine without CUDA is an error.
+#[cfg(feature = "cuda")]
+fn cuda_rows(
+    acq: &Acquisition,
+    requests: &[crate::products::ProductRequest],
+) -> Result<Vec<(Row, Option<String>)>> {
+    let engine = crate::cuda::CudaEngine::new()?;
+    let line = engine.line();
+    println!("{:<22} {:<10} {line}", "", "cuda");
+    Ok(parity::run_cuda(&engine, acq, requests)
+        .into_iter()
+        .map(|r| (r, Some(line.clone())))
+        .collect())
+}
+
+#[cfg(not(feature = "cuda"))]
+fn cuda_rows(
+    _: &Acquisition,
+    _: &[crate::products::ProductRequest],
+) -> Result<Vec<(Row, Option<String>)>> {
+    Err(Error::param("--backends cuda: not built into this binary"))
 }
 
 /// The matrix as JSON: the acquisition, the adapters found, and one object per row

@@ -16,14 +16,17 @@ use crate::products::ProductKind;
 pub(super) enum Backend {
     Cpu,
     Wgpu(crate::gpu::GpuApi),
+    /// The native CUDA backend (`src/cuda/`), in a binary built with `--features cuda`.
+    Cuda,
 }
 
 impl Backend {
     fn parse(name: &str) -> Result<Backend> {
         match name {
             "cpu" => Ok(Backend::Cpu),
+            "cuda" if cfg!(feature = "cuda") => Ok(Backend::Cuda),
             "cuda" => Err(Error::param(
-                "backend 'cuda' is not built into this binary yet; use --backend cpu, wgpu, vulkan, metal or dx12",
+                "backend 'cuda' is not built into this binary (build it with `cargo build --release --features cuda`); use --backend cpu, wgpu, vulkan, metal or dx12",
             )),
             other => crate::gpu::GpuApi::parse(other)
                 .map(Backend::Wgpu)
@@ -41,6 +44,9 @@ impl Backend {
             Backend::Wgpu(api) => Ok(api),
             Backend::Cpu => Err(Error::param(
                 "--backend cpu: this command times a GPU backend (wgpu, vulkan, metal, dx12)",
+            )),
+            Backend::Cuda => Err(Error::param(
+                "--backend cuda: this command times the wgpu engine (wgpu, vulkan, metal, dx12); CUDA products are timed by `stem4d product --backend cuda`",
             )),
         }
     }
@@ -108,6 +114,7 @@ pub(super) fn product(p: ProductArgs) -> Result<()> {
             pollster::block_on(crate::products::gpu::compute(&engine, &acq, &params, corr))?
         }
         Backend::Wgpu(api) => product_within(&acq, &params, corr, p.budget, api)?,
+        Backend::Cuda => cuda_product(&acq, &params, corr, p.budget.is_default())?,
         Backend::Cpu => {
             if !p.budget.is_default() {
                 eprintln!(
@@ -137,6 +144,34 @@ pub(super) fn product(p: ProductArgs) -> Result<()> {
             message: format!("cannot write output: {e}"),
         })
     })
+}
+
+/// A product on the CUDA backend, the whole acquisition resident (it has no memory plans).
+#[cfg(feature = "cuda")]
+fn cuda_product(
+    acq: &crate::formats::Acquisition,
+    params: &crate::products::ProductParams,
+    corr: crate::frames::Correction,
+    no_budget: bool,
+) -> Result<crate::products::ProductArray> {
+    if !no_budget {
+        return Err(Error::param(
+            "--memory-budget and --memory-plan are the wgpu engine's: the CUDA backend keeps the whole acquisition resident",
+        ));
+    }
+    let engine = crate::cuda::CudaEngine::new()?;
+    eprintln!("stem4d: backend cuda on {}", engine.line());
+    crate::cuda::compute(&engine, acq, params, corr)
+}
+
+#[cfg(not(feature = "cuda"))]
+fn cuda_product(
+    _: &crate::formats::Acquisition,
+    _: &crate::products::ProductParams,
+    _: crate::frames::Correction,
+    _: bool,
+) -> Result<crate::products::ProductArray> {
+    Err(Error::param("backend 'cuda' is not built into this binary"))
 }
 
 /// The largest `.npy` header a side input may have (numpy writes 128 bytes or a few more).

@@ -1,0 +1,413 @@
+//! An acquisition resident on the CUDA device: its frames read and decoded by the frame
+//! reader (`frames::FrameReader::read_raw`, the files' samples as stored), copied block by
+//! block and corrected there (C-BAD, C-BIN: `zero_masked_*`, `bin_frames_*`), then the hot
+//! and dead pixels of its mean pattern zeroed (`zero_listed_*`). And the kernels' host side:
+//! masked sums, CoM moments, pattern reductions and frames read back.
+
+use cudarc::driver::{CudaSlice, DeviceRepr, LaunchConfig, PushKernelArg, ValidAsZeroBits};
+
+use super::engine::{driver_error, CudaEngine};
+use crate::contract::{Dtype, Region, Shape4};
+use crate::error::{Error, Result};
+use crate::formats::Acquisition;
+use crate::frames::{Correction, FrameReader};
+
+/// Bytes of stored samples read and copied at a time.
+const BLOCK_BYTES: usize = 256 << 20;
+/// Threads of a block in every kernel.
+const THREADS: u32 = 256;
+
+/// The stored samples: the source's type, or u32 once binned (C-BIN widens).
+pub enum Stored {
+    U8(CudaSlice<u8>),
+    U16(CudaSlice<u16>),
+    U32(CudaSlice<u32>),
+}
+
+/// Run `$body` with `$s` the stored slice and `$t` its kernels' suffix.
+macro_rules! on_stored {
+    ($stored:expr, $s:ident, $t:ident => $body:expr) => {
+        match $stored {
+            Stored::U8($s) => {
+                let $t = "u8";
+                $body
+            }
+            Stored::U16($s) => {
+                let $t = "u16";
+                $body
+            }
+            Stored::U32($s) => {
+                let $t = "u32";
+                $body
+            }
+        }
+    };
+}
+
+pub struct CudaResident {
+    pub stored: Stored,
+    /// The acquisition's shape, binned as `correction` says.
+    pub shape: Shape4,
+    pub correction: Correction,
+    /// The hot and dead pixels found in the mean pattern and zeroed (bad-pixel masking).
+    pub found_bad: Option<Vec<bool>>,
+    /// Bits of a stored sample (32 once binned): the CoM moments' bound.
+    pub bits: u32,
+}
+
+/// A grid-stride launch over `n` items.
+fn over(n: u64) -> LaunchConfig {
+    LaunchConfig {
+        grid_dim: (n.div_ceil(THREADS as u64).clamp(1, 1 << 20) as u32, 1, 1),
+        block_dim: (THREADS, 1, 1),
+        shared_mem_bytes: 0,
+    }
+}
+
+/// One block per frame, grid-stride over `frames`.
+fn per_frame(frames: u64) -> LaunchConfig {
+    LaunchConfig {
+        grid_dim: (frames.clamp(1, 1 << 16) as u32, 1, 1),
+        block_dim: (THREADS, 1, 1),
+        shared_mem_bytes: 0,
+    }
+}
+
+/// `src` read back to the host once the stream is done with it.
+pub(super) fn read<T: DeviceRepr>(engine: &CudaEngine, src: &CudaSlice<T>) -> Result<Vec<T>> {
+    let out = engine
+        .stream
+        .clone_dtoh(src)
+        .map_err(driver_error("read back"))?;
+    engine.synchronize()?;
+    Ok(out)
+}
+
+fn alloc<T: DeviceRepr + ValidAsZeroBits>(
+    engine: &CudaEngine,
+    n: usize,
+    what: &str,
+) -> Result<CudaSlice<T>> {
+    engine.stream.alloc_zeros::<T>(n.max(1)).map_err(|e| {
+        Error::GpuOutOfMemory(format!(
+            "CUDA: {what} ({} bytes): {e}",
+            n * std::mem::size_of::<T>()
+        ))
+    })
+}
+
+/// What the correction zeroes before any bin: the file's bad pixels (one byte per pixel, 1
+/// bad) and the saturation sentinel, when bad-pixel masking is on.
+struct Zeroing {
+    bad: CudaSlice<u8>,
+    sentinel: u32,
+    use_sentinel: u32,
+    on: bool,
+}
+
+impl Zeroing {
+    fn of(engine: &CudaEngine, acq: &Acquisition, corr: Correction) -> Result<Zeroing> {
+        let det_len = acq.shape.det_len();
+        let bad: Vec<u8> = match (corr.mask_bad_pixels, &acq.pixel_mask) {
+            (true, Some(m)) => m.iter().map(|&b| b as u8).collect(),
+            _ => vec![0; det_len],
+        };
+        let (sentinel, use_sentinel) = match (corr.mask_bad_pixels, acq.dtype.sentinel()) {
+            (true, Some(v)) => (v, 1),
+            _ => (0, 0),
+        };
+        Ok(Zeroing {
+            bad: engine
+                .stream
+                .clone_htod(&bad)
+                .map_err(driver_error("bad-pixel mask"))?,
+            sentinel,
+            use_sentinel,
+            on: corr.mask_bad_pixels,
+        })
+    }
+}
+
+/// Frames `[f0, f1)` of `reader` as `T` samples (the files' little-endian samples).
+fn samples_of<T: bytemuck::Pod>(reader: &FrameReader, f0: usize, f1: usize) -> Result<Vec<T>> {
+    Ok(bytemuck::pod_collect_to_vec(&reader.read_raw(f0, f1)?))
+}
+
+impl CudaResident {
+    /// Upload `acq` with the correction `corr`, then zero the hot and dead pixels its mean
+    /// pattern shows where bad-pixel masking is on (C-BAD-FOUND).
+    pub fn upload(
+        engine: &CudaEngine,
+        acq: &Acquisition,
+        corr: Correction,
+    ) -> Result<CudaResident> {
+        corr.validate(acq.shape)?;
+        let bits = match acq.dtype {
+            Dtype::F32 => {
+                return Err(Error::GpuUnsupported(
+                    "float32 data is not on the CUDA backend yet: use --backend wgpu or cpu".into(),
+                ))
+            }
+            _ if corr.bin > 1 => 32,
+            dt => 8 * dt.size() as u32,
+        };
+        let reader = FrameReader::new(acq);
+        let zeroing = Zeroing::of(engine, acq, corr)?;
+        let stored = match (acq.dtype, corr.bin) {
+            (Dtype::U8, 1) => Stored::U8(raw_frames::<u8>(engine, acq, &reader, &zeroing, "u8")?),
+            (Dtype::U16, 1) => {
+                Stored::U16(raw_frames::<u16>(engine, acq, &reader, &zeroing, "u16")?)
+            }
+            (Dtype::U32, 1) => {
+                Stored::U32(raw_frames::<u32>(engine, acq, &reader, &zeroing, "u32")?)
+            }
+            (Dtype::U8, b) => Stored::U32(binned_frames::<u8>(
+                engine, acq, &reader, &zeroing, b, "u8",
+            )?),
+            (Dtype::U16, b) => Stored::U32(binned_frames::<u16>(
+                engine, acq, &reader, &zeroing, b, "u16",
+            )?),
+            (_, b) => Stored::U32(binned_frames::<u32>(
+                engine, acq, &reader, &zeroing, b, "u32",
+            )?),
+        };
+        let mut res = CudaResident {
+            stored,
+            shape: acq.shape.binned(corr.bin),
+            correction: corr,
+            found_bad: None,
+            bits,
+        };
+        res.settle_bad_pixels(engine, acq)?;
+        Ok(res)
+    }
+
+    /// The hot and dead pixels of the mean pattern, zeroed where masking is on.
+    fn settle_bad_pixels(&mut self, engine: &CudaEngine, acq: &Acquisition) -> Result<()> {
+        let scan = Region::full(self.shape.scan);
+        let (sum, _) = self.pattern_reduce(engine, scan)?;
+        let count = scan.len() as u128;
+        let mean: Vec<f64> = sum
+            .iter()
+            .map(|&s| crate::products::host_exact::quotient(s as u128, count, 0, false))
+            .collect();
+        let (_, zero) =
+            crate::products::gpu::found_in_mean(acq, self.correction, &mean, self.shape.det);
+        if let Some(mask) = zero {
+            let pixels = engine
+                .stream
+                .clone_htod(&crate::contract::mask_pixels(&mask))
+                .map_err(driver_error("found bad pixels"))?;
+            let n_pixels = pixels.len() as u32;
+            let (frame_len, frames) = (self.shape.det_len() as u64, self.shape.frames() as u64);
+            on_stored!(&mut self.stored, s, t => {
+                let f = engine.function(&format!("zero_listed_{t}"))?;
+                let mut l = engine.stream.launch_builder(&f);
+                l.arg(s).arg(&frame_len).arg(&frames).arg(&pixels).arg(&n_pixels);
+                // SAFETY: the arguments match zero_listed's signature (wgsl/zero_pixels.cu).
+                unsafe { l.launch(over(frames * n_pixels as u64)) }
+                    .map_err(driver_error("zero_listed"))?;
+            });
+            engine.synchronize()?;
+            self.found_bad = Some(mask);
+        }
+        Ok(())
+    }
+
+    /// Each frame's exact sum over the detector pixels `pixels` (row-major indices).
+    pub fn masked_sums(&self, engine: &CudaEngine, pixels: &[u32]) -> Result<Vec<u64>> {
+        let frames = self.shape.frames();
+        let mut out = alloc::<u64>(engine, frames, "masked sums")?;
+        if pixels.is_empty() {
+            return Ok(vec![0; frames]);
+        }
+        let list = engine
+            .stream
+            .clone_htod(pixels)
+            .map_err(driver_error("detector pixels"))?;
+        let (frame_len, n_frames, n) = (
+            self.shape.det_len() as u64,
+            frames as u64,
+            pixels.len() as u32,
+        );
+        on_stored!(&self.stored, s, t => {
+            let f = engine.function(&format!("masked_sum_{t}"))?;
+            let mut l = engine.stream.launch_builder(&f);
+            l.arg(s).arg(&frame_len).arg(&n_frames).arg(&list).arg(&n).arg(&mut out);
+            // SAFETY: the arguments match masked_sum's signature (wgsl/masked_sum.cu).
+            unsafe { l.launch(per_frame(n_frames)) }.map_err(driver_error("masked_sum"))?;
+        });
+        read(engine, &out)
+    }
+
+    /// Each frame's (Σ I, Σ row·I, Σ col·I), exact where [`CudaResident::moment_bound`] is
+    /// below 2^64 (else refused, as the wgpu engine refuses it).
+    pub fn com_moments(&self, engine: &CudaEngine) -> Result<Vec<[u64; 3]>> {
+        if self.moment_bound() >= 1u128 << 64 {
+            return Err(Error::GpuUnsupported(
+                "centre-of-mass moments of this detector could exceed 64 bits; use --backend cpu"
+                    .into(),
+            ));
+        }
+        let frames = self.shape.frames();
+        let mut out = alloc::<u64>(engine, 3 * frames, "CoM moments")?;
+        let [kr, kc] = self.shape.det.map(|d| d as u32);
+        let n_frames = frames as u64;
+        on_stored!(&self.stored, s, t => {
+            let f = engine.function(&format!("com_moments_{t}"))?;
+            let mut l = engine.stream.launch_builder(&f);
+            l.arg(s).arg(&n_frames).arg(&kr).arg(&kc).arg(&mut out);
+            // SAFETY: the arguments match com_moments's signature (wgsl/com_moments.cu).
+            unsafe { l.launch(per_frame(n_frames)) }.map_err(driver_error("com_moments"))?;
+        });
+        let flat = read(engine, &out)?;
+        Ok(flat.chunks_exact(3).map(|m| [m[0], m[1], m[2]]).collect())
+    }
+
+    /// The largest moment a frame could have (`kernels::com_moments::moment_bound_of`).
+    pub fn moment_bound(&self) -> u128 {
+        crate::kernels::com_moments::moment_bound_of(self.bits, self.shape.det)
+    }
+
+    /// Exact per-pixel sums and maxima over the scan positions of `roi`.
+    pub fn pattern_reduce(&self, engine: &CudaEngine, roi: Region) -> Result<(Vec<u64>, Vec<u32>)> {
+        let det_len = self.shape.det_len();
+        let mut sum = alloc::<u64>(engine, det_len, "sum pattern")?;
+        let mut max = alloc::<u32>(engine, det_len, "max pattern")?;
+        let roi_len = roi.len() as u64;
+        if roi_len > 0 {
+            let pixel_blocks = (det_len as u64).div_ceil(THREADS as u64);
+            // Enough blocks to fill the device, each share at least 16 positions.
+            let shares = (4096 / pixel_blocks)
+                .clamp(1, roi_len.div_ceil(16))
+                .min(65_535);
+            let per_share = roi_len.div_ceil(shares);
+            let cfg = LaunchConfig {
+                grid_dim: (pixel_blocks as u32, shares as u32, 1),
+                block_dim: (THREADS, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            let (frame_len, scan_cols) = (det_len as u64, self.shape.scan[1] as u32);
+            let (r0, c0, roi_cols) = (roi.r0 as u32, roi.c0 as u32, (roi.c1 - roi.c0) as u32);
+            on_stored!(&self.stored, s, t => {
+                let f = engine.function(&format!("pattern_reduce_{t}"))?;
+                let mut l = engine.stream.launch_builder(&f);
+                l.arg(s).arg(&frame_len).arg(&scan_cols).arg(&r0).arg(&c0).arg(&roi_cols)
+                    .arg(&roi_len).arg(&per_share).arg(&mut sum).arg(&mut max);
+                // SAFETY: the arguments match pattern_reduce's signature
+                // (wgsl/pattern_reduce.cu).
+                unsafe { l.launch(cfg) }.map_err(driver_error("pattern_reduce"))?;
+            });
+        }
+        Ok((read(engine, &sum)?, read(engine, &max)?))
+    }
+
+    /// Frames `[f0, f1)` as stored, widened to u32.
+    // One body for every sample type: for u32 the widening is the identity.
+    #[allow(clippy::useless_conversion)]
+    pub fn frames(&self, engine: &CudaEngine, f0: usize, f1: usize) -> Result<Vec<u32>> {
+        let n = self.shape.det_len();
+        let range = f0 * n..f1 * n;
+        let widen = |e| driver_error("read frames")(e);
+        let out: Vec<u32> = on_stored!(&self.stored, s, _t => {
+            let v = engine.stream.clone_dtoh(&s.slice(range)).map_err(widen)?;
+            v.into_iter().map(u32::from).collect()
+        });
+        engine.synchronize()?;
+        Ok(out)
+    }
+}
+
+/// The stored samples of every frame, unbinned, copied block by block; then the file's bad
+/// pixels and the sentinel zeroed where masking is on.
+fn raw_frames<T: DeviceRepr + ValidAsZeroBits + bytemuck::Pod>(
+    engine: &CudaEngine,
+    acq: &Acquisition,
+    reader: &FrameReader,
+    zeroing: &Zeroing,
+    t: &str,
+) -> Result<CudaSlice<T>> {
+    let (frames, det_len) = (acq.shape.frames(), acq.shape.det_len());
+    let mut out = alloc::<T>(engine, frames * det_len, "the resident acquisition")?;
+    let step = (BLOCK_BYTES / (det_len * std::mem::size_of::<T>()).max(1)).clamp(1, frames.max(1));
+    let mut f0 = 0;
+    while f0 < frames {
+        let f1 = (f0 + step).min(frames);
+        let samples = samples_of::<T>(reader, f0, f1)?;
+        engine
+            .stream
+            .memcpy_htod(&samples, &mut out.slice_mut(f0 * det_len..f1 * det_len))
+            .map_err(driver_error("upload"))?;
+        crate::watch::step(crate::watch::UPLOAD, f1 as u64, frames as u64)?;
+        f0 = f1;
+    }
+    if zeroing.on {
+        let (frame_len, n_frames) = (det_len as u64, frames as u64);
+        let f = engine.function(&format!("zero_masked_{t}"))?;
+        let mut l = engine.stream.launch_builder(&f);
+        l.arg(&mut out)
+            .arg(&frame_len)
+            .arg(&n_frames)
+            .arg(&zeroing.bad)
+            .arg(&zeroing.sentinel)
+            .arg(&zeroing.use_sentinel);
+        // SAFETY: the arguments match zero_masked's signature (wgsl/zero_pixels.cu).
+        unsafe { l.launch(over(frame_len * n_frames)) }.map_err(driver_error("zero_masked"))?;
+    }
+    engine.synchronize()?;
+    Ok(out)
+}
+
+/// Every frame binned `b × b` into u32 (bad pixels zeroed first), block by block through a
+/// staging buffer of stored samples; a sum past uint32 is refused by name.
+fn binned_frames<T: DeviceRepr + ValidAsZeroBits + bytemuck::Pod>(
+    engine: &CudaEngine,
+    acq: &Acquisition,
+    reader: &FrameReader,
+    zeroing: &Zeroing,
+    b: usize,
+    t: &str,
+) -> Result<CudaSlice<u32>> {
+    let (frames, det_len) = (acq.shape.frames(), acq.shape.det_len());
+    let out_len = acq.shape.binned(b).det_len();
+    let mut out = alloc::<u32>(engine, frames * out_len, "the binned resident acquisition")?;
+    let mut overflow = alloc::<u32>(engine, 1, "bin overflow flag")?;
+    let step = (BLOCK_BYTES / (det_len * std::mem::size_of::<T>()).max(1)).clamp(1, frames.max(1));
+    let mut staging = alloc::<T>(engine, step * det_len, "the upload staging")?;
+    let [kr, kc] = acq.shape.det.map(|d| d as u32);
+    let bin = b as u32;
+    let f = engine.function(&format!("bin_frames_{t}"))?;
+    let mut f0 = 0;
+    while f0 < frames {
+        let f1 = (f0 + step).min(frames);
+        let samples = samples_of::<T>(reader, f0, f1)?;
+        engine
+            .stream
+            .memcpy_htod(&samples, &mut staging.slice_mut(0..samples.len()))
+            .map_err(driver_error("upload"))?;
+        let n_frames = (f1 - f0) as u64;
+        let mut dst = out.slice_mut(f0 * out_len..f1 * out_len);
+        let mut l = engine.stream.launch_builder(&f);
+        l.arg(&staging)
+            .arg(&mut dst)
+            .arg(&n_frames)
+            .arg(&kr)
+            .arg(&kc)
+            .arg(&bin)
+            .arg(&zeroing.bad)
+            .arg(&zeroing.sentinel)
+            .arg(&zeroing.use_sentinel)
+            .arg(&mut overflow);
+        // SAFETY: the arguments match bin_frames's signature (wgsl/tile_frames.cu).
+        unsafe { l.launch(over(n_frames * out_len as u64)) }.map_err(driver_error("bin_frames"))?;
+        crate::watch::step(crate::watch::UPLOAD, f1 as u64, frames as u64)?;
+        f0 = f1;
+    }
+    if read(engine, &overflow)?.first().is_some_and(|&o| o != 0) {
+        return Err(Error::format(
+            &acq.primary,
+            format!("a {b}x{b} binned sum exceeds uint32: use a smaller bin"),
+        ));
+    }
+    Ok(out)
+}

@@ -1,0 +1,36 @@
+// Sum and maximum patterns over the scan positions of a rectangle [r0, r1) × [c0, c1)
+// (pattern_reduce.wgsl's contract, C-REDUCE): one thread per detector pixel, blockIdx.y a
+// share of the positions; shares meet through 64-bit atomicAdd and atomicMax, so the sums
+// stay exact whatever the order. `sum` and `max` start at zero.
+
+template <typename T>
+__device__ void pattern_reduce(const T *__restrict__ frames, u64 frame_len, u32 scan_cols,
+                               u32 r0, u32 c0, u32 roi_cols, u64 roi_len, u64 per_share,
+                               u64 *__restrict__ sum, u32 *__restrict__ max) {
+    const u64 k = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (k >= frame_len) return;
+    const u64 j0 = (u64)blockIdx.y * per_share;
+    const u64 j1 = min(j0 + per_share, roi_len);
+    u64 s = 0;
+    u32 m = 0;
+    for (u64 j = j0; j < j1; j++) {
+        const u64 f = (u64)(r0 + j / roi_cols) * scan_cols + (c0 + j % roi_cols);
+        const u32 v = frames[f * frame_len + k];
+        s += v;
+        m = v > m ? v : m;
+    }
+    if (j0 < j1) {
+        atomicAdd(&sum[k], s);
+        atomicMax(&max[k], m);
+    }
+}
+
+#define PATTERN_REDUCE(T)                                                                     \
+    extern "C" __global__ void pattern_reduce_##T(const T *frames, u64 frame_len,             \
+                                                  u32 scan_cols, u32 r0, u32 c0,             \
+                                                  u32 roi_cols, u64 roi_len, u64 per_share,  \
+                                                  u64 *sum, u32 *max) {                      \
+        pattern_reduce<T>(frames, frame_len, scan_cols, r0, c0, roi_cols, roi_len, per_share, \
+                          sum, max);                                                          \
+    }
+STEM4D_FOR_SAMPLES(PATTERN_REDUCE)
