@@ -1,11 +1,16 @@
 #!/usr/bin/env bash
 # On the H200 machine (as scripts/device_native.sh), with .device/stem4d built with
-# `--features cuda`: the parity matrix of every fixture on CPU, Vulkan (wgpu) and CUDA in one
-# run each, with and without bad-pixel masking, JSON rows under OUTDIR (the fixtures of
-# ../shared/data are not on that machine and are left out).
-#   bash scripts/device_cuda.sh OUTDIR
+# `--features cuda`. Steps (default: parity bench):
+#   parity — the parity matrix of every fixture on CPU, Vulkan (wgpu) and CUDA, with and
+#            without bad-pixel masking, merged into OUTDIR/parity-cuda.json (the fixtures of
+#            ../shared/data are not on that machine and are left out);
+#   bench  — the 512×512×192×192 uint16 benchmark file (made as device_compressed.sh makes
+#            it): CUDA's upload and kernel times, and Vulkan's beside them in the same run;
+#   u8     — the 1024×1024×192×192 uint8 file resident in CUDA and in Vulkan, timed alike.
+#   bash scripts/device_cuda.sh OUTDIR [STEP...]
 set -uo pipefail
-OUT=${1:?usage: device_cuda.sh OUTDIR}
+OUT=${1:?usage: device_cuda.sh OUTDIR [STEP...]}
+shift
 export LD_LIBRARY_PATH=$PWD/.device/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 # NVRTC from the CUDA toolkit, wherever this machine keeps it.
 for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do
@@ -13,9 +18,21 @@ for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do
 done
 S=.device/stem4d
 run() { echo "\$ $*"; timeout 280 "$@"; echo "exit $?"; }
+# make_file DIMS DTYPE PATH: the synthetic acquisition as a bslz4 HDF5 file, once a machine.
+make_file() {
+  [ -s "$3" ] && return
+  local extra=()
+  [ "$2" = u8 ] && extra=(--synthetic-dtype u8)
+  run $S bench export-chunks --synthetic "$1" --compressed "${extra[@]}" --out "${3%.h5}" &&
+    run python3 scripts/synthetic_h5.py "${3%.h5}" "$3" ${1//,/ } $2
+  rm -f "${3%.h5}.chunks"
+}
 {
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
-  python3 - <<'PY' > /tmp/fixture_args.txt
+  for step in "${@:-parity bench}"; do
+    case $step in
+      parity)
+        python3 - <<'PY' > /tmp/fixture_args.txt
 import json
 m = json.load(open('tests/fixtures/manifest.json'))
 for f in m['fixtures']:
@@ -26,13 +43,35 @@ for f in m['fixtures']:
     if f.get('dataset'): args += ['--dataset', f['dataset']]
     print(f['name'] + '\t' + ' '.join(args))
 PY
-  while IFS=$'\t' read -r name args; do
-    for mask in "" "--mask-bad-pixels"; do
-      tag=${name}${mask:+_masked}
-      # shellcheck disable=SC2086
-      run $S parity --backends cpu,vulkan,cuda $mask --json "$OUT/parity_$tag.json" $args | grep -E "FAIL|n/a|unavailable|exit|cuda " | head -20
-    done
-  done < /tmp/fixture_args.txt
-} > "$OUT/cuda.txt" 2>&1
-grep -c '"pass": true' "$OUT"/parity_*.json | tail -3
-grep -h -E "FAIL|exit [^0]|unavailable|panicked" "$OUT/cuda.txt" | head -40
+        mkdir -p /tmp/parity
+        while IFS=$'\t' read -r name args; do
+          for mask in "" "--mask-bad-pixels"; do
+            # shellcheck disable=SC2086
+            run $S parity --backends cpu,vulkan,cuda $mask --json "/tmp/parity/${name}${mask:+_masked}.json" $args |
+              grep -E "FAIL|exit|unavailable"
+          done
+        done < /tmp/fixture_args.txt
+        python3 - "$OUT/parity-cuda.json" <<'PY'
+import glob, json, sys
+runs = [json.load(open(p)) for p in sorted(glob.glob('/tmp/parity/*.json'))]
+rows = [r for run in runs for r in run['rows']]
+json.dump({'runs': runs, 'summary': {b: {'pass': sum(r['pass'] for r in rows if r['backend'] == b),
+           'rows': sum(r['backend'] == b for r in rows)} for b in sorted({r['backend'] for r in rows})}},
+          open(sys.argv[1], 'w'), indent=1)
+print(json.dumps(json.load(open(sys.argv[1]))['summary']))
+PY
+        ;;
+      bench)
+        make_file 512,512,192,192 u16 /tmp/syn.h5
+        run $S bench gpu /tmp/syn.h5 --backend cuda --reps 20 --json "$OUT/cuda_512.json"
+        run $S bench gpu /tmp/syn.h5 --reps 20 --json "$OUT/vulkan_512.json" | grep -E "stage|kernel (BF|ADF|CoM|mean)"
+        ;;
+      u8)
+        make_file 1024,1024,192,192 u8 /tmp/u8.h5
+        run $S bench gpu /tmp/u8.h5 --backend cuda --reps 10 --json "$OUT/cuda_u8.json"
+        run $S bench gpu /tmp/u8.h5 --reps 10 --json "$OUT/vulkan_u8.json" | grep -E "stage|kernel (BF|ADF|CoM|mean)"
+        ;;
+    esac
+  done
+} > "$OUT/cuda_$(date +%s).txt" 2>&1
+cat "$OUT"/cuda_*.txt | grep -v "^  chunk" | tail -60

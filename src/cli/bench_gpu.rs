@@ -64,7 +64,7 @@ pub fn time(
 
 /// The BF disk of `bf_radius` and the ADF annulus from twice that to the detector's edge,
 /// both about the detector's middle (where the bench's ring sums are made).
-fn bench_masks(det: [usize; 2], bf_radius: f64) -> ([f64; 2], f64, Vec<u32>, Vec<u32>) {
+pub(crate) fn bench_masks(det: [usize; 2], bf_radius: f64) -> ([f64; 2], f64, Vec<u32>, Vec<u32>) {
     let center = [(det[0] as f64 - 1.0) / 2.0, (det[1] as f64 - 1.0) / 2.0];
     let bf = DetectorMask::Disk {
         center,

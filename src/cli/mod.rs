@@ -2,6 +2,8 @@
 //! tests outside the project rely on; keep them exactly.
 
 mod bench;
+#[cfg(feature = "cuda")]
+mod bench_cuda;
 pub mod bench_gpu;
 pub mod bench_report;
 pub mod bench_viewer;
@@ -159,7 +161,8 @@ enum BenchCmd {
         /// Also write the figures as JSON (`scripts/benchmarks_md.py --update` takes it).
         #[arg(long, value_name = "PATH")]
         json: Option<PathBuf>,
-        /// The GPU backend timed: wgpu (the best adapter), vulkan, metal or dx12.
+        /// The GPU backend timed: wgpu (the best adapter), vulkan, metal, dx12, or cuda (a
+        /// binary built with `--features cuda`: upload and kernel times only).
         #[arg(long, default_value = "wgpu")]
         backend: String,
     },
@@ -324,6 +327,27 @@ fn run(cli: Cli) -> Result<()> {
         Cmd::Bench {
             what: BenchCmd::Decode { open, repeat },
         } => bench_decode(&open, repeat.max(1)),
+        Cmd::Bench {
+            what:
+                BenchCmd::Gpu {
+                    open,
+                    reps,
+                    bf_radius,
+                    kernels,
+                    no_subgroups,
+                    decode_only,
+                    json,
+                    budget,
+                    backend,
+                },
+        } if backend == "cuda" => {
+            if kernels.is_some() || no_subgroups || decode_only || !budget.is_default() {
+                return Err(Error::param(
+                    "--kernels, --no-subgroups, --decode-only and the memory options time the wgpu engine, not --backend cuda",
+                ));
+            }
+            bench_cuda_here(&open, reps.max(2), bf_radius, json.as_deref())
+        }
         Cmd::Bench {
             what:
                 BenchCmd::Gpu {
@@ -576,4 +600,22 @@ fn refuse_input_overwrite(path: &Path, acq: &Acquisition, read: &[PathBuf]) -> R
         )));
     }
     Ok(())
+}
+
+/// `bench gpu --backend cuda`, where the binary has the CUDA backend.
+#[cfg(feature = "cuda")]
+fn bench_cuda_here(
+    open: &OpenArgs,
+    reps: usize,
+    bf_radius: f64,
+    json: Option<&Path>,
+) -> Result<()> {
+    bench_cuda::bench_cuda(open, reps, bf_radius, json)
+}
+
+#[cfg(not(feature = "cuda"))]
+fn bench_cuda_here(_: &OpenArgs, _: usize, _: f64, _: Option<&Path>) -> Result<()> {
+    Err(Error::param(
+        "--backend cuda: not built into this binary (build it with `cargo build --release --features cuda`)",
+    ))
 }

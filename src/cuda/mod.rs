@@ -9,6 +9,7 @@
 //! (`resident.rs`). Products share the wgpu engine's host arithmetic (exact quotients,
 //! DPC from CoM), never the CPU reference's, so parity can catch a kernel's bug.
 
+pub mod bench;
 mod engine;
 mod products;
 mod resident;

@@ -83,7 +83,7 @@ pub(super) fn read<T: DeviceRepr>(engine: &CudaEngine, src: &CudaSlice<T>) -> Re
     Ok(out)
 }
 
-fn alloc<T: DeviceRepr + ValidAsZeroBits>(
+pub(super) fn alloc<T: DeviceRepr + ValidAsZeroBits>(
     engine: &CudaEngine,
     n: usize,
     what: &str,
@@ -217,27 +217,38 @@ impl CudaResident {
     /// Each frame's exact sum over the detector pixels `pixels` (row-major indices).
     pub fn masked_sums(&self, engine: &CudaEngine, pixels: &[u32]) -> Result<Vec<u64>> {
         let frames = self.shape.frames();
-        let mut out = alloc::<u64>(engine, frames, "masked sums")?;
         if pixels.is_empty() {
             return Ok(vec![0; frames]);
         }
+        let mut out = alloc::<u64>(engine, frames, "masked sums")?;
         let list = engine
             .stream
             .clone_htod(pixels)
             .map_err(driver_error("detector pixels"))?;
+        self.launch_masked_sum(engine, &list, &mut out)?;
+        read(engine, &out)
+    }
+
+    /// Queue `masked_sum` over the pixel list `list` into `out` (one u64 per frame).
+    pub(super) fn launch_masked_sum(
+        &self,
+        engine: &CudaEngine,
+        list: &CudaSlice<u32>,
+        out: &mut CudaSlice<u64>,
+    ) -> Result<()> {
         let (frame_len, n_frames, n) = (
             self.shape.det_len() as u64,
-            frames as u64,
-            pixels.len() as u32,
+            self.shape.frames() as u64,
+            list.len() as u32,
         );
         on_stored!(&self.stored, s, t => {
             let f = engine.function(&format!("masked_sum_{t}"))?;
             let mut l = engine.stream.launch_builder(&f);
-            l.arg(s).arg(&frame_len).arg(&n_frames).arg(&list).arg(&n).arg(&mut out);
+            l.arg(s).arg(&frame_len).arg(&n_frames).arg(list).arg(&n).arg(out);
             // SAFETY: the arguments match masked_sum's signature (wgsl/masked_sum.cu).
             unsafe { l.launch(per_frame(n_frames)) }.map_err(driver_error("masked_sum"))?;
         });
-        read(engine, &out)
+        Ok(())
     }
 
     /// Each frame's (Σ I, Σ row·I, Σ col·I), exact where [`CudaResident::moment_bound`] is
@@ -249,19 +260,28 @@ impl CudaResident {
                     .into(),
             ));
         }
-        let frames = self.shape.frames();
-        let mut out = alloc::<u64>(engine, 3 * frames, "CoM moments")?;
+        let mut out = alloc::<u64>(engine, 3 * self.shape.frames(), "CoM moments")?;
+        self.launch_com_moments(engine, &mut out)?;
+        let flat = read(engine, &out)?;
+        Ok(flat.chunks_exact(3).map(|m| [m[0], m[1], m[2]]).collect())
+    }
+
+    /// Queue `com_moments` into `out` (three u64 per frame).
+    pub(super) fn launch_com_moments(
+        &self,
+        engine: &CudaEngine,
+        out: &mut CudaSlice<u64>,
+    ) -> Result<()> {
         let [kr, kc] = self.shape.det.map(|d| d as u32);
-        let n_frames = frames as u64;
+        let n_frames = self.shape.frames() as u64;
         on_stored!(&self.stored, s, t => {
             let f = engine.function(&format!("com_moments_{t}"))?;
             let mut l = engine.stream.launch_builder(&f);
-            l.arg(s).arg(&n_frames).arg(&kr).arg(&kc).arg(&mut out);
+            l.arg(s).arg(&n_frames).arg(&kr).arg(&kc).arg(out);
             // SAFETY: the arguments match com_moments's signature (wgsl/com_moments.cu).
             unsafe { l.launch(per_frame(n_frames)) }.map_err(driver_error("com_moments"))?;
         });
-        let flat = read(engine, &out)?;
-        Ok(flat.chunks_exact(3).map(|m| [m[0], m[1], m[2]]).collect())
+        Ok(())
     }
 
     /// The largest moment a frame could have (`kernels::com_moments::moment_bound_of`).
@@ -274,32 +294,59 @@ impl CudaResident {
         let det_len = self.shape.det_len();
         let mut sum = alloc::<u64>(engine, det_len, "sum pattern")?;
         let mut max = alloc::<u32>(engine, det_len, "max pattern")?;
-        let roi_len = roi.len() as u64;
-        if roi_len > 0 {
-            let pixel_blocks = (det_len as u64).div_ceil(THREADS as u64);
-            // Enough blocks to fill the device, each share at least 16 positions.
-            let shares = (4096 / pixel_blocks)
-                .clamp(1, roi_len.div_ceil(16))
-                .min(65_535);
-            let per_share = roi_len.div_ceil(shares);
-            let cfg = LaunchConfig {
-                grid_dim: (pixel_blocks as u32, shares as u32, 1),
-                block_dim: (THREADS, 1, 1),
-                shared_mem_bytes: 0,
-            };
-            let (frame_len, scan_cols) = (det_len as u64, self.shape.scan[1] as u32);
-            let (r0, c0, roi_cols) = (roi.r0 as u32, roi.c0 as u32, (roi.c1 - roi.c0) as u32);
-            on_stored!(&self.stored, s, t => {
-                let f = engine.function(&format!("pattern_reduce_{t}"))?;
-                let mut l = engine.stream.launch_builder(&f);
-                l.arg(s).arg(&frame_len).arg(&scan_cols).arg(&r0).arg(&c0).arg(&roi_cols)
-                    .arg(&roi_len).arg(&per_share).arg(&mut sum).arg(&mut max);
-                // SAFETY: the arguments match pattern_reduce's signature
-                // (wgsl/pattern_reduce.cu).
-                unsafe { l.launch(cfg) }.map_err(driver_error("pattern_reduce"))?;
-            });
-        }
+        self.launch_pattern_reduce(engine, roi, &mut sum, &mut max)?;
         Ok((read(engine, &sum)?, read(engine, &max)?))
+    }
+
+    /// Queue `pattern_reduce` over `roi` into `sum` and `max` (zeroed first: the kernel's
+    /// shares meet there by atomics).
+    pub(super) fn launch_pattern_reduce(
+        &self,
+        engine: &CudaEngine,
+        roi: Region,
+        sum: &mut CudaSlice<u64>,
+        max: &mut CudaSlice<u32>,
+    ) -> Result<()> {
+        let det_len = self.shape.det_len();
+        engine
+            .stream
+            .memset_zeros(sum)
+            .map_err(driver_error("clear the sum pattern"))?;
+        engine
+            .stream
+            .memset_zeros(max)
+            .map_err(driver_error("clear the max pattern"))?;
+        let roi_len = roi.len() as u64;
+        if roi_len == 0 {
+            return Ok(());
+        }
+        let pixel_blocks = (det_len as u64).div_ceil(THREADS as u64);
+        // Enough blocks to fill the device, each share at least 16 positions.
+        let shares = (4096 / pixel_blocks)
+            .clamp(1, roi_len.div_ceil(16))
+            .min(65_535);
+        let per_share = roi_len.div_ceil(shares);
+        let cfg = LaunchConfig {
+            grid_dim: (pixel_blocks as u32, shares as u32, 1),
+            block_dim: (THREADS, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let (frame_len, scan_cols) = (det_len as u64, self.shape.scan[1] as u32);
+        let (r0, c0, roi_cols) = (roi.r0 as u32, roi.c0 as u32, (roi.c1 - roi.c0) as u32);
+        on_stored!(&self.stored, s, t => {
+            let f = engine.function(&format!("pattern_reduce_{t}"))?;
+            let mut l = engine.stream.launch_builder(&f);
+            l.arg(s).arg(&frame_len).arg(&scan_cols).arg(&r0).arg(&c0).arg(&roi_cols)
+                .arg(&roi_len).arg(&per_share).arg(sum).arg(max);
+            // SAFETY: the arguments match pattern_reduce's signature (wgsl/pattern_reduce.cu).
+            unsafe { l.launch(cfg) }.map_err(driver_error("pattern_reduce"))?;
+        });
+        Ok(())
+    }
+
+    /// Bytes of stored samples.
+    pub fn stored_bytes(&self) -> u64 {
+        on_stored!(&self.stored, s, _t => s.num_bytes() as u64)
     }
 
     /// Frames `[f0, f1)` as stored, widened to u32.
