@@ -911,8 +911,23 @@ export async function firstUse(t) {
       const file = path.join(tmp, d.suggestedFilename());
       fs.writeFileSync(file, fs.readFileSync(await d.path()));
       const native = fs.readFileSync(path.join(ROOT, 'tests/fixtures/data/arina_u16.stem4d'));
-      check(/arina_u16_master\.stem4d$/.test(file) && fs.readFileSync(file).equals(native),
-        `Prepared .stem4d downloads the container stem4d prepare writes (${d.suggestedFilename()}, ${fs.statSync(file).size} bytes)`);
+      // The container's description: at the offset and length the header holds (docs/PREPARED.md).
+      const described = (buf) => {
+        const off = Number(buf.readBigUInt64LE(16)), len = Number(buf.readBigUInt64LE(24));
+        return { off, json: JSON.parse(buf.subarray(off, off + len).toString('utf8')) };
+      };
+      const saved = fs.readFileSync(file);
+      const [a, b] = [described(saved), described(native)];
+      const { session, ...rest } = a.json;
+      check(/arina_u16_master\.stem4d$/.test(file) && a.off === b.off && saved.subarray(0, 16).equals(native.subarray(0, 16))
+        && saved.subarray(4096, a.off).equals(native.subarray(4096, b.off)) && JSON.stringify(rest) === JSON.stringify(b.json),
+        `Prepared .stem4d downloads the blocks and description stem4d prepare writes (${d.suggestedFilename()}, ${saved.length} bytes)`);
+      // (The products above asked for no masking: the acquisition is resident unmasked now.)
+      const fit = (await status(page)).fit;
+      const near = (x, y) => Math.abs(x - y) <= 0.005;
+      check(session && session.bin === 1 && session.mask_bad_pixels === false && session.bf_fit
+        && near(session.bf_fit[0], fit.center[0]) && near(session.bf_fit[1], fit.center[1]) && near(session.bf_fit[2], fit.radius),
+        `and the view's settings: bin, masking and the fitted BF disk (${JSON.stringify(session)}, fit ${JSON.stringify(fit)})`);
       await choose(page, '#open-files', [file]);
       await openedAs(page, 'arina_u16_master.stem4d');
       await rendered(page);
@@ -920,6 +935,31 @@ export async function firstUse(t) {
       const back = await products();
       check(back.every((b, k) => b === want[k]),
         `the prepared file reopens with the products of its files, byte for byte (${JSON.stringify(info)})`);
+      // Saved with bin 2: reopened alone (the bin set back to 1 meanwhile), it is viewed binned
+      // again, and the header says so.
+      await choose(page, '#open-files', filesOf('arina_u16'));
+      await openedAs(page, 'arina_u16_master.h5');
+      // (The first file reopened unmasked, as saved, and set the box so: masking on again.)
+      await page.check('#bad-pixels');
+      await page.waitForFunction(() => !window.stem4d.status().loading && /bad pixels masked/.test(document.getElementById('drop-hint').textContent), null, { timeout: 60000 });
+      await page.selectOption('#bin', '2');
+      await page.waitForFunction(() => !window.stem4d.status().loading && /bin 2/.test(document.getElementById('drop-hint').textContent), null, { timeout: 60000 });
+      await rendered(page);
+      const binned = await page.evaluate(() => window.stem4d.stats('image'));
+      const [d2] = await Promise.all([page.waitForEvent('download', { timeout: 30000 }), page.click('#save-prepared')]);
+      const file2 = path.join(tmp, 'binned_' + d2.suggestedFilename());
+      fs.writeFileSync(file2, fs.readFileSync(await d2.path()));
+      await page.selectOption('#bin', '1');
+      await page.waitForFunction(() => !window.stem4d.status().loading && !/bin 2/.test(document.getElementById('drop-hint').textContent), null, { timeout: 60000 });
+      await choose(page, '#open-files', [file2]);
+      await openedAs(page, path.basename(file2));
+      await rendered(page);
+      const profile = await page.evaluate(() => window.stem4d.profile());
+      const again = await page.evaluate(() => window.stem4d.stats('image'));
+      const s2 = await status(page);
+      check(profile.bin === 2 && profile.mask_bad_pixels === true && await page.inputValue('#bin') === '2' && /opened with the settings it was saved with: bin 2/.test(s2.notice || '')
+        && again.lo === binned.lo && again.hi === binned.hi && again.max === binned.max,
+        `a file saved binned reopens binned, as the header shows: bin ${profile.bin}, control ${await page.inputValue('#bin')}, "${s2.notice}", image ${again.lo}…${again.hi} (was ${binned.lo}…${binned.hi})`);
       noErrors(page, 'prepared');
       await page.close();
     }

@@ -54,7 +54,8 @@ fn a_prepared_acquisition_gives_the_products_of_its_files() {
         let fx = fixture_named(name);
         let acq = open_fixture(&fx);
         let out = dir.join(format!("{name}.stem4d"));
-        let d = write(&acq, &out, BLOCK, &mut |_, _| {}).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let d = write(&acq, &out, BLOCK, None, &mut |_, _| {})
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
         assert!(
             d.blocks.len() > 1 || acq.shape.frames() <= 32,
             "{name}: {} blocks",
@@ -156,7 +157,7 @@ fn a_damaged_prepared_acquisition_is_refused_by_name() {
     let fx = fixture_named("arina_u16");
     let acq = open_fixture(&fx);
     let good = dir.join("good.stem4d");
-    let d = write(&acq, &good, BLOCK, &mut |_, _| {}).unwrap();
+    let d = write(&acq, &good, BLOCK, None, &mut |_, _| {}).unwrap();
     let copy = |name: &str| {
         let p = dir.join(name);
         std::fs::copy(&good, &p).unwrap();
@@ -248,6 +249,7 @@ fn the_prepared_fixtures_are_what_prepare_writes() {
             &acq,
             &out,
             stem4d::upload::prepare::BLOCK_BYTES,
+            None,
             &mut |_, _| {},
         )
         .unwrap();
@@ -282,7 +284,7 @@ fn a_prepared_acquisition_within_a_budget_gives_the_same_products() {
     for name in ["arina_u16", "hot_stack_u16", "arina_u8"] {
         let acq = open_fixture(&fixture_named(name));
         let out = dir.join(format!("{name}.stem4d"));
-        write(&acq, &out, BLOCK, &mut |_, _| {}).unwrap();
+        write(&acq, &out, BLOCK, None, &mut |_, _| {}).unwrap();
         let open = |acq: Acquisition, budget, memory_plan| {
             let req = OpenRequest {
                 bin: 1,
@@ -354,5 +356,68 @@ fn a_prepared_acquisition_within_a_budget_gives_the_same_products() {
             }
         }
     }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A prepared file saved from a session keeps its bin, masking and BF fit: `info` says
+/// them, and a reopen that asks for them (the page's chooser and drop) views it so, with
+/// the products of the files under that correction; one that does not ask keeps the
+/// request's. The CLI's file has none.
+#[test]
+fn a_session_saves_its_settings_and_a_reopen_takes_them_when_asked() {
+    use stem4d::products::{ProductKind, ProductParams};
+    use stem4d::session::{OpenRequest, Session};
+    let Some(engine) = engine() else { return };
+    let dir = temp_dir("session");
+    let acq = open_fixture(&fixture_named("hot_stack_u16"));
+    let viewed = |acq: Acquisition, req: &OpenRequest| {
+        pollster::block_on(Session::open(&engine, acq, req, 0.0, &mut |_, _, _| {})).unwrap()
+    };
+    let masked_bin2 = OpenRequest {
+        bin: 2,
+        mask_bad_pixels: true,
+        ..Default::default()
+    };
+    let original = viewed(acq.clone(), &masked_bin2);
+    let saved = original.saved_settings();
+    assert_eq!((saved.bin, saved.mask_bad_pixels), (2, true));
+    assert_eq!(saved.bf_fit, Some(original.bf_fit));
+    let out = dir.join("session.stem4d");
+    write(&acq, &out, BLOCK, Some(saved.clone()), &mut |_, _| {}).unwrap();
+    let back = open_prepared(&out).unwrap();
+    assert_eq!(back.saved_session(), Some(&saved));
+    let text = stem4d::formats::info::Info::of(&back, false).text();
+    assert!(
+        text.contains("saved with    bin 2, bad-pixel masking on, BF fit centre"),
+        "{text}"
+    );
+    let plain = OpenRequest {
+        bin: 1,
+        ..Default::default()
+    };
+    let asked = OpenRequest {
+        saved_settings: true,
+        ..plain.clone()
+    };
+    let mut reopened = viewed(back.clone(), &asked);
+    let corr = reopened.correction();
+    assert_eq!((corr.bin, corr.mask_bad_pixels), (2, true));
+    assert_eq!(reopened.bf_fit, original.bf_fit);
+    let mut original = original;
+    for kind in [ProductKind::Total, ProductKind::MaxDp, ProductKind::Com] {
+        let p = ProductParams::new(kind);
+        let got = pollster::block_on(reopened.product(&engine, &p, corr)).unwrap();
+        let want = pollster::block_on(original.product(&engine, &p, corr)).unwrap();
+        assert!(to_bytes(&got) == to_bytes(&want), "{kind:?}");
+    }
+    let unasked = viewed(back, &plain);
+    assert_eq!(unasked.correction(), Correction::default());
+    // The CLI's (and Python's) prepared files hold no session.
+    assert_eq!(
+        open_prepared(&fixtures().join("data/arina_u16.stem4d"))
+            .unwrap()
+            .saved_session(),
+        None
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -15,6 +15,10 @@ import { findRotation } from './dpc_rotation.js';
 import { clearLine, toggleLineMode } from './line_profile.js';
 import { closeCompare } from './compare.js';
 
+// Files chosen or dropped: a prepared file among them opens with the settings it was saved
+// with (bin, bad-pixel masking); re-reads with changed settings do not ask so.
+const CHOSEN = { savedSettings: true };
+
 export function bindControls() {
   const pick = (input) => {
     input.addEventListener('change', () => {
@@ -22,7 +26,7 @@ export function bindControls() {
       // again) empties it, so it is copied first.
       const files = Array.from(input.files || []);
       input.value = '';
-      if (files.length) { clearNotice(); openFromUi(files); }
+      if (files.length) { clearNotice(); openFromUi(files, CHOSEN); }
     });
     input.addEventListener('cancel', () => showNotice('No files were chosen; nothing changed.'));
   };
@@ -90,7 +94,7 @@ export function bindControls() {
     e.preventDefault();
     document.body.classList.remove('dragging');
     const files = await droppedFiles(e.dataTransfer);
-    if (files.length) openFromUi(files);
+    if (files.length) openFromUi(files, CHOSEN);
   });
   const resized = () => { fitFrames(); if (state.current) requestRender(); else drawOverlays(); };
   for (const panel of PANELS) new ResizeObserver(resized).observe($(panel + '-canvas').parentElement.parentElement);

@@ -104,6 +104,7 @@ export async function openFiles(files, options = {}) {
   showProgress('drawing the first image', 0, 0);
   state.current = { ...r, files, options, logical: r.info.logical_bytes };
   state.loading = null;
+  if (options.savedSettings && r.info.saved_session) followSavedSettings(r);
   // The Worker let the compare grid go with the acquisition it was opened beside.
   clearCompared();
   applyDefaults(r);
@@ -127,6 +128,16 @@ export async function openFiles(files, options = {}) {
     showProfile();
   }).catch((e) => { if (state.current === opened) showError(e.message); });
   return r.info;
+}
+
+// A prepared file opened with the settings it was saved with: the header's controls show
+// them (later re-reads take them from there), and the page says so.
+function followSavedSettings(r) {
+  const bin = String(r.profile.bin || 1), masked = !!r.profile.mask_bad_pixels;
+  const changed = $('bin').value !== bin || $('bad-pixels').checked !== masked;
+  $('bin').value = bin;
+  $('bad-pixels').checked = masked;
+  if (changed) showNotice(`${r.info.files[0].name} opened with the settings it was saved with: bin ${bin}, bad pixels ${masked ? 'masked' : 'not masked'}.`);
 }
 
 // After a failed open: the acquisition open before is still there when the Worker kept it

@@ -426,7 +426,7 @@ impl Acquisition {
         }
         let acq = &self.acq;
         interruptible(py, progress.as_ref(), || {
-            prepare::write(acq, &out, prepare::BLOCK_BYTES, &mut |_, _| {}).map(|_| ())
+            prepare::write(acq, &out, prepare::BLOCK_BYTES, None, &mut |_, _| {}).map(|_| ())
         })
     }
 

@@ -439,6 +439,7 @@ fn prepare(open: &OpenArgs, out: &Path) -> Result<()> {
         &acq,
         out,
         crate::upload::prepare::BLOCK_BYTES,
+        None,
         &mut |_, _| {},
     )?;
     let bytes: u64 = d.blocks.iter().map(|b| b.bytes).sum();

@@ -67,6 +67,9 @@ pub struct Info {
     pub source_sha256: String,
     /// Files given that the acquisition does not use (left out, and said).
     pub unused_files: Vec<String>,
+    /// The settings a prepared file was saved with from a session (bin, masking, BF fit).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub saved_session: Option<super::prepared::SavedSession>,
 }
 
 impl Info {
@@ -162,6 +165,7 @@ impl Info {
             chunk_tables: tables,
             source_sha256: digest.iter().map(|b| format!("{b:02x}")).collect(),
             unused_files: acq.unused_files.clone(),
+            saved_session: acq.saved_session().cloned(),
         }
     }
 
@@ -192,6 +196,16 @@ impl Info {
         for (i, line) in calibration.iter().enumerate() {
             let head = if i == 0 { "calibration" } else { "" };
             s.push_str(&format!("{head:<14}{line}\n"));
+        }
+        if let Some(saved) = &self.saved_session {
+            let fit = saved.bf_fit.map_or("none".to_string(), |[r, c, radius]| {
+                format!("centre ({r:.2}, {c:.2}), radius {radius:.2} px")
+            });
+            s.push_str(&format!(
+                "saved with    bin {}, bad-pixel masking {}, BF fit {fit}\n",
+                saved.bin,
+                if saved.mask_bad_pixels { "on" } else { "off" },
+            ));
         }
         s
     }

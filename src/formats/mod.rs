@@ -223,6 +223,15 @@ impl Acquisition {
         .await
     }
 
+    /// The settings a session saved with this prepared acquisition, if it is one that has
+    /// them.
+    pub fn saved_session(&self) -> Option<&prepared::SavedSession> {
+        self.parts.iter().find_map(|p| match &p.kind {
+            PartKind::Tiled(t) => t.session.as_ref(),
+            _ => None,
+        })
+    }
+
     /// Whether a part's chunk index still has unread leaves (an open that deferred them).
     pub fn index_pending(&self) -> bool {
         self.parts

@@ -131,6 +131,17 @@ impl Session {
         self.correction
     }
 
+    /// What a prepared file saved from this session keeps of it: the correction and the
+    /// BF disk fitted under it (none when the correction changed since the fit).
+    pub fn saved_settings(&self) -> crate::formats::prepared::SavedSession {
+        let c = self.correction;
+        crate::formats::prepared::SavedSession {
+            bin: c.bin,
+            mask_bad_pixels: c.mask_bad_pixels,
+            bf_fit: (self.fit_bin == c.bin).then_some(self.bf_fit),
+        }
+    }
+
     /// Give the integer resident the correction `corr` (detector bin, bad-pixel masking): a
     /// new upload of the whole acquisition when it has another, so what was drawn follows
     /// it. Without an integer resident nothing changes: products say their correction.

@@ -43,6 +43,10 @@ pub struct OpenRequest {
     /// fastest exact plan that fits.
     #[serde(default)]
     pub memory_plan: Option<PlanKind>,
+    /// A prepared file opens with the detector bin and bad-pixel masking it was saved with,
+    /// in place of `bin` and `maskBadPixels` (the page asks so when it opens one alone).
+    #[serde(default)]
+    pub saved_settings: bool,
 }
 
 /// How an open's chunk B-tree leaves are read ([`OpenRequest::leaves`]).
@@ -161,6 +165,19 @@ impl Session {
     ) -> Result<Session> {
         let reused0 = engine.reused_resident_buffers();
         engine.reset_memory_peak();
+        // A prepared file reopened with the settings it was saved with.
+        let saved;
+        let req = match (req.saved_settings, acq.saved_session()) {
+            (true, Some(s)) => {
+                saved = OpenRequest {
+                    bin: s.bin,
+                    mask_bad_pixels: s.mask_bad_pixels,
+                    ..req.clone()
+                };
+                &saved
+            }
+            _ => req,
+        };
         let mut acq = match req.crop {
             Some([r0, r1, c0, c1]) => acq.crop_scan(crate::contract::Region { r0, r1, c0, c1 })?,
             None => acq,

@@ -13,7 +13,7 @@ use sha2::{Digest, Sha256};
 use crate::error::{Error, Result};
 use crate::formats::info::FileInfo;
 use crate::formats::prepared::{
-    hex, BlockEntry, Description, Layout, Provenance, ALIGN, MAGIC, VERSION,
+    hex, BlockEntry, Description, Layout, Provenance, SavedSession, ALIGN, MAGIC, VERSION,
 };
 use crate::formats::Acquisition;
 use crate::frames::FrameReader;
@@ -36,6 +36,8 @@ pub struct Preparer {
     /// length, SHA-256), which the header holds.
     described: Option<(Description, u64, u64, [u8; 32])>,
     header_written: bool,
+    /// The settings of the session it is saved from (`Preparer::from_session`).
+    session: Option<SavedSession>,
 }
 
 impl Preparer {
@@ -50,6 +52,15 @@ impl Preparer {
             blocks: Vec::new(),
             described: None,
             header_written: false,
+            session: None,
+        }
+    }
+
+    /// A preparer that also saves `session`, the settings the acquisition is viewed with.
+    pub fn from_session(acq: Acquisition, block_bytes: u64, session: SavedSession) -> Preparer {
+        Preparer {
+            session: Some(session),
+            ..Preparer::new(acq, block_bytes)
         }
     }
 
@@ -67,7 +78,8 @@ impl Preparer {
             return self.block().map(Some);
         }
         let Some((_, at, len, sha)) = &self.described else {
-            let d = describe_acquisition(&self.acq, self.layout, self.blocks.clone())?;
+            let mut d = describe_acquisition(&self.acq, self.layout, self.blocks.clone())?;
+            d.session = self.session.clone();
             let json = serde_json::to_vec_pretty(&d)
                 .map_err(|e| Error::param(format!("the description does not serialise: {e}")))?;
             let sha = Sha256::digest(&json).into();
@@ -143,13 +155,15 @@ impl Preparer {
     }
 }
 
-/// Write `acq` as a prepared acquisition at `out`, in blocks of about `block_bytes`, calling
+/// Write `acq` as a prepared acquisition at `out`, in blocks of about `block_bytes`, with
+/// the settings of the session it is saved from (if any), calling
 /// `progress(frames_done, frames)` after each block; the description written.
 #[cfg(not(target_arch = "wasm32"))]
 pub fn write(
     acq: &Acquisition,
     out: &Path,
     block_bytes: u64,
+    session: Option<SavedSession>,
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<Description> {
     use std::io::{Seek, SeekFrom, Write};
@@ -165,7 +179,10 @@ pub fn write(
         |e: std::io::Error, what: &str| Error::param(format!("{}: {what}: {e}", partial.display()));
     let mut file = std::fs::File::create(&partial).map_err(|e| io(e, "cannot create"))?;
     let written = (|| -> Result<Description> {
-        let mut p = Preparer::new(acq.clone(), block_bytes);
+        let mut p = match session {
+            Some(s) => Preparer::from_session(acq.clone(), block_bytes, s),
+            None => Preparer::new(acq.clone(), block_bytes),
+        };
         while let Some((at, bytes)) = p.next_piece()? {
             file.seek(SeekFrom::Start(at))
                 .and_then(|_| file.write_all(&bytes))
@@ -214,6 +231,7 @@ fn describe_acquisition(
         blocks,
         pixel_mask: acq.pixel_mask.as_deref().map(crate::contract::mask_pixels),
         calibration: value(serde_json::to_value(&acq.calibration))?,
+        session: None,
         made_from: Provenance {
             format: format.as_str().unwrap_or("unknown").to_string(),
             primary: acq.primary.clone(),

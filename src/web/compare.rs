@@ -41,7 +41,7 @@ async fn with_compared<R>(
 #[wasm_bindgen]
 impl Viewer {
     /// Open `files` (File objects) as one more acquisition of the compare grid, beside the
-    /// viewed one, with `options` JSON (as `open`; the viewed one's bin applies). One whose
+    /// viewed one, with `options` JSON (as `open`; the viewed one's bin and masking apply). One whose
     /// detector differs from the viewed one's is refused by name before anything is
     /// uploaded. Resolves to JSON `{index, info, profile, bfFit, bfFitWarning}`.
     #[wasm_bindgen(js_name = openCompared)]
@@ -56,12 +56,12 @@ impl Viewer {
             let t0 = now_ms();
             let req: OpenRequest =
                 serde_json::from_str(&options).map_err(|e| js_err(format!("open options: {e}")))?;
-            let (viewed_name, bin) = {
+            let (viewed_name, corr) = {
                 let s = inner.session.borrow();
                 let s = s
                     .as_ref()
                     .ok_or_else(|| js_err("open an acquisition before comparing others with it"))?;
-                (s.acq.primary.clone(), s.correction().bin)
+                (s.acq.primary.clone(), s.correction())
             };
             let (acq, _) = acquisition_of(&inner, files, &req).await?;
             let other_name = acq.primary.clone();
@@ -73,11 +73,18 @@ impl Viewer {
                     &viewed.acq,
                     &other_name,
                     &acq,
-                    bin,
+                    corr.bin,
                 )
                 .map_err(js_err)?;
             }
-            let req = OpenRequest { bin, ..req };
+            // The viewed one's correction, whatever a prepared file was saved with: one
+            // detector is shared.
+            let req = OpenRequest {
+                bin: corr.bin,
+                mask_bad_pixels: corr.mask_bad_pixels,
+                saved_settings: false,
+                ..req
+            };
             let mut report = reporter(&progress);
             let session = Session::open_replacing(
                 &inner.engine,

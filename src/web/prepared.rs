@@ -15,12 +15,12 @@ impl Viewer {
     #[wasm_bindgen(js_name = preparedPiece)]
     pub fn prepared_piece(&self, start: bool) -> Result<js_sys::Object, JsValue> {
         if start {
-            let acq = self
+            let (acq, saved) = self
                 .inner
                 .session
                 .borrow()
                 .as_ref()
-                .map(|s| s.acq.clone())
+                .map(|s| (s.acq.clone(), s.saved_settings()))
                 .ok_or_else(|| js_err("no acquisition is open"))?;
             if acq.index_pending() {
                 return Err(js_err(format!(
@@ -28,7 +28,9 @@ impl Viewer {
                     acq.primary
                 )));
             }
-            *self.inner.preparer.borrow_mut() = Some(Preparer::new(acq, BLOCK_BYTES));
+            // The settings the page views it with go into the file (decision 0037).
+            *self.inner.preparer.borrow_mut() =
+                Some(Preparer::from_session(acq, BLOCK_BYTES, saved));
         }
         let mut slot = self.inner.preparer.borrow_mut();
         let p = slot

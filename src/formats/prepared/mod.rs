@@ -48,6 +48,21 @@ pub struct Description {
     /// The acquisition's calibration as `stem4d info` reports it.
     pub calibration: serde_json::Value,
     pub made_from: Provenance,
+    /// The settings it was viewed with when it was saved from a session (the page, Python):
+    /// a reopen may take them (`OpenRequest::saved_settings`). Absent from the CLI's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<SavedSession>,
+}
+
+/// What a session saved with its prepared file: its detector bin and bad-pixel masking
+/// (the payload itself is always the files' samples) and the BF disk it had fitted.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SavedSession {
+    pub bin: usize,
+    pub mask_bad_pixels: bool,
+    /// `[centre_row, centre_col, radius]` on the binned detector, where it was fitted.
+    pub bf_fit: Option<[f64; 3]>,
 }
 
 /// The payload's layout: tiles of `tile` scan positions, each `tile_bytes` long, pixel after
@@ -123,6 +138,8 @@ pub struct TiledPayload {
     pub layout: Layout,
     pub det_len: usize,
     pub blocks: Vec<BlockEntry>,
+    /// The settings a session saved it with, if any.
+    pub session: Option<SavedSession>,
     checked: Vec<AtomicBool>,
 }
 
@@ -272,6 +289,7 @@ impl TiledPayload {
             det_len: d.shape[2] * d.shape[3],
             checked: d.blocks.iter().map(|_| AtomicBool::new(false)).collect(),
             blocks: d.blocks.clone(),
+            session: d.session.clone(),
         }
     }
 
