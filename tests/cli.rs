@@ -1259,3 +1259,101 @@ fn prepare_writes_an_acquisition_that_gives_the_same_products() {
         .any(|e| e.file_name().to_string_lossy().ends_with(".partial"));
     assert!(!partial, "a partial file was left");
 }
+
+/// `stem4d compare`: the files of three acquisitions of one detector (the Arina fixture, its
+/// prepared copy, a prepared crop of it) give each its own product, byte for byte what
+/// `stem4d product` writes for it, listed in compare.json; on the GPU too where there is
+/// one. A fourth of another detector shape is refused by name and nothing is written; a
+/// file of no acquisition is refused by name.
+#[test]
+fn compare_writes_each_acquisitions_product_with_one_detector() {
+    let tmp = TempDir::new("compare");
+    let mut files = tmp.copy_fixtures(&ARINA_U16);
+    files.extend(tmp.copy_fixtures(&["arina_u16.stem4d", "arina_u16_crop.stem4d"]));
+    let detector = ["--kind", "bf", "--center", "6.3,4.6", "--radius", "2.7"];
+    let want = |names: &[&str], tag: &str| -> Vec<u8> {
+        let out = tmp.path(&format!("want_{tag}.npy")).display().to_string();
+        let paths: Vec<String> = names
+            .iter()
+            .map(|n| tmp.path(n).display().to_string())
+            .collect();
+        let o = cpu_product(&detector, &out, &paths);
+        assert!(o.status.success(), "{}", stderr(&o));
+        std::fs::read(&out).unwrap()
+    };
+    let whole = want(&ARINA_U16, "whole");
+    let crop = want(&["arina_u16_crop.stem4d"], "crop");
+    for backend in ["cpu", "wgpu"] {
+        if backend == "wgpu" && engine().is_none() {
+            continue;
+        }
+        let dir = tmp.path(&format!("grid_{backend}"));
+        let dir_s = dir.display().to_string();
+        let mut args = vec!["compare", "--backend", backend, "--out-dir", &dir_s];
+        args.extend(detector);
+        args.extend(files.iter().map(String::as_str));
+        let o = stem4d(&args);
+        assert!(o.status.success(), "{backend}: {}", stderr(&o));
+        let table = String::from_utf8_lossy(&o.stdout).to_string();
+        assert!(
+            table.contains("arina_u16_crop.stem4d") && table.contains("3x5"),
+            "{table}"
+        );
+        let index: Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join("compare.json")).unwrap())
+                .unwrap();
+        let listed: Vec<(String, String)> = index["acquisitions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| {
+                (
+                    a["primary"].as_str().unwrap().into(),
+                    a["output"].as_str().unwrap().into(),
+                )
+            })
+            .collect();
+        assert_eq!(listed.len(), 3, "{index}");
+        for (primary, output) in &listed {
+            let got = std::fs::read(dir.join(output)).unwrap();
+            let expected = if primary == "arina_u16_crop.stem4d" {
+                &crop
+            } else {
+                &whole
+            };
+            assert!(
+                got == *expected,
+                "{backend}: {primary} ({output}) differs from stem4d product"
+            );
+        }
+        assert_eq!(index["params"]["radius"], 2.7);
+    }
+    // Another detector shape: refused by name before anything is written.
+    let other = tmp.copy_fixtures(&["emd_u16_contig.h5"]);
+    let dir = tmp.path("refused").display().to_string();
+    let mut args = vec!["compare", "--out-dir", &dir];
+    args.extend(detector);
+    args.extend(files.iter().chain(&other).map(String::as_str));
+    let o = stem4d(&args);
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("emd_u16_contig.h5: its detector is 8×9 pixels and that of arina_u16_master.h5 is 13×11"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!Path::new(&dir).exists(), "an output was written");
+    // A file of no acquisition among several.
+    let notes = tmp.path("notes.txt");
+    std::fs::write(&notes, "beam current 50 pA").unwrap();
+    let notes = notes.display().to_string();
+    let mut args = vec!["compare", "--out-dir", &dir];
+    args.extend(detector);
+    args.extend(files.iter().map(String::as_str));
+    args.push(&notes);
+    let o = stem4d(&args);
+    assert!(
+        !o.status.success() && stderr(&o).contains("notes.txt: no acquisition"),
+        "{}",
+        stderr(&o)
+    );
+}

@@ -3,7 +3,7 @@ import { $, PANELS, S, state } from './state.js';
 import { clearError, clearNotice, hideProgress, showError, showNotice } from './messages.js';
 import { restartWorker } from './canvases.js';
 import { cancelWork } from './worker_client.js';
-import { droppedFiles, filesKey, openFromUi, pickPlan, reapplySettings } from './open.js';
+import { droppedFiles, filesKey, openChosen, openFromUi, pickPlan, reapplySettings } from './open.js';
 import { showEmpty } from './acquisition_view.js';
 import { setPreset } from './detector.js';
 import { requestRender } from './render.js';
@@ -26,7 +26,7 @@ export function bindControls() {
       // again) empties it, so it is copied first.
       const files = Array.from(input.files || []);
       input.value = '';
-      if (files.length) { clearNotice(); openFromUi(files, CHOSEN); }
+      if (files.length) { clearNotice(); openChosen(files, CHOSEN); }
     });
     input.addEventListener('cancel', () => showNotice('No files were chosen; nothing changed.'));
   };
@@ -94,7 +94,7 @@ export function bindControls() {
     e.preventDefault();
     document.body.classList.remove('dragging');
     const files = await droppedFiles(e.dataTransfer);
-    if (files.length) openFromUi(files, CHOSEN);
+    if (files.length) openChosen(files, CHOSEN);
   });
   const resized = () => { fitFrames(); if (state.current) requestRender(); else drawOverlays(); };
   for (const panel of PANELS) new ResizeObserver(resized).observe($(panel + '-canvas').parentElement.parentElement);

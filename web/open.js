@@ -51,16 +51,32 @@ export function openFromUi(files, base = {}) {
   files = Array.from(files || []);
   let opts;
   try { opts = { ...base, ...readOptions(files) }; } catch (e) { showError(e.message); return Promise.resolve(); }
+  return openFiles(files, opts).catch(() => {});
+}
+
+// Files chosen or dropped (or re-read with a compare grid open): those that hold several
+// acquisitions open as a compare grid (compare.js); one acquisition opens as ever.
+export function openChosen(files, base = {}) {
+  files = Array.from(files || []);
+  let opts;
+  try { opts = { ...base, ...readOptions(files) }; } catch (e) { showError(e.message); return Promise.resolve(); }
   return openGrouped(files, opts).catch(() => {});
 }
 
-// Files that hold several acquisitions open as a compare grid (compare.js); one acquisition
-// opens as ever.
 async function openGrouped(files, opts) {
-  if (files.length > 1 && !opts.synthetic) {
-    await state.workerReady;
+  if (files.length > 1) {
+    // The page is loading from the moment the files are given: no gesture (or script
+    // waiting for the load) slips in while they are grouped.
+    state.loading = { files, options: opts, logical: 0, what: names(files) };
     let groups = null;
-    try { groups = await groupsOf(files); } catch (e) { groups = null; }
+    try {
+      await state.workerReady;
+      groups = await groupsOf(files);
+    } catch (e) {
+      groups = null;
+    } finally {
+      state.loading = null;
+    }
     if (groups && groups.acquisitions.length > 1) return openCompareSet(files, groups, opts);
   }
   return openFiles(files, opts);
@@ -161,7 +177,7 @@ export function reapplySettings(what) {
   if (!state.current || state.loading || state.current.options.synthetic) return;
   const files = allOpenFiles();
   showNotice(`${what}: re-reading ${names(files)} (${fmtBytes(state.current.info.logical_bytes)}) to rebuild the GPU copy.`);
-  openFromUi(files);
+  (state.compared.length ? openChosen : openFromUi)(files);
 }
 
 // A memory plan picked in the load profile: the open acquisition is read again along it.
@@ -169,7 +185,7 @@ export function pickPlan(kind) {
   if (!state.current || state.loading || state.current.options.synthetic) return;
   const files = allOpenFiles();
   showNotice(`memory plan ${kind}: re-reading ${names(files)} (${fmtBytes(state.current.info.logical_bytes)}) along it.`);
-  openFromUi(files, { memoryPlan: kind });
+  (state.compared.length ? openChosen : openFromUi)(files, { memoryPlan: kind });
 }
 
 // The files of a drop, with those of dropped folders.

@@ -7,6 +7,7 @@ mod bench_cuda;
 pub mod bench_gpu;
 pub mod bench_report;
 pub mod bench_viewer;
+mod compare;
 mod memory;
 pub mod parity;
 mod product;
@@ -116,6 +117,12 @@ enum Cmd {
         #[arg(long, value_name = "NAME.stem4d")]
         out: PathBuf,
     },
+    /// One product of several acquisitions with one shared detector (the page's compare
+    /// grid): the files are grouped into acquisitions by their names (an Arina master with
+    /// its data files and companion, .mib with .hdr, .raw with .xml, every other HDF5 or
+    /// .stem4d file), a detector of another shape is refused, and each acquisition's
+    /// product goes into DIR as NAME_KIND.npy, listed in DIR/compare.json.
+    Compare(Box<CompareFlags>),
     /// Benchmarks that print figures.
     Bench {
         #[command(subcommand)]
@@ -200,6 +207,28 @@ enum BenchCmd {
         #[arg(long, value_name = "PATH")]
         json: Option<PathBuf>,
     },
+}
+
+/// `stem4d compare`'s flags: the product's and the correction's as `product` takes them.
+#[derive(Args)]
+struct CompareFlags {
+    /// The files of every acquisition.
+    #[arg(required = true)]
+    files: Vec<PathBuf>,
+    /// Scan shape ROWS,COLS of files that do not carry it (every acquisition's).
+    #[arg(long, value_name = "R,C")]
+    scan_shape: Option<String>,
+    #[command(flatten)]
+    params: ProductParams,
+    #[command(flatten)]
+    correction: Correction,
+    /// Where the products are computed (as `product --backend`).
+    #[arg(long, default_value = "cpu")]
+    backend: String,
+    /// The folder the products and compare.json go into (made if missing; no file the run
+    /// reads is ever replaced).
+    #[arg(long, value_name = "DIR")]
+    out_dir: PathBuf,
 }
 
 /// `stem4d product`: the product's flags and the acquisition's correction come from the
@@ -323,6 +352,17 @@ fn run(cli: Cli) -> Result<()> {
             Ok(())
         }
         Cmd::Product(p) => product(*p),
+        Cmd::Compare(c) => {
+            let c = *c;
+            compare::compare(compare::CompareArgs {
+                files: c.files,
+                scan_shape: c.scan_shape,
+                params: c.params,
+                correction: c.correction,
+                backend: c.backend,
+                out_dir: c.out_dir,
+            })
+        }
         Cmd::Prepare { open, out } => prepare(&open, &out),
         Cmd::Bench {
             what: BenchCmd::Decode { open, repeat },

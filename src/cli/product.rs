@@ -21,7 +21,7 @@ pub(super) enum Backend {
 }
 
 impl Backend {
-    fn parse(name: &str) -> Result<Backend> {
+    pub(super) fn parse(name: &str) -> Result<Backend> {
         match name {
             "cpu" => Ok(Backend::Cpu),
             "cuda" if cfg!(feature = "cuda") => Ok(Backend::Cuda),
@@ -109,21 +109,22 @@ pub(super) fn product(p: ProductArgs) -> Result<()> {
         });
     }
     let out = match backend {
-        Backend::Wgpu(api) if p.budget.is_default() => {
-            let engine = pollster::block_on(crate::gpu::Engine::on(api, &[]))?;
-            pollster::block_on(crate::products::gpu::compute(&engine, &acq, &params, corr))?
+        Backend::Wgpu(api) if !p.budget.is_default() => {
+            product_within(&acq, &params, corr, p.budget, api)?
         }
-        Backend::Wgpu(api) => product_within(&acq, &params, corr, p.budget, api)?,
-        Backend::Cuda => cuda_product(&acq, &params, corr, p.budget.is_default())?,
-        Backend::Cpu => {
-            if !p.budget.is_default() {
-                eprintln!(
-                    "stem4d: memory plan: {}",
-                    plan_words(&crate::upload::memory::cpu_plan(corr.bin))
-                );
-            }
+        Backend::Cuda if !p.budget.is_default() => {
+            return Err(Error::param(
+                "--memory-budget and --memory-plan are the wgpu engine's: the CUDA backend keeps the whole acquisition resident",
+            ))
+        }
+        Backend::Cpu if !p.budget.is_default() => {
+            eprintln!(
+                "stem4d: memory plan: {}",
+                plan_words(&crate::upload::memory::cpu_plan(corr.bin))
+            );
             crate::cpu::compute(&acq, &params, corr)?
         }
+        _ => compute_on(backend, &mut Engines::default(), &acq, &params, corr)?,
     };
     let pixel = crate::products::tiff::pixel_of(params.kind, &acq.calibration, corr.bin);
     let bytes = match (tiff, p.line) {
@@ -146,32 +147,47 @@ pub(super) fn product(p: ProductArgs) -> Result<()> {
     })
 }
 
-/// A product on the CUDA backend, the whole acquisition resident (it has no memory plans).
-#[cfg(feature = "cuda")]
-fn cuda_product(
+/// The GPU engines a run has started, kept for its next product (`stem4d compare`).
+#[derive(Default)]
+pub(super) struct Engines {
+    wgpu: Option<crate::gpu::Engine>,
+    #[cfg(feature = "cuda")]
+    cuda: Option<crate::cuda::CudaEngine>,
+}
+
+/// One product of `acq` with the correction `corr` on `backend`, the whole acquisition
+/// resident on a GPU backend; its engine started once for a run's products.
+pub(super) fn compute_on(
+    backend: Backend,
+    engines: &mut Engines,
     acq: &crate::formats::Acquisition,
     params: &crate::products::ProductParams,
     corr: crate::frames::Correction,
-    no_budget: bool,
 ) -> Result<crate::products::ProductArray> {
-    if !no_budget {
-        return Err(Error::param(
-            "--memory-budget and --memory-plan are the wgpu engine's: the CUDA backend keeps the whole acquisition resident",
-        ));
+    match backend {
+        Backend::Cpu => crate::cpu::compute(acq, params, corr),
+        Backend::Wgpu(api) => {
+            let engine = match &mut engines.wgpu {
+                Some(e) => e,
+                slot => slot.insert(pollster::block_on(crate::gpu::Engine::on(api, &[]))?),
+            };
+            pollster::block_on(crate::products::gpu::compute(engine, acq, params, corr))
+        }
+        #[cfg(feature = "cuda")]
+        Backend::Cuda => {
+            let engine = match &mut engines.cuda {
+                Some(e) => e,
+                slot => {
+                    let e = crate::cuda::CudaEngine::new()?;
+                    eprintln!("stem4d: backend cuda on {}", e.line());
+                    slot.insert(e)
+                }
+            };
+            crate::cuda::compute(engine, acq, params, corr)
+        }
+        #[cfg(not(feature = "cuda"))]
+        Backend::Cuda => Err(Error::param("backend 'cuda' is not built into this binary")),
     }
-    let engine = crate::cuda::CudaEngine::new()?;
-    eprintln!("stem4d: backend cuda on {}", engine.line());
-    crate::cuda::compute(&engine, acq, params, corr)
-}
-
-#[cfg(not(feature = "cuda"))]
-fn cuda_product(
-    _: &crate::formats::Acquisition,
-    _: &crate::products::ProductParams,
-    _: crate::frames::Correction,
-    _: bool,
-) -> Result<crate::products::ProductArray> {
-    Err(Error::param("backend 'cuda' is not built into this binary"))
 }
 
 /// The largest `.npy` header a side input may have (numpy writes 128 bytes or a few more).

@@ -84,9 +84,12 @@ pub fn acquisitions(names: &[&str]) -> Groups {
             _ => None,
         })
         .collect();
-    // An Arina companion `<stem>.h5` beside `<stem>_master.h5` belongs to the master.
+    // An Arina companion `<stem>.h5` beside `<stem>_master.h5` belongs to the master (an
+    // HDF5 file: `<stem>.stem4d` is an acquisition of its own).
+    let hdf5 =
+        |k: usize| lower_ext(names[k]).is_some_and(|(_, e)| HDF5_EXTENSIONS.contains(&e.as_str()));
     let companion = |k: usize| {
-        !is_master(names[k]) && matches!(&roles[k], Role::Root(s) if masters.contains(s))
+        !is_master(names[k]) && hdf5(k) && matches!(&roles[k], Role::Root(s) if masters.contains(s))
     };
     let data_of_master = |k: usize| matches!(&roles[k], Role::Data(s) if masters.contains(s));
     let roots: Vec<usize> = (0..names.len())
@@ -226,6 +229,16 @@ mod tests {
             vec![vec!["x.mib"], vec!["y.mib"], vec!["q_data_000001.h5"]]
         );
         assert_eq!(left, vec!["z.hdr"]);
+        // A prepared file of a master's stem is an acquisition, not its companion.
+        let names = ["a_master.h5", "a.h5", "a.stem4d", "a_data_000001.h5"];
+        let (acqs, _) = named(&names, &acquisitions(&names));
+        assert_eq!(
+            acqs,
+            vec![
+                vec!["a_master.h5", "a.h5", "a_data_000001.h5"],
+                vec!["a.stem4d"]
+            ]
+        );
         // Case does not matter to extensions; a stem may hold dots.
         let names = ["A.B.MIB", "A.B.HDR", "c.H5"];
         let (acqs, _) = named(&names, &acquisitions(&names));
