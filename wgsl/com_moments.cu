@@ -1,25 +1,31 @@
 // Centre-of-mass moments of every frame (com_moments.wgsl's contract, C-COM): the total,
 // Σ row·I and Σ col·I, exact in 64 bits (the host refuses shapes whose bound passes 2^64).
-// One block per frame, grid-stride over frames.
+// One warp per frame (grid-stride over frames): row by row, its lanes the columns, so no
+// index is divided; the lanes meet by shuffles.
 
 template <typename T>
 __device__ void com_moments(const T *__restrict__ frames, u64 n_frames, u32 det_rows,
                             u32 det_cols, u64 *__restrict__ out) {
-    __shared__ u64 scratch[32];
     const u64 frame_len = (u64)det_rows * det_cols;
-    for (u64 f = blockIdx.x; f < n_frames; f += gridDim.x) {
+    const u32 lane = threadIdx.x & 31u;
+    for (u64 f = warp_index(); f < n_frames; f += warp_count()) {
         const T *frame = frames + f * frame_len;
         u64 t = 0, r = 0, c = 0;
-        for (u64 k = threadIdx.x; k < frame_len; k += blockDim.x) {
-            const u64 v = frame[k];
-            t += v;
-            r += (k / det_cols) * v;
-            c += (k % det_cols) * v;
+        for (u32 row = 0; row < det_rows; row++) {
+            const T *line = frame + (u64)row * det_cols;
+            u64 line_sum = 0;
+            for (u32 col = lane; col < det_cols; col += 32) {
+                const u64 v = line[col];
+                line_sum += v;
+                c += (u64)col * v;
+            }
+            t += line_sum;
+            r += (u64)row * line_sum;
         }
-        t = block_sum_u64(t, scratch);
-        r = block_sum_u64(r, scratch);
-        c = block_sum_u64(c, scratch);
-        if (threadIdx.x == 0) {
+        t = warp_sum_u64(t);
+        r = warp_sum_u64(r);
+        c = warp_sum_u64(c);
+        if (lane == 0) {
             out[3 * f] = t;
             out[3 * f + 1] = r;
             out[3 * f + 2] = c;

@@ -7,21 +7,17 @@ typedef unsigned short u16;
 typedef unsigned int u32;
 typedef unsigned long long u64;
 
-// The sum of `v` over the block (blockDim.x a multiple of 32, at most 1024), valid in
-// thread 0; `scratch` holds 32 values. Warp shuffles, then one warp over the warps' sums.
-__device__ __forceinline__ u64 block_sum_u64(u64 v, u64 *scratch) {
+// The sum of `v` over the warp's 32 lanes, valid in lane 0 (every lane must call it).
+__device__ __forceinline__ u64 warp_sum_u64(u64 v) {
     for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
-    const unsigned lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
-    if (lane == 0) scratch[warp] = v;
-    __syncthreads();
-    v = 0;
-    if (warp == 0) {
-        if (lane < (blockDim.x >> 5)) v = scratch[lane];
-        for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
-    }
-    __syncthreads();
     return v;
 }
+
+// Warp-per-frame kernels: this thread's warp, the warps of the grid.
+__device__ __forceinline__ u64 warp_index() {
+    return ((u64)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+}
+__device__ __forceinline__ u64 warp_count() { return ((u64)gridDim.x * blockDim.x) >> 5; }
 
 // Three instantiations of each templated kernel, one per stored sample type.
 #define STEM4D_FOR_SAMPLES(MACRO) MACRO(u8) MACRO(u16) MACRO(u32)

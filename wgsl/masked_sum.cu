@@ -1,18 +1,18 @@
 // Virtual images: each frame's sum over a sparse list of detector pixels (masked_sum.wgsl's
-// contract, C-MASK), exact in 64 bits. One block per frame (grid-stride over frames); the
-// block's threads stride over the pixel list, then reduce with warp shuffles.
+// contract, C-MASK), exact in 64 bits. One warp per frame (grid-stride over frames): its
+// lanes stride over the pixel list and meet by shuffles, with no block-wide barrier.
 
 template <typename T>
 __device__ void masked_sum(const T *__restrict__ frames, u64 frame_len, u64 n_frames,
                            const u32 *__restrict__ pixels, u32 n_pixels,
                            u64 *__restrict__ out) {
-    __shared__ u64 scratch[32];
-    for (u64 f = blockIdx.x; f < n_frames; f += gridDim.x) {
+    const u32 lane = threadIdx.x & 31u;
+    for (u64 f = warp_index(); f < n_frames; f += warp_count()) {
         const T *frame = frames + f * frame_len;
         u64 acc = 0;
-        for (u32 i = threadIdx.x; i < n_pixels; i += blockDim.x) acc += (u64)frame[pixels[i]];
-        acc = block_sum_u64(acc, scratch);
-        if (threadIdx.x == 0) out[f] = acc;
+        for (u32 i = lane; i < n_pixels; i += 32) acc += (u64)frame[pixels[i]];
+        acc = warp_sum_u64(acc);
+        if (lane == 0) out[f] = acc;
     }
 }
 

@@ -11,18 +11,23 @@ __device__ void pattern_reduce(const T *__restrict__ frames, u64 frame_len, u32 
     if (k >= frame_len) return;
     const u64 j0 = (u64)blockIdx.y * per_share;
     const u64 j1 = min(j0 + per_share, roi_len);
+    if (j0 >= j1) return;
+    // The share's first position, then along its rows: one division per share.
+    u32 r = r0 + (u32)(j0 / roi_cols), c = c0 + (u32)(j0 % roi_cols);
+    const u32 c1 = c0 + roi_cols;
     u64 s = 0;
     u32 m = 0;
     for (u64 j = j0; j < j1; j++) {
-        const u64 f = (u64)(r0 + j / roi_cols) * scan_cols + (c0 + j % roi_cols);
-        const u32 v = frames[f * frame_len + k];
+        const u32 v = frames[((u64)r * scan_cols + c) * frame_len + k];
         s += v;
         m = v > m ? v : m;
+        if (++c == c1) {
+            c = c0;
+            r++;
+        }
     }
-    if (j0 < j1) {
-        atomicAdd(&sum[k], s);
-        atomicMax(&max[k], m);
-    }
+    atomicAdd(&sum[k], s);
+    atomicMax(&max[k], m);
 }
 
 #define PATTERN_REDUCE(T)                                                                     \

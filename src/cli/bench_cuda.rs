@@ -48,14 +48,10 @@ pub(super) fn bench_cuda(
         gb / (upload_ms / 1e3)
     );
     stage(&mut report, "read+decode+upload", upload_ms, rate);
-    let (_, _, bf, adf) = super::bench_gpu::bench_masks(res.shape.det, bf_radius);
+    // The wgpu bench's masks and names, so that the lines compare.
+    let (_, outer, bf, adf) = super::bench_gpu::bench_masks(res.shape.det, bf_radius);
     let bf_name = format!("BF r={bf_radius} ({} px)", bf.len());
-    let adf_name = format!(
-        "ADF {}..{} ({} px)",
-        2.0 * bf_radius,
-        (res.shape.det[0].min(res.shape.det[1]) - 1) / 2,
-        adf.len()
-    );
+    let adf_name = format!("ADF {:.0}..{outer:.0} ({} px)", 2.0 * bf_radius, adf.len());
     for k in kernel_times(&engine, &res, reps, (&bf_name, &bf), (&adf_name, &adf))? {
         let gbs = k.bytes as f64 / (k.ms / 1e3) / 1e9;
         println!(

@@ -64,10 +64,14 @@ fn over(n: u64) -> LaunchConfig {
     }
 }
 
-/// One block per frame, grid-stride over `frames`.
+/// One warp per frame (`THREADS / 32` frames a block), grid-stride over `frames`.
 fn per_frame(frames: u64) -> LaunchConfig {
     LaunchConfig {
-        grid_dim: (frames.clamp(1, 1 << 16) as u32, 1, 1),
+        grid_dim: (
+            frames.div_ceil(THREADS as u64 / 32).clamp(1, 1 << 16) as u32,
+            1,
+            1,
+        ),
         block_dim: (THREADS, 1, 1),
         shared_mem_bytes: 0,
     }
@@ -128,9 +132,33 @@ impl Zeroing {
     }
 }
 
-/// Frames `[f0, f1)` of `reader` as `T` samples (the files' little-endian samples).
-fn samples_of<T: bytemuck::Pod>(reader: &FrameReader, f0: usize, f1: usize) -> Result<Vec<T>> {
-    Ok(bytemuck::pod_collect_to_vec(&reader.read_raw(f0, f1)?))
+/// Frames a block holds: about [`BLOCK_BYTES`] of `T` samples.
+fn block_frames<T>(acq: &Acquisition) -> usize {
+    let frame_bytes = acq.shape.det_len() * std::mem::size_of::<T>();
+    (BLOCK_BYTES / frame_bytes.max(1)).clamp(1, acq.shape.frames().max(1))
+}
+
+/// `f(f0, f1, samples)` on the frames of `acq` in blocks ([`block_frames`]), `samples` the
+/// files' little-endian samples of frames `[f0, f1)` as `T`; the upload's progress said
+/// (and a cancel heard) after each.
+fn for_each_block<T: bytemuck::Pod>(
+    acq: &Acquisition,
+    reader: &FrameReader,
+    mut f: impl FnMut(usize, usize, Vec<T>) -> Result<()>,
+) -> Result<()> {
+    let (frames, step) = (acq.shape.frames(), block_frames::<T>(acq));
+    let mut f0 = 0;
+    while f0 < frames {
+        let f1 = (f0 + step).min(frames);
+        f(
+            f0,
+            f1,
+            bytemuck::pod_collect_to_vec(&reader.read_raw(f0, f1)?),
+        )?;
+        crate::watch::step(crate::watch::UPLOAD, f1 as u64, frames as u64)?;
+        f0 = f1;
+    }
+    Ok(())
 }
 
 impl CudaResident {
@@ -376,18 +404,12 @@ fn raw_frames<T: DeviceRepr + ValidAsZeroBits + bytemuck::Pod>(
 ) -> Result<CudaSlice<T>> {
     let (frames, det_len) = (acq.shape.frames(), acq.shape.det_len());
     let mut out = alloc::<T>(engine, frames * det_len, "the resident acquisition")?;
-    let step = (BLOCK_BYTES / (det_len * std::mem::size_of::<T>()).max(1)).clamp(1, frames.max(1));
-    let mut f0 = 0;
-    while f0 < frames {
-        let f1 = (f0 + step).min(frames);
-        let samples = samples_of::<T>(reader, f0, f1)?;
+    for_each_block::<T>(acq, reader, |f0, f1, samples| {
         engine
             .stream
             .memcpy_htod(&samples, &mut out.slice_mut(f0 * det_len..f1 * det_len))
-            .map_err(driver_error("upload"))?;
-        crate::watch::step(crate::watch::UPLOAD, f1 as u64, frames as u64)?;
-        f0 = f1;
-    }
+            .map_err(driver_error("upload"))
+    })?;
     if zeroing.on {
         let (frame_len, n_frames) = (det_len as u64, frames as u64);
         let f = engine.function(&format!("zero_masked_{t}"))?;
@@ -419,15 +441,12 @@ fn binned_frames<T: DeviceRepr + ValidAsZeroBits + bytemuck::Pod>(
     let out_len = acq.shape.binned(b).det_len();
     let mut out = alloc::<u32>(engine, frames * out_len, "the binned resident acquisition")?;
     let mut overflow = alloc::<u32>(engine, 1, "bin overflow flag")?;
-    let step = (BLOCK_BYTES / (det_len * std::mem::size_of::<T>()).max(1)).clamp(1, frames.max(1));
+    let step = block_frames::<T>(acq);
     let mut staging = alloc::<T>(engine, step * det_len, "the upload staging")?;
     let [kr, kc] = acq.shape.det.map(|d| d as u32);
     let bin = b as u32;
     let f = engine.function(&format!("bin_frames_{t}"))?;
-    let mut f0 = 0;
-    while f0 < frames {
-        let f1 = (f0 + step).min(frames);
-        let samples = samples_of::<T>(reader, f0, f1)?;
+    for_each_block::<T>(acq, reader, |f0, f1, samples| {
         engine
             .stream
             .memcpy_htod(&samples, &mut staging.slice_mut(0..samples.len()))
@@ -447,9 +466,8 @@ fn binned_frames<T: DeviceRepr + ValidAsZeroBits + bytemuck::Pod>(
             .arg(&mut overflow);
         // SAFETY: the arguments match bin_frames's signature (wgsl/tile_frames.cu).
         unsafe { l.launch(over(n_frames * out_len as u64)) }.map_err(driver_error("bin_frames"))?;
-        crate::watch::step(crate::watch::UPLOAD, f1 as u64, frames as u64)?;
-        f0 = f1;
-    }
+        Ok(())
+    })?;
     if read(engine, &overflow)?.first().is_some_and(|&o| o != 0) {
         return Err(Error::format(
             &acq.primary,
