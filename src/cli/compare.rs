@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use serde_json::json;
 
 use super::product::{compute_on, Backend, Engines};
-use super::{parse_list, write_new_file};
+use super::{open_options, write_new_file};
 use crate::error::{Error, Result};
 use crate::formats::{Acquisition, OpenOptions};
 use crate::frames::Correction;
@@ -111,14 +111,7 @@ fn params_json(p: &ProductParams) -> serde_json::Value {
 
 pub(super) fn compare(a: CompareArgs) -> Result<()> {
     let backend = Backend::parse(&a.backend)?;
-    let opts = OpenOptions {
-        scan_shape: a
-            .scan_shape
-            .as_deref()
-            .map(|s| parse_list::<usize, 2>(s, "--scan-shape"))
-            .transpose()?,
-        dataset: None,
-    };
+    let opts = open_options(a.scan_shape.as_deref(), None)?;
     let acqs = acquisitions(&a.files, &opts)?;
     let (first, _) = &acqs[0];
     for (acq, _) in &acqs[1..] {

@@ -380,40 +380,29 @@ fn run(cli: Cli) -> Result<()> {
                     budget,
                     backend,
                 },
-        } if backend == "cuda" => {
-            if kernels.is_some() || no_subgroups || decode_only || !budget.is_default() {
-                return Err(Error::param(
-                    "--kernels, --no-subgroups, --decode-only and the memory options time the wgpu engine, not --backend cuda",
-                ));
+        } => {
+            if backend == "cuda" {
+                if kernels.is_some() || no_subgroups || decode_only || !budget.is_default() {
+                    return Err(Error::param(
+                        "--kernels, --no-subgroups, --decode-only and the memory options time the wgpu engine, not --backend cuda",
+                    ));
+                }
+                return bench_cuda_here(&open, reps.max(2), bf_radius, json.as_deref());
             }
-            bench_cuda_here(&open, reps.max(2), bf_radius, json.as_deref())
-        }
-        Cmd::Bench {
-            what:
-                BenchCmd::Gpu {
-                    open,
-                    reps,
+            bench_gpu(
+                &open,
+                GpuBench {
+                    reps: reps.max(2),
                     bf_radius,
-                    kernels,
-                    no_subgroups,
+                    subgroups: !no_subgroups,
                     decode_only,
                     json,
                     budget,
-                    backend,
+                    api: Backend::gpu(&backend)?,
                 },
-        } => bench_gpu(
-            &open,
-            GpuBench {
-                reps: reps.max(2),
-                bf_radius,
-                subgroups: !no_subgroups,
-                decode_only,
-                json,
-                budget,
-                api: Backend::gpu(&backend)?,
-            },
-            &kernel_overrides(kernels)?,
-        ),
+                &kernel_overrides(kernels)?,
+            )
+        }
         Cmd::Bench {
             what: BenchCmd::KernelStats { unchecked },
         } => kernel_stats(unchecked),
@@ -544,14 +533,7 @@ fn open_uncropped(a: &OpenArgs) -> Result<Acquisition> {
             crate::formats::synthetic::open(dims)
         };
     }
-    let opts = OpenOptions {
-        scan_shape: a
-            .scan_shape
-            .as_deref()
-            .map(|s| parse_list::<usize, 2>(s, "--scan-shape"))
-            .transpose()?,
-        dataset: a.dataset.clone(),
-    };
+    let opts = open_options(a.scan_shape.as_deref(), a.dataset.clone())?;
     // An Arina master's data files and companion are found in its folder.
     let (acq, _) = crate::formats::beside::open_beside(&a.files, &opts)?;
     // Every file named on the command line must be read: one that is not is a mistake.
@@ -565,6 +547,16 @@ fn open_uncropped(a: &OpenArgs) -> Result<Acquisition> {
         )),
         None => Ok(acq),
     }
+}
+
+/// The open options of `--scan-shape` and `--dataset`.
+fn open_options(scan_shape: Option<&str>, dataset: Option<String>) -> Result<OpenOptions> {
+    Ok(OpenOptions {
+        scan_shape: scan_shape
+            .map(|s| parse_list::<usize, 2>(s, "--scan-shape"))
+            .transpose()?,
+        dataset,
+    })
 }
 
 /// `N` comma-separated values of an open flag (`--crop`, `--scan-shape`, `--synthetic`).

@@ -154,9 +154,7 @@ impl Viewer {
             })
             .await?
             .map_err(js_err)?;
-            Ok(serde_json::to_string(&report)
-                .map_err(|e| js_err(format!("stats do not serialise: {e}")))?
-                .into())
+            json_of(&report, "stats")
         })
     }
 

@@ -184,6 +184,13 @@ fn typed_array(data: &ArrayData) -> JsValue {
     }
 }
 
+/// `v` as a JSON string for the page (`what` names it in the error).
+fn json_of(v: &impl serde::Serialize, what: &str) -> Result<JsValue, JsValue> {
+    serde_json::to_string(v)
+        .map(JsValue::from)
+        .map_err(|e| js_err(format!("{what} do not serialise: {e}")))
+}
+
 fn set(obj: &js_sys::Object, key: &str, v: &JsValue) -> Result<(), JsValue> {
     js_sys::Reflect::set(obj, &key.into(), v).map(|_| ())
 }
@@ -470,9 +477,7 @@ impl Viewer {
                 .with_session(async |s| s.stats_report(&inner.engine, panel).await)
                 .await?
                 .map_err(js_err)?;
-            Ok(serde_json::to_string(&report)
-                .map_err(|e| js_err(format!("stats do not serialise: {e}")))?
-                .into())
+            json_of(&report, "stats")
         })
     }
 
