@@ -23,7 +23,7 @@ import numpy as np
 from . import _stem4d
 from ._stem4d import Error
 
-__all__ = ["open", "Acquisition", "Error", "PRODUCT_KEYS"]
+__all__ = ["open", "compare", "Acquisition", "Error", "PRODUCT_KEYS"]
 
 #: A callback hearing long work: ``(stage, done, total)``, ``done`` of ``total`` in the
 #: stage's own units (frames, scan rows).
@@ -175,3 +175,44 @@ def open(
         crop=None if crop is None else tuple(int(v) for v in crop),
     )
     return Acquisition(inner)
+
+
+def compare(
+    acquisitions: Sequence[Union[str, os.PathLike, Sequence[Union[str, os.PathLike]]]],
+    kind: str,
+    *,
+    bin: int = 1,
+    mask_bad_pixels: bool = False,
+    backend: str = "auto",
+    scan_shape: Optional[Sequence[int]] = None,
+    progress: Optional[Progress] = None,
+    **params: Any,
+) -> list:
+    """One product of several acquisitions with one shared detector (the page's compare
+    grid, ``stem4d compare``): each acquisition (a path, or the list of its files) opened as
+    :func:`open` opens it, with the same ``bin`` and masking, and its product computed with
+    the same parameters; a list of numpy arrays in the order given. An acquisition whose
+    detector (binned) has another shape than the first's is refused, naming both, before
+    any product is computed."""
+    opened = [
+        open(a, scan_shape=scan_shape, bin=bin, mask_bad_pixels=mask_bad_pixels, backend=backend)
+        for a in acquisitions
+    ]
+    if len(opened) < 2:
+        raise Error("compare takes two acquisitions or more; for one, use Acquisition.product")
+
+    def detector(a: Acquisition) -> Tuple[int, int]:
+        kr, kc = a.shape[2], a.shape[3]
+        return (-(-kr // a.bin), -(-kc // a.bin))
+
+    first = opened[0]
+    for a in opened[1:]:
+        if detector(a) != detector(first):
+            (r, c), (fr, fc) = detector(a), detector(first)
+            binned = f" (bin {bin})" if bin > 1 else ""
+            raise Error(
+                f"{os.path.basename(a.files[0])}: its detector is {r}\u00d7{c} pixels{binned} and that of "
+                f"{os.path.basename(first.files[0])} is {fr}\u00d7{fc}: one detector cannot be shared "
+                "between them"
+            )
+    return [a.product(kind, progress=progress, **params) for a in opened]

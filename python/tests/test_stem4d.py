@@ -285,3 +285,20 @@ def test_prepare_writes_what_the_cli_writes_and_reopens(tmp_path):
     assert not list(tmp_path.glob("*.partial")), list(tmp_path.iterdir())
     if (tmp_path / "stopped.stem4d").exists():
         assert (tmp_path / "stopped.stem4d").read_bytes() == out.read_bytes()
+
+
+def test_compare_gives_each_acquisitions_product_with_one_detector(tmp_path):
+    """stem4d.compare: the Arina fixture, its prepared copy and a prepared crop, one BF
+    detector: each array is what Acquisition.product gives for it alone; another detector
+    shape is refused naming both files."""
+    fx = next(f for f in MANIFEST["fixtures"] if f["name"] == "arina_u16")
+    data = FIXTURES / "data"
+    groups = [paths(fx), data / "arina_u16.stem4d", [data / "arina_u16_crop.stem4d"]]
+    bf = dict(center=(6.3, 4.6), radius=2.7)
+    got = stem4d.compare(groups, "bf", backend="cpu", **bf)
+    assert [g.shape for g in got] == [(5, 7), (5, 7), (3, 5)]
+    for g, a in zip(got, groups):
+        assert g.tobytes() == stem4d.open(a, backend="cpu").product("bf", **bf).tobytes()
+    other = next(f for f in MANIFEST["fixtures"] if f["name"] == "emd_u16_contig")
+    with pytest.raises(stem4d.Error, match="emd_u16_contig.h5: its detector is 8\u00d79 pixels and that of arina_u16_master.h5 is 13\u00d711"):
+        stem4d.compare([paths(fx), paths(other)], "bf", backend="cpu", **bf)
