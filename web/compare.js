@@ -107,8 +107,12 @@ function positionAt(c, ev) {
   return [clampI(r, 0, h - 1), clampI(col, 0, w - 1)];
 }
 
+// The compared panel a left drag moves the cursor on, if any: one for the page, so that
+// panels closed and opened again leave no listener behind.
+let dragging = null;
+window.addEventListener('mouseup', () => { dragging = null; });
+
 function bindComparedEvents(c) {
-  let dragging = false;
   // The linked cursor: a position here is the same scan position on every panel (the
   // viewed scan's bounds apply to it; each panel clamps it to its own).
   const moveTo = (ev) => {
@@ -122,15 +126,14 @@ function bindComparedEvents(c) {
   c.canvas.addEventListener('mousedown', (ev) => {
     if (!interactive() || ev.button !== 0) return;
     c.canvas.focus({ preventScroll: true });
-    dragging = true;
+    dragging = c;
     moveTo(ev);
   });
   c.canvas.addEventListener('mousemove', (ev) => {
     if (!interactive()) return;
-    if (dragging) moveTo(ev);
+    if (dragging === c) moveTo(ev);
     hoverValue(c, positionAt(c, ev));
   });
-  window.addEventListener('mouseup', () => { dragging = false; });
   c.canvas.addEventListener('mouseleave', () => { c.readout.textContent = ''; });
 }
 

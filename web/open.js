@@ -47,20 +47,19 @@ function readOptions(files) {
 
 // Open from the page's controls: a malformed option or a failed open is shown on the page,
 // not thrown.
-export function openFromUi(files, base = {}) {
-  files = Array.from(files || []);
-  let opts;
-  try { opts = { ...base, ...readOptions(files) }; } catch (e) { showError(e.message); return Promise.resolve(); }
-  return openFiles(files, opts).catch(() => {});
-}
+export const openFromUi = (files, base = {}) => withUiOptions(files, base, openFiles);
 
 // Files chosen or dropped (or re-read with a compare grid open): those that hold several
 // acquisitions open as a compare grid (compare.js); one acquisition opens as ever.
-export function openChosen(files, base = {}) {
+export const openChosen = (files, base = {}) => withUiOptions(files, base, openGrouped);
+
+// `open(files, options)` with the header's options over `base`; a malformed option or a
+// failed open is shown on the page, not thrown.
+function withUiOptions(files, base, open) {
   files = Array.from(files || []);
   let opts;
   try { opts = { ...base, ...readOptions(files) }; } catch (e) { showError(e.message); return Promise.resolve(); }
-  return openGrouped(files, opts).catch(() => {});
+  return open(files, opts).catch(() => {});
 }
 
 async function openGrouped(files, opts) {

@@ -9,20 +9,23 @@ pub mod bench_report;
 pub mod bench_viewer;
 mod compare;
 mod memory;
+mod open;
+mod output;
 pub mod parity;
 mod product;
 
 use bench::*;
 use memory::{plan_words, BudgetArgs, PlansHere};
+use open::{open_acquisition, open_options};
+use output::{refuse_input_overwrite, write_new_file};
 use product::{product, Backend};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::contract::{Dtype, Region};
 use crate::error::{Error, Result};
-use crate::formats::{Acquisition, OpenOptions, PartKind};
+use crate::formats::{Acquisition, PartKind};
 use crate::frames::Correction;
 use crate::hdf5_index::Layout;
 use crate::products::flags::FlagError;
@@ -502,137 +505,6 @@ fn kernel_overrides(dir: Option<PathBuf>) -> Result<Vec<(String, String)>> {
         }
     );
     Ok(overrides)
-}
-
-fn open_acquisition(a: &OpenArgs) -> Result<Acquisition> {
-    let acq = open_uncropped(a)?;
-    match &a.crop {
-        Some(s) => {
-            let [r0, r1, c0, c1] = parse_list::<usize, 4>(s, "--crop")?;
-            acq.crop_scan(Region { r0, r1, c0, c1 })
-        }
-        None => Ok(acq),
-    }
-}
-
-fn open_uncropped(a: &OpenArgs) -> Result<Acquisition> {
-    if let Some(s) = &a.synthetic {
-        let dims = parse_list::<usize, 4>(s, "--synthetic")?;
-        return if a.compressed {
-            let dtype = match a.synthetic_dtype.as_deref() {
-                None | Some("u16") => Dtype::U16,
-                Some("u8") => Dtype::U8,
-                Some(other) => {
-                    return Err(Error::param(format!(
-                        "--synthetic-dtype {other}: one of u8, u16"
-                    )))
-                }
-            };
-            crate::formats::synthetic::open_compressed_as(dims, dtype)
-        } else {
-            crate::formats::synthetic::open(dims)
-        };
-    }
-    let opts = open_options(a.scan_shape.as_deref(), a.dataset.clone())?;
-    // An Arina master's data files and companion are found in its folder.
-    let (acq, _) = crate::formats::beside::open_beside(&a.files, &opts)?;
-    // Every file named on the command line must be read: one that is not is a mistake.
-    match acq.unused_files.first() {
-        Some(extra) => Err(Error::format(
-            extra,
-            format!(
-                "given with {}, but the acquisition does not use it (no link, companion or description names it): open it on its own",
-                acq.primary
-            ),
-        )),
-        None => Ok(acq),
-    }
-}
-
-/// The open options of `--scan-shape` and `--dataset`.
-fn open_options(scan_shape: Option<&str>, dataset: Option<String>) -> Result<OpenOptions> {
-    Ok(OpenOptions {
-        scan_shape: scan_shape
-            .map(|s| parse_list::<usize, 2>(s, "--scan-shape"))
-            .transpose()?,
-        dataset,
-    })
-}
-
-/// `N` comma-separated values of an open flag (`--crop`, `--scan-shape`, `--synthetic`).
-fn parse_list<T: std::str::FromStr, const N: usize>(s: &str, flag: &str) -> Result<[T; N]> {
-    crate::products::flags::list::<T, N>(s).map_err(|e| Error::param(e.say(flag)))
-}
-
-/// Write the output, refusing to overwrite a file the run read (`read`). The bytes go to a
-/// temporary file beside it, renamed into place once whole: a failed run leaves no
-/// half-written output, and an existing output's file is replaced, never truncated, so no
-/// other name of that file (a hard link) changes.
-fn write_new_file(
-    path: &Path,
-    acq: &Acquisition,
-    read: &[PathBuf],
-    fill: impl FnOnce(&mut dyn std::io::Write) -> Result<()>,
-) -> Result<()> {
-    refuse_input_overwrite(path, acq, read)?;
-    let io = |message: String| Error::Io {
-        file: path.display().to_string(),
-        message,
-    };
-    let name = path
-        .file_name()
-        .ok_or_else(|| io("--out names no file".into()))?;
-    let mut temp_name = std::ffi::OsString::from(".");
-    temp_name.push(name);
-    temp_name.push(format!(".{}.partial", std::process::id()));
-    let temp = path.with_file_name(temp_name);
-    let written = std::fs::File::create(&temp)
-        .map_err(|e| io(format!("cannot write output: {e}")))
-        .and_then(|f| {
-            let mut w = std::io::BufWriter::new(f);
-            fill(&mut w)?;
-            use std::io::Write;
-            w.flush()
-                .map_err(|e| io(format!("cannot write output: {e}")))
-        })
-        .and_then(|()| {
-            std::fs::rename(&temp, path).map_err(|e| io(format!("cannot write output: {e}")))
-        });
-    written.inspect_err(|_| {
-        let _ = std::fs::remove_file(&temp);
-    })
-}
-
-/// Whether `a` and `b` name the same file: the same device and inode on Unix (hard links
-/// included), the same resolved path elsewhere.
-fn same_file(a: &Path, b: &Path) -> bool {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::MetadataExt;
-        if let (Ok(x), Ok(y)) = (std::fs::metadata(a), std::fs::metadata(b)) {
-            return x.dev() == y.dev() && x.ino() == y.ino();
-        }
-    }
-    matches!((a.canonicalize(), b.canonicalize()), (Ok(x), Ok(y)) if x == y)
-}
-
-/// An existing `path` that is a file the run read (by identity: a hard link or another path
-/// to it counts) or has an input's name is never written.
-fn refuse_input_overwrite(path: &Path, acq: &Acquisition, read: &[PathBuf]) -> Result<()> {
-    if !path.exists() {
-        return Ok(());
-    }
-    let name = crate::source::base_name(&path.display().to_string()).to_string();
-    let same = read.iter().find(|r| same_file(path, r));
-    let same_name = acq.files.files().iter().any(|f| f.name() == name);
-    if same.is_some() || same_name {
-        let what = same.map_or_else(|| name.clone(), |r| r.display().to_string());
-        return Err(Error::param(format!(
-            "--out {} would overwrite {what}, a file this run reads",
-            path.display()
-        )));
-    }
-    Ok(())
 }
 
 /// `bench gpu --backend cuda`, where the binary has the CUDA backend.

@@ -107,9 +107,7 @@ fn weighted_sums(
     for (bits, pixels) in groups {
         let w = f64::from_bits(bits);
         for (a, s) in acc.iter_mut().zip(res.masked_sums(engine, &pixels)?) {
-            // s may pass 2^53: split so both products are exact.
-            a.add_product(w * 4_294_967_296.0, (s >> 32) as f64);
-            a.add_product(w, (s & 0xffff_ffff) as f64);
+            a.add_weighted(w, s);
         }
     }
     Ok(acc.iter().map(ExactSum::value).collect())

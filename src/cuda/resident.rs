@@ -383,9 +383,11 @@ impl CudaResident {
     pub fn frames(&self, engine: &CudaEngine, f0: usize, f1: usize) -> Result<Vec<u32>> {
         let n = self.shape.det_len();
         let range = f0 * n..f1 * n;
-        let widen = |e| driver_error("read frames")(e);
         let out: Vec<u32> = on_stored!(&self.stored, s, _t => {
-            let v = engine.stream.clone_dtoh(&s.slice(range)).map_err(widen)?;
+            let v = engine
+                .stream
+                .clone_dtoh(&s.slice(range))
+                .map_err(driver_error("read frames"))?;
             v.into_iter().map(u32::from).collect()
         });
         engine.synchronize()?;

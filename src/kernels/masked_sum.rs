@@ -310,9 +310,7 @@ pub async fn weighted_sums(
     for (bits, idx) in groups {
         let w = f64::from_bits(bits);
         for (a, s) in acc.iter_mut().zip(masked_sums(engine, res, &idx).await?) {
-            // s may pass 2^53: split so both products are exact.
-            a.add_product(w * 4_294_967_296.0, (s >> 32) as f64);
-            a.add_product(w, (s & 0xffff_ffff) as f64);
+            a.add_weighted(w, s);
         }
     }
     Ok(acc.iter().map(ExactSum::value).collect())

@@ -116,6 +116,13 @@ impl ExactSum {
         self.partials.push(x);
     }
 
+    /// Add `w · s` exactly for an exact integer sum `s` (a weight group's masked sum, which
+    /// may pass 2^53): split in two 32-bit halves so both products are exact (C-WEIGHTS).
+    pub fn add_weighted(&mut self, w: f64, s: u64) {
+        self.add_product(w * 4_294_967_296.0, (s >> 32) as f64);
+        self.add_product(w, (s & 0xffff_ffff) as f64);
+    }
+
     /// Add `a · b` exactly (its rounded product and the FMA's remainder).
     pub fn add_product(&mut self, a: f64, b: f64) {
         let p = a * b;
