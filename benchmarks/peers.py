@@ -12,10 +12,12 @@ The peers are written the way their users write them:
 - the bandwidth limit: bytes a product must read ÷ the device's copy rate (read + write).
 
 stem4d's own times come from `stem4d bench gpu --synthetic R,C,KR,KC --json FILE`
-(`--stem4d-json FILE`): its kernel times on the same acquisition, made on the same GPU.
+(`--stem4d-json FILE`, WGSL on Vulkan) and `stem4d bench gpu FILE --backend cuda --json FILE`
+(`--stem4d-cuda-json FILE`, the CUDA backend, on the synthetic acquisition exported to a
+file): kernel times on the same acquisition, made on the same GPU.
 
     python3 benchmarks/peers.py --shape 512,512,192,192 --xp cupy,torch \\
-        --stem4d-json OUT/bench_gpu.json --json OUT/peers.json
+        --stem4d-json OUT/bench_gpu.json --stem4d-cuda-json OUT/cuda.json --json OUT/peers.json
 
 On a machine without a GPU, `--xp numpy --shape 24,20,18,22 --check target/debug/stem4d`
 checks the generator and the products against stem4d (what CI-sized runs can do).
@@ -240,16 +242,23 @@ STEM4D_KEYS = {
     "DF": "kernel DF = total - BF (cached total)",
     "CoM": "kernel CoM/DPC moments (fused)",
 }
+# The same on the CUDA backend: DF there is the BF sum subtracted from a cached total too.
+STEM4D_CUDA_KEYS = {
+    "BF": "kernel BF r=30 (2828 px)",
+    "ADF": "kernel ADF 60..96 (17296 px)",
+    "DF": "kernel BF r=30 (2828 px)",
+    "CoM": "kernel CoM/DPC moments",
+}
 
 
-def stem4d_times(path: Path | None):
+def stem4d_times(path: Path | None, keys=STEM4D_KEYS):
     if path is None:
         return {}, None
     # `stem4d bench gpu --json` writes its figures under "figures", the machine once.
     doc = json.loads(path.read_text())
     figures = {r.get("key"): r for r in doc.get("figures", [])}
     out = {}
-    for name, key in STEM4D_KEYS.items():
+    for name, key in keys.items():
         if key in figures:
             out[name] = float(figures[key]["value"].split()[0]) / 1e3
     return out, doc.get("machine")
@@ -285,6 +294,8 @@ def main(argv=None):
     ap.add_argument("--xp", default="cupy,torch", help="array libraries: cupy, torch, numpy")
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--stem4d-json", type=Path, help="`stem4d bench gpu --json` of the same shape")
+    ap.add_argument("--stem4d-cuda-json", type=Path,
+                    help="`stem4d bench gpu FILE --backend cuda --json` of the same acquisition")
     ap.add_argument("--check", metavar="STEM4D", help="a stem4d binary: compare the BF images")
     ap.add_argument("--json", type=Path, help="write the figures as BENCHMARKS records")
     ap.add_argument("--commit", default="")
@@ -293,6 +304,8 @@ def main(argv=None):
     if len(shape) != 4:
         raise SystemExit("--shape takes R,C,KR,KC")
     ours, machine = stem4d_times(a.stem4d_json)
+    cuda, cuda_machine = stem4d_times(a.stem4d_cuda_json, STEM4D_CUDA_KEYS)
+    machine = machine or cuda_machine
     rows = []
     for name in [x.strip() for x in a.xp.split(",") if x.strip()]:
         ops = Ops(name)
@@ -308,18 +321,21 @@ def main(argv=None):
         del data
         gc.collect()
         ops.release()
-    print(f"{'product':<6} {'peer':<7} {'peer ms':>9} {'limit ms':>9} {'stem4d ms':>10} {'stem4d ×':>9}")
+    print(f"{'product':<6} {'peer':<7} {'peer ms':>9} {'limit ms':>9} {'WGSL ms':>9} {'WGSL ×':>7}"
+          f" {'CUDA ms':>9} {'CUDA ×':>7}")
     records = []
     for product, peer, t, limit in rows:
-        s = ours.get(product)
-        ratio = f"{t / s:.1f}" if s else "-"
+        s, c = ours.get(product), cuda.get(product)
+        ratio = lambda v: f"{t / v:.1f}" if v else "-"
         print(f"{product:<6} {peer:<7} {t * 1e3:9.3f} {limit * 1e3:9.3f} "
-              f"{(s or 0) * 1e3:10.3f} {ratio:>9}")
+              f"{(s or 0) * 1e3:9.3f} {ratio(s):>7} {(c or 0) * 1e3:9.3f} {ratio(c):>7}")
+        said = [f"stem4d {name} {v * 1e3:.3f} ms, {t / v:.1f}× faster" for name, v in (("WGSL", s), ("CUDA", c)) if v]
         records.append({
             "figure": f"{product}: {peer} ({'gather + sum' if product != 'CoM' else 'float32 matmul'})",
-            "value": f"{t * 1e3:.3f} ms" + (f" (stem4d WGSL {s * 1e3:.3f} ms, {t / s:.1f}× faster)" if s else ""),
+            "value": f"{t * 1e3:.3f} ms" + (f" ({'; '.join(said)})" if said else "")
+            + f"; bandwidth limit {limit * 1e3:.3f} ms",
             "target": "stem4d ≥ 10× faster",
-            "command": f"python3 benchmarks/peers.py --shape {a.shape} --xp {peer} --stem4d-json …",
+            "command": f"python3 benchmarks/peers.py --shape {a.shape} --xp {peer} --stem4d-json … --stem4d-cuda-json …",
             "machine": machine or "",
             "commit": a.commit,
             "date": time.strftime("%Y-%m-%d"),

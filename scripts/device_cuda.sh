@@ -3,10 +3,13 @@
 # `--features cuda`. Steps (default: parity bench):
 #   parity — the parity matrix of every fixture on CPU, Vulkan (wgpu) and CUDA, with and
 #            without bad-pixel masking, merged into OUTDIR/parity-cuda.json (the fixtures of
-#            ../shared/data are not on that machine and are left out);
+#            ../shared/data where .device/shared_data holds a copy of them);
 #   bench  — the 512×512×192×192 uint16 benchmark file (made as device_compressed.sh makes
 #            it): CUDA's upload and kernel times, and Vulkan's beside them in the same run;
-#   u8     — the 1024×1024×192×192 uint8 file resident in CUDA and in Vulkan, timed alike.
+#   u8     — the 1024×1024×192×192 uint8 file resident in CUDA and in Vulkan, timed alike;
+#   python — the Python package's CUDA tests (python/tests/test_stem4d.py -k cuda), with the
+#            wheel and pytest unpacked into .device/pylib;
+#   peers  — benchmarks/peers.py (CuPy, PyTorch) beside the bench step's WGSL and CUDA times.
 #   bash scripts/device_cuda.sh OUTDIR [STEP...]
 set -uo pipefail
 OUT=${1:?usage: device_cuda.sh OUTDIR [STEP...]}
@@ -17,6 +20,10 @@ for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do
   if compgen -G "$d/libnvrtc.so*" >/dev/null; then export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$d; fi
 done
 S=.device/stem4d
+# The shared fixtures (../shared/data), where a copy was carried.
+if [ -d .device/shared_data ] && [ ! -d ../shared/data ]; then
+  mkdir -p ../shared && cp -r .device/shared_data ../shared/data
+fi
 run() { echo "\$ $*"; timeout 280 "$@"; echo "exit $?"; }
 # make_file DIMS DTYPE PATH: the synthetic acquisition as a bslz4 HDF5 file, once a machine.
 make_file() {
@@ -35,10 +42,12 @@ make_file() {
         python3 - <<'PY' > /tmp/fixture_args.txt
 import json
 m = json.load(open('tests/fixtures/manifest.json'))
+import os
 for f in m['fixtures']:
-    if f.get('root') == 'shared':
+    base = 'tests/fixtures/data' if f.get('root') != 'shared' else '../shared/data'
+    if not os.path.isdir(base):
         continue
-    args = [f"tests/fixtures/data/{x}" for x in f['files']]
+    args = [f"{base}/{x}" for x in f['files']]
     if f.get('scan_shape'): args += ['--scan-shape', ','.join(map(str, f['scan_shape']))]
     if f.get('dataset'): args += ['--dataset', f['dataset']]
     print(f['name'] + '\t' + ' '.join(args))
@@ -55,8 +64,15 @@ PY
 import glob, json, sys
 runs = [json.load(open(p)) for p in sorted(glob.glob('/tmp/parity/*.json'))]
 rows = [r for run in runs for r in run['rows']]
+def outcomes(b):
+    seen = {}
+    for r in rows:
+        if r['backend'] == b:
+            seen[r['outcome']['is']] = seen.get(r['outcome']['is'], 0) + 1
+    return seen
 json.dump({'runs': runs, 'summary': {b: {'pass': sum(r['pass'] for r in rows if r['backend'] == b),
-           'rows': sum(r['backend'] == b for r in rows)} for b in sorted({r['backend'] for r in rows})}},
+           'rows': sum(r['backend'] == b for r in rows), 'outcomes': outcomes(b)}
+           for b in sorted({r['backend'] for r in rows})}},
           open(sys.argv[1], 'w'), indent=1)
 print(json.dumps(json.load(open(sys.argv[1]))['summary']))
 PY
@@ -70,6 +86,18 @@ PY
         make_file 1024,1024,192,192 u8 /tmp/u8.h5
         run $S bench gpu /tmp/u8.h5 --backend cuda --reps 10 --json "$OUT/cuda_u8.json"
         run $S bench gpu /tmp/u8.h5 --reps 10 --json "$OUT/vulkan_u8.json" | grep -E "stage|kernel (BF|ADF|CoM|mean)"
+        ;;
+      python)
+        PYTHONPATH=$PWD/.device/pylib STEM4D_BIN=$PWD/$S STEM4D_REQUIRE_CUDA=1 \
+          run python3 -m pytest -q -p no:cacheprovider python/tests/test_stem4d.py -k "cuda or errors"
+        ;;
+      peers)
+        make_file 512,512,192,192 u16 /tmp/syn.h5
+        [ -s "$OUT/cuda_512.json" ] || run $S bench gpu /tmp/syn.h5 --backend cuda --reps 20 --json "$OUT/cuda_512.json"
+        [ -s "$OUT/vulkan_512.json" ] || run $S bench gpu /tmp/syn.h5 --reps 20 --json "$OUT/vulkan_512.json" >/dev/null
+        run python3 benchmarks/peers.py --shape 512,512,192,192 --xp cupy,torch --reps 10 \
+          --stem4d-json "$OUT/vulkan_512.json" --stem4d-cuda-json "$OUT/cuda_512.json" --json "$OUT/peers.json" \
+          --commit "${COMMIT:-unknown}"
         ;;
     esac
   done

@@ -225,3 +225,30 @@ fn every_kernel_fits_webgpus_workgroup_memory() {
         }
     }
 }
+
+/// The CUDA mirror of fft.wgsl takes `FftParams` by value: its `struct FftParams` in
+/// wgsl/fft.cu names the Rust uniform's fields in the same order, each 4 bytes, so the bytes
+/// the host passes are the ones the kernels read.
+#[test]
+fn the_cuda_fft_params_are_the_uniforms_layout() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("wgsl/fft.cu");
+    let text = std::fs::read_to_string(dir).unwrap();
+    let start = text
+        .find("struct FftParams {")
+        .expect("struct FftParams in wgsl/fft.cu");
+    let body = &text[start + "struct FftParams {".len()..];
+    let body = &body[..body.find("};").unwrap()];
+    let mut names = Vec::new();
+    for decl in body.split(';').map(str::trim).filter(|d| !d.is_empty()) {
+        let (ty, fields) = decl.split_once(' ').unwrap();
+        assert!(ty == "u32" || ty == "float", "a field of 4 bytes, not {ty}");
+        names.extend(fields.split(',').map(|f| f.trim().to_string()));
+    }
+    let layout = stem4d::kernels::FftParams::LAYOUT;
+    let rust: Vec<String> = layout.fields.iter().map(|(n, _)| n.to_string()).collect();
+    assert_eq!(names, rust, "wgsl/fft.cu's FftParams fields");
+    for (k, (_, offset)) in layout.fields.iter().enumerate() {
+        assert_eq!(*offset, 4 * k, "FftParams packs 4-byte fields");
+    }
+    assert_eq!(layout.size, 4 * rust.len());
+}

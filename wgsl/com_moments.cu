@@ -39,3 +39,37 @@ __device__ void com_moments(const T *__restrict__ frames, u64 n_frames, u32 det_
         com_moments<T>(frames, n_frames, det_rows, det_cols, out);                            \
     }
 STEM4D_FOR_SAMPLES(COM_MOMENTS)
+
+// Float32 frames (their bits): the exact total, Σ row·x and Σ col·x in units of 2^lsb, six
+// u64 a frame (three (lo, hi) pairs).
+extern "C" __global__ void com_moments_f32(const u32 *__restrict__ frames, u64 n_frames,
+                                           u32 det_rows, u32 det_cols, int lsb,
+                                           u64 *__restrict__ out) {
+    const u64 frame_len = (u64)det_rows * det_cols;
+    const u32 lane = threadIdx.x & 31u;
+    for (u64 f = warp_index(); f < n_frames; f += warp_count()) {
+        const u32 *frame = frames + f * frame_len;
+        wide t = {0, 0}, r = {0, 0}, c = {0, 0};
+        for (u32 row = 0; row < det_rows; row++) {
+            const u32 *line = frame + (u64)row * det_cols;
+            for (u32 col = lane; col < det_cols; col += 32) {
+                const u32 x = line[col];
+                t = wide_add(t, fixed_wide(x, 1, lsb));
+                r = wide_add(r, fixed_wide(x, row, lsb));
+                c = wide_add(c, fixed_wide(x, col, lsb));
+            }
+        }
+        t = warp_sum_wide(t);
+        r = warp_sum_wide(r);
+        c = warp_sum_wide(c);
+        if (lane == 0) {
+            u64 *o = out + 6 * f;
+            o[0] = t.lo;
+            o[1] = t.hi;
+            o[2] = r.lo;
+            o[3] = r.hi;
+            o[4] = c.lo;
+            o[5] = c.hi;
+        }
+    }
+}

@@ -22,3 +22,22 @@ __device__ void masked_sum(const T *__restrict__ frames, u64 frame_len, u64 n_fr
         masked_sum<T>(frames, frame_len, n_frames, pixels, n_pixels, out);                    \
     }
 STEM4D_FOR_SAMPLES(MASKED_SUM)
+
+// Float32 frames (their bits): each frame's exact sum in units of 2^lsb, two u64 (lo, hi) a
+// frame.
+extern "C" __global__ void masked_sum_f32(const u32 *__restrict__ frames, u64 frame_len,
+                                          u64 n_frames, const u32 *__restrict__ pixels,
+                                          u32 n_pixels, int lsb, u64 *__restrict__ out) {
+    const u32 lane = threadIdx.x & 31u;
+    for (u64 f = warp_index(); f < n_frames; f += warp_count()) {
+        const u32 *frame = frames + f * frame_len;
+        wide acc = {0, 0};
+        for (u32 i = lane; i < n_pixels; i += 32)
+            acc = wide_add(acc, fixed_wide(frame[pixels[i]], 1, lsb));
+        acc = warp_sum_wide(acc);
+        if (lane == 0) {
+            out[2 * f] = acc.lo;
+            out[2 * f + 1] = acc.hi;
+        }
+    }
+}

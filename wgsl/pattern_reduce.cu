@@ -39,3 +39,33 @@ __device__ void pattern_reduce(const T *__restrict__ frames, u64 frame_len, u32 
                           sum, max);                                                          \
     }
 STEM4D_FOR_SAMPLES(PATTERN_REDUCE)
+
+// Float32 frames (their bits): per pixel the exact sum in units of 2^lsb (two u64, lo and
+// hi, met by `atomic_add_wide`) and the largest value's `float_key`. `sum` and `max` start at
+// zero (key 0 is below every float's).
+extern "C" __global__ void pattern_reduce_f32(const u32 *__restrict__ frames, u64 frame_len,
+                                              u32 scan_cols, u32 r0, u32 c0, u32 roi_cols,
+                                              u64 roi_len, u64 per_share, int lsb,
+                                              u64 *__restrict__ sum, u32 *__restrict__ max) {
+    const u64 k = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (k >= frame_len) return;
+    const u64 j0 = (u64)blockIdx.y * per_share;
+    const u64 j1 = min(j0 + per_share, roi_len);
+    if (j0 >= j1) return;
+    u32 r = r0 + (u32)(j0 / roi_cols), c = c0 + (u32)(j0 % roi_cols);
+    const u32 c1 = c0 + roi_cols;
+    wide s = {0, 0};
+    u32 m = 0;
+    for (u64 j = j0; j < j1; j++) {
+        const u32 x = frames[((u64)r * scan_cols + c) * frame_len + k];
+        s = wide_add(s, fixed_wide(x, 1, lsb));
+        const u32 key = float_key(x);
+        m = key > m ? key : m;
+        if (++c == c1) {
+            c = c0;
+            r++;
+        }
+    }
+    atomic_add_wide(&sum[2 * k], s);
+    atomicMax(&max[k], m);
+}

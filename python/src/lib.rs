@@ -15,6 +15,7 @@ use pyo3::create_exception;
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
 
+use stem4d::cuda::{CudaEngine, CudaResident};
 use stem4d::formats::{Acquisition as Acq, OpenOptions};
 use stem4d::frames::{Correction, FrameReader};
 use stem4d::gpu::{Engine, GpuApi, Resident};
@@ -100,6 +101,27 @@ enum Backend {
         /// The resident, made at the first product (no budget or plan asked for).
         resident: Option<Box<Resident>>,
     },
+    /// The native CUDA backend (the package is built with it; the driver and NVRTC are
+    /// found at run time).
+    Cuda {
+        engine: Arc<CudaEngine>,
+        /// The resident, made at the first product.
+        resident: Option<Box<CudaResident>>,
+    },
+}
+
+/// The process's CUDA engine, made at its first use (its kernels compiled by NVRTC once).
+fn shared_cuda() -> stem4d::Result<Arc<CudaEngine>> {
+    static ENGINE: Mutex<Option<Arc<CudaEngine>>> = Mutex::new(None);
+    let mut made = ENGINE
+        .lock()
+        .map_err(|_| stem4d::Error::Gpu("the CUDA engine was poisoned by a panic".into()))?;
+    if let Some(e) = made.as_ref() {
+        return Ok(e.clone());
+    }
+    let e = Arc::new(CudaEngine::new()?);
+    *made = Some(e.clone());
+    Ok(e)
 }
 
 /// One opened acquisition.
@@ -196,9 +218,8 @@ fn engine_for(
                 Ok(None)
             }
         },
-        "cuda" => Err(stem4d::Error::param(
-            "backend 'cuda': this build of stem4d has no CUDA backend (use 'wgpu', 'cpu' or 'auto')",
-        )),
+        // Made by `open` itself: it is not a wgpu engine.
+        "cuda" => Ok(None),
         other => match GpuApi::parse(other) {
             Some(api) => shared_engine(api).map(Some),
             None => Err(stem4d::Error::param(format!(
@@ -250,11 +271,38 @@ fn open(
         };
         corr.validate(acq.shape)?;
         let mut notes = Vec::new();
-        let engine = engine_for(&backend, &mut notes)?;
-        let name = match engine.as_ref().map(|e| e.lock()) {
-            Some(Ok(e)) => format!("wgpu ({}, {})", e.adapter.name, e.adapter.backend),
-            Some(Err(_)) => return Err(stem4d::Error::Gpu("the GPU engine was poisoned".into())),
-            None => "cpu".to_string(),
+        let (chosen, name) = if backend == "cuda" {
+            if memory_budget.is_some() || plan.is_some() {
+                return Err(stem4d::Error::param(
+                    "memory_budget and memory_plan are the wgpu engine's: backend 'cuda' keeps the whole acquisition resident",
+                ));
+            }
+            let engine = shared_cuda()?;
+            let name = format!("cuda ({})", engine.line());
+            (
+                Backend::Cuda {
+                    engine,
+                    resident: None,
+                },
+                name,
+            )
+        } else {
+            let engine = engine_for(&backend, &mut notes)?;
+            let name = match engine.as_ref().map(|e| e.lock()) {
+                Some(Ok(e)) => format!("wgpu ({}, {})", e.adapter.name, e.adapter.backend),
+                Some(Err(_)) => {
+                    return Err(stem4d::Error::Gpu("the GPU engine was poisoned".into()))
+                }
+                None => "cpu".to_string(),
+            };
+            let chosen = match engine {
+                Some(engine) => Backend::Wgpu {
+                    engine,
+                    resident: None,
+                },
+                None => Backend::Cpu,
+            };
+            (chosen, name)
         };
         Ok(Acquisition {
             acq,
@@ -263,13 +311,7 @@ fn open(
                 budget: memory_budget,
                 plan,
             },
-            backend: Mutex::new(match engine {
-                Some(engine) => Backend::Wgpu {
-                    engine,
-                    resident: None,
-                },
-                None => Backend::Cpu,
-            }),
+            backend: Mutex::new(chosen),
             backend_name: name,
             provenance: Mutex::new(notes),
             files,
@@ -296,6 +338,15 @@ impl Acquisition {
             .map_err(|_| stem4d::Error::param("an earlier product panicked"))?;
         let out = match &mut *backend {
             Backend::Cpu => stem4d::cpu::compute(&self.acq, &params, self.corr),
+            Backend::Cuda { engine, resident } => {
+                if resident.is_none() {
+                    *resident = Some(Box::new(CudaResident::upload(engine, &self.acq, self.corr)?));
+                }
+                match resident.as_ref() {
+                    Some(res) => stem4d::cuda::compute_resident(engine, &self.acq, res, &params),
+                    None => Err(stem4d::Error::Gpu("no CUDA resident was made".into())),
+                }
+            }
             Backend::Wgpu { engine, resident } => {
                 let engine = &*engine
                     .lock()

@@ -156,9 +156,11 @@ def open(
     ``backend``: ``"wgpu"`` (a GPU, or an error), ``"vulkan"``, ``"metal"`` or ``"dx12"``
     (a GPU on that graphics API, or an error naming the adapters there are), ``"cpu"`` (the
     reference), ``"auto"`` (a hardware GPU where there is one, else the CPU reference;
-    :attr:`Acquisition.provenance` says which) or ``"cuda"``. ``memory_budget`` (bytes) and ``memory_plan`` (``resident``,
-    ``compressed``, ``streaming``, ``cpu``) choose how the GPU holds the acquisition, as the
-    CLI's ``--memory-budget`` and ``--memory-plan`` do. ``crop=(r0, r1, c0, c1)`` keeps those
+    :attr:`Acquisition.provenance` says which) or ``"cuda"`` (the native CUDA backend: the
+    NVIDIA driver and NVRTC found at run time, or an error saying CUDA is absent; it holds
+    the whole acquisition resident). ``memory_budget`` (bytes) and ``memory_plan``
+    (``resident``, ``compressed``, ``streaming``, ``cpu``) choose how the wgpu engine holds
+    the acquisition, as the CLI's ``--memory-budget`` and ``--memory-plan`` do. ``crop=(r0, r1, c0, c1)`` keeps those
     scan rows and columns (half-open) and reads only their frames."""
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]

@@ -73,14 +73,34 @@ def cli_run(fx, kind, params, out: Path, backend: str) -> subprocess.CompletedPr
     return subprocess.run(args + paths(fx), capture_output=True, text=True)
 
 
+def cuda_or_skip():
+    """Skip a CUDA test, saying why, where this machine has no CUDA (the package is built with
+    the backend; the driver and NVRTC are found at run time); STEM4D_REQUIRE_CUDA=1 (the GPU
+    machine) makes an absent CUDA a failure."""
+    fx = MANIFEST["fixtures"][0]
+    try:
+        stem4d.open(paths(fx), scan_shape=fx["scan_shape"], dataset=fx["dataset"], backend="cuda")
+    except stem4d.Error as e:
+        if os.environ.get("STEM4D_REQUIRE_CUDA") == "1":
+            raise
+        assert "CUDA is not available on this machine" in str(e), e
+        pytest.skip(f"backend cuda: {e}")
+
+
+def backend_or_skip(backend: str):
+    if backend == "cuda":
+        cuda_or_skip()
+
+
 def cli_product(fx, kind, params, out: Path, backend: str) -> np.ndarray:
     done = cli_run(fx, kind, params, out, backend)
     assert done.returncode == 0, done.stderr
     return np.load(out)
 
 
-@pytest.mark.parametrize("backend", ["cpu", "wgpu"])
+@pytest.mark.parametrize("backend", ["cpu", "wgpu", "cuda"])
 def test_every_product_is_the_clis(backend, tmp_path):
+    backend_or_skip(backend)
     compared = 0
     for fx in MANIFEST["fixtures"]:
         opened = {}
@@ -110,8 +130,9 @@ def test_every_product_is_the_clis(backend, tmp_path):
             exact = ref.dtype.kind in "ui" and entry["kind"] != "mean-dp-f32"
             if exact:
                 assert got.dtype == ref.dtype and np.array_equal(got, ref), f"{what}: differs from numpy"
-            # Each CLI run on wgpu builds a device (seconds on a software GPU): there, the
-            # float products of a few fixtures are compared with it, the rest with numpy.
+            # Each CLI run on a GPU builds a device (seconds on a software GPU) or compiles
+            # the CUDA kernels: there, the float products of a few fixtures are compared
+            # with it, the rest with numpy.
             if backend == "cpu" or (not exact and fx["name"] in WGPU_CLI_FIXTURES):
                 want = cli_product(fx, kind, params, tmp_path / f"{n}.npy", backend)
                 assert got.dtype == want.dtype and got.shape == want.shape, what
@@ -167,6 +188,9 @@ def test_errors_name_the_file_and_the_problem(tmp_path):
         a.product("total", bin=2)
     with pytest.raises(stem4d.Error, match="backend 'tpu'"):
         stem4d.open(paths(fx), backend="tpu")
+    # The CUDA backend keeps the acquisition resident: a budget there is refused, not ignored.
+    with pytest.raises(stem4d.Error, match="backend 'cuda' keeps the whole acquisition resident"):
+        stem4d.open(paths(fx), backend="cuda", memory_budget=262144)
     if sys.platform != "darwin":
         # A graphics API this machine has no adapter for is named with the adapters there are.
         with pytest.raises(stem4d.Error, match="backend 'metal' has no adapter on this machine"):
@@ -241,10 +265,11 @@ def test_ctrl_c_stops_a_streamed_pass():
     assert a.product("com").tobytes() == plain.product("com").tobytes()
 
 
-@pytest.mark.parametrize("backend", ["cpu", "wgpu"])
+@pytest.mark.parametrize("backend", ["cpu", "wgpu", "cuda"])
 def test_the_dpc_rotation_is_the_clis(backend, tmp_path):
     """`dpc-rotation` (C-DPC-ROTATION) from Python is `[theta_deg, flip, curl_energy]`, byte for
     byte what the CLI writes on the same backend; a scan without a 2 x 2 cell is refused."""
+    backend_or_skip(backend)
     fx = next(f for f in MANIFEST["fixtures"] if f["name"] == "hot_stack_u16")
     acq = stem4d.open(paths(fx), scan_shape=fx["scan_shape"], dataset=fx["dataset"], backend=backend)
     params = {"center": [20.0, 17.5], "inner": 6.0, "outer": 14.0}

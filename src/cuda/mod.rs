@@ -11,8 +11,10 @@
 
 pub mod bench;
 mod engine;
+mod idpc;
 mod products;
 mod resident;
+mod resident_float;
 
 pub use engine::CudaEngine;
 pub use products::{compute, compute_resident};

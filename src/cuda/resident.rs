@@ -10,21 +10,25 @@ use super::engine::{driver_error, CudaEngine};
 use crate::contract::{Dtype, Region, Shape4};
 use crate::error::{Error, Result};
 use crate::formats::Acquisition;
-use crate::frames::{Correction, FrameReader};
+use crate::frames::{Correction, FrameReader, Samples};
+use crate::upload::plan::FloatRange;
 
 /// Bytes of stored samples read and copied at a time.
 const BLOCK_BYTES: usize = 256 << 20;
 /// Threads of a block in every kernel.
 const THREADS: u32 = 256;
 
-/// The stored samples: the source's type, or u32 once binned (C-BIN widens).
+/// The stored samples: the source's type, or u32 once binned (C-BIN widens); float32 as
+/// its bits (binned on the CPU as the frame pipeline bins it, C-BIN-COMPOSE).
 pub enum Stored {
     U8(CudaSlice<u8>),
     U16(CudaSlice<u16>),
     U32(CudaSlice<u32>),
+    F32(CudaSlice<u32>),
 }
 
-/// Run `$body` with `$s` the stored slice and `$t` its kernels' suffix.
+/// Run `$body` with `$s` the stored slice and `$t` its kernels' suffix: every sample type's
+/// own, float32's bits as `u32` (zeroing and reading frames do not look at the values).
 macro_rules! on_stored {
     ($stored:expr, $s:ident, $t:ident => $body:expr) => {
         match $stored {
@@ -36,10 +40,25 @@ macro_rules! on_stored {
                 let $t = "u16";
                 $body
             }
-            Stored::U32($s) => {
+            Stored::U32($s) | Stored::F32($s) => {
                 let $t = "u32";
                 $body
             }
+        }
+    };
+}
+
+/// As `on_stored!` for the integer kernels (exact 64-bit sums); a float32 resident is
+/// summed by the wide kernels instead (`resident_float.rs`).
+macro_rules! on_int_stored {
+    ($stored:expr, $s:ident, $t:ident => $body:expr) => {
+        match $stored {
+            Stored::F32(_) => {
+                return Err(Error::Gpu(
+                    "CUDA: an integer kernel was asked to sum float32 samples".into(),
+                ))
+            }
+            stored => on_stored!(stored, $s, $t => $body),
         }
     };
 }
@@ -53,6 +72,8 @@ pub struct CudaResident {
     pub found_bad: Option<Vec<bool>>,
     /// Bits of a stored sample (32 once binned): the CoM moments' bound.
     pub bits: u32,
+    /// Float32 data: the audited range of the samples (their sums are exact in 128 bits).
+    pub float: Option<FloatRange>,
 }
 
 /// A grid-stride launch over `n` items.
@@ -171,17 +192,18 @@ impl CudaResident {
     ) -> Result<CudaResident> {
         corr.validate(acq.shape)?;
         let bits = match acq.dtype {
-            Dtype::F32 => {
-                return Err(Error::GpuUnsupported(
-                    "float32 data is not on the CUDA backend yet: use --backend wgpu or cpu".into(),
-                ))
-            }
             _ if corr.bin > 1 => 32,
             dt => 8 * dt.size() as u32,
         };
         let reader = FrameReader::new(acq);
         let zeroing = Zeroing::of(engine, acq, corr)?;
+        let mut float = None;
         let stored = match (acq.dtype, corr.bin) {
+            (Dtype::F32, _) => {
+                let (frames, range) = float_frames(engine, acq, &reader, corr)?;
+                float = Some(range);
+                Stored::F32(frames)
+            }
             (Dtype::U8, 1) => Stored::U8(raw_frames::<u8>(engine, acq, &reader, &zeroing, "u8")?),
             (Dtype::U16, 1) => {
                 Stored::U16(raw_frames::<u16>(engine, acq, &reader, &zeroing, "u16")?)
@@ -205,6 +227,7 @@ impl CudaResident {
             correction: corr,
             found_bad: None,
             bits,
+            float,
         };
         res.settle_bad_pixels(engine, acq)?;
         Ok(res)
@@ -212,13 +235,7 @@ impl CudaResident {
 
     /// The hot and dead pixels of the mean pattern, zeroed where masking is on.
     fn settle_bad_pixels(&mut self, engine: &CudaEngine, acq: &Acquisition) -> Result<()> {
-        let scan = Region::full(self.shape.scan);
-        let (sum, _) = self.pattern_reduce(engine, scan)?;
-        let count = scan.len() as u128;
-        let mean: Vec<f64> = sum
-            .iter()
-            .map(|&s| crate::products::host_exact::quotient(s as u128, count, 0, false))
-            .collect();
+        let mean = self.mean_pattern(engine, &acq.primary)?;
         let (_, zero) =
             crate::products::gpu::found_in_mean(acq, self.correction, &mean, self.shape.det);
         if let Some(mask) = zero {
@@ -269,7 +286,7 @@ impl CudaResident {
             self.shape.frames() as u64,
             list.len() as u32,
         );
-        on_stored!(&self.stored, s, t => {
+        on_int_stored!(&self.stored, s, t => {
             let f = engine.function(&format!("masked_sum_{t}"))?;
             let mut l = engine.stream.launch_builder(&f);
             l.arg(s).arg(&frame_len).arg(&n_frames).arg(list).arg(&n).arg(out);
@@ -282,6 +299,12 @@ impl CudaResident {
     /// Each frame's (Σ I, Σ row·I, Σ col·I), exact where [`CudaResident::moment_bound`] is
     /// below 2^64 (else refused, as the wgpu engine refuses it).
     pub fn com_moments(&self, engine: &CudaEngine) -> Result<Vec<[u64; 3]>> {
+        Ok(self.com_moments_kept(engine)?.1)
+    }
+
+    /// The moments as [`CudaResident::com_moments`], also kept on the device (three u64 per
+    /// frame) for the iDPC pack, which reads them there.
+    pub fn com_moments_kept(&self, engine: &CudaEngine) -> Result<(CudaSlice<u64>, Vec<[u64; 3]>)> {
         if self.moment_bound() >= 1u128 << 64 {
             return Err(Error::GpuUnsupported(
                 "centre-of-mass moments of this detector could exceed 64 bits; use --backend cpu"
@@ -291,7 +314,17 @@ impl CudaResident {
         let mut out = alloc::<u64>(engine, 3 * self.shape.frames(), "CoM moments")?;
         self.launch_com_moments(engine, &mut out)?;
         let flat = read(engine, &out)?;
-        Ok(flat.chunks_exact(3).map(|m| [m[0], m[1], m[2]]).collect())
+        let parsed = flat.chunks_exact(3).map(|m| [m[0], m[1], m[2]]).collect();
+        Ok((out, parsed))
+    }
+
+    /// What the host's pattern products need of this resident.
+    pub fn facts(&self) -> crate::products::gpu::PatternFacts<'_> {
+        crate::products::gpu::PatternFacts {
+            det: self.shape.det,
+            correction: self.correction,
+            found_bad: self.found_bad.as_deref(),
+        }
     }
 
     /// Queue `com_moments` into `out` (three u64 per frame).
@@ -302,7 +335,7 @@ impl CudaResident {
     ) -> Result<()> {
         let [kr, kc] = self.shape.det.map(|d| d as u32);
         let n_frames = self.shape.frames() as u64;
-        on_stored!(&self.stored, s, t => {
+        on_int_stored!(&self.stored, s, t => {
             let f = engine.function(&format!("com_moments_{t}"))?;
             let mut l = engine.stream.launch_builder(&f);
             l.arg(s).arg(&n_frames).arg(&kr).arg(&kc).arg(out);
@@ -361,7 +394,7 @@ impl CudaResident {
         };
         let (frame_len, scan_cols) = (det_len as u64, self.shape.scan[1] as u32);
         let (r0, c0, roi_cols) = (roi.r0 as u32, roi.c0 as u32, (roi.c1 - roi.c0) as u32);
-        on_stored!(&self.stored, s, t => {
+        on_int_stored!(&self.stored, s, t => {
             let f = engine.function(&format!("pattern_reduce_{t}"))?;
             let mut l = engine.stream.launch_builder(&f);
             l.arg(s).arg(&frame_len).arg(&scan_cols).arg(&r0).arg(&c0).arg(&roi_cols)
@@ -393,6 +426,41 @@ impl CudaResident {
         engine.synchronize()?;
         Ok(out)
     }
+}
+
+/// Float32 frames corrected and binned by the frame pipeline (C-BIN-COMPOSE), copied block
+/// by block as their bits, and the range of their values audited for the exact sums.
+fn float_frames(
+    engine: &CudaEngine,
+    acq: &Acquisition,
+    reader: &FrameReader,
+    corr: Correction,
+) -> Result<(CudaSlice<u32>, FloatRange)> {
+    let shape = acq.shape.binned(corr.bin);
+    let (frames, det_len) = (shape.frames(), shape.det_len());
+    let mut out = alloc::<u32>(engine, frames * det_len, "the resident acquisition")?;
+    let mut range = FloatRange::default();
+    let step = block_frames::<f32>(acq);
+    let mut f0 = 0;
+    while f0 < frames {
+        let f1 = (f0 + step).min(frames);
+        let block = reader.block(f0, f1, corr)?;
+        let Samples::Float(samples) = &block.samples else {
+            return Err(Error::Gpu(
+                "CUDA: float32 frames came back as integers".into(),
+            ));
+        };
+        range.take(samples);
+        let bits: Vec<u32> = samples.iter().map(|v| v.to_bits()).collect();
+        engine
+            .stream
+            .memcpy_htod(&bits, &mut out.slice_mut(f0 * det_len..f1 * det_len))
+            .map_err(driver_error("upload"))?;
+        crate::watch::step(crate::watch::UPLOAD, f1 as u64, frames as u64)?;
+        f0 = f1;
+    }
+    engine.synchronize()?;
+    Ok((out, range))
 }
 
 /// The stored samples of every frame, unbinned, copied block by block; then the file's bad

@@ -14,6 +14,61 @@ use crate::error::Result;
 use crate::gpu::{Engine, Recorder};
 use crate::kernels::{self, grid};
 
+/// The host's float64 tables of one axis of length `n`, shared by every GPU backend (the
+/// same plan and twiddles, C-IDPC-GPU): radix-2 twiddles of the transform length, and for
+/// a length that is not a power of two Bluestein's chirp and the spectra of its kernel.
+pub struct AxisTables {
+    pub n: u32,
+    /// The transform length: `n`, or Bluestein's power of two `m ≥ 2n − 1`.
+    pub span: u32,
+    /// exp(−2πi k/span) for k < span/2.
+    pub twiddles: Vec<Complex<f64>>,
+    /// Bluestein's chirp and the forward and inverse spectra of its kernel.
+    pub bluestein: Option<[Vec<Complex<f64>>; 3]>,
+}
+
+impl AxisTables {
+    pub fn new(n: u32) -> AxisTables {
+        if n.is_power_of_two() {
+            return AxisTables {
+                n,
+                span: n,
+                twiddles: twiddles(n),
+                bluestein: None,
+            };
+        }
+        let m = (2 * n - 1).next_power_of_two();
+        let w = chirp(n);
+        // Kernel b_j = conj(w_|j|) on the circle of length m; its spectrum for both directions.
+        let spectrum = |inverse: bool| {
+            let mut b = vec![Complex::new(0.0, 0.0); m as usize];
+            for k in 0..n as usize {
+                let v = if inverse { w[k] } else { w[k].conj() };
+                b[k] = v;
+                if k > 0 {
+                    b[m as usize - k] = v;
+                }
+            }
+            rustfft::FftPlanner::new()
+                .plan_fft_forward(m as usize)
+                .process(&mut b);
+            b
+        };
+        let (fwd, inv) = (spectrum(false), spectrum(true));
+        AxisTables {
+            n,
+            span: m,
+            twiddles: twiddles(m),
+            bluestein: Some([w, fwd, inv]),
+        }
+    }
+}
+
+/// Complex float64 values as the kernels read them: float32 (re, im) pairs.
+pub fn f32_pairs(v: &[Complex<f64>]) -> Vec<f32> {
+    v.iter().flat_map(|c| [c.re as f32, c.im as f32]).collect()
+}
+
 /// How one axis of length `n` is transformed.
 enum Axis {
     Pow2 {
@@ -31,10 +86,7 @@ enum Axis {
 }
 
 fn upload(engine: &Engine, v: &[Complex<f64>]) -> wgpu::Buffer {
-    let words: Vec<u32> = v
-        .iter()
-        .flat_map(|c| [(c.re as f32).to_bits(), (c.im as f32).to_bits()])
-        .collect();
+    let words: Vec<u32> = f32_pairs(v).into_iter().map(f32::to_bits).collect();
     engine.input(&words)
 }
 
@@ -57,36 +109,20 @@ fn chirp(n: u32) -> Vec<Complex<f64>> {
 
 impl Axis {
     fn new(engine: &Engine, n: u32) -> Axis {
-        if n.is_power_of_two() {
-            return Axis::Pow2 {
+        let t = AxisTables::new(n);
+        match t.bluestein {
+            None => Axis::Pow2 {
                 n,
-                twiddles: upload(engine, &twiddles(n)),
-            };
-        }
-        let m = (2 * n - 1).next_power_of_two();
-        let w = chirp(n);
-        // Kernel b_j = conj(w_|j|) on the circle of length m; its spectrum for both directions.
-        let spectrum = |inverse: bool| {
-            let mut b = vec![Complex::new(0.0, 0.0); m as usize];
-            for k in 0..n as usize {
-                let v = if inverse { w[k] } else { w[k].conj() };
-                b[k] = v;
-                if k > 0 {
-                    b[m as usize - k] = v;
-                }
-            }
-            rustfft::FftPlanner::new()
-                .plan_fft_forward(m as usize)
-                .process(&mut b);
-            b
-        };
-        Axis::Bluestein {
-            n,
-            m,
-            twiddles: upload(engine, &twiddles(m)),
-            chirp: upload(engine, &w),
-            kernel_fwd: upload(engine, &spectrum(false)),
-            kernel_inv: upload(engine, &spectrum(true)),
+                twiddles: upload(engine, &t.twiddles),
+            },
+            Some([w, fwd, inv]) => Axis::Bluestein {
+                n,
+                m: t.span,
+                twiddles: upload(engine, &t.twiddles),
+                chirp: upload(engine, &w),
+                kernel_fwd: upload(engine, &fwd),
+                kernel_inv: upload(engine, &inv),
+            },
         }
     }
 
@@ -239,17 +275,10 @@ pub fn reference_shift(bound: u128) -> u32 {
         .unwrap_or(0)
 }
 
-/// Record the DPC of the contract for every position of a `rows × cols` scan as (g_r, g_c)
-/// float32 pairs, row-major, into `out` (`idpc_pack`: from exact moments, centred in exact
-/// integers about the fixed-point scan mean first, so each component is good to the
-/// contract's DPC bound however small it is against the CoM).
-fn pack(
-    rec: &mut Recorder,
-    [r, c]: [u32; 2],
-    centre: CentreSource,
-    dpc: DpcSettings,
-    out: &wgpu::Buffer,
-) -> Result<()> {
+/// The pack's parameters for a `rows × cols` scan (every GPU backend's `idpc_pack` and
+/// `idpc_pack_com`): flip and rotation of `dpc`, and its scan mean, which for exact moments
+/// none above `moments_bound` is split into a fixed-point reference and the rest of it.
+pub fn pack_params([r, c]: [u32; 2], dpc: DpcSettings, moments_bound: Option<u128>) -> FftParams {
     let (s, co) = dpc.rotation.to_radians().sin_cos();
     let mut p = FftParams {
         width: c,
@@ -261,24 +290,39 @@ fn pack(
         sin_t: s as f32,
         ..Default::default()
     };
-    let (kernel, src) = match centre {
-        CentreSource::Moments { buf, bound } => {
-            let k = reference_shift(bound);
-            let fixed = |m: f64| {
-                (m.max(0.0) * (1u64 << k) as f64)
-                    .round()
-                    .min(u32::MAX as f64)
-            };
-            let (ar, ac) = (fixed(dpc.mean[0]), fixed(dpc.mean[1]));
-            p.ref_r = ar as u32;
-            p.ref_c = ac as u32;
-            p.ref_shift = k;
-            p.mean_r = (dpc.mean[0] - ar / (1u64 << k) as f64) as f32;
-            p.mean_c = (dpc.mean[1] - ac / (1u64 << k) as f64) as f32;
-            (&kernels::IDPC_PACK, buf)
-        }
-        CentreSource::Com(b) => (&kernels::IDPC_PACK_COM, b),
+    if let Some(bound) = moments_bound {
+        let k = reference_shift(bound);
+        let fixed = |m: f64| {
+            (m.max(0.0) * (1u64 << k) as f64)
+                .round()
+                .min(u32::MAX as f64)
+        };
+        let (ar, ac) = (fixed(dpc.mean[0]), fixed(dpc.mean[1]));
+        p.ref_r = ar as u32;
+        p.ref_c = ac as u32;
+        p.ref_shift = k;
+        p.mean_r = (dpc.mean[0] - ar / (1u64 << k) as f64) as f32;
+        p.mean_c = (dpc.mean[1] - ac / (1u64 << k) as f64) as f32;
+    }
+    p
+}
+
+/// Record the DPC of the contract for every position of a `rows × cols` scan as (g_r, g_c)
+/// float32 pairs, row-major, into `out` (`idpc_pack`: from exact moments, centred in exact
+/// integers about the fixed-point scan mean first, so each component is good to the
+/// contract's DPC bound however small it is against the CoM).
+fn pack(
+    rec: &mut Recorder,
+    [r, c]: [u32; 2],
+    centre: CentreSource,
+    dpc: DpcSettings,
+    out: &wgpu::Buffer,
+) -> Result<()> {
+    let (kernel, src, bound) = match centre {
+        CentreSource::Moments { buf, bound } => (&kernels::IDPC_PACK, buf, Some(bound)),
+        CentreSource::Com(b) => (&kernels::IDPC_PACK_COM, b, None),
     };
+    let p = pack_params([r, c], dpc, bound);
     let (u, g) = params(rec.engine, p, r * c);
     rec.dispatch(kernel, &[(0, &u), (3, out), (4, src)], g)
 }

@@ -124,12 +124,31 @@ pub async fn settle_bad_pixels(
     Ok((mean, found))
 }
 
-/// The `fit-bf` product of `mean`, the mean pattern of `res`: the pixels products leave out
-/// (the file's, and those found and zeroed) are left out of the fit.
-pub(crate) fn fit_on(acq: &Acquisition, res: &Resident, mean: &[f64], det: [usize; 2]) -> [f64; 3] {
+/// What the host's pattern products need of a resident on any GPU backend: its (binned)
+/// detector, its correction and the hot and dead pixels found and zeroed in it.
+#[derive(Clone, Copy)]
+pub struct PatternFacts<'a> {
+    pub det: [usize; 2],
+    pub correction: Correction,
+    pub found_bad: Option<&'a [bool]>,
+}
+
+impl Resident {
+    pub(crate) fn facts(&self) -> PatternFacts<'_> {
+        PatternFacts {
+            det: self.plan.shape.det,
+            correction: self.correction,
+            found_bad: self.found_bad.as_deref(),
+        }
+    }
+}
+
+/// The `fit-bf` product of `mean`, the mean pattern of a resident: the pixels products
+/// leave out (the file's, and those found and zeroed) are left out of the fit.
+pub(crate) fn fit_on(acq: &Acquisition, res: PatternFacts, mean: &[f64]) -> [f64; 3] {
     let known = pattern::file_known(acq.pixel_mask.as_deref(), acq.shape.det, res.correction);
-    let known = pattern::union(known, res.found_bad.as_deref());
-    pattern::fit(mean, det, &known).product()
+    let known = pattern::union(known, res.found_bad);
+    pattern::fit(mean, res.det, &known).product()
 }
 
 /// The hot and dead pixels of `mean` (the mean pattern under `corr`), leaving out the
@@ -150,13 +169,13 @@ pub(crate) fn found_in_mean(
 /// the exact per-pixel sums and maxima over `count` positions of an integer acquisition.
 pub(crate) fn pattern_product(
     acq: &Acquisition,
-    res: &Resident,
+    res: PatternFacts,
     kind: ProductKind,
     sum: Vec<u64>,
     max: Vec<u32>,
     count: u64,
 ) -> ProductArray {
-    let det = res.plan.shape.det;
+    let det = res.det;
     let mean = || {
         sum.iter()
             .map(|&s| host_exact::quotient(s as u128, count as u128, 0, false))
@@ -168,10 +187,7 @@ pub(crate) fn pattern_product(
             det.to_vec(),
             ArrayData::from_samples_u32(max, acq.dtype, res.correction.bin > 1),
         ),
-        ProductKind::FitBf => (
-            vec![3],
-            ArrayData::F64(fit_on(acq, res, &mean(), det).to_vec()),
-        ),
+        ProductKind::FitBf => (vec![3], ArrayData::F64(fit_on(acq, res, &mean()).to_vec())),
         _ => (det.to_vec(), ArrayData::U64(sum)),
     };
     ProductArray {
@@ -348,7 +364,7 @@ pub async fn compute_resident(
                 _ => p.scan_roi.unwrap_or(Region::full(shape.scan)),
             };
             let (sum, max) = pattern_reduce(engine, res, roi).await?;
-            pattern_product(acq, res, p.kind, sum, max, roi.len() as u64)
+            pattern_product(acq, res.facts(), p.kind, sum, max, roi.len() as u64)
         }
         ProductKind::Pattern | ProductKind::Binned => stored_frames(engine, acq, res, p).await?,
     })

@@ -8,7 +8,7 @@
 use crate::contract::{Region, ScanRoi, SparseMask};
 use crate::error::{Error, Result};
 use crate::formats::Acquisition;
-use crate::products::gpu::{com_product, fit_on};
+use crate::products::gpu::{com_product, fit_on, PatternFacts};
 use crate::products::host_exact::{self, scan_means, ExactSum};
 use crate::products::{ArrayData, ProductArray, ProductKind, ProductParams};
 use crate::upload::plan::FloatRange;
@@ -104,7 +104,7 @@ pub(crate) async fn pattern_reduce(
 }
 
 /// Exact CoM planes [row, col] from the moments: each quotient of exact integers rounded once.
-fn com_from_moments(m: &[[i128; 3]]) -> Vec<f64> {
+pub(crate) fn com_from_wide_moments(m: &[[i128; 3]]) -> Vec<f64> {
     let n = m.len();
     let mut com = vec![0f64; 2 * n];
     for (k, [t, r, c]) in m.iter().enumerate() {
@@ -122,22 +122,25 @@ fn com_from_moments(m: &[[i128; 3]]) -> Vec<f64> {
 
 /// The exact CoM planes (row plane, then column plane) of a float32 resident.
 pub(crate) async fn com_exact(engine: &Engine, file: &str, res: &Resident) -> Result<Vec<f64>> {
-    Ok(com_from_moments(&moments(engine, file, res).await?))
+    Ok(com_from_wide_moments(&moments(engine, file, res).await?))
 }
 
 /// The exact CoM planes `com` less their scan means, in float64, rounded once to float32
-/// (row, col) pairs on the GPU: what the DPC of float32 data is packed from (see
-/// [`idpc_of_com`]).
-fn centred_com_input(engine: &Engine, com: &[f64]) -> wgpu::Buffer {
+/// (row, col) pairs (their bits): what the DPC of float32 data is packed from on every GPU
+/// backend (see [`idpc_of_com`]).
+pub(crate) fn centred_com_pairs(com: &[f64]) -> Vec<u32> {
     let n = com.len() / 2;
     let [mean_r, mean_c] = scan_means(com);
-    let pairs: Vec<u32> = (0..n)
+    (0..n)
         .flat_map(|k| {
             let d = [com[k] - mean_r, com[n + k] - mean_c];
             [(d[0] as f32).to_bits(), (d[1] as f32).to_bits()]
         })
-        .collect();
-    engine.input(&pairs)
+        .collect()
+}
+
+fn centred_com_input(engine: &Engine, com: &[f64]) -> wgpu::Buffer {
+    engine.input(&centred_com_pairs(com))
 }
 
 /// The `dpc-rotation` product of a float32 acquisition from its exact CoM planes `com` and
@@ -182,14 +185,14 @@ pub(crate) async fn idpc_of_com(
 /// `2^lsb`) and maxima over `count` positions of a float32 acquisition.
 pub(crate) fn pattern_product(
     acq: &Acquisition,
-    res: &Resident,
+    res: PatternFacts,
     kind: ProductKind,
     sum: Vec<i128>,
     max: Vec<f32>,
     count: u64,
     lsb: i32,
 ) -> ProductArray {
-    let det = res.plan.shape.det;
+    let det = res.det;
     let mean = || -> Vec<f64> {
         sum.iter()
             .map(|&s| host_exact::quotient(s.unsigned_abs(), count as u128, lsb, s < 0))
@@ -198,10 +201,7 @@ pub(crate) fn pattern_product(
     let (shape_out, data) = match kind {
         ProductKind::MeanDp => (det.to_vec(), ArrayData::F64(mean())),
         ProductKind::MaxDp => (det.to_vec(), ArrayData::F32(max)),
-        ProductKind::FitBf => (
-            vec![3],
-            ArrayData::F64(fit_on(acq, res, &mean(), det).to_vec()),
-        ),
+        ProductKind::FitBf => (vec![3], ArrayData::F64(fit_on(acq, res, &mean()).to_vec())),
         _ => (
             det.to_vec(),
             ArrayData::F64(
@@ -256,13 +256,7 @@ pub async fn compute(
                         .iter_mut()
                         .zip(masked_sums(engine, file, res, &idx).await?)
                     {
-                        // s·2^lsb in three exact pieces of at most 43 bits each.
-                        let low = |k: u32| ((s >> (42 * k)) & ((1 << 42) - 1)) as f64;
-                        let pieces = [low(0), low(1), (s >> 84) as f64];
-                        for (k, piece) in pieces.into_iter().enumerate() {
-                            let scale = host_exact::from_i128_scaled(1, lsb + 42 * k as i32);
-                            a.add_product(w, piece * scale);
-                        }
+                        a.add_weighted_wide(w, s, lsb);
                     }
                 }
                 return Ok(ProductArray {
@@ -299,7 +293,7 @@ pub async fn compute(
                 _ => p.scan_roi.unwrap_or(Region::full(shape.scan)),
             };
             let (sum, max) = pattern_reduce(engine, file, res, roi).await?;
-            pattern_product(acq, res, p.kind, sum, max, roi.len() as u64, lsb)
+            pattern_product(acq, res.facts(), p.kind, sum, max, roi.len() as u64, lsb)
         }
         ProductKind::Pattern | ProductKind::Binned => {
             crate::products::gpu::stored_frames(engine, acq, res, p).await?

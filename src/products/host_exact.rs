@@ -124,6 +124,16 @@ impl ExactSum {
     }
 
     /// Add `a · b` exactly (its rounded product and the FMA's remainder).
+    /// Add `w · s · 2^lsb` exactly (`s` an exact 128-bit sum of float32 data in units of
+    /// `2^lsb`): `s` in three exact pieces of at most 43 bits each.
+    pub fn add_weighted_wide(&mut self, w: f64, s: i128, lsb: i32) {
+        let low = |k: u32| ((s >> (42 * k)) & ((1 << 42) - 1)) as f64;
+        let pieces = [low(0), low(1), (s >> 84) as f64];
+        for (k, piece) in pieces.into_iter().enumerate() {
+            self.add_product(w, piece * from_i128_scaled(1, lsb + 42 * k as i32));
+        }
+    }
+
     pub fn add_product(&mut self, a: f64, b: f64) {
         let p = a * b;
         self.add(p);

@@ -319,11 +319,11 @@ async fn finish(
         }
         Part::IntPattern(sum, max) => {
             let count = reduction_roi(p, scan).len() as u64;
-            pattern_product(acq, res, p.kind, sum, max, count)
+            pattern_product(acq, res.facts(), p.kind, sum, max, count)
         }
         Part::FloatPattern(sum, lsb, max) => {
             let count = reduction_roi(p, scan).len() as u64;
-            gpu_float::pattern_product(acq, res, p.kind, sum, max, count, lsb)
+            gpu_float::pattern_product(acq, res.facts(), p.kind, sum, max, count, lsb)
         }
     })
 }
