@@ -60,6 +60,17 @@ PY
               grep -E "FAIL|exit|unavailable"
           done
         done < /tmp/fixture_args.txt
+        # Synthetic acquisitions whose frames are a multiple of 16 bytes: the kernels' 16-byte
+        # loads (u16; u8 with a detector row shorter than a load, and longer).
+        k=0
+        for syn in "24,20,32,48" "20,12,8,8 --synthetic-dtype u8" "9,7,16,24 --synthetic-dtype u8"; do
+          for mask in "" "--mask-bad-pixels"; do
+            k=$((k + 1))
+            # shellcheck disable=SC2086
+            run $S parity --backends cpu,vulkan,cuda $mask --json "/tmp/parity/synthetic_$k.json" --synthetic $syn --compressed |
+              grep -E "FAIL|exit|unavailable"
+          done
+        done
         python3 - "$OUT/parity-cuda.json" <<'PY'
 import glob, json, sys
 runs = [json.load(open(p)) for p in sorted(glob.glob('/tmp/parity/*.json'))]

@@ -33,10 +33,72 @@ __device__ void com_moments(const T *__restrict__ frames, u64 n_frames, u32 det_
     }
 }
 
+// The same for u8 and u16 frames whose bytes are a multiple of 16 (frames then start on a
+// 16-byte boundary): the lanes load 16 bytes at a time along the flat frame, a row and
+// column found once a load, and each load's sums kept in 32 bits before the 64-bit moments
+// take them (`com_moments_any` checks that E samples times the last column fit; decision
+// 0040).
+template <typename T>
+__device__ void com_moments_vec(const T *__restrict__ frames, u64 n_frames, u32 det_rows,
+                                u32 det_cols, u64 *__restrict__ out) {
+    constexpr u32 E = 16 / sizeof(T);
+    const u64 frame_len = (u64)det_rows * det_cols;
+    const u32 n_vec = (u32)(frame_len / E);
+    const u32 lane = threadIdx.x & 31u;
+    for (u64 f = warp_index(); f < n_frames; f += warp_count()) {
+        const uint4 *frame = reinterpret_cast<const uint4 *>(frames + f * frame_len);
+        u64 t = 0, r = 0, c = 0;
+        for (u32 v = lane; v < n_vec; v += 32) {
+            const uint4 q = frame[v];
+            const T *x = reinterpret_cast<const T *>(&q);
+            const u32 e0 = v * E;
+            u32 row = e0 / det_cols, col = e0 - row * det_cols;
+            u32 s = 0, cx = 0;
+#pragma unroll
+            for (u32 j = 0; j < E; j++) {
+                const u32 xj = x[j];
+                s += xj;
+                cx += col * xj;
+                if (++col == det_cols) {
+                    // A row ends inside the load: its part of the row moment now.
+                    t += s;
+                    r += (u64)row * s;
+                    s = 0;
+                    col = 0;
+                    row++;
+                }
+            }
+            t += s;
+            r += (u64)row * s;
+            c += cx;
+        }
+        t = warp_sum_u64(t);
+        r = warp_sum_u64(r);
+        c = warp_sum_u64(c);
+        if (lane == 0) {
+            out[3 * f] = t;
+            out[3 * f + 1] = r;
+            out[3 * f + 2] = c;
+        }
+    }
+}
+
+template <typename T>
+__device__ void com_moments_any(const T *frames, u64 n_frames, u32 det_rows, u32 det_cols,
+                                u64 *out) {
+    // The column-weighted sum of one load, E · (Kc − 1) · max T, must stay below 2^32.
+    const u64 max_t = sizeof(T) == 1 ? 0xffull : 0xffffull;
+    const bool fits = (u64)(16 / sizeof(T)) * det_cols * max_t < (1ull << 32);
+    if (sizeof(T) < 4 && ((u64)det_rows * det_cols * sizeof(T)) % 16 == 0 && fits)
+        com_moments_vec<T>(frames, n_frames, det_rows, det_cols, out);
+    else
+        com_moments<T>(frames, n_frames, det_rows, det_cols, out);
+}
+
 #define COM_MOMENTS(T)                                                                        \
     extern "C" __global__ void com_moments_##T(const T *frames, u64 n_frames, u32 det_rows,  \
                                                u32 det_cols, u64 *out) {                     \
-        com_moments<T>(frames, n_frames, det_rows, det_cols, out);                            \
+        com_moments_any<T>(frames, n_frames, det_rows, det_cols, out);                        \
     }
 STEM4D_FOR_SAMPLES(COM_MOMENTS)
 

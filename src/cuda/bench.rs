@@ -5,10 +5,10 @@
 
 use std::time::Instant;
 
-use super::resident::alloc;
+use super::resident::{alloc, DetectorSet};
 use super::{CudaEngine, CudaResident};
 use crate::contract::Region;
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 /// One kernel's time: what it computed, ms per launch, bytes it must read.
 pub struct Timed {
@@ -49,13 +49,7 @@ pub fn kernel_times(
 ) -> Result<Vec<Timed>> {
     let frames = res.shape.frames();
     let det_len = res.shape.det_len();
-    let sample = res.stored_bytes() / (frames * det_len).max(1) as u64;
-    let upload = |pixels: &[u32]| {
-        engine
-            .stream
-            .clone_htod(pixels)
-            .map_err(|e| Error::Gpu(format!("CUDA: pixel list: {e}")))
-    };
+    let sample = res.sample_bytes();
     let mut sums = alloc::<u64>(engine, frames, "masked sums")?;
     let mut out = Vec::new();
     let all: Vec<u32> = (0..det_len as u32).collect();
@@ -64,10 +58,10 @@ pub fn kernel_times(
         (adf_name, adf),
         ("total (every pixel)", &all[..]),
     ] {
-        let list = upload(pixels)?;
+        let set = DetectorSet::upload(engine, pixels)?;
         let bytes = frames as u64 * pixels.len() as u64 * sample;
         out.push(timed(engine, reps, name.to_string(), bytes, || {
-            res.launch_masked_sum(engine, &list, &mut sums)
+            res.launch_masked_sum(engine, &set, &mut sums)
         })?);
     }
     let mut moments = alloc::<u64>(engine, 3 * frames, "CoM moments")?;

@@ -6,7 +6,7 @@
 use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
 
 use super::engine::{driver_error, CudaEngine};
-use super::resident::{alloc, read, CudaResident, Stored};
+use super::resident::{alloc, read, CudaResident, DetectorSet, Stored};
 use crate::contract::Region;
 use crate::error::{Error, Result};
 use crate::products::host_exact::quotient;
@@ -80,22 +80,17 @@ impl CudaResident {
         }
         range.check_exact(pixels.len() as u64, 1, file)?;
         let mut out = alloc::<u64>(engine, 2 * frames, "float sums")?;
-        let list = engine
-            .stream
-            .clone_htod(pixels)
-            .map_err(driver_error("detector pixels"))?;
-        let (frame_len, n_frames, n) = (
-            self.shape.det_len() as u64,
-            frames as u64,
-            pixels.len() as u32,
-        );
+        let set = DetectorSet::upload(engine, pixels)?;
+        let (frame_len, n_frames) = (self.shape.det_len() as u64, frames as u64);
         let f = engine.function("masked_sum_f32")?;
         let mut l = engine.stream.launch_builder(&f);
         l.arg(samples)
             .arg(&frame_len)
             .arg(&n_frames)
-            .arg(&list)
-            .arg(&n)
+            .arg(&set.spans)
+            .arg(&set.n_spans)
+            .arg(&set.pixels)
+            .arg(&set.n_pixels)
             .arg(&range.lsb)
             .arg(&mut out);
         // SAFETY: the arguments match masked_sum_f32's signature (wgsl/masked_sum.cu).
