@@ -340,7 +340,9 @@ impl Acquisition {
             Backend::Cpu => stem4d::cpu::compute(&self.acq, &params, self.corr),
             Backend::Cuda { engine, resident } => {
                 if resident.is_none() {
-                    *resident = Some(Box::new(CudaResident::upload(engine, &self.acq, self.corr)?));
+                    *resident = Some(Box::new(CudaResident::upload(
+                        engine, &self.acq, self.corr,
+                    )?));
                 }
                 match resident.as_ref() {
                     Some(res) => stem4d::cuda::compute_resident(engine, &self.acq, res, &params),
