@@ -89,3 +89,41 @@ fn absent_cuda_is_said_by_the_cli() {
     assert!(!stderr.contains("panicked"), "{stderr}");
     assert!(!out.exists());
 }
+
+/// Corrupt bitshuffle/LZ4 chunks decoded on the CUDA device are refused with the file's name
+/// and the problem, never a wrong image (C-DECODE-GPU); a good one is decoded there.
+#[test]
+fn cuda_decode_refuses_corrupt_chunks_by_name() {
+    let engine = match CudaEngine::new() {
+        Ok(e) => e,
+        Err(e) if required() => panic!("STEM4D_REQUIRE_CUDA=1: {e}"),
+        Err(e) => {
+            eprintln!("SKIPPED: {e}");
+            return;
+        }
+    };
+    let good = open_fixture(&fixture_named("arina_u16"));
+    let res = stem4d::cuda::CudaResident::upload(&engine, &good, Default::default()).unwrap();
+    assert!(
+        res.decoded_on_gpu,
+        "arina_u16 (bitshuffle+LZ4) decoded on the GPU"
+    );
+    let bad = fixtures().join("bad");
+    for (case, expect) in [
+        ("bslz4_corrupt_lz4", "lz4"),
+        ("bslz4_truncated_chunk", "truncated"),
+        ("bslz4_block_len_overflow", "block"),
+        ("bslz4_huge_total", "size"),
+    ] {
+        let acq = open_paths(&[bad.join(case).join("data.h5")], Some([4, 6]), None)
+            .unwrap_or_else(|e| panic!("{case}: metadata opens: {e}"));
+        let err = stem4d::cuda::CudaResident::upload(&engine, &acq, Default::default())
+            .err()
+            .unwrap_or_else(|| panic!("{case}: uploaded without error"))
+            .to_string();
+        assert!(
+            err.contains("data.h5") && err.to_lowercase().contains(expect),
+            "{case}: {err}"
+        );
+    }
+}

@@ -44,8 +44,9 @@ pub(super) fn bench_cuda(
     let upload_ms = t.elapsed().as_secs_f64() * 1e3;
     let gb = res.stored_bytes() as f64 / 1e9;
     let rate = format!(
-        "  ({gb:.2} GB resident, {:.2} GB/s; frames decoded on the CPU)",
-        gb / (upload_ms / 1e3)
+        "  ({gb:.2} GB resident, {:.2} GB/s; frames decoded on the {})",
+        gb / (upload_ms / 1e3),
+        if res.decoded_on_gpu { "GPU" } else { "CPU" }
     );
     stage(&mut report, "read+decode+upload", upload_ms, rate);
     // The wgpu bench's masks and names, so that the lines compare.

@@ -10,7 +10,7 @@ use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream};
 use crate::error::{Error, Result};
 
 /// The CUDA sources, `common.cu` first: one module holds every kernel.
-const SOURCES: [(&str, &str); 8] = [
+const SOURCES: [(&str, &str); 10] = [
     ("common.cu", include_str!("../../wgsl/common.cu")),
     ("masked_sum.cu", include_str!("../../wgsl/masked_sum.cu")),
     ("com_moments.cu", include_str!("../../wgsl/com_moments.cu")),
@@ -22,6 +22,8 @@ const SOURCES: [(&str, &str); 8] = [
     ("tile_frames.cu", include_str!("../../wgsl/tile_frames.cu")),
     ("fft.cu", include_str!("../../wgsl/fft.cu")),
     ("dpc_curl.cu", include_str!("../../wgsl/dpc_curl.cu")),
+    ("bslz4.cu", include_str!("../../wgsl/bslz4.cu")),
+    ("unshuffle.cu", include_str!("../../wgsl/unshuffle.cu")),
 ];
 
 /// A driver error, said as what was being done.

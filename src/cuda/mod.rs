@@ -10,6 +10,7 @@
 //! DPC from CoM), never the CPU reference's, so parity can catch a kernel's bug.
 
 pub mod bench;
+mod decode;
 mod engine;
 mod idpc;
 mod products;

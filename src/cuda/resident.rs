@@ -74,6 +74,8 @@ pub struct CudaResident {
     pub bits: u32,
     /// Float32 data: the audited range of the samples (their sums are exact in 128 bits).
     pub float: Option<FloatRange>,
+    /// Whether the frames were decoded on the device (`decode.rs`) rather than the CPU.
+    pub decoded_on_gpu: bool,
 }
 
 /// A detector pixel set as the masked-sum kernels read it: runs of at least [`SPAN_MIN`]
@@ -283,6 +285,7 @@ impl CudaResident {
             found_bad: None,
             bits,
             float,
+            decoded_on_gpu: acq.dtype != Dtype::F32 && super::decode::supported(acq, corr),
         };
         res.settle_bad_pixels(engine, acq)?;
         Ok(res)
@@ -530,8 +533,9 @@ fn float_frames(
     Ok((out, range))
 }
 
-/// The stored samples of every frame, unbinned, copied block by block; then the file's bad
-/// pixels and the sentinel zeroed where masking is on.
+/// The stored samples of every frame, unbinned: decoded on the device where the GPU decoder
+/// takes the acquisition (`decode.rs`), else read and decoded on the CPU and copied block by
+/// block; then the file's bad pixels and the sentinel zeroed where masking is on.
 fn raw_frames<T: DeviceRepr + ValidAsZeroBits + bytemuck::Pod>(
     engine: &CudaEngine,
     acq: &Acquisition,
@@ -541,12 +545,24 @@ fn raw_frames<T: DeviceRepr + ValidAsZeroBits + bytemuck::Pod>(
 ) -> Result<CudaSlice<T>> {
     let (frames, det_len) = (acq.shape.frames(), acq.shape.det_len());
     let mut out = alloc::<T>(engine, frames * det_len, "the resident acquisition")?;
-    for_each_block::<T>(acq, reader, |f0, f1, samples| {
-        engine
-            .stream
-            .memcpy_htod(&samples, &mut out.slice_mut(f0 * det_len..f1 * det_len))
-            .map_err(driver_error("upload"))
-    })?;
+    if super::decode::supported(acq, Correction::default()) {
+        super::decode::decode_frames::<T>(engine, acq, |f0, f1, decoded| {
+            engine
+                .stream
+                .memcpy_dtod(
+                    &decoded.slice(0..(f1 - f0) * det_len),
+                    &mut out.slice_mut(f0 * det_len..f1 * det_len),
+                )
+                .map_err(driver_error("place the decoded frames"))
+        })?;
+    } else {
+        for_each_block::<T>(acq, reader, |f0, f1, samples| {
+            engine
+                .stream
+                .memcpy_htod(&samples, &mut out.slice_mut(f0 * det_len..f1 * det_len))
+                .map_err(driver_error("upload"))
+        })?;
+    }
     if zeroing.on {
         let (frame_len, n_frames) = (det_len as u64, frames as u64);
         let f = engine.function(&format!("zero_masked_{t}"))?;
@@ -564,8 +580,50 @@ fn raw_frames<T: DeviceRepr + ValidAsZeroBits + bytemuck::Pod>(
     Ok(out)
 }
 
-/// Every frame binned `b × b` into u32 (bad pixels zeroed first), block by block through a
-/// staging buffer of stored samples; a sum past uint32 is refused by name.
+/// Where `bin_frames` writes: the binned resident, its overflow flag, the bin and the
+/// detector it bins.
+struct BinInto<'a> {
+    out: &'a mut CudaSlice<u32>,
+    overflow: &'a mut CudaSlice<u32>,
+    out_len: usize,
+    det: [u32; 2],
+    bin: u32,
+}
+
+impl BinInto<'_> {
+    /// Bin frames `[f0, f1)`, whose stored samples start `src`, into the resident.
+    fn launch<T: DeviceRepr>(
+        &mut self,
+        engine: &CudaEngine,
+        zeroing: &Zeroing,
+        t: &str,
+        (f0, f1): (usize, usize),
+        src: &CudaSlice<T>,
+    ) -> Result<()> {
+        let f = engine.function(&format!("bin_frames_{t}"))?;
+        let n_frames = (f1 - f0) as u64;
+        let mut dst = self.out.slice_mut(f0 * self.out_len..f1 * self.out_len);
+        let mut l = engine.stream.launch_builder(&f);
+        l.arg(src)
+            .arg(&mut dst)
+            .arg(&n_frames)
+            .arg(&self.det[0])
+            .arg(&self.det[1])
+            .arg(&self.bin)
+            .arg(&zeroing.bad)
+            .arg(&zeroing.sentinel)
+            .arg(&zeroing.use_sentinel)
+            .arg(&mut *self.overflow);
+        // SAFETY: the arguments match bin_frames's signature (wgsl/tile_frames.cu).
+        unsafe { l.launch(over(n_frames * self.out_len as u64)) }
+            .map_err(driver_error("bin_frames"))?;
+        Ok(())
+    }
+}
+
+/// Every frame binned `b × b` into u32 (bad pixels zeroed first), from frames decoded on
+/// the device or, on the CPU path, block by block through a staging buffer of stored
+/// samples; a sum past uint32 is refused by name.
 fn binned_frames<T: DeviceRepr + ValidAsZeroBits + bytemuck::Pod>(
     engine: &CudaEngine,
     acq: &Acquisition,
@@ -578,33 +636,32 @@ fn binned_frames<T: DeviceRepr + ValidAsZeroBits + bytemuck::Pod>(
     let out_len = acq.shape.binned(b).det_len();
     let mut out = alloc::<u32>(engine, frames * out_len, "the binned resident acquisition")?;
     let mut overflow = alloc::<u32>(engine, 1, "bin overflow flag")?;
-    let step = block_frames::<T>(acq);
-    let mut staging = alloc::<T>(engine, step * det_len, "the upload staging")?;
-    let [kr, kc] = acq.shape.det.map(|d| d as u32);
-    let bin = b as u32;
-    let f = engine.function(&format!("bin_frames_{t}"))?;
-    for_each_block::<T>(acq, reader, |f0, f1, samples| {
-        engine
-            .stream
-            .memcpy_htod(&samples, &mut staging.slice_mut(0..samples.len()))
-            .map_err(driver_error("upload"))?;
-        let n_frames = (f1 - f0) as u64;
-        let mut dst = out.slice_mut(f0 * out_len..f1 * out_len);
-        let mut l = engine.stream.launch_builder(&f);
-        l.arg(&staging)
-            .arg(&mut dst)
-            .arg(&n_frames)
-            .arg(&kr)
-            .arg(&kc)
-            .arg(&bin)
-            .arg(&zeroing.bad)
-            .arg(&zeroing.sentinel)
-            .arg(&zeroing.use_sentinel)
-            .arg(&mut overflow);
-        // SAFETY: the arguments match bin_frames's signature (wgsl/tile_frames.cu).
-        unsafe { l.launch(over(n_frames * out_len as u64)) }.map_err(driver_error("bin_frames"))?;
-        Ok(())
-    })?;
+    let mut into = BinInto {
+        out: &mut out,
+        overflow: &mut overflow,
+        out_len,
+        det: acq.shape.det.map(|d| d as u32),
+        bin: b as u32,
+    };
+    let corr = Correction {
+        bin: b,
+        mask_bad_pixels: zeroing.on,
+    };
+    if super::decode::supported(acq, corr) {
+        super::decode::decode_frames::<T>(engine, acq, |f0, f1, decoded| {
+            into.launch(engine, zeroing, t, (f0, f1), decoded)
+        })?;
+    } else {
+        let step = block_frames::<T>(acq);
+        let mut staging = alloc::<T>(engine, step * det_len, "the upload staging")?;
+        for_each_block::<T>(acq, reader, |f0, f1, samples| {
+            engine
+                .stream
+                .memcpy_htod(&samples, &mut staging.slice_mut(0..samples.len()))
+                .map_err(driver_error("upload"))?;
+            into.launch(engine, zeroing, t, (f0, f1), &staging)
+        })?;
+    }
     if read(engine, &overflow)?.first().is_some_and(|&o| o != 0) {
         return Err(Error::format(
             &acq.primary,
