@@ -109,12 +109,7 @@ fn cuda_decode_refuses_corrupt_chunks_by_name() {
         "arina_u16 (bitshuffle+LZ4) decoded on the GPU"
     );
     let bad = fixtures().join("bad");
-    for (case, expect) in [
-        ("bslz4_corrupt_lz4", "lz4"),
-        ("bslz4_truncated_chunk", "truncated"),
-        ("bslz4_block_len_overflow", "block"),
-        ("bslz4_huge_total", "size"),
-    ] {
+    for (case, expect) in CORRUPT_BSLZ4 {
         let acq = open_paths(&[bad.join(case).join("data.h5")], Some([4, 6]), None)
             .unwrap_or_else(|e| panic!("{case}: metadata opens: {e}"));
         let err = stem4d::cuda::CudaResident::upload(&engine, &acq, Default::default())

@@ -142,8 +142,24 @@ fn over(n: u64) -> LaunchConfig {
     }
 }
 
+/// The pattern reductions' grid: `threads` along the detector, and shares of the `roi_len`
+/// positions, enough blocks to fill the device, each share at least 16 positions; and the
+/// positions a share takes.
+pub(super) fn reduce_grid(threads: u64, roi_len: u64) -> (LaunchConfig, u64) {
+    let pixel_blocks = threads.div_ceil(THREADS as u64);
+    let shares = (4096 / pixel_blocks)
+        .clamp(1, roi_len.div_ceil(16))
+        .min(65_535);
+    let cfg = LaunchConfig {
+        grid_dim: (pixel_blocks as u32, shares as u32, 1),
+        block_dim: (THREADS, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    (cfg, roi_len.div_ceil(shares))
+}
+
 /// One warp per frame (`THREADS / 32` frames a block), grid-stride over `frames`.
-fn per_frame(frames: u64) -> LaunchConfig {
+pub(super) fn per_frame(frames: u64) -> LaunchConfig {
     LaunchConfig {
         grid_dim: (
             frames.div_ceil(THREADS as u64 / 32).clamp(1, 1 << 16) as u32,
@@ -441,17 +457,7 @@ impl CudaResident {
         } else {
             det_len as u64
         };
-        let pixel_blocks = threads.div_ceil(THREADS as u64);
-        // Enough blocks to fill the device, each share at least 16 positions.
-        let shares = (4096 / pixel_blocks)
-            .clamp(1, roi_len.div_ceil(16))
-            .min(65_535);
-        let per_share = roi_len.div_ceil(shares);
-        let cfg = LaunchConfig {
-            grid_dim: (pixel_blocks as u32, shares as u32, 1),
-            block_dim: (THREADS, 1, 1),
-            shared_mem_bytes: 0,
-        };
+        let (cfg, per_share) = reduce_grid(threads, roi_len);
         let (frame_len, scan_cols) = (det_len as u64, self.shape.scan[1] as u32);
         let (r0, c0, roi_cols) = (roi.r0 as u32, roi.c0 as u32, (roi.c1 - roi.c0) as u32);
         on_int_stored!(&self.stored, s, t => {

@@ -3,16 +3,14 @@
 //! refused by name where the audited range could pass 127 bits (C-FLOAT-GPU), as the wgpu
 //! engine refuses it.
 
-use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaSlice, PushKernelArg};
 
 use super::engine::{driver_error, CudaEngine};
-use super::resident::{alloc, read, CudaResident, DetectorSet, Stored};
+use super::resident::{alloc, per_frame, read, reduce_grid, CudaResident, DetectorSet, Stored};
 use crate::contract::Region;
 use crate::error::{Error, Result};
 use crate::products::host_exact::quotient;
 use crate::upload::plan::FloatRange;
-
-const THREADS: u32 = 256;
 
 /// (lo, hi) word pairs as 128-bit two's-complement integers.
 fn wide(words: &[u64]) -> Vec<i128> {
@@ -20,19 +18,6 @@ fn wide(words: &[u64]) -> Vec<i128> {
         .chunks_exact(2)
         .map(|w| ((w[1] as u128) << 64 | w[0] as u128) as i128)
         .collect()
-}
-
-/// One warp per frame, as the integer kernels (`resident::per_frame`).
-fn per_frame(frames: u64) -> LaunchConfig {
-    LaunchConfig {
-        grid_dim: (
-            frames.div_ceil(THREADS as u64 / 32).clamp(1, 1 << 16) as u32,
-            1,
-            1,
-        ),
-        block_dim: (THREADS, 1, 1),
-        shared_mem_bytes: 0,
-    }
 }
 
 impl CudaResident {
@@ -134,16 +119,7 @@ impl CudaResident {
         let mut max = alloc::<u32>(engine, det_len, "float max pattern")?;
         let roi_len = roi.len() as u64;
         if roi_len > 0 {
-            let pixel_blocks = (det_len as u64).div_ceil(THREADS as u64);
-            let shares = (4096 / pixel_blocks)
-                .clamp(1, roi_len.div_ceil(16))
-                .min(65_535);
-            let per_share = roi_len.div_ceil(shares);
-            let cfg = LaunchConfig {
-                grid_dim: (pixel_blocks as u32, shares as u32, 1),
-                block_dim: (THREADS, 1, 1),
-                shared_mem_bytes: 0,
-            };
+            let (cfg, per_share) = reduce_grid(det_len as u64, roi_len);
             let (frame_len, scan_cols) = (det_len as u64, self.shape.scan[1] as u32);
             let (r0, c0, roi_cols) = (roi.r0 as u32, roi.c0 as u32, (roi.c1 - roi.c0) as u32);
             let f = engine.function("pattern_reduce_f32")?;

@@ -231,3 +231,12 @@ pub fn noise_bytes(n: usize, seed: u64) -> Vec<u8> {
         })
         .collect()
 }
+
+/// The corrupt bitshuffle/LZ4 fixtures of `fixtures/bad` (each `data.h5`, a 4 × 6 scan) and a
+/// word every GPU decoder's refusal of it must say.
+pub const CORRUPT_BSLZ4: [(&str, &str); 4] = [
+    ("bslz4_corrupt_lz4", "lz4"),
+    ("bslz4_truncated_chunk", "truncated"),
+    ("bslz4_block_len_overflow", "block"),
+    ("bslz4_huge_total", "size"),
+];

@@ -92,12 +92,7 @@ fn gpu_decode_equals_the_cpu_decoder() {
 fn gpu_decode_refuses_corrupt_chunks_by_name() {
     let Some(engine) = engine() else { return };
     let bad = fixtures().join("bad");
-    for (case, expect) in [
-        ("bslz4_corrupt_lz4", "lz4"),
-        ("bslz4_truncated_chunk", "truncated"),
-        ("bslz4_block_len_overflow", "block"),
-        ("bslz4_huge_total", "size"),
-    ] {
+    for (case, expect) in CORRUPT_BSLZ4 {
         let acq = open_paths(&[bad.join(case).join("data.h5")], Some([4, 6]), None)
             .unwrap_or_else(|e| panic!("{case}: metadata opens: {e}"));
         assert!(
