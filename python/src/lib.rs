@@ -191,7 +191,7 @@ fn shared_engine(api: GpuApi) -> stem4d::Result<Arc<Mutex<Engine>>> {
 
 /// The GPU engine `backend` asks for: `wgpu` (the best adapter) and the named graphics APIs
 /// (`vulkan`, `metal`, `dx12`) must have one (its error is raised), `auto` takes a hardware
-/// adapter where there is one and says so either way.
+/// adapter where there is one and otherwise says why not (`open` then tries CUDA).
 fn engine_for(
     backend: &str,
     notes: &mut Vec<String>,
@@ -207,14 +207,12 @@ fn engine_for(
             Ok(e) => match software(&e) {
                 None => Ok(Some(e)),
                 Some(name) => {
-                    notes.push(format!(
-                        "backend auto: {name} is a software adapter, so the CPU reference computes the products"
-                    ));
+                    notes.push(format!("backend auto: wgpu has only {name}, a software adapter"));
                     Ok(None)
                 }
             },
             Err(e) => {
-                notes.push(format!("backend auto: no GPU ({e}), so the CPU reference computes the products"));
+                notes.push(format!("backend auto: wgpu has no adapter ({e})"));
                 Ok(None)
             }
         },
@@ -227,6 +225,67 @@ fn engine_for(
             ))),
         },
     }
+}
+
+/// Where `open` computes for `backend` (see [`engine_for`]), and its name for
+/// `Acquisition.backend`. `cuda` is the CUDA engine or its error; `auto` without a hardware
+/// adapter for wgpu (a compute node with the NVIDIA driver but no Vulkan loader, say) takes
+/// CUDA where it is, else the CPU reference, and says which in `notes`.
+fn backend_for(
+    backend: &str,
+    planned: bool,
+    notes: &mut Vec<String>,
+) -> stem4d::Result<(Backend, String)> {
+    let cuda = |engine: Arc<CudaEngine>| {
+        let name = format!("cuda ({})", engine.line());
+        let chosen = Backend::Cuda {
+            engine,
+            resident: None,
+        };
+        (chosen, name)
+    };
+    if backend == "cuda" {
+        if planned {
+            return Err(stem4d::Error::param(
+                "memory_budget and memory_plan are the wgpu engine's: backend 'cuda' keeps the whole acquisition resident",
+            ));
+        }
+        return Ok(cuda(shared_cuda()?));
+    }
+    let engine = engine_for(backend, notes)?;
+    if let Some(engine) = engine {
+        let name = match engine.lock() {
+            Ok(e) => format!("wgpu ({}, {})", e.adapter.name, e.adapter.backend),
+            Err(_) => return Err(stem4d::Error::Gpu("the GPU engine was poisoned".into())),
+        };
+        let chosen = Backend::Wgpu {
+            engine,
+            resident: None,
+        };
+        return Ok((chosen, name));
+    }
+    if backend == "auto" {
+        // A memory budget or plan is the wgpu engine's: then the CPU reference, said so.
+        let found = match planned {
+            true => Err(stem4d::Error::param(
+                "a memory budget or plan is the wgpu engine's",
+            )),
+            false => shared_cuda(),
+        };
+        match found {
+            Ok(e) => {
+                notes.push(format!(
+                    "backend auto: CUDA on {} computes the products",
+                    e.line()
+                ));
+                return Ok(cuda(e));
+            }
+            Err(e) => notes.push(format!(
+                "backend auto: not CUDA either ({e}), so the CPU reference computes the products"
+            )),
+        }
+    }
+    Ok((Backend::Cpu, "cpu".to_string()))
 }
 
 /// Open the acquisition of `paths` (see `stem4d.open`).
@@ -271,39 +330,8 @@ fn open(
         };
         corr.validate(acq.shape)?;
         let mut notes = Vec::new();
-        let (chosen, name) = if backend == "cuda" {
-            if memory_budget.is_some() || plan.is_some() {
-                return Err(stem4d::Error::param(
-                    "memory_budget and memory_plan are the wgpu engine's: backend 'cuda' keeps the whole acquisition resident",
-                ));
-            }
-            let engine = shared_cuda()?;
-            let name = format!("cuda ({})", engine.line());
-            (
-                Backend::Cuda {
-                    engine,
-                    resident: None,
-                },
-                name,
-            )
-        } else {
-            let engine = engine_for(&backend, &mut notes)?;
-            let name = match engine.as_ref().map(|e| e.lock()) {
-                Some(Ok(e)) => format!("wgpu ({}, {})", e.adapter.name, e.adapter.backend),
-                Some(Err(_)) => {
-                    return Err(stem4d::Error::Gpu("the GPU engine was poisoned".into()))
-                }
-                None => "cpu".to_string(),
-            };
-            let chosen = match engine {
-                Some(engine) => Backend::Wgpu {
-                    engine,
-                    resident: None,
-                },
-                None => Backend::Cpu,
-            };
-            (chosen, name)
-        };
+        let planned = memory_budget.is_some() || plan.is_some();
+        let (chosen, name) = backend_for(&backend, planned, &mut notes)?;
         Ok(Acquisition {
             acq,
             corr,

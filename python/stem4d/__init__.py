@@ -155,8 +155,9 @@ def open(
 
     ``backend``: ``"wgpu"`` (a GPU, or an error), ``"vulkan"``, ``"metal"`` or ``"dx12"``
     (a GPU on that graphics API, or an error naming the adapters there are), ``"cpu"`` (the
-    reference), ``"auto"`` (a hardware GPU where there is one, else the CPU reference;
-    :attr:`Acquisition.provenance` says which) or ``"cuda"`` (the native CUDA backend: the
+    reference), ``"auto"`` (a hardware adapter for wgpu where there is one, else CUDA where
+    it is, else the CPU reference; :attr:`Acquisition.provenance` says which and why) or
+    ``"cuda"`` (the native CUDA backend: the
     NVIDIA driver and NVRTC found at run time, or an error saying CUDA is absent; it holds
     the whole acquisition resident). ``memory_budget`` (bytes) and ``memory_plan``
     (``resident``, ``compressed``, ``streaming``, ``cpu``) choose how the wgpu engine holds

@@ -157,6 +157,24 @@ def test_shape_dtype_info_frames():
     assert a.backend == "cpu"
 
 
+def test_auto_says_what_it_took():
+    """`auto` takes a hardware adapter for wgpu, else CUDA, else the CPU reference, and its
+    provenance says which and why (here, on a software adapter without CUDA: the CPU)."""
+    fx = next(f for f in MANIFEST["fixtures"] if f["name"] == "arina_u16")
+    a = stem4d.open(paths(fx), backend="auto")
+    said = " ".join(a.provenance)
+    if a.backend == "cpu":
+        assert "backend auto: wgpu has" in said and "not CUDA either" in said, a.provenance
+        assert "CPU reference computes the products" in said, a.provenance
+    elif a.backend.startswith("cuda"):
+        assert "backend auto: CUDA on" in said, a.provenance
+    else:
+        assert a.backend.startswith("wgpu"), a.backend
+    # A budget is the wgpu engine's: never CUDA then.
+    b = stem4d.open(paths(fx), backend="auto", memory_budget=262144)
+    assert not b.backend.startswith("cuda"), b.backend
+
+
 def test_a_master_alone_finds_its_files(tmp_path):
     fx = next(f for f in MANIFEST["fixtures"] if f["name"] == "arina_u16")
     for p in paths(fx):
