@@ -34,6 +34,12 @@ fn cuda_matches_the_reference_on_every_fixture_or_says_it_is_absent() {
         }
     };
     eprintln!("CUDA backend on {}", engine.line());
+    let listed = stem4d::cuda::devices().unwrap();
+    assert!(
+        listed.contains(&engine.name),
+        "{listed:?} lists {}",
+        engine.name
+    );
     let (mut checked, mut declined, mut floats) = (0, 0, 0);
     for fx in manifest()["fixtures"].as_array().unwrap() {
         let acq = open_fixture(fx);
@@ -88,6 +94,25 @@ fn absent_cuda_is_said_by_the_cli() {
     );
     assert!(!stderr.contains("panicked"), "{stderr}");
     assert!(!out.exists());
+    // `stem4d parity` lists the CUDA devices beside the adapters, here none and why.
+    let run = std::process::Command::new(env!("CARGO_BIN_EXE_stem4d"))
+        .args(["parity", "--backends", "cpu"])
+        .args(fixture_paths(&fx))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let listed = stdout
+        .lines()
+        .find(|l| l.starts_with("CUDA devices: none ("));
+    assert!(
+        listed.is_some_and(|l| l.contains("CUDA is not available on this machine")),
+        "{stdout}"
+    );
 }
 
 /// Corrupt bitshuffle/LZ4 chunks decoded on the CUDA device are refused with the file's name

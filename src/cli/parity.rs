@@ -63,6 +63,14 @@ pub fn run(acq: &Acquisition, args: &ParityArgs) -> Result<()> {
     for a in &adapters {
         println!("  {a}");
     }
+    let cuda_devices = cuda_devices();
+    match &cuda_devices {
+        Ok(names) => {
+            println!("CUDA devices found: {}", names.len());
+            names.iter().for_each(|n| println!("  {n}"));
+        }
+        Err(why) => println!("CUDA devices: none ({why})"),
+    }
     let requests = parity::matrix(acq, args.mask_bad_pixels)?;
     println!(
         "parity: {:?} {:?} {}  bad pixels masked: {}",
@@ -114,13 +122,22 @@ pub fn run(acq: &Acquisition, args: &ParityArgs) -> Result<()> {
     }
     all.iter().for_each(|(r, _)| print_row(r));
     if let Some(path) = &args.json {
-        write_json(path, acq, args, &adapters, &all)?;
+        write_json(path, acq, args, (&adapters, &cuda_devices), &all)?;
     }
     let failed = all.iter().filter(|(r, _)| r.failed()).count();
     if failed > 0 {
         return Err(Error::Gpu(format!("{failed} products failed parity")));
     }
     Ok(())
+}
+
+/// The CUDA devices the driver sees (`--backends cuda` takes the first), or why there are
+/// none.
+fn cuda_devices() -> std::result::Result<Vec<String>, String> {
+    #[cfg(feature = "cuda")]
+    return crate::cuda::devices().map_err(|e| e.to_string());
+    #[cfg(not(feature = "cuda"))]
+    Err("this binary is built without the CUDA backend".into())
 }
 
 /// The CUDA backend's rows: asked for by name, so a machine without CUDA is an error.
@@ -146,13 +163,14 @@ fn cuda_rows(
     Err(Error::param("--backends cuda: not built into this binary"))
 }
 
-/// The matrix as JSON: the acquisition, the adapters found, and one object per row
+/// The matrix as JSON: the acquisition, the adapters and CUDA devices found (`null`: none,
+/// or no CUDA backend in this binary), and one object per row
 /// (product, backend, adapter, dtype, max abs and relative error, bound, outcome, pass).
 fn write_json(
     path: &Path,
     acq: &Acquisition,
     args: &ParityArgs,
-    adapters: &[AdapterLine],
+    (adapters, cuda): (&[AdapterLine], &std::result::Result<Vec<String>, String>),
     rows: &[(Row, Option<String>)],
 ) -> Result<()> {
     let rows: Vec<serde_json::Value> = rows
@@ -178,6 +196,7 @@ fn write_json(
         "dtype": acq.dtype.name(),
         "bad_pixels_masked": args.mask_bad_pixels,
         "adapters": adapters,
+        "cuda_devices": cuda.as_ref().ok(),
         "rows": rows,
     });
     let text = serde_json::to_string_pretty(&doc)

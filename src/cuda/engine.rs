@@ -31,6 +31,31 @@ pub(super) fn driver_error(what: &str) -> impl Fn(cudarc::driver::DriverError) -
     move |e| Error::Gpu(format!("CUDA: {what}: {e}"))
 }
 
+/// Whether the NVIDIA driver library loads: cudarc panics on a call into a missing one.
+fn driver_present() -> Result<()> {
+    // SAFETY: only probes whether the library loads (cudarc's own search).
+    if !unsafe { cudarc::driver::sys::is_culib_present() } {
+        return Err(Error::Gpu(
+            "CUDA is not available on this machine: the NVIDIA driver library (libcuda) was not found".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// The CUDA devices the driver sees, by name, as `stem4d parity` lists the machine's
+/// adapters; or why there are none. Nothing is compiled and no context is made.
+pub fn devices() -> Result<Vec<String>> {
+    use cudarc::driver::result::device;
+    driver_present()?;
+    let n = CudaContext::device_count().map_err(driver_error("count the devices"))?;
+    (0..n)
+        .map(|i| {
+            let d = device::get(i).map_err(driver_error("a device"))?;
+            device::get_name(d).map_err(driver_error("a device's name"))
+        })
+        .collect()
+}
+
 pub struct CudaEngine {
     pub ctx: Arc<CudaContext>,
     pub stream: Arc<CudaStream>,
@@ -44,13 +69,8 @@ impl CudaEngine {
     /// The first CUDA device with the kernels compiled for it, or why there is none: no
     /// driver library, no NVRTC, no device, or a compile error with NVRTC's log.
     pub fn new() -> Result<CudaEngine> {
-        // SAFETY: only probes whether the libraries load (cudarc's own search).
-        if !unsafe { cudarc::driver::sys::is_culib_present() } {
-            return Err(Error::Gpu(
-                "CUDA is not available on this machine: the NVIDIA driver library (libcuda) was not found".into(),
-            ));
-        }
-        // SAFETY: as above.
+        driver_present()?;
+        // SAFETY: only probes whether the library loads (cudarc's own search).
         if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
             return Err(Error::Gpu(
                 "CUDA is not available on this machine: NVRTC (libnvrtc, the CUDA toolkit's run-time compiler) was not found; add the toolkit's lib64 folder to LD_LIBRARY_PATH".into(),

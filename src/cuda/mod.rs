@@ -17,6 +17,6 @@ mod products;
 mod resident;
 mod resident_float;
 
-pub use engine::CudaEngine;
+pub use engine::{devices, CudaEngine};
 pub use products::{compute, compute_resident};
 pub use resident::CudaResident;
