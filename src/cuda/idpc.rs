@@ -3,10 +3,10 @@
 //! ([`AxisTables`]) and pack parameters ([`pack_params`]), and the same closed-form angle
 //! and branch rule (`products::dpc_rotation`). Only the kernels are CUDA's own.
 
-use cudarc::driver::{CudaSlice, DeviceRepr, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaSlice, DeviceRepr, PushKernelArg};
 
 use super::engine::{driver_error, CudaEngine};
-use super::resident::{alloc, read};
+use super::resident::{alloc, over, read};
 use crate::error::Result;
 use crate::kernels::fft::{f32_pairs, pack_params, AxisTables, DpcSettings, FftParams};
 use crate::products::dpc_rotation::{branch, check_scan, least_of_both_flips, Rotation};
@@ -14,17 +14,6 @@ use crate::products::dpc_rotation::{branch, check_scan, least_of_both_flips, Rot
 // SAFETY: FftParams is `#[repr(C)]` of 4-byte fields only (`uniform!`), the layout of
 // `struct FftParams` in wgsl/fft.cu (tests/shader_validation.rs compares the two).
 unsafe impl DeviceRepr for FftParams {}
-
-/// Threads of a block; grids cover their items up to a cap and stride beyond it.
-const THREADS: u32 = 256;
-
-fn over(n: u64) -> LaunchConfig {
-    LaunchConfig {
-        grid_dim: (n.div_ceil(THREADS as u64).clamp(1, 1 << 16) as u32, 1, 1),
-        block_dim: (THREADS, 1, 1),
-        shared_mem_bytes: 0,
-    }
-}
 
 /// Where the DPC comes from: exact moments on the device (three u64 per position, none
 /// above `bound`), or a CoM plane already less its scan mean (float32 (row, col) pairs).

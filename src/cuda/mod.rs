@@ -16,6 +16,7 @@ mod idpc;
 mod products;
 mod resident;
 mod resident_float;
+mod upload;
 
 pub use engine::{devices, CudaEngine};
 pub use products::{compute, compute_resident};

@@ -6,7 +6,7 @@
 
 use super::idpc::{rotation, Centre, CudaIdpc};
 use super::{CudaEngine, CudaResident};
-use crate::contract::{Region, SparseMask};
+use crate::contract::SparseMask;
 use crate::error::{Error, Result};
 use crate::formats::Acquisition;
 use crate::frames::Correction;
@@ -55,9 +55,9 @@ pub fn compute_resident(
         | ProductKind::Df => {
             let SparseMask { indices, weights } = p.detector_mask(det)?.sparse(det);
             if let Some(w) = weights {
-                return Ok(image(ArrayData::F64(weighted_sums(
-                    engine, res, &indices, &w,
-                )?)));
+                let sums = |pixels: &[u32]| res.masked_sums(engine, pixels);
+                let v = weighted_image(res, &indices, &w, sums, ExactSum::add_weighted)?;
+                return Ok(image(ArrayData::F64(v)));
             }
             let sums = res.masked_sums(engine, &indices)?;
             // C-MASK: DF = total − disk, from the per-position total.
@@ -83,7 +83,7 @@ pub fn compute_resident(
             phase_or_rotation(engine, acq, res, p, centre, mean)?
         }
         ProductKind::SumDp | ProductKind::MeanDp | ProductKind::MaxDp | ProductKind::FitBf => {
-            let roi = reduction_roi(p, scan);
+            let roi = p.reduction_roi(scan);
             let (sum, max) = res.pattern_reduce(engine, roi)?;
             pattern_product(acq, res.facts(), p.kind, sum, max, roi.len() as u64)
         }
@@ -104,15 +104,6 @@ pub fn compute_resident(
             data: ArrayData::U32(res.frames(engine, 0, res.shape.frames())?),
         },
     })
-}
-
-/// The positions a pattern reduction runs over: the scan ROI asked for, the whole scan for
-/// the BF fit.
-fn reduction_roi(p: &ProductParams, scan: [usize; 2]) -> Region {
-    match p.kind {
-        ProductKind::FitBf => Region::full(scan),
-        _ => p.scan_roi.unwrap_or(Region::full(scan)),
-    }
 }
 
 /// iDPC (the phase at `p`'s rotation and flip) or the DPC rotation (its dark-field image
@@ -173,18 +164,9 @@ fn compute_float(
         | ProductKind::Df => {
             let SparseMask { indices, weights } = p.detector_mask(det)?.sparse(det);
             if let Some(w) = weights {
-                let groups = crate::kernels::masked_sum::gpu_weight_groups(&indices, &w)?;
-                let mut acc = vec![ExactSum::default(); res.shape.frames()];
-                for (bits, pixels) in groups {
-                    let w = f64::from_bits(bits);
-                    for (a, s) in acc
-                        .iter_mut()
-                        .zip(res.masked_sums_wide(engine, file, &pixels)?)
-                    {
-                        a.add_weighted_wide(w, s, lsb);
-                    }
-                }
-                return Ok(image(acc.iter().map(ExactSum::value).collect()));
+                let sums = |pixels: &[u32]| res.masked_sums_wide(engine, file, pixels);
+                let add = |a: &mut ExactSum, w, s| a.add_weighted_wide(w, s, lsb);
+                return Ok(image(weighted_image(res, &indices, &w, sums, add)?));
             }
             let mut sums = res.masked_sums_wide(engine, file, &indices)?;
             if p.kind == ProductKind::Df {
@@ -214,7 +196,7 @@ fn compute_float(
             phase_or_rotation(engine, acq, res, p, Centre::Com(&plane), [0.0, 0.0])?
         }
         ProductKind::SumDp | ProductKind::MeanDp | ProductKind::MaxDp | ProductKind::FitBf => {
-            let roi = reduction_roi(p, scan);
+            let roi = p.reduction_roi(scan);
             let (sum, max) = res.pattern_reduce_wide(engine, file, roi)?;
             gpu_float::pattern_product(acq, res.facts(), p.kind, sum, max, roi.len() as u64, lsb)
         }
@@ -233,20 +215,22 @@ fn compute_float(
     })
 }
 
-/// Σ w·I per position for a mask of a few distinct weights: one exact masked sum per weight,
-/// combined exactly and rounded once (C-WEIGHTS).
-fn weighted_sums(
-    engine: &CudaEngine,
+/// Σ w·I per position for a mask of a few distinct weights: one exact masked sum per
+/// weight (`sums` of its pixels, integer or wide), each added exactly by `add` and the whole
+/// rounded once (C-WEIGHTS).
+fn weighted_image<S>(
     res: &CudaResident,
     indices: &[u32],
     weights: &[f64],
+    mut sums: impl FnMut(&[u32]) -> Result<Vec<S>>,
+    add: impl Fn(&mut ExactSum, f64, S),
 ) -> Result<Vec<f64>> {
     let groups = crate::kernels::masked_sum::gpu_weight_groups(indices, weights)?;
     let mut acc = vec![ExactSum::default(); res.shape.frames()];
     for (bits, pixels) in groups {
         let w = f64::from_bits(bits);
-        for (a, s) in acc.iter_mut().zip(res.masked_sums(engine, &pixels)?) {
-            a.add_weighted(w, s);
+        for (a, s) in acc.iter_mut().zip(sums(&pixels)?) {
+            add(a, w, s);
         }
     }
     Ok(acc.iter().map(ExactSum::value).collect())

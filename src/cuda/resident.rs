@@ -1,20 +1,17 @@
-//! An acquisition resident on the CUDA device: its frames read and decoded by the frame
-//! reader (`frames::FrameReader::read_raw`, the files' samples as stored), copied block by
-//! block and corrected there (C-BAD, C-BIN: `zero_masked_*`, `bin_frames_*`), then the hot
-//! and dead pixels of its mean pattern zeroed (`zero_listed_*`). And the kernels' host side:
-//! masked sums, CoM moments, pattern reductions and frames read back.
+//! An acquisition resident on the CUDA device: its stored samples made there
+//! (`upload.rs`), then the hot and dead pixels of its mean pattern zeroed (`zero_listed_*`).
+//! And the kernels' host side: masked sums (over a [`DetectorSet`]), CoM moments, pattern
+//! reductions and frames read back; the launch shapes they share.
 
 use cudarc::driver::{CudaSlice, DeviceRepr, LaunchConfig, PushKernelArg, ValidAsZeroBits};
 
 use super::engine::{driver_error, CudaEngine};
-use crate::contract::{Dtype, Region, Shape4};
+use crate::contract::{Region, Shape4};
 use crate::error::{Error, Result};
 use crate::formats::Acquisition;
-use crate::frames::{Correction, FrameReader, Samples};
+use crate::frames::Correction;
 use crate::upload::plan::FloatRange;
 
-/// Bytes of stored samples read and copied at a time.
-const BLOCK_BYTES: usize = 256 << 20;
 /// Threads of a block in every kernel.
 const THREADS: u32 = 256;
 
@@ -134,7 +131,7 @@ impl DetectorSet {
 }
 
 /// A grid-stride launch over `n` items.
-fn over(n: u64) -> LaunchConfig {
+pub(super) fn over(n: u64) -> LaunchConfig {
     LaunchConfig {
         grid_dim: (n.div_ceil(THREADS as u64).clamp(1, 1 << 20) as u32, 1, 1),
         block_dim: (THREADS, 1, 1),
@@ -194,67 +191,6 @@ pub(super) fn alloc<T: DeviceRepr + ValidAsZeroBits>(
     })
 }
 
-/// What the correction zeroes before any bin: the file's bad pixels (one byte per pixel, 1
-/// bad) and the saturation sentinel, when bad-pixel masking is on.
-struct Zeroing {
-    bad: CudaSlice<u8>,
-    sentinel: u32,
-    use_sentinel: u32,
-    on: bool,
-}
-
-impl Zeroing {
-    fn of(engine: &CudaEngine, acq: &Acquisition, corr: Correction) -> Result<Zeroing> {
-        let det_len = acq.shape.det_len();
-        let bad: Vec<u8> = match (corr.mask_bad_pixels, &acq.pixel_mask) {
-            (true, Some(m)) => m.iter().map(|&b| b as u8).collect(),
-            _ => vec![0; det_len],
-        };
-        let (sentinel, use_sentinel) = match (corr.mask_bad_pixels, acq.dtype.sentinel()) {
-            (true, Some(v)) => (v, 1),
-            _ => (0, 0),
-        };
-        Ok(Zeroing {
-            bad: engine
-                .stream
-                .clone_htod(&bad)
-                .map_err(driver_error("bad-pixel mask"))?,
-            sentinel,
-            use_sentinel,
-            on: corr.mask_bad_pixels,
-        })
-    }
-}
-
-/// Frames a block holds: about [`BLOCK_BYTES`] of `T` samples.
-fn block_frames<T>(acq: &Acquisition) -> usize {
-    let frame_bytes = acq.shape.det_len() * std::mem::size_of::<T>();
-    (BLOCK_BYTES / frame_bytes.max(1)).clamp(1, acq.shape.frames().max(1))
-}
-
-/// `f(f0, f1, samples)` on the frames of `acq` in blocks ([`block_frames`]), `samples` the
-/// files' little-endian samples of frames `[f0, f1)` as `T`; the upload's progress said
-/// (and a cancel heard) after each.
-fn for_each_block<T: bytemuck::Pod>(
-    acq: &Acquisition,
-    reader: &FrameReader,
-    mut f: impl FnMut(usize, usize, Vec<T>) -> Result<()>,
-) -> Result<()> {
-    let (frames, step) = (acq.shape.frames(), block_frames::<T>(acq));
-    let mut f0 = 0;
-    while f0 < frames {
-        let f1 = (f0 + step).min(frames);
-        f(
-            f0,
-            f1,
-            bytemuck::pod_collect_to_vec(&reader.read_raw(f0, f1)?),
-        )?;
-        crate::watch::step(crate::watch::UPLOAD, f1 as u64, frames as u64)?;
-        f0 = f1;
-    }
-    Ok(())
-}
-
 impl CudaResident {
     /// Upload `acq` with the correction `corr`, then zero the hot and dead pixels its mean
     /// pattern shows where bad-pixel masking is on (C-BAD-FOUND).
@@ -268,40 +204,15 @@ impl CudaResident {
             _ if corr.bin > 1 => 32,
             dt => 8 * dt.size() as u32,
         };
-        let reader = FrameReader::new(acq);
-        let zeroing = Zeroing::of(engine, acq, corr)?;
-        let mut float = None;
-        let stored = match (acq.dtype, corr.bin) {
-            (Dtype::F32, _) => {
-                let (frames, range) = float_frames(engine, acq, &reader, corr)?;
-                float = Some(range);
-                Stored::F32(frames)
-            }
-            (Dtype::U8, 1) => Stored::U8(raw_frames::<u8>(engine, acq, &reader, &zeroing, "u8")?),
-            (Dtype::U16, 1) => {
-                Stored::U16(raw_frames::<u16>(engine, acq, &reader, &zeroing, "u16")?)
-            }
-            (Dtype::U32, 1) => {
-                Stored::U32(raw_frames::<u32>(engine, acq, &reader, &zeroing, "u32")?)
-            }
-            (Dtype::U8, b) => Stored::U32(binned_frames::<u8>(
-                engine, acq, &reader, &zeroing, b, "u8",
-            )?),
-            (Dtype::U16, b) => Stored::U32(binned_frames::<u16>(
-                engine, acq, &reader, &zeroing, b, "u16",
-            )?),
-            (_, b) => Stored::U32(binned_frames::<u32>(
-                engine, acq, &reader, &zeroing, b, "u32",
-            )?),
-        };
+        let made = super::upload::stored_frames(engine, acq, corr)?;
         let mut res = CudaResident {
-            stored,
+            stored: made.stored,
             shape: acq.shape.binned(corr.bin),
             correction: corr,
             found_bad: None,
             bits,
-            float,
-            decoded_on_gpu: acq.dtype != Dtype::F32 && super::decode::supported(acq, corr),
+            float: made.float,
+            decoded_on_gpu: made.on_gpu,
         };
         res.settle_bad_pixels(engine, acq)?;
         Ok(res)
@@ -502,179 +413,6 @@ impl CudaResident {
         engine.synchronize()?;
         Ok(out)
     }
-}
-
-/// Float32 frames corrected and binned by the frame pipeline (C-BIN-COMPOSE), copied block
-/// by block as their bits, and the range of their values audited for the exact sums.
-fn float_frames(
-    engine: &CudaEngine,
-    acq: &Acquisition,
-    reader: &FrameReader,
-    corr: Correction,
-) -> Result<(CudaSlice<u32>, FloatRange)> {
-    let shape = acq.shape.binned(corr.bin);
-    let (frames, det_len) = (shape.frames(), shape.det_len());
-    let mut out = alloc::<u32>(engine, frames * det_len, "the resident acquisition")?;
-    let mut range = FloatRange::default();
-    let step = block_frames::<f32>(acq);
-    let mut f0 = 0;
-    while f0 < frames {
-        let f1 = (f0 + step).min(frames);
-        let block = reader.block(f0, f1, corr)?;
-        let Samples::Float(samples) = &block.samples else {
-            return Err(Error::Gpu(
-                "CUDA: float32 frames came back as integers".into(),
-            ));
-        };
-        range.take(samples);
-        let bits: Vec<u32> = samples.iter().map(|v| v.to_bits()).collect();
-        engine
-            .stream
-            .memcpy_htod(&bits, &mut out.slice_mut(f0 * det_len..f1 * det_len))
-            .map_err(driver_error("upload"))?;
-        crate::watch::step(crate::watch::UPLOAD, f1 as u64, frames as u64)?;
-        f0 = f1;
-    }
-    engine.synchronize()?;
-    Ok((out, range))
-}
-
-/// The stored samples of every frame, unbinned: decoded on the device where the GPU decoder
-/// takes the acquisition (`decode.rs`), else read and decoded on the CPU and copied block by
-/// block; then the file's bad pixels and the sentinel zeroed where masking is on.
-fn raw_frames<T: DeviceRepr + ValidAsZeroBits + bytemuck::Pod>(
-    engine: &CudaEngine,
-    acq: &Acquisition,
-    reader: &FrameReader,
-    zeroing: &Zeroing,
-    t: &str,
-) -> Result<CudaSlice<T>> {
-    let (frames, det_len) = (acq.shape.frames(), acq.shape.det_len());
-    let mut out = alloc::<T>(engine, frames * det_len, "the resident acquisition")?;
-    if super::decode::supported(acq, Correction::default()) {
-        super::decode::decode_frames::<T>(engine, acq, |f0, f1, decoded| {
-            engine
-                .stream
-                .memcpy_dtod(
-                    &decoded.slice(0..(f1 - f0) * det_len),
-                    &mut out.slice_mut(f0 * det_len..f1 * det_len),
-                )
-                .map_err(driver_error("place the decoded frames"))
-        })?;
-    } else {
-        for_each_block::<T>(acq, reader, |f0, f1, samples| {
-            engine
-                .stream
-                .memcpy_htod(&samples, &mut out.slice_mut(f0 * det_len..f1 * det_len))
-                .map_err(driver_error("upload"))
-        })?;
-    }
-    if zeroing.on {
-        let (frame_len, n_frames) = (det_len as u64, frames as u64);
-        let f = engine.function(&format!("zero_masked_{t}"))?;
-        let mut l = engine.stream.launch_builder(&f);
-        l.arg(&mut out)
-            .arg(&frame_len)
-            .arg(&n_frames)
-            .arg(&zeroing.bad)
-            .arg(&zeroing.sentinel)
-            .arg(&zeroing.use_sentinel);
-        // SAFETY: the arguments match zero_masked's signature (wgsl/zero_pixels.cu).
-        unsafe { l.launch(over(frame_len * n_frames)) }.map_err(driver_error("zero_masked"))?;
-    }
-    engine.synchronize()?;
-    Ok(out)
-}
-
-/// Where `bin_frames` writes: the binned resident, its overflow flag, the bin and the
-/// detector it bins.
-struct BinInto<'a> {
-    out: &'a mut CudaSlice<u32>,
-    overflow: &'a mut CudaSlice<u32>,
-    out_len: usize,
-    det: [u32; 2],
-    bin: u32,
-}
-
-impl BinInto<'_> {
-    /// Bin frames `[f0, f1)`, whose stored samples start `src`, into the resident.
-    fn launch<T: DeviceRepr>(
-        &mut self,
-        engine: &CudaEngine,
-        zeroing: &Zeroing,
-        t: &str,
-        (f0, f1): (usize, usize),
-        src: &CudaSlice<T>,
-    ) -> Result<()> {
-        let f = engine.function(&format!("bin_frames_{t}"))?;
-        let n_frames = (f1 - f0) as u64;
-        let mut dst = self.out.slice_mut(f0 * self.out_len..f1 * self.out_len);
-        let mut l = engine.stream.launch_builder(&f);
-        l.arg(src)
-            .arg(&mut dst)
-            .arg(&n_frames)
-            .arg(&self.det[0])
-            .arg(&self.det[1])
-            .arg(&self.bin)
-            .arg(&zeroing.bad)
-            .arg(&zeroing.sentinel)
-            .arg(&zeroing.use_sentinel)
-            .arg(&mut *self.overflow);
-        // SAFETY: the arguments match bin_frames's signature (wgsl/tile_frames.cu).
-        unsafe { l.launch(over(n_frames * self.out_len as u64)) }
-            .map_err(driver_error("bin_frames"))?;
-        Ok(())
-    }
-}
-
-/// Every frame binned `b × b` into u32 (bad pixels zeroed first), from frames decoded on
-/// the device or, on the CPU path, block by block through a staging buffer of stored
-/// samples; a sum past uint32 is refused by name.
-fn binned_frames<T: DeviceRepr + ValidAsZeroBits + bytemuck::Pod>(
-    engine: &CudaEngine,
-    acq: &Acquisition,
-    reader: &FrameReader,
-    zeroing: &Zeroing,
-    b: usize,
-    t: &str,
-) -> Result<CudaSlice<u32>> {
-    let (frames, det_len) = (acq.shape.frames(), acq.shape.det_len());
-    let out_len = acq.shape.binned(b).det_len();
-    let mut out = alloc::<u32>(engine, frames * out_len, "the binned resident acquisition")?;
-    let mut overflow = alloc::<u32>(engine, 1, "bin overflow flag")?;
-    let mut into = BinInto {
-        out: &mut out,
-        overflow: &mut overflow,
-        out_len,
-        det: acq.shape.det.map(|d| d as u32),
-        bin: b as u32,
-    };
-    let corr = Correction {
-        bin: b,
-        mask_bad_pixels: zeroing.on,
-    };
-    if super::decode::supported(acq, corr) {
-        super::decode::decode_frames::<T>(engine, acq, |f0, f1, decoded| {
-            into.launch(engine, zeroing, t, (f0, f1), decoded)
-        })?;
-    } else {
-        let step = block_frames::<T>(acq);
-        let mut staging = alloc::<T>(engine, step * det_len, "the upload staging")?;
-        for_each_block::<T>(acq, reader, |f0, f1, samples| {
-            engine
-                .stream
-                .memcpy_htod(&samples, &mut staging.slice_mut(0..samples.len()))
-                .map_err(driver_error("upload"))?;
-            into.launch(engine, zeroing, t, (f0, f1), &staging)
-        })?;
-    }
-    if read(engine, &overflow)?.first().is_some_and(|&o| o != 0) {
-        return Err(Error::format(
-            &acq.primary,
-            format!("a {b}x{b} binned sum exceeds uint32: use a smaller bin"),
-        ));
-    }
-    Ok(out)
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 //! result leaves the GPU, and only when asked. Integer products equal the CPU reference
 //! byte for byte; CoM/DPC/iDPC are returned as float32 per the contract (C-DTYPE).
 
-use crate::contract::{mask_pixels, Region, SparseMask};
+use crate::contract::{mask_pixels, SparseMask};
 use crate::error::Result;
 use crate::formats::Acquisition;
 use crate::frames::Correction;
@@ -359,10 +359,7 @@ pub async fn compute_resident(
             &com_from_moments(&com_moments(engine, res).await?),
         ),
         ProductKind::SumDp | ProductKind::MeanDp | ProductKind::MaxDp | ProductKind::FitBf => {
-            let roi = match p.kind {
-                ProductKind::FitBf => Region::full(shape.scan),
-                _ => p.scan_roi.unwrap_or(Region::full(shape.scan)),
-            };
+            let roi = p.reduction_roi(shape.scan);
             let (sum, max) = pattern_reduce(engine, res, roi).await?;
             pattern_product(acq, res.facts(), p.kind, sum, max, roi.len() as u64)
         }

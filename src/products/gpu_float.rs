@@ -288,10 +288,7 @@ pub async fn compute(
             rotation_of_com(engine, shape.scan, &com, &dark).await?
         }
         ProductKind::SumDp | ProductKind::MeanDp | ProductKind::MaxDp | ProductKind::FitBf => {
-            let roi = match p.kind {
-                ProductKind::FitBf => Region::full(shape.scan),
-                _ => p.scan_roi.unwrap_or(Region::full(shape.scan)),
-            };
+            let roi = p.reduction_roi(shape.scan);
             let (sum, max) = pattern_reduce(engine, file, res, roi).await?;
             pattern_product(acq, res.facts(), p.kind, sum, max, roi.len() as u64, lsb)
         }

@@ -184,6 +184,15 @@ fn field_name(path: &str) -> Option<&'static str> {
 }
 
 impl ProductParams {
+    /// The scan positions a pattern reduction (sum, mean, max pattern, BF fit) sums over on
+    /// a scan of `scan`: the scan ROI asked for, the whole scan for the BF fit.
+    pub fn reduction_roi(&self, scan: [usize; 2]) -> Region {
+        match self.kind {
+            ProductKind::FitBf => Region::full(scan),
+            _ => self.scan_roi.unwrap_or(Region::full(scan)),
+        }
+    }
+
     pub fn new(kind: ProductKind) -> Self {
         ProductParams {
             kind,

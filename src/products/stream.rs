@@ -72,20 +72,12 @@ fn roi_in_block(roi: Region, b0: usize, b1: usize) -> Option<Region> {
     })
 }
 
-/// The scan ROI a pattern reduction sums over (the BF fit: the whole scan).
-fn reduction_roi(p: &ProductParams, scan: [usize; 2]) -> Region {
-    match p.kind {
-        ProductKind::FitBf => Region::full(scan),
-        _ => p.scan_roi.unwrap_or(Region::full(scan)),
-    }
-}
-
 /// Whether product `p` reads anything of the block of rows `b0..b1`.
 fn needs(p: &ProductParams, scan: [usize; 2], b0: usize, b1: usize) -> bool {
     match p.kind {
         ProductKind::Pattern => p.at.is_some_and(|[r, _]| (b0..b1).contains(&r)),
         ProductKind::SumDp | ProductKind::MeanDp | ProductKind::MaxDp | ProductKind::FitBf => {
-            roi_in_block(reduction_roi(p, scan), b0, b1).is_some()
+            roi_in_block(p.reduction_roi(scan), b0, b1).is_some()
         }
         _ => true,
     }
@@ -198,7 +190,7 @@ async fn take_part(
             )
         }
         Part::IntPattern(sum, max) => {
-            let Some(roi) = roi_in_block(reduction_roi(p, scan), b0, b1) else {
+            let Some(roi) = roi_in_block(p.reduction_roi(scan), b0, b1) else {
                 return Ok(());
             };
             let (s, m) = pattern_reduce(engine, res, roi).await?;
@@ -219,7 +211,7 @@ async fn take_part(
             Ok(())
         }
         Part::FloatPattern(sum, lsb, max) => {
-            let Some(roi) = roi_in_block(reduction_roi(p, scan), b0, b1) else {
+            let Some(roi) = roi_in_block(p.reduction_roi(scan), b0, b1) else {
                 return Ok(());
             };
             let (s, m) = gpu_float::pattern_reduce(engine, file, res, roi).await?;
@@ -318,11 +310,11 @@ async fn finish(
             }
         }
         Part::IntPattern(sum, max) => {
-            let count = reduction_roi(p, scan).len() as u64;
+            let count = p.reduction_roi(scan).len() as u64;
             pattern_product(acq, res.facts(), p.kind, sum, max, count)
         }
         Part::FloatPattern(sum, lsb, max) => {
-            let count = reduction_roi(p, scan).len() as u64;
+            let count = p.reduction_roi(scan).len() as u64;
             gpu_float::pattern_product(acq, res.facts(), p.kind, sum, max, count, lsb)
         }
     })
