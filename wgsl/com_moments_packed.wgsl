@@ -28,34 +28,37 @@ struct Words3 {
 
 fn load_words(w: Work, k: u32) -> Words3 {
     let bits = params.bits;
-    let g = w.tile * params.packed_groups + k / 8u;
-    let start = packed_in[2u * g];
-    let codes = packed_in[2u * g + 1u];
-    // Not `packed_sector`: its branch on a zero width would hold the loads back.
-    let width = select(packed_width((codes >> (4u * (k % 8u))) & 15u, bits), 0u, pixel_cleared(k));
+    let s = packed_sector(w.tile, k, params.packed_groups, bits);
+    let width = select(s.width, 0u, pixel_cleared(k));
     // Past the samples of the invocations before this one.
-    let bit = packed_widths_before(codes, k % 8u, bits) * (256u / bits) + w.sub * w.hold * width;
-    let at = start + bit / 32u;
+    let bit = s.bit + w.sub * w.hold * width;
+    let at = s.word + bit / 32u;
     return Words3(packed_in[at], packed_in[at + 1u], packed_in[at + 2u], bit % 32u, width);
 }
 
-// Sample `m` of the invocation's (0–3).
-fn take(f: Words3, m: u32) -> u32 {
-    let bit = f.sh + m * f.w;
-    let i = bit / 32u;
-    let sh = bit % 32u;
-    let lo = select(select(f.z, f.y, i == 1u), f.x, i == 0u);
-    let hi = select(f.z, f.y, i == 0u);
-    let v = (lo >> sh) | select(hi << (32u - sh), 0u, sh == 0u);
-    return select(v & ((1u << f.w) - 1u), v, f.w == 32u);
+// The field of `fm`-masked bits from bit `b` (0–63) of the invocation's words.
+fn field_of(f: Words3, b: u32, fm: u32) -> u32 {
+    let first = b < 32u;
+    return funnel_bits(select(f.y, f.x, first), select(f.z, f.y, first), b % 32u, fm);
 }
 
-// The invocation's positions of the pixel, as `unpack` gives them from the raw resident.
+// The invocation's positions of the pixel, as `unpack` gives them from the raw resident:
+// its samples cut out as whole fields of at most 32 bits (four 8-bit samples, two 16-bit
+// ones, or one 32-bit one), not one at a time (decision 0041). A width of 0 reads zeros.
 fn samples_of(w: Work, f: Words3) -> vec4<u32> {
-    if (w.hold == 2u) {
-        return vec4<u32>(take(f, 0u), take(f, 1u), 0u, 0u);
+    let bits = params.bits;
+    let m = low_mask(f.w);
+    if (bits == 8u) {
+        let x = field_of(f, f.sh, low_mask(4u * f.w));
+        return vec4<u32>(x & m, (x >> f.w) & m, (x >> (2u * f.w)) & m, x >> (3u * f.w));
     }
-    return vec4<u32>(take(f, 0u), take(f, 1u), take(f, 2u), take(f, 3u));
+    if (bits == 16u) {
+        let fm = low_mask(2u * f.w);
+        let x = field_of(f, f.sh, fm);
+        let y = field_of(f, f.sh + 2u * f.w, fm);
+        return vec4<u32>(x & m, x >> f.w, y & m, y >> f.w);
+    }
+    return vec4<u32>(field_of(f, f.sh, m), field_of(f, f.sh + f.w, m), 0u, 0u);
 }
 
 @compute @workgroup_size(256)

@@ -4,10 +4,11 @@
 // Each file that takes it binds `packed_in`, the segment's index then its data, and
 // `zeroed`, one bit per detector pixel found bad after the upload.
 //
-// A sector's samples lie one after another at its width; they are read in order with one
-// load per 32 bits consumed, the word holding the next bit kept in a register. (The masked
-// sum reads each sample's words itself, and the CoM moments load their few words up front:
-// each measured faster that way on the H200, decision 0031.)
+// A sector's samples lie one after another at its width. The unpack reads them in order
+// with one load per 32 bits consumed, the word holding the next bit kept in a register.
+// The product kernels load the words they need up front, all loads in flight at once, and
+// cut each raw word's samples out of them as one field (`funnel_bits`, `spread_field`):
+// reading in order stalls on every load (decisions 0031 and 0041).
 
 // Where the next sample starts: word `at` of `packed_in`, already loaded as `cur`, from its
 // bit `sh` (0–32; 32: the next read loads the word after).
@@ -52,7 +53,9 @@ fn pixel_cleared(k: u32) -> bool {
 
 // Pixel `k`'s sector in tile `tile` of a segment of `groups_per_tile` groups of 8 pixels a
 // tile: its samples start at bit `bit` from word `word` of `packed_in`; `width` 0 is a
-// sector of zeros.
+// sector of zeros (its `word` and `bit` then point nowhere useful). The group's two index
+// words are loaded together, with no branch between them, so that neither waits for the
+// other (decision 0031).
 struct PackedSector {
     word: u32,
     bit: u32,
@@ -61,13 +64,10 @@ struct PackedSector {
 
 fn packed_sector(tile: u32, k: u32, groups_per_tile: u32, bits: u32) -> PackedSector {
     let g = tile * groups_per_tile + k / 8u;
+    let start = packed_in[2u * g];
     let codes = packed_in[2u * g + 1u];
     let w = packed_width((codes >> (4u * (k % 8u))) & 15u, bits);
-    if (w == 0u) {
-        return PackedSector(0u, 0u, 0u);
-    }
-    let first = packed_widths_before(codes, k % 8u, bits) * (256u / bits);
-    return PackedSector(packed_in[2u * g], first, w);
+    return PackedSector(start, packed_widths_before(codes, k % 8u, bits) * (256u / bits), w);
 }
 
 // The next raw word of a sector of width `w` (1–`bits`): 32 / bits samples, each at its
@@ -78,4 +78,29 @@ fn read_raw_word(r: ptr<function, BitReader>, w: u32, bits: u32) -> u32 {
         word |= read_bits(r, w) << s;
     }
     return word;
+}
+
+// The mask of the low `n` bits (0–32): a shift by 32 would be a shift by 0.
+fn low_mask(n: u32) -> u32 {
+    return select((1u << n) - 1u, 0xffffffffu, n >= 32u);
+}
+
+// The bits from bit `r` (0–31) of `lo` on, continued from `hi`, masked by `fm`. The
+// upper word moves in two steps so that r = 0 takes none of its bits.
+fn funnel_bits(lo: u32, hi: u32, r: u32, fm: u32) -> u32 {
+    return ((lo >> r) | ((hi << 1u) << (31u - r))) & fm;
+}
+
+// A raw word from the field of its 32 / bits samples of width `w` (≤ bits), packed one
+// after another: each sample moved to its place in the raw resident's word.
+fn spread_field(x: u32, w: u32, bits: u32) -> u32 {
+    let m = low_mask(w);
+    if (bits == 16u) {
+        return (x & m) | ((x >> w) << 16u);
+    }
+    if (bits == 8u) {
+        return (x & m) | (((x >> w) & m) << 8u) | (((x >> (2u * w)) & m) << 16u)
+            | ((x >> (3u * w)) << 24u);
+    }
+    return x;
 }

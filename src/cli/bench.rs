@@ -300,23 +300,29 @@ pub(super) fn bench_gpu(
     );
     if let Some(p) = &res.packed {
         let ratio = p.ratio();
+        // A synthetic acquisition has no files to compare the packed bytes with.
+        let of_files = match acq.stored_bytes() {
+            0 => String::new(),
+            stored => format!(
+                "; {:.2}x the files' {:.3} GB",
+                p.packed_bytes as f64 / stored as f64,
+                stored as f64 / 1e9
+            ),
+        };
         println!(
-            "           compressed: {:.3} GB packed for {:.3} GB raw ({ratio:.2}x; {:.2}x the files' {:.3} GB), scratch {:.3} GB",
+            "           compressed: {:.3} GB packed for {:.3} GB raw ({ratio:.2}x{of_files}), scratch {:.3} GB",
             p.packed_bytes as f64 / 1e9,
             p.raw_bytes as f64 / 1e9,
-            p.packed_bytes as f64 / acq.stored_bytes().max(1) as f64,
-            acq.stored_bytes() as f64 / 1e9,
             p.scratch_bytes as f64 / 1e9
         );
         report.push("compressed bytes", p.packed_bytes.to_string());
         report.push("compressed ratio", format!("{ratio:.3}"));
-        report.push(
-            "compressed of stored",
-            format!(
-                "{:.3}",
-                p.packed_bytes as f64 / acq.stored_bytes().max(1) as f64
-            ),
-        );
+        if acq.stored_bytes() > 0 {
+            report.push(
+                "compressed of stored",
+                format!("{:.3}", p.packed_bytes as f64 / acq.stored_bytes() as f64),
+            );
+        }
     }
     if let Some(peak) = engine.memory_peak() {
         println!(
