@@ -169,7 +169,7 @@ fn write_in_parallel(
     let mut pieces = Vec::with_capacity(bytes.len().div_ceil(PIECE));
     for src in bytes.chunks(PIECE) {
         let (dst, tail) = rest.split_at(src.len());
-        pieces.push((Piece(dst), src));
+        pieces.push((StagingPiece(dst), src));
         rest = tail;
     }
     // The last word's padding.
@@ -182,13 +182,13 @@ fn write_in_parallel(
 
 /// A disjoint piece of a staging view, written by another thread.
 #[cfg(not(target_arch = "wasm32"))]
-struct Piece<'a>(wgpu::WriteOnly<'a, [u8]>);
+pub(crate) struct StagingPiece<'a>(pub(crate) wgpu::WriteOnly<'a, [u8]>);
 
 // SAFETY: a `WriteOnly<[u8]>` is exclusive access to its bytes (wgpu implements `Send` for
 // sized `T: Send` only, a bound its slices miss); the pieces are disjoint (`split_at`), so
 // each thread writes bytes no other sees, as `[u8]: Send` allows.
 #[cfg(not(target_arch = "wasm32"))]
-unsafe impl Send for Piece<'_> {}
+unsafe impl Send for StagingPiece<'_> {}
 
 impl Stored for WindowBytes {
     fn stored_len(&self) -> usize {
