@@ -108,7 +108,10 @@ fn copy_blocks(
 }
 
 /// Read blocks `ks` of `payload` in turn, each checked by the browser's Web Crypto (native
-/// code, several times faster than SHA-256 in wasm).
+/// code, several times faster than SHA-256 in wasm). A block's digest is started as soon
+/// as it is read and awaited only `DIGESTS_AHEAD` blocks later, so the browser hashes off
+/// this thread while the reads go on; each started digest holds a copy of its block in
+/// JavaScript memory, hence the bound.
 #[cfg(target_arch = "wasm32")]
 async fn read_blocks(
     payload: &TiledPayload,
@@ -116,42 +119,66 @@ async fn read_blocks(
     ks: std::ops::Range<usize>,
     float: bool,
 ) -> Vec<Read> {
+    const DIGESTS_AHEAD: usize = 4;
+    let file = src.name();
+    let finish = |k: usize, one: Result<(Vec<u8>, js_sys::Promise)>| async move {
+        let (bytes, promise) = one?;
+        let digest = finish_sha256(file, promise).await?;
+        payload.check_digest(file, k, &digest)?;
+        Ok(with_range(bytes, float))
+    };
     let mut out = Vec::with_capacity(ks.len());
+    let mut started = std::collections::VecDeque::new();
     for k in ks {
-        let one = async {
-            let bytes = payload.read_unchecked(src, k)?;
-            let digest = web_sha256(src.name(), &bytes).await?;
-            payload.check_digest(src.name(), k, &digest)?;
-            Ok(with_range(bytes, float))
-        };
-        out.push(one.await);
+        let one = payload.read_unchecked(src, k).and_then(|bytes| {
+            let promise = start_sha256(file, &bytes)?;
+            Ok((bytes, promise))
+        });
+        started.push_back((k, one));
+        if started.len() > DIGESTS_AHEAD {
+            if let Some((k, one)) = started.pop_front() {
+                out.push(finish(k, one).await);
+            }
+        }
+    }
+    for (k, one) in started {
+        out.push(finish(k, one).await);
     }
     out
 }
 
-/// The SHA-256 of `bytes` by the browser's `crypto.subtle` (the Worker's global scope).
+/// Why a payload block could not be checked in the browser.
 #[cfg(target_arch = "wasm32")]
-async fn web_sha256(file: &str, bytes: &[u8]) -> Result<Vec<u8>> {
+fn sha256_failed(file: &str, what: &str) -> crate::error::Error {
+    crate::error::Error::format(file, format!("cannot check a payload block: {what}"))
+}
+
+/// Start the SHA-256 of `bytes` by the browser's `crypto.subtle` (the Worker's global
+/// scope): the promise of its digest.
+#[cfg(target_arch = "wasm32")]
+fn start_sha256(file: &str, bytes: &[u8]) -> Result<js_sys::Promise> {
     use wasm_bindgen::JsCast;
-    let fail = |what: &str| {
-        crate::error::Error::format(file, format!("cannot check a payload block: {what}"))
-    };
     let get = |on: &wasm_bindgen::JsValue, key: &str| {
-        js_sys::Reflect::get(on, &key.into()).map_err(|_| fail(key))
+        js_sys::Reflect::get(on, &key.into()).map_err(|_| sha256_failed(file, key))
     };
     let subtle = get(&get(&js_sys::global(), "crypto")?, "subtle")?;
     let digest: js_sys::Function = get(&subtle, "digest")?
         .dyn_into()
-        .map_err(|_| fail("no crypto.subtle.digest"))?;
+        .map_err(|_| sha256_failed(file, "no crypto.subtle.digest"))?;
     let data = js_sys::Uint8Array::from(bytes);
-    let promise: js_sys::Promise = digest
+    digest
         .call2(&subtle, &"SHA-256".into(), &data)
-        .map_err(|_| fail("crypto.subtle.digest refused it"))?
+        .map_err(|_| sha256_failed(file, "crypto.subtle.digest refused it"))?
         .dyn_into()
-        .map_err(|_| fail("crypto.subtle.digest gave no promise"))?;
+        .map_err(|_| sha256_failed(file, "crypto.subtle.digest gave no promise"))
+}
+
+/// The digest a started SHA-256 resolves to.
+#[cfg(target_arch = "wasm32")]
+async fn finish_sha256(file: &str, promise: js_sys::Promise) -> Result<Vec<u8>> {
     let hashed = wasm_bindgen_futures::JsFuture::from(promise)
         .await
-        .map_err(|_| fail("crypto.subtle.digest failed"))?;
+        .map_err(|_| sha256_failed(file, "crypto.subtle.digest failed"))?;
     Ok(js_sys::Uint8Array::new(&hashed).to_vec())
 }
 
