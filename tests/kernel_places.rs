@@ -52,7 +52,12 @@ fn every_kernel_names_its_parity_tests_and_they_name_it() {
 }
 
 /// The preludes prepended to other kernels (`// stem4d:after …`): no entry point of their own.
-const PRELUDES: [&str; 3] = ["common.wgsl", "decode_common.wgsl", "packed_read.wgsl"];
+const PRELUDES: [&str; 4] = [
+    "common.wgsl",
+    "decode_common.wgsl",
+    "packed_read.wgsl",
+    "packed_window.wgsl",
+];
 
 #[test]
 fn every_wgsl_file_is_named_by_a_kernel_module() {
