@@ -3,6 +3,7 @@
 //! chunk slots GPU decode fills, the plan of the resident buffers and their reuse. Only
 //! `gpu_decode` and `resident` record GPU work; the rest is plain Rust shared by web and native.
 
+pub mod ahead;
 pub(crate) mod chunk_slots;
 pub mod gpu_decode;
 pub mod memory;

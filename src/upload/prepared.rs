@@ -121,30 +121,20 @@ async fn read_blocks(
 ) -> Vec<Read> {
     const DIGESTS_AHEAD: usize = 4;
     let file = src.name();
-    let finish = |k: usize, one: Result<(Vec<u8>, js_sys::Promise)>| async move {
+    let start = |k: usize| {
+        let one = payload.read_unchecked(src, k).and_then(|bytes| {
+            let promise = start_sha256(file, &bytes)?;
+            Ok((bytes, promise))
+        });
+        (k, one)
+    };
+    let finish = |(k, one): (usize, Result<(Vec<u8>, js_sys::Promise)>)| async move {
         let (bytes, promise) = one?;
         let digest = finish_sha256(file, promise).await?;
         payload.check_digest(file, k, &digest)?;
         Ok(with_range(bytes, float))
     };
-    let mut out = Vec::with_capacity(ks.len());
-    let mut started = std::collections::VecDeque::new();
-    for k in ks {
-        let one = payload.read_unchecked(src, k).and_then(|bytes| {
-            let promise = start_sha256(file, &bytes)?;
-            Ok((bytes, promise))
-        });
-        started.push_back((k, one));
-        if started.len() > DIGESTS_AHEAD {
-            if let Some((k, one)) = started.pop_front() {
-                out.push(finish(k, one).await);
-            }
-        }
-    }
-    for (k, one) in started {
-        out.push(finish(k, one).await);
-    }
-    out
+    crate::upload::ahead::finished_in_order(ks, DIGESTS_AHEAD, start, finish).await
 }
 
 /// Why a payload block could not be checked in the browser.
