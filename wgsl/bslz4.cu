@@ -8,6 +8,20 @@
 // length past its end, an offset before its start, a size other than the table's) stops
 // there and sets `failed`, and the host names the chunk from its CPU decoder.
 
+// An LZ4 length from its token's 4 bits `*len`: at 15, the bytes that follow at `*ip` are
+// added until one is below 255 (LZ4's length extension, for literals and matches alike).
+// False where the input ends first.
+__device__ __forceinline__ bool lz4_length(const u8 *in, u32 in_len, u32 *ip, u32 *len) {
+    if (*len != 15) return true;
+    u32 more;
+    do {
+        if (*ip >= in_len) return false;
+        more = in[(*ip)++];
+        *len += more;
+    } while (more == 255);
+    return true;
+}
+
 extern "C" __global__ void lz4_blocks(const u8 *__restrict__ src, const u32 *__restrict__ table,
                                       u32 n_blocks, u32 shuffled, u8 *__restrict__ planes,
                                       u8 *__restrict__ out, u32 *__restrict__ failed) {
@@ -31,17 +45,9 @@ extern "C" __global__ void lz4_blocks(const u8 *__restrict__ src, const u32 *__r
         while (ip < in_len) {
             const u32 token = in[ip++];
             u32 lit = token >> 4;
-            if (lit == 15) {
-                u32 more;
-                do {
-                    if (ip >= in_len) {
-                        bad = true;
-                        break;
-                    }
-                    more = in[ip++];
-                    lit += more;
-                } while (more == 255);
-                if (bad) break;
+            if (!lz4_length(in, in_len, &ip, &lit)) {
+                bad = true;
+                break;
             }
             if (lit > in_len - ip || lit > out_len - op) {
                 bad = true;
@@ -63,17 +69,9 @@ extern "C" __global__ void lz4_blocks(const u8 *__restrict__ src, const u32 *__r
                 break;
             }
             u32 len = token & 15u;
-            if (len == 15) {
-                u32 more;
-                do {
-                    if (ip >= in_len) {
-                        bad = true;
-                        break;
-                    }
-                    more = in[ip++];
-                    len += more;
-                } while (more == 255);
-                if (bad) break;
+            if (!lz4_length(in, in_len, &ip, &len)) {
+                bad = true;
+                break;
             }
             len += 4;
             if (len > out_len - op) {

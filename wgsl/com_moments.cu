@@ -3,6 +3,18 @@
 // One warp per frame (grid-stride over frames): row by row, its lanes the columns, so no
 // index is divided; the lanes meet by shuffles.
 
+// A frame's three moments, each summed over the warp's lanes, written by lane 0 at `out`.
+__device__ __forceinline__ void write_moments(u64 t, u64 r, u64 c, u32 lane, u64 *out) {
+    t = warp_sum_u64(t);
+    r = warp_sum_u64(r);
+    c = warp_sum_u64(c);
+    if (lane == 0) {
+        out[0] = t;
+        out[1] = r;
+        out[2] = c;
+    }
+}
+
 template <typename T>
 __device__ void com_moments(const T *__restrict__ frames, u64 n_frames, u32 det_rows,
                             u32 det_cols, u64 *__restrict__ out) {
@@ -22,14 +34,7 @@ __device__ void com_moments(const T *__restrict__ frames, u64 n_frames, u32 det_
             t += line_sum;
             r += (u64)row * line_sum;
         }
-        t = warp_sum_u64(t);
-        r = warp_sum_u64(r);
-        c = warp_sum_u64(c);
-        if (lane == 0) {
-            out[3 * f] = t;
-            out[3 * f + 1] = r;
-            out[3 * f + 2] = c;
-        }
+        write_moments(t, r, c, lane, out + 3 * f);
     }
 }
 
@@ -72,14 +77,7 @@ __device__ void com_moments_vec(const T *__restrict__ frames, u64 n_frames, u32 
             r += (u64)row * s;
             c += cx;
         }
-        t = warp_sum_u64(t);
-        r = warp_sum_u64(r);
-        c = warp_sum_u64(c);
-        if (lane == 0) {
-            out[3 * f] = t;
-            out[3 * f + 1] = r;
-            out[3 * f + 2] = c;
-        }
+        write_moments(t, r, c, lane, out + 3 * f);
     }
 }
 
