@@ -20,13 +20,20 @@ fn required() -> bool {
     std::env::var("STEM4D_REQUIRE_CUDA").is_ok_and(|v| v == "1")
 }
 
+/// The CUDA engine, or why there is none (a failure where `STEM4D_REQUIRE_CUDA=1` asks for
+/// one).
+fn cuda_engine() -> Result<CudaEngine, String> {
+    CudaEngine::new().map_err(|e| {
+        assert!(!required(), "STEM4D_REQUIRE_CUDA=1: {e}");
+        e.to_string()
+    })
+}
+
 #[test]
 fn cuda_matches_the_reference_on_every_fixture_or_says_it_is_absent() {
-    let engine = match CudaEngine::new() {
+    let engine = match cuda_engine() {
         Ok(e) => e,
-        Err(e) if required() => panic!("STEM4D_REQUIRE_CUDA=1: {e}"),
-        Err(e) => {
-            let said = e.to_string();
+        Err(said) => {
             assert!(said.contains("CUDA"), "{said}");
             eprintln!("SKIPPED: {said}");
             absent_cuda_is_said_by_the_cli();
@@ -119,11 +126,10 @@ fn absent_cuda_is_said_by_the_cli() {
 /// and the problem, never a wrong image (C-DECODE-GPU); a good one is decoded there.
 #[test]
 fn cuda_decode_refuses_corrupt_chunks_by_name() {
-    let engine = match CudaEngine::new() {
+    let engine = match cuda_engine() {
         Ok(e) => e,
-        Err(e) if required() => panic!("STEM4D_REQUIRE_CUDA=1: {e}"),
-        Err(e) => {
-            eprintln!("SKIPPED: {e}");
+        Err(said) => {
+            eprintln!("SKIPPED: {said}");
             return;
         }
     };
@@ -133,17 +139,7 @@ fn cuda_decode_refuses_corrupt_chunks_by_name() {
         res.decoded_on_gpu,
         "arina_u16 (bitshuffle+LZ4) decoded on the GPU"
     );
-    let bad = fixtures().join("bad");
-    for (case, expect) in CORRUPT_BSLZ4 {
-        let acq = open_paths(&[bad.join(case).join("data.h5")], Some([4, 6]), None)
-            .unwrap_or_else(|e| panic!("{case}: metadata opens: {e}"));
-        let err = stem4d::cuda::CudaResident::upload(&engine, &acq, Default::default())
-            .err()
-            .unwrap_or_else(|| panic!("{case}: uploaded without error"))
-            .to_string();
-        assert!(
-            err.contains("data.h5") && err.to_lowercase().contains(expect),
-            "{case}: {err}"
-        );
-    }
+    corrupt_bslz4_refused(|_, acq| {
+        stem4d::cuda::CudaResident::upload(&engine, acq, Default::default()).map(drop)
+    });
 }

@@ -240,3 +240,23 @@ pub const CORRUPT_BSLZ4: [(&str, &str); 4] = [
     ("bslz4_block_len_overflow", "block"),
     ("bslz4_huge_total", "size"),
 ];
+
+/// Each of [`CORRUPT_BSLZ4`] opened (its metadata is whole) and given to `upload`, a GPU
+/// backend's upload: it must refuse it with the file's name and the problem's word.
+pub fn corrupt_bslz4_refused<E: std::fmt::Display>(
+    mut upload: impl FnMut(&str, &Acquisition) -> Result<(), E>,
+) {
+    let bad = fixtures().join("bad");
+    for (case, expect) in CORRUPT_BSLZ4 {
+        let acq = open_paths(&[bad.join(case).join("data.h5")], Some([4, 6]), None)
+            .unwrap_or_else(|e| panic!("{case}: metadata opens: {e}"));
+        let err = upload(case, &acq)
+            .err()
+            .unwrap_or_else(|| panic!("{case}: uploaded without error"))
+            .to_string();
+        assert!(
+            err.contains("data.h5") && err.to_lowercase().contains(expect),
+            "{case}: {err}"
+        );
+    }
+}
