@@ -18,7 +18,7 @@ use crate::error::{Error, Result};
 use crate::formats::{Acquisition, PartKind};
 use crate::frames::{Correction, FrameReader};
 use crate::upload::chunk_slots::{slots, ChunkSlot};
-use crate::upload::gpu_decode::{logical_bytes, walk_kind};
+use crate::upload::gpu_decode::{decode_error, logical_bytes, walk_kind};
 
 /// Decoded bytes a batch of chunks makes at most (one chunk may be larger alone).
 const BATCH_BYTES: usize = 512 << 20;
@@ -78,35 +78,23 @@ fn batches(acq: &Acquisition, slots: &[ChunkSlot]) -> Vec<Batch> {
     out
 }
 
-/// The named error of a chunk whose headers do not walk.
-fn chunk_error(slot: &ChunkSlot, message: String) -> Error {
-    Error::Decode {
-        file: slot.ix.file.clone(),
-        chunk: format!("{:?}", slot.chunk.coords),
-        message,
-    }
-}
-
-/// The stored bytes of `slots` one after another, read on the CPU's threads straight into
-/// their places, and where each starts.
+/// The stored bytes of `slots` one after another, read as the wgpu decoder's windows are
+/// (`source::read_coalesced`: neighbouring chunks in one span, its pieces read together),
+/// and where each starts.
 fn read_chunks(slots: &[ChunkSlot]) -> Result<(Vec<u8>, Vec<usize>)> {
-    let sizes: Vec<usize> = slots.iter().map(|s| s.chunk.size as usize).collect();
-    let mut bytes = vec![0u8; sizes.iter().sum()];
-    let mut at = Vec::with_capacity(sizes.len());
-    let mut pieces = Vec::with_capacity(sizes.len());
-    let mut rest = &mut bytes[..];
-    let mut start = 0;
-    for &n in &sizes {
-        let (piece, tail) = rest.split_at_mut(n);
-        pieces.push(piece);
-        at.push(start);
-        start += n;
-        rest = tail;
-    }
-    pieces
-        .into_par_iter()
-        .zip(slots)
-        .try_for_each(|(buf, s)| s.part.source.read_at(s.chunk.offset, buf))?;
+    let ranges: Vec<_> = slots
+        .iter()
+        .map(|s| (&s.part.source, s.chunk.offset, s.chunk.size))
+        .collect();
+    let bytes = pollster::block_on(crate::source::read_coalesced(&ranges))?;
+    let at = slots
+        .iter()
+        .scan(0usize, |start, s| {
+            let at = *start;
+            *start += s.chunk.size as usize;
+            Some(at)
+        })
+        .collect();
     Ok((bytes, at))
 }
 
@@ -128,7 +116,7 @@ fn block_table(
             let chunk = &bytes[a..a + s.chunk.size as usize];
             let (_, blocks) =
                 walk::chunk_layout(chunk, elem, logical_bytes(acq, s.ix), walk_kind(s.ix))
-                    .map_err(|e| chunk_error(s, e.to_string()))?;
+                    .map_err(|e| decode_error(s, e.to_string()))?;
             let (src, dst) = (a as u32, ((s.first - f0) * frame_bytes) as u32);
             Ok(blocks
                 .iter()

@@ -77,7 +77,9 @@ pub fn supported(acq: &Acquisition, corr: Correction) -> bool {
         })
 }
 
-fn decode_error(slot: &ChunkSlot, message: String) -> Error {
+/// The named error of a chunk whose stored bytes do not decode (or whose headers do not
+/// walk), on any GPU backend.
+pub(crate) fn decode_error(slot: &ChunkSlot, message: String) -> Error {
     Error::Decode {
         file: slot.ix.file.clone(),
         chunk: format!("{:?}", slot.chunk.coords),
