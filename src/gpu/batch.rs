@@ -117,7 +117,7 @@ impl<'a> Recorder<'a> {
 
 /// A submission [`Engine::finished`] can wait for.
 pub(crate) struct Submitted {
-    pub(super) index: wgpu::SubmissionIndex,
+    pub(crate) index: wgpu::SubmissionIndex,
     pub(super) rx: futures_channel::oneshot::Receiver<()>,
 }
 

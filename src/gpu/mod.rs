@@ -12,6 +12,7 @@ pub mod kernel_stats;
 pub(crate) mod nudge;
 pub mod pass_clock;
 mod resident;
+mod resident_buffers;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod spirv;
 #[cfg(target_arch = "wasm32")]
@@ -38,6 +39,7 @@ pub use api::{adapters, AdapterLine, GpuApi};
 pub(crate) use batch::{Batch, Recorder, Submitted};
 pub use device::is_software;
 pub use resident::{memory_plans, plan_of, Packed, Resident, UploadTimes};
+pub(crate) use resident_buffers::out_of_memory;
 
 /// What the user and the profile are told about the adapter.
 #[derive(Clone, Debug, Serialize)]

@@ -236,21 +236,4 @@ impl Engine {
         self.set_aside
             .keep_only(plan.segments.iter().map(|s| resident_size(s.bytes)));
     }
-
-    /// A buffer for a resident segment of `bytes`: one set aside of its size, else a new
-    /// one; cleared either way, in a submission of its own (partial tiles keep what is
-    /// there). A new buffer would be cleared anyway, by WebGPU at its first use: in the
-    /// first decode window's submission, which then waited for the fresh memory's first
-    /// touch. Cleared here, while the host still builds that window, the first load of a
-    /// page waited 0.14–0.19 s for the GPU instead of 0.45–0.54 (decision 0016).
-    pub(crate) fn resident_buffer(&self, label: &str, bytes: u64) -> wgpu::Buffer {
-        let buffer = self
-            .set_aside
-            .take(resident_size(bytes))
-            .unwrap_or_else(|| self.storage(label, resident_size(bytes)));
-        let mut enc = self.device.create_command_encoder(&Default::default());
-        enc.clear_buffer(&buffer, 0, None);
-        self.queue.submit([enc.finish()]);
-        buffer
-    }
 }

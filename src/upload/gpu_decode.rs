@@ -496,8 +496,11 @@ async fn upload_through(
             acq.primary
         ))
     })?;
+    let mut made = engine.resident_buffers("resident", plan);
     for seg in &plan.segments {
-        let buffer = engine.resident_buffer("resident", seg.bytes);
+        let mut t = crate::clock::now_ms();
+        let buffer = made.next(engine)?;
+        times.lap("resident buffers", &mut t);
         let (s0, s1) = (
             offset + seg.first_frame,
             offset + seg.first_frame + seg.frames,
@@ -556,6 +559,7 @@ async fn upload_through(
                     "more than 2^32 compressed blocks in one upload",
                 )
             })?;
+            let mut t = crate::clock::now_ms();
             let mut enc = engine.device.create_command_encoder(&Default::default());
             let to = PackTarget {
                 plan,
@@ -566,8 +570,8 @@ async fn upload_through(
             };
             decoder.encode(engine, &mut enc, &w, &to)?;
             let done = engine.submit_tracked(enc.finish());
-            slots.submitted();
-            let mut t = crate::clock::now_ms();
+            slots.submitted(&done.index);
+            times.lap("record + submit", &mut t);
             in_flight.push_back(done);
             if in_flight.len() > 2 {
                 if let Some(prev) = in_flight.pop_front() {
@@ -578,6 +582,7 @@ async fn upload_through(
             done_frames += w.frames;
             engine.note_memory();
             crate::watch::report(progress, crate::watch::UPLOAD, done_frames, total)?;
+            times.lap("memory + progress", &mut t);
         }
         span_windows += segment.span_windows;
         buffers.push(buffer);
@@ -586,10 +591,13 @@ async fn upload_through(
         // A feed that lists fewer chunks than the plan's frames (not this acquisition's).
         return finish_in_flight(engine, in_flight).await;
     }
+    let mut t = crate::clock::now_ms();
     for prev in in_flight.drain(..) {
         engine.finished(prev).await?;
     }
+    times.lap("wait for the GPU", &mut t);
     let (failed, overflow, in_place) = decoder.take_status(engine).await?;
+    times.lap("decode status", &mut t);
     if overflow {
         // C-BIN-COMPOSE: a binned sum past u32 is an error, never a wrapped value.
         let b = corr.bin;
@@ -613,6 +621,7 @@ async fn upload_through(
     let mut res = engine
         .finish_resident(scope, plan.clone(), buffers, corr)
         .await?;
+    times.lap("finish", &mut t);
     res.upload_times = times;
     res.gpu_inflated_in_place = in_place;
     res.file_buffer_windows = file_buffer_windows;

@@ -6,6 +6,8 @@
 pub mod ahead;
 pub(crate) mod chunk_slots;
 pub mod gpu_decode;
+#[cfg(not(target_arch = "wasm32"))]
+pub(crate) mod host_staging;
 pub mod memory;
 pub mod packed;
 pub mod plan;

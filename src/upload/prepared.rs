@@ -24,13 +24,14 @@ const BLOCKS_AT_ONCE: usize = 16;
 type Read = Result<(Vec<u8>, Option<FloatRange>)>;
 
 /// A checked block with the range of its float32 samples (`float`).
+#[cfg(target_arch = "wasm32")]
 fn with_range(bytes: Vec<u8>, float: bool) -> (Vec<u8>, Option<FloatRange>) {
     let range = float.then(|| FloatRange::of_bytes(&bytes));
     (bytes, range)
 }
 
-/// A resident segment: its first and last tile in the payload, and its buffer.
-type Segment = (u64, u64, wgpu::Buffer);
+/// A resident segment: its first and last tile in the payload.
+type Segment = (u64, u64);
 
 /// Where block `k`'s tiles go: per segment it overlaps, the byte range of the block and the
 /// byte in the segment's buffer it starts at.
@@ -43,7 +44,7 @@ fn block_targets(
     let b = &payload.blocks[k];
     let (b0, b1) = (b.first_tile, b.first_tile + b.tiles);
     let mut out = Vec::new();
-    for (i, (s0, s1, _)) in segments.iter().enumerate() {
+    for (i, (s0, s1)) in segments.iter().enumerate() {
         let (a, z) = (b0.max(*s0), b1.min(*s1));
         if a < z {
             let bytes = ((a - b0) * tile_bytes) as usize..((z - b0) * tile_bytes) as usize;
@@ -53,58 +54,63 @@ fn block_targets(
     out
 }
 
-/// Natively: blocks `ks` read, checked and copied into the queue's staging memory for their
-/// segments on every core, each block by one thread in that order, so that no byte of a
-/// block that fails its SHA-256 is staged. The copies went one at a time through
-/// `write_buffer` before, at 2.0 GB/s on an H100 (decision 0042); the writes reach the GPU
-/// at the next submit. The float32 range of each block where `float`.
+/// Natively: blocks `ks` read, checked and staged on every core, each block by one thread
+/// in pieces that go from the read through the hash into the staging ring while they are in
+/// the CPU's caches; then, every block checked, copied on the GPU into the segments they
+/// cover (nothing of a block that fails its SHA-256 reaches a segment). Batches take the two
+/// halves of the ring in turn, so a batch never waits for the copies of the one before.
+/// Before, blocks were read whole, hashed, and copied into the queue's fresh staging memory
+/// (decision 0043). The float32 range of each block where `float`.
 #[cfg(not(target_arch = "wasm32"))]
+#[allow(clippy::too_many_arguments)]
 fn copy_blocks(
-    queue: &wgpu::Queue,
+    engine: &Engine,
+    ring: &mut crate::upload::host_staging::HostStaging,
     payload: &TiledPayload,
     src: &dyn ByteSource,
     ks: std::ops::Range<usize>,
     segments: &[Segment],
+    buffers: &[wgpu::Buffer],
     tile_bytes: u64,
     float: bool,
 ) -> Result<Vec<Option<FloatRange>>> {
-    use crate::upload::window_bytes::StagingPiece;
     use rayon::prelude::*;
-    let mut views = Vec::new();
-    for k in ks.clone() {
+    /// Bytes read, hashed and staged at a time: within a core's L2 cache.
+    const PIECE: usize = 1 << 20;
+    let half = (ks.start / BLOCKS_AT_ONCE) % 2 * BLOCKS_AT_ONCE;
+    let mut lent = Vec::with_capacity(ks.len());
+    for (i, k) in ks.clone().enumerate() {
+        let bytes = payload.blocks[k].bytes.next_multiple_of(4);
+        lent.push((k, ring.take(engine, half + i, bytes)?));
+    }
+    let ranges = lent
+        .par_iter_mut()
+        .map(|(k, l)| {
+            let mut range = float.then(FloatRange::default);
+            payload.read_block_in_pieces(src, *k, PIECE, |at, piece| {
+                l.view.slice(at..at + piece.len()).copy_from_slice(piece);
+                if let Some(r) = range.as_mut() {
+                    r.merge(FloatRange::of_bytes(piece));
+                }
+            })?;
+            Ok(range)
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let mut enc = engine.device.create_command_encoder(&Default::default());
+    let mut slots = Vec::with_capacity(lent.len());
+    for (k, l) in lent {
+        slots.push(l.slot);
+        let staged = ring.written(l);
         for (bytes, seg, at) in block_targets(payload, k, segments, tile_bytes) {
-            let Some(size) = wgpu::BufferSize::new(bytes.len() as u64) else {
-                continue;
-            };
-            let view = queue
-                .write_buffer_with(&segments[seg].2, at, size)
-                .ok_or_else(|| {
-                    crate::error::Error::Gpu("the queue gave no staging memory".into())
-                })?;
-            views.push((k, bytes, view));
+            let len = bytes.len() as u64;
+            enc.copy_buffer_to_buffer(&staged, bytes.start as u64, &buffers[seg], at, len);
         }
     }
-    // Per block, the staging pieces its bytes go into.
-    type Pieces<'v> = Vec<(StagingPiece<'v>, std::ops::Range<usize>)>;
-    let mut jobs: Vec<(usize, Pieces)> = ks.clone().map(|k| (k, Vec::new())).collect();
-    for (k, bytes, view) in views.iter_mut() {
-        jobs[*k - ks.start]
-            .1
-            .push((StagingPiece(view.slice(..)), bytes.clone()));
+    let index = engine.queue.submit([enc.finish()]);
+    for k in slots {
+        ring.submitted(k, index.clone());
     }
-    let ranges = jobs
-        .into_par_iter()
-        .map(|(k, pieces)| {
-            let bytes = payload.read_block(src, k)?;
-            for (mut piece, range) in pieces {
-                piece.0.copy_from_slice(&bytes[range]);
-            }
-            Ok(with_range(bytes, float).1)
-        })
-        .collect::<Result<Vec<_>>>();
-    // Dropping the views hands their writes to the queue.
-    drop(views);
-    ranges
+    Ok(ranges)
 }
 
 /// Read blocks `ks` of `payload` in turn, each checked by the browser's Web Crypto (native
@@ -216,17 +222,13 @@ impl Engine {
         };
         let total = plan.shape.frames();
         let scope = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
-        // Each segment's first and last tile in the payload, and its buffer.
+        // Each segment's first and last tile in the payload.
         let segments: Vec<Segment> = plan
             .segments
             .iter()
             .map(|s| {
                 let first = first_tile + s.first_frame as u64 / tile;
-                (
-                    first,
-                    first + s.bytes / tile_bytes,
-                    self.resident_buffer("resident", s.bytes),
-                )
+                (first, first + s.bytes / tile_bytes)
             })
             .collect();
         let mut times = UploadTimes::default();
@@ -244,25 +246,37 @@ impl Engine {
             return Ok(None);
         };
         let n = last_block + 1;
+        // The segments' buffers, taken as the blocks reach them.
+        let mut made = self.resident_buffers("resident", plan);
+        let mut buffers = Vec::with_capacity(segments.len());
+        #[cfg(not(target_arch = "wasm32"))]
+        let mut ring = crate::upload::host_staging::HostStaging::new("prepared staging", 0);
+        // Batches start on a multiple of BLOCKS_AT_ONCE (the half of the ring they take).
         let mut k0 = first_block;
         while k0 < n {
-            let k1 = (k0 + BLOCKS_AT_ONCE).min(n);
+            let k1 = ((k0 / BLOCKS_AT_ONCE + 1) * BLOCKS_AT_ONCE).min(n);
+            let b = &payload.blocks[k1 - 1];
+            let reach = (b.first_tile + b.tiles).min(hi);
+            while buffers.len() < segments.len() && segments[buffers.len()].0 < reach {
+                buffers.push(made.next(self)?);
+            }
             let mut t = crate::clock::now_ms();
             #[cfg(not(target_arch = "wasm32"))]
             {
                 let ranges = copy_blocks(
-                    &self.queue,
+                    self,
+                    &mut ring,
                     payload,
                     source.as_ref(),
                     k0..k1,
                     &segments,
+                    &buffers,
                     tile_bytes,
                     float.is_some(),
                 )?;
                 if let Some(all) = float.as_mut() {
                     ranges.into_iter().flatten().for_each(|r| all.merge(r));
                 }
-                self.queue.submit([]);
                 times.lap("read + check + stage", &mut t);
             }
             #[cfg(target_arch = "wasm32")]
@@ -275,8 +289,7 @@ impl Engine {
                         all.merge(r);
                     }
                     for (from_to, seg, at) in block_targets(payload, k, &segments, tile_bytes) {
-                        self.queue
-                            .write_buffer(&segments[seg].2, at, &bytes[from_to]);
+                        self.queue.write_buffer(&buffers[seg], at, &bytes[from_to]);
                     }
                 }
                 self.queue.submit([]);
@@ -284,7 +297,6 @@ impl Engine {
             }
             k0 = k1;
             self.note_memory();
-            let b = &payload.blocks[k1 - 1];
             let done = ((b.first_tile + b.tiles).min(hi) - lo) * tile;
             crate::watch::report(
                 progress,
@@ -293,7 +305,9 @@ impl Engine {
                 total,
             )?;
         }
-        let buffers = segments.into_iter().map(|(_, _, b)| b).collect();
+        while buffers.len() < segments.len() {
+            buffers.push(made.next(self)?);
+        }
         let mut res = self
             .finish_resident(scope, plan.clone(), buffers, corr)
             .await?;

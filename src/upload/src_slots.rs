@@ -25,6 +25,11 @@ pub struct SrcSlots {
     seqs: [Option<wgpu::Buffer>; 2],
     #[cfg(target_arch = "wasm32")]
     pub(crate) staging: crate::upload::window_bytes::Staging,
+    /// Natively, the ring the windows are staged in, and the slot filled last.
+    #[cfg(not(target_arch = "wasm32"))]
+    host: crate::upload::host_staging::HostStaging,
+    #[cfg(not(target_arch = "wasm32"))]
+    host_filled: Option<usize>,
 }
 
 /// The buffer in `slot`, replaced by `make()` when there is none or it is under `need` bytes.
@@ -49,6 +54,13 @@ impl SrcSlots {
             seqs: [None, None],
             #[cfg(target_arch = "wasm32")]
             staging: crate::upload::window_bytes::Staging::new(),
+            #[cfg(not(target_arch = "wasm32"))]
+            host: crate::upload::host_staging::HostStaging::new(
+                "decode staging",
+                crate::upload::plan::DECODE_WINDOW,
+            ),
+            #[cfg(not(target_arch = "wasm32"))]
+            host_filled: None,
         }
     }
 
@@ -79,8 +91,22 @@ impl SrcSlots {
             }
         }
         let _ = (times, t);
-        bytes.write_to(&engine.queue, &src);
-        Ok((src, None))
+        #[cfg(target_arch = "wasm32")]
+        {
+            bytes.write_to(&engine.queue, &src);
+            Ok((src, None))
+        }
+        #[cfg(not(target_arch = "wasm32"))]
+        {
+            // The windows go round the ring: one is filled while the GPU copies from the two
+            // before it (the upload waits for all but two submissions).
+            let host = bytes.host_bytes().unwrap_or_default();
+            let k = (self.next - 1) % crate::upload::plan::DECODE_STAGING_SLOTS;
+            let mut lent = self.host.take(engine, k, need)?;
+            crate::upload::host_staging::copy_in_parallel(lent.view.slice(..), host);
+            self.host_filled = Some(k);
+            Ok((src, Some((self.host.written(lent), need))))
+        }
     }
 
     /// The scratch and sequence buffers of the window [`SrcSlots::fill`] filled last, at
@@ -102,10 +128,18 @@ impl SrcSlots {
         ]
     }
 
-    /// The window filled last is submitted: its staging buffer may be mapped again.
-    pub(crate) fn submitted(&mut self) {
+    /// The window filled last is submitted as `index`: its staging buffer may be mapped
+    /// again once that is done.
+    pub(crate) fn submitted(&mut self, index: &wgpu::SubmissionIndex) {
         #[cfg(target_arch = "wasm32")]
-        self.staging.release();
+        {
+            let _ = index;
+            self.staging.release();
+        }
+        #[cfg(not(target_arch = "wasm32"))]
+        if let Some(k) = self.host_filled.take() {
+            self.host.submitted(k, index.clone());
+        }
     }
 }
 

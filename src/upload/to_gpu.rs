@@ -190,8 +190,9 @@ impl Engine {
             .flatten();
         let sentinel = corr.mask_bad_pixels.then(|| acq.dtype.sentinel()).flatten();
         let scope = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+        let mut made = self.resident_buffers("resident", &plan);
         for seg in &plan.segments {
-            let buffer = self.resident_buffer("resident", seg.bytes);
+            let buffer = made.next(self)?;
             let mut f = seg.first_frame;
             let end = seg.first_frame + seg.frames;
             let mut words = Vec::new();
@@ -281,10 +282,8 @@ impl Engine {
     ) -> Result<Resident> {
         if let Some(e) = scope.pop().await {
             return Err(Error::GpuOutOfMemory(format!(
-                "out of GPU memory for {} bytes resident (peak {}): {} ({e})",
-                plan.payload_bytes,
-                plan.peak_bytes,
-                plan.alternatives()
+                "{} ({e})",
+                crate::gpu::out_of_memory(&plan)
             )));
         }
         self.check_alive()?;
@@ -317,8 +316,9 @@ impl Engine {
         let shape = plan.shape;
         let scope = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
         let mut buffers = Vec::with_capacity(plan.segments.len());
+        let mut made = self.resident_buffers("resident (synthetic)", &plan);
         for seg in &plan.segments {
-            let buffer = self.resident_buffer("resident (synthetic)", seg.bytes);
+            let buffer = made.next(self)?;
             let words = seg.bytes / 4;
             let groups = kernels::grid(words.div_ceil(256) as u32);
             let params = self.uniform(&kernels::SynthParams {

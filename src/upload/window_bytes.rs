@@ -119,24 +119,22 @@ impl WindowBytes {
         }
     }
 
-    /// Write the window into `buffer` from its start, the last word zero-padded.
+    /// Write the window into `buffer` from its start through the queue, the last word
+    /// zero-padded (natively windows go through `host_staging` instead).
+    #[cfg(target_arch = "wasm32")]
     pub fn write_to(&self, queue: &wgpu::Queue, buffer: &wgpu::Buffer) {
         match self {
             WindowBytes::Host(v) | WindowBytes::HostWalked(v, _) | WindowBytes::HostSpan(v, _) => {
                 write_words(queue, buffer, 0, v)
             }
-            #[cfg(target_arch = "wasm32")]
             WindowBytes::Js(j) => j.write_to(queue, buffer),
         }
     }
 }
 
 /// `bytes` at `offset` (a multiple of 4): whole words as they are, the tail padded.
+#[cfg(target_arch = "wasm32")]
 fn write_words(queue: &wgpu::Queue, buffer: &wgpu::Buffer, offset: u64, bytes: &[u8]) {
-    #[cfg(not(target_arch = "wasm32"))]
-    if write_in_parallel(queue, buffer, offset, bytes) {
-        return;
-    }
     let whole = bytes.len() & !3;
     queue.write_buffer(buffer, offset, &bytes[..whole]);
     if whole < bytes.len() {
@@ -145,50 +143,6 @@ fn write_words(queue: &wgpu::Queue, buffer: &wgpu::Buffer, offset: u64, bytes: &
         queue.write_buffer(buffer, offset + whole as u64, &tail);
     }
 }
-
-/// [`write_words`] natively: the bytes copied into the queue's staging memory by the CPU's
-/// threads at once (one thread copied the 5.6 GB file's windows at about 5 GB/s: decision
-/// 0024). False where the queue gives no staging view.
-#[cfg(not(target_arch = "wasm32"))]
-fn write_in_parallel(
-    queue: &wgpu::Queue,
-    buffer: &wgpu::Buffer,
-    offset: u64,
-    bytes: &[u8],
-) -> bool {
-    use rayon::prelude::*;
-    const PIECE: usize = 4 << 20;
-    let padded = bytes.len().next_multiple_of(4) as u64;
-    let Some(size) = wgpu::BufferSize::new(padded) else {
-        return true;
-    };
-    let Some(mut view) = queue.write_buffer_with(buffer, offset, size) else {
-        return false;
-    };
-    let mut rest = view.slice(..);
-    let mut pieces = Vec::with_capacity(bytes.len().div_ceil(PIECE));
-    for src in bytes.chunks(PIECE) {
-        let (dst, tail) = rest.split_at(src.len());
-        pieces.push((StagingPiece(dst), src));
-        rest = tail;
-    }
-    // The last word's padding.
-    rest.fill(0);
-    pieces
-        .into_par_iter()
-        .for_each(|(mut dst, src)| dst.0.copy_from_slice(src));
-    true
-}
-
-/// A disjoint piece of a staging view, written by another thread.
-#[cfg(not(target_arch = "wasm32"))]
-pub(crate) struct StagingPiece<'a>(pub(crate) wgpu::WriteOnly<'a, [u8]>);
-
-// SAFETY: a `WriteOnly<[u8]>` is exclusive access to its bytes (wgpu implements `Send` for
-// sized `T: Send` only, a bound its slices miss); the pieces are disjoint (`split_at`), so
-// each thread writes bytes no other sees, as `[u8]: Send` allows.
-#[cfg(not(target_arch = "wasm32"))]
-unsafe impl Send for StagingPiece<'_> {}
 
 impl Stored for WindowBytes {
     fn stored_len(&self) -> usize {

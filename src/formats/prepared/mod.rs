@@ -301,6 +301,34 @@ impl TiledPayload {
         Ok(bytes)
     }
 
+    /// Block `k` read in pieces of `piece` bytes, each hashed and handed to `sink` with its
+    /// offset in the block while it is still in the CPU's caches (the block never lies
+    /// whole in memory); then checked against its hash. What `sink` was given is unchecked
+    /// until this returns `Ok`: the caller uses none of it before.
+    pub fn read_block_in_pieces(
+        &self,
+        src: &dyn ByteSource,
+        k: usize,
+        piece: usize,
+        mut sink: impl FnMut(usize, &[u8]),
+    ) -> Result<()> {
+        let b = self
+            .blocks
+            .get(k)
+            .ok_or_else(|| Error::format(src.name(), format!("no payload block {k}")))?;
+        let mut buf = vec![0u8; piece.min(b.bytes as usize).max(1)];
+        let mut hash = Sha256::new();
+        let mut at = 0usize;
+        while (at as u64) < b.bytes {
+            let n = buf.len().min(b.bytes as usize - at);
+            src.read_at(b.offset + at as u64, &mut buf[..n])?;
+            hash.update(&buf[..n]);
+            sink(at, &buf[..n]);
+            at += n;
+        }
+        self.check_digest(src.name(), k, &hash.finalize())
+    }
+
     /// Block `k` as stored, to be checked by the caller before any of it is used (the
     /// browser hashes it with its Web Crypto: `check_digest`).
     pub fn read_unchecked(&self, src: &dyn ByteSource, k: usize) -> Result<Vec<u8>> {

@@ -1,0 +1,167 @@
+//! Natively, a ring of mappable buffers that uploads stage their bytes in and the GPU copies
+//! from: each buffer is mapped again once the submission that copies from it has finished,
+//! so its memory is written over, never allocated afresh. `Queue::write_buffer_with` gave
+//! a new staging allocation per write, whose pages the CPU faulted in on the first write of
+//! every byte (decision 0043). The browser's ring is `window_bytes::Staging`.
+
+use crate::error::{Error, Result};
+use crate::gpu::Engine;
+
+/// The bytes `bytes`, in pieces written by the CPU's threads at once (one thread copied the
+/// 5.6 GB file's windows at about 5 GB/s: decision 0024), then `pad` zero bytes.
+pub(crate) fn copy_in_parallel(mut to: wgpu::WriteOnly<'_, [u8]>, bytes: &[u8]) {
+    use rayon::prelude::*;
+    const PIECE: usize = 4 << 20;
+    let mut pieces = Vec::with_capacity(bytes.len().div_ceil(PIECE));
+    for src in bytes.chunks(PIECE) {
+        let (dst, tail) = to.split_at(src.len());
+        pieces.push((StagingPiece(dst), src));
+        to = tail;
+    }
+    // What is left past the bytes (the last word's padding) is zeroed.
+    to.fill(0);
+    pieces
+        .into_par_iter()
+        .for_each(|(mut dst, src)| dst.0.copy_from_slice(src));
+}
+
+/// A disjoint piece of a staging view, written by another thread.
+pub(crate) struct StagingPiece<'a>(pub(crate) wgpu::WriteOnly<'a, [u8]>);
+
+// SAFETY: a `WriteOnly<[u8]>` is exclusive access to its bytes (wgpu implements `Send` for
+// sized `T: Send` only, a bound its slices miss); the pieces are disjoint (`split_at`), so
+// each thread writes bytes no other sees, as `[u8]: Send` allows.
+unsafe impl Send for StagingPiece<'_> {}
+
+/// Where a ring buffer is.
+enum State {
+    /// Mapped: lent out by [`HostStaging::take`] next.
+    Mapped,
+    /// Lent: written, or copied from by work not yet submitted.
+    Lent,
+    /// Asked to be mapped once the submission `index` (which copies from it) has finished.
+    Mapping(Mapping, wgpu::SubmissionIndex),
+}
+
+struct Slot {
+    buffer: wgpu::Buffer,
+    state: State,
+}
+
+/// A ring buffer lent out: its mapped view (`Send`: the thread that fills it may be
+/// another), given back with [`HostStaging::written`].
+pub(crate) struct Lent {
+    pub(crate) slot: usize,
+    pub(crate) view: wgpu::BufferViewMut,
+}
+
+/// The ring. Buffers are made as they are first needed, at least `min_bytes` each.
+pub(crate) struct HostStaging {
+    ring: Vec<Slot>,
+    min_bytes: u64,
+    label: &'static str,
+}
+
+impl HostStaging {
+    pub(crate) fn new(label: &'static str, min_bytes: u64) -> HostStaging {
+        HostStaging {
+            ring: Vec::new(),
+            min_bytes,
+            label,
+        }
+    }
+
+    /// Slot `k` (made when the ring has fewer), mapped, at least `need` bytes (a multiple of
+    /// 4), its first `need` bytes lent out. Waits for the submission that copies from it last.
+    pub(crate) fn take(&mut self, engine: &Engine, k: usize, need: u64) -> Result<Lent> {
+        let size = need.max(self.min_bytes).next_multiple_of(4);
+        let fresh = || Slot {
+            buffer: engine.device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some(self.label),
+                size,
+                usage: wgpu::BufferUsages::MAP_WRITE | wgpu::BufferUsages::COPY_SRC,
+                mapped_at_creation: true,
+            }),
+            state: State::Mapped,
+        };
+        while self.ring.len() <= k {
+            self.ring.push(fresh());
+        }
+        match std::mem::replace(&mut self.ring[k].state, State::Lent) {
+            State::Mapped => {}
+            State::Mapping(rx, index) => mapped_after(engine, rx, Some(index))?,
+            // Written but never submitted (a window with no frames of its segment).
+            State::Lent => mapped_after(engine, map_for_write(&self.ring[k].buffer), None)?,
+        }
+        if self.ring[k].buffer.size() < need {
+            // Unmapped whole by its drop; a larger one takes its place.
+            self.ring[k] = fresh();
+        }
+        self.ring[k].state = State::Lent;
+        let view = self.ring[k]
+            .buffer
+            .slice(..need)
+            .get_mapped_range_mut()
+            .map_err(|e| Error::Gpu(format!("a staging buffer's mapping: {e}")))?;
+        Ok(Lent { slot: k, view })
+    }
+
+    /// Lent slot written: unmapped, its buffer to copy from in work to submit.
+    pub(crate) fn written(&mut self, lent: Lent) -> wgpu::Buffer {
+        drop(lent.view);
+        let buffer = &self.ring[lent.slot].buffer;
+        buffer.unmap();
+        buffer.clone()
+    }
+
+    /// The work copying from slot `k` is submitted as `index`: map it again once it is done.
+    pub(crate) fn submitted(&mut self, k: usize, index: wgpu::SubmissionIndex) {
+        let Some(slot) = self.ring.get_mut(k) else {
+            return;
+        };
+        if !matches!(slot.state, State::Lent) {
+            return;
+        }
+        slot.state = State::Mapping(map_for_write(&slot.buffer), index);
+    }
+}
+
+/// The mapping of `buffer` for writing, asked for now.
+fn map_for_write(buffer: &wgpu::Buffer) -> Mapping {
+    let (tx, rx) = futures_channel::oneshot::channel();
+    buffer.slice(..).map_async(wgpu::MapMode::Write, move |r| {
+        let _ = tx.send(r);
+    });
+    rx
+}
+
+/// A mapping asked for, resolved in a poll of the device.
+type Mapping = futures_channel::oneshot::Receiver<std::result::Result<(), wgpu::BufferAsyncError>>;
+
+/// Wait until the mapping `rx`, asked for after submission `index` (the last that uses
+/// the buffer) where there is one, is done.
+fn mapped_after(
+    engine: &Engine,
+    mut rx: Mapping,
+    index: Option<wgpu::SubmissionIndex>,
+) -> Result<()> {
+    let failed = |e: String| Error::Gpu(format!("mapping a staging buffer again: {e}"));
+    // The mapping's callback runs in a poll once `index` has finished; waiting for
+    // everything submitted is the fallback.
+    let first = index.map(|i| wgpu::PollType::Wait {
+        submission_index: Some(i),
+        timeout: None,
+    });
+    for poll in first.into_iter().chain([wgpu::PollType::wait_indefinitely()]) {
+        engine
+            .device
+            .poll(poll)
+            .map_err(|e| failed(e.to_string()))?;
+        match rx.try_recv() {
+            Ok(Some(r)) => return r.map_err(|e| failed(e.to_string())),
+            Ok(None) => continue,
+            Err(_) => return Err(failed("the mapping was dropped (device lost?)".into())),
+        }
+    }
+    Err(failed("not mapped once the GPU was idle".into()))
+}
