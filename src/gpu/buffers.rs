@@ -6,14 +6,7 @@ use super::*;
 impl Engine {
     /// A storage buffer of `size` bytes (at least 16) that copies and clears reach.
     pub fn storage(&self, label: &str, size: u64) -> wgpu::Buffer {
-        self.device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some(label),
-            size: size.max(16),
-            usage: wgpu::BufferUsages::STORAGE
-                | wgpu::BufferUsages::COPY_SRC
-                | wgpu::BufferUsages::COPY_DST,
-            mapped_at_creation: false,
-        })
+        storage_on(&self.device, label, size)
     }
 
     pub(crate) fn uniform<T: bytemuck::Pod>(&self, v: &T) -> wgpu::Buffer {
@@ -185,4 +178,17 @@ impl Engine {
         staging.unmap();
         Ok(out)
     }
+}
+
+/// A storage buffer of `size` bytes (at least 16) that copies and clears reach, made on
+/// `device` (from any thread: `resident_buffers` makes them ahead).
+pub(crate) fn storage_on(device: &wgpu::Device, label: &str, size: u64) -> wgpu::Buffer {
+    device.create_buffer(&wgpu::BufferDescriptor {
+        label: Some(label),
+        size: size.max(16),
+        usage: wgpu::BufferUsages::STORAGE
+            | wgpu::BufferUsages::COPY_SRC
+            | wgpu::BufferUsages::COPY_DST,
+        mapped_at_creation: false,
+    })
 }

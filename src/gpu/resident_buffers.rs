@@ -48,7 +48,7 @@ impl Engine {
                     for size in sizes {
                         // Error scopes are the thread's own: each buffer checked here.
                         let scope = device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
-                        let b = new_storage(&device, label, size);
+                        let b = super::buffers::storage_on(&device, label, size);
                         let made = match pollster::block_on(scope.pop()) {
                             Some(e) => Err(e.to_string()),
                             None => Ok(b),
@@ -82,18 +82,6 @@ pub(crate) fn out_of_memory(plan: &ResidentPlan) -> String {
         plan.peak_bytes,
         plan.alternatives()
     )
-}
-
-/// A storage buffer as [`Engine::storage`] makes it.
-fn new_storage(device: &wgpu::Device, label: &str, size: u64) -> wgpu::Buffer {
-    device.create_buffer(&wgpu::BufferDescriptor {
-        label: Some(label),
-        size: size.max(16),
-        usage: wgpu::BufferUsages::STORAGE
-            | wgpu::BufferUsages::COPY_SRC
-            | wgpu::BufferUsages::COPY_DST,
-        mapped_at_creation: false,
-    })
 }
 
 impl ResidentBuffers {
@@ -134,7 +122,7 @@ impl ResidentBuffers {
         #[cfg(target_arch = "wasm32")]
         {
             let _ = &self.oom;
-            Ok(new_storage(&engine.device, self.label, size))
+            Ok(super::buffers::storage_on(&engine.device, self.label, size))
         }
     }
 }

@@ -37,8 +37,10 @@ unsafe impl Send for StagingPiece<'_> {}
 enum State {
     /// Mapped: lent out by [`HostStaging::take`] next.
     Mapped,
-    /// Lent: written, or copied from by work not yet submitted.
+    /// Lent out: its view may be being written (the buffer is mapped).
     Lent,
+    /// Written and unmapped: copied from by work not yet submitted.
+    Written,
     /// Asked to be mapped once the submission `index` (which copies from it) has finished.
     Mapping(Mapping, wgpu::SubmissionIndex),
 }
@@ -88,10 +90,11 @@ impl HostStaging {
             self.ring.push(fresh());
         }
         match std::mem::replace(&mut self.ring[k].state, State::Lent) {
-            State::Mapped => {}
+            // Lent before, its view let go unwritten (a block that failed): still mapped.
+            State::Mapped | State::Lent => {}
             State::Mapping(rx, index) => mapped_after(engine, rx, Some(index))?,
             // Written but never submitted (a window with no frames of its segment).
-            State::Lent => mapped_after(engine, map_for_write(&self.ring[k].buffer), None)?,
+            State::Written => mapped_after(engine, map_for_write(&self.ring[k].buffer), None)?,
         }
         if self.ring[k].buffer.size() < need {
             // Unmapped whole by its drop; a larger one takes its place.
@@ -109,9 +112,10 @@ impl HostStaging {
     /// Lent slot written: unmapped, its buffer to copy from in work to submit.
     pub(crate) fn written(&mut self, lent: Lent) -> wgpu::Buffer {
         drop(lent.view);
-        let buffer = &self.ring[lent.slot].buffer;
-        buffer.unmap();
-        buffer.clone()
+        let slot = &mut self.ring[lent.slot];
+        slot.buffer.unmap();
+        slot.state = State::Written;
+        slot.buffer.clone()
     }
 
     /// The work copying from slot `k` is submitted as `index`: map it again once it is done.
@@ -119,7 +123,7 @@ impl HostStaging {
         let Some(slot) = self.ring.get_mut(k) else {
             return;
         };
-        if !matches!(slot.state, State::Lent) {
+        if !matches!(slot.state, State::Written) {
             return;
         }
         slot.state = State::Mapping(map_for_write(&slot.buffer), index);
@@ -152,7 +156,10 @@ fn mapped_after(
         submission_index: Some(i),
         timeout: None,
     });
-    for poll in first.into_iter().chain([wgpu::PollType::wait_indefinitely()]) {
+    for poll in first
+        .into_iter()
+        .chain([wgpu::PollType::wait_indefinitely()])
+    {
         engine
             .device
             .poll(poll)
