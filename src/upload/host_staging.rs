@@ -1,8 +1,9 @@
 //! Natively, a ring of mappable buffers that uploads stage their bytes in and the GPU copies
 //! from: each buffer is mapped again once the submission that copies from it has finished,
-//! so its memory is written over, never allocated afresh. `Queue::write_buffer_with` gave
-//! a new staging allocation per write, whose pages the CPU faulted in on the first write of
-//! every byte (decision 0043). The browser's ring is `window_bytes::Staging`.
+//! so its memory is written over, never allocated afresh as `Queue::write_buffer_with`'s
+//! staging is per write; and a lent buffer's view can be filled by any thread (the blocks of
+//! a prepared reopen go into it piece by piece from their reads; decision 0043). The
+//! browser's ring is `window_bytes::Staging`.
 
 use crate::error::{Error, Result};
 use crate::gpu::Engine;
