@@ -57,10 +57,11 @@ fn block_targets(
 /// Natively: blocks `ks` read, checked and staged on every core, each block by one thread
 /// in pieces that go from the read through the hash into the staging ring while they are in
 /// the CPU's caches; then, every block checked, copied on the GPU into the segments they
-/// cover (nothing of a block that fails its SHA-256 reaches a segment). Batches take the two
-/// halves of the ring in turn, so a batch never waits for the copies of the one before.
-/// Before, blocks were read whole, hashed, and copied into the queue's fresh staging memory
-/// (decision 0043). The float32 range of each block where `float`.
+/// cover (nothing of a block that fails its SHA-256 reaches a segment). Every batch takes
+/// the same slots, one per block: where the adapter maps them in device memory they count
+/// in the plan's peak as the queue's staging of a batch did, and their copies are between
+/// GPU buffers. Before, blocks were read whole, hashed, and copied into the queue's fresh
+/// staging memory (decision 0043). The float32 range of each block where `float`.
 #[cfg(not(target_arch = "wasm32"))]
 #[allow(clippy::too_many_arguments)]
 fn copy_blocks(
@@ -77,11 +78,10 @@ fn copy_blocks(
     use rayon::prelude::*;
     /// Bytes read, hashed and staged at a time: within a core's L2 cache.
     const PIECE: usize = 1 << 20;
-    let half = (ks.start / BLOCKS_AT_ONCE) % 2 * BLOCKS_AT_ONCE;
     let mut lent = Vec::with_capacity(ks.len());
     for (i, k) in ks.clone().enumerate() {
         let bytes = payload.blocks[k].bytes.next_multiple_of(4);
-        lent.push((k, ring.take(engine, half + i, bytes)?));
+        lent.push((k, ring.take(engine, i, bytes)?));
     }
     let ranges = lent
         .par_iter_mut()
@@ -251,10 +251,9 @@ impl Engine {
         let mut buffers = Vec::with_capacity(segments.len());
         #[cfg(not(target_arch = "wasm32"))]
         let mut ring = crate::upload::host_staging::HostStaging::new("prepared staging", 0);
-        // Batches start on a multiple of BLOCKS_AT_ONCE (the half of the ring they take).
         let mut k0 = first_block;
         while k0 < n {
-            let k1 = ((k0 / BLOCKS_AT_ONCE + 1) * BLOCKS_AT_ONCE).min(n);
+            let k1 = (k0 + BLOCKS_AT_ONCE).min(n);
             let b = &payload.blocks[k1 - 1];
             let reach = (b.first_tile + b.tiles).min(hi);
             while buffers.len() < segments.len() && segments[buffers.len()].0 < reach {
