@@ -173,3 +173,67 @@ fn mapped_after(
     }
     Err(failed("not mapped once the GPU was idle".into()))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The engine on whatever adapter there is (lavapipe in CI, where `STEM4D_REQUIRE_GPU=1`
+    /// makes its absence a failure).
+    fn engine() -> Option<Engine> {
+        match pollster::block_on(Engine::new()) {
+            Ok(e) => Some(e),
+            Err(e) if std::env::var("STEM4D_REQUIRE_GPU").is_ok_and(|v| v == "1") => {
+                panic!("{e}")
+            }
+            Err(e) => {
+                eprintln!("SKIPPED: {e}");
+                None
+            }
+        }
+    }
+
+    /// Round `r`'s bytes: `len` of them, none zero, unlike every other round's.
+    fn round_bytes(r: usize, len: usize) -> Vec<u8> {
+        (0..len).map(|i| (1 + (r * 37 + i) % 251) as u8).collect()
+    }
+
+    #[test]
+    fn slots_go_round_and_every_round_reaches_the_gpu_whole() {
+        let Some(engine) = engine() else { return };
+        const SLOTS: usize = 3;
+        const AT: u64 = 64;
+        let mut ring = HostStaging::new("test staging", AT);
+        let dst = engine.storage("test destination", 4 * AT);
+        let mut want = vec![0u8; 4 * AT as usize];
+        for r in 0..11 {
+            // Odd lengths: the rest of the slot's word-padded range is zeroed.
+            let len = [61usize, 64, 1, 33][r % 4];
+            let k = r % SLOTS;
+            let mut lent = ring.take(&engine, k, AT).expect("a slot");
+            copy_in_parallel(lent.view.slice(..), &round_bytes(r, len));
+            let staged = ring.written(lent);
+            if r == 4 {
+                // Written and never submitted: the slot is mapped anew when it comes round.
+                continue;
+            }
+            let at = (r % 4) as u64 * AT;
+            let mut enc = engine.device.create_command_encoder(&Default::default());
+            enc.copy_buffer_to_buffer(&staged, 0, &dst, at, AT);
+            let index = engine.queue.submit([enc.finish()]);
+            ring.submitted(k, index);
+            let w = &mut want[at as usize..(at + AT) as usize];
+            w.fill(0);
+            w[..len].copy_from_slice(&round_bytes(r, len));
+        }
+        // A slot asked for more than it holds is made anew, larger.
+        let lent = ring.take(&engine, 1, 4 * AT).expect("a larger slot");
+        assert_eq!(lent.view.len(), 4 * AT as usize);
+        drop(lent);
+        // Lent and let go unwritten: still mapped, lent again as it is.
+        let lent = ring.take(&engine, 1, AT).expect("the same slot again");
+        drop(lent);
+        let got = pollster::block_on(engine.read_back(&dst, 4 * AT)).expect("read back");
+        assert_eq!(got, want);
+    }
+}
