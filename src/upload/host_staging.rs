@@ -8,8 +8,8 @@
 use crate::error::{Error, Result};
 use crate::gpu::Engine;
 
-/// The bytes `bytes`, in pieces written by the CPU's threads at once (one thread copied the
-/// 5.6 GB file's windows at about 5 GB/s: decision 0024), then `pad` zero bytes.
+/// `bytes` at the start of `to`, in pieces written by the CPU's threads at once (one thread
+/// copied the 5.6 GB file's windows at about 5 GB/s: decision 0024), the rest of `to` zeroed.
 pub(crate) fn copy_in_parallel(mut to: wgpu::WriteOnly<'_, [u8]>, bytes: &[u8]) {
     use rayon::prelude::*;
     const PIECE: usize = 4 << 20;
@@ -27,7 +27,7 @@ pub(crate) fn copy_in_parallel(mut to: wgpu::WriteOnly<'_, [u8]>, bytes: &[u8]) 
 }
 
 /// A disjoint piece of a staging view, written by another thread.
-pub(crate) struct StagingPiece<'a>(pub(crate) wgpu::WriteOnly<'a, [u8]>);
+struct StagingPiece<'a>(wgpu::WriteOnly<'a, [u8]>);
 
 // SAFETY: a `WriteOnly<[u8]>` is exclusive access to its bytes (wgpu implements `Send` for
 // sized `T: Send` only, a bound its slices miss); the pieces are disjoint (`split_at`), so
@@ -90,6 +90,11 @@ impl HostStaging {
         while self.ring.len() <= k {
             self.ring.push(fresh());
         }
+        if self.ring[k].buffer.size() < need {
+            // A larger one takes its place, mapped at creation; the old one goes once the
+            // GPU is done with it.
+            self.ring[k] = fresh();
+        }
         match std::mem::replace(&mut self.ring[k].state, State::Lent) {
             // Lent before, its view let go unwritten (a block that failed): still mapped.
             State::Mapped | State::Lent => {}
@@ -97,11 +102,6 @@ impl HostStaging {
             // Written but never submitted (a window with no frames of its segment).
             State::Written => mapped_after(engine, map_for_write(&self.ring[k].buffer), None)?,
         }
-        if self.ring[k].buffer.size() < need {
-            // Unmapped whole by its drop; a larger one takes its place.
-            self.ring[k] = fresh();
-        }
-        self.ring[k].state = State::Lent;
         let view = self.ring[k]
             .buffer
             .slice(..need)

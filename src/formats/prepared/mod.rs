@@ -312,10 +312,7 @@ impl TiledPayload {
         piece: usize,
         mut sink: impl FnMut(usize, &[u8]),
     ) -> Result<()> {
-        let b = self
-            .blocks
-            .get(k)
-            .ok_or_else(|| Error::format(src.name(), format!("no payload block {k}")))?;
+        let b = self.block(src.name(), k)?;
         let mut buf = vec![0u8; piece.min(b.bytes as usize).max(1)];
         let mut hash = Sha256::new();
         let mut at = 0usize;
@@ -332,11 +329,15 @@ impl TiledPayload {
     /// Block `k` as stored, to be checked by the caller before any of it is used (the
     /// browser hashes it with its Web Crypto: `check_digest`).
     pub fn read_unchecked(&self, src: &dyn ByteSource, k: usize) -> Result<Vec<u8>> {
-        let b = self
-            .blocks
-            .get(k)
-            .ok_or_else(|| Error::format(src.name(), format!("no payload block {k}")))?;
+        let b = self.block(src.name(), k)?;
         src.read_vec(b.offset, b.bytes)
+    }
+
+    /// Block `k` of the table, or why `file` has none.
+    fn block(&self, file: &str, k: usize) -> Result<&BlockEntry> {
+        self.blocks
+            .get(k)
+            .ok_or_else(|| Error::format(file, format!("no payload block {k}")))
     }
 
     /// Check the bytes of block `k` against its SHA-256.
