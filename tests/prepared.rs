@@ -7,11 +7,12 @@ mod common;
 
 use common::*;
 use std::path::{Path, PathBuf};
+use stem4d::formats::prepared::Payload;
 use stem4d::formats::{Acquisition, OpenOptions};
 use stem4d::frames::Correction;
 use stem4d::products::npy::to_bytes;
 use stem4d::source::{ByteSource, FileSet, FsSource};
-use stem4d::upload::prepare::write;
+use stem4d::upload::prepare::{write, write_with, Preparer};
 
 /// The error of `r`, which must have failed.
 fn refused<T>(r: stem4d::error::Result<T>) -> String {
@@ -46,16 +47,38 @@ const FIXTURES: [&str; 8] = [
     "gzip_noshuffle_u32_3d",
 ];
 
+/// `acq` written at `out` with a payload of `payload`, in small blocks.
+fn write_as(
+    acq: &Acquisition,
+    out: &Path,
+    payload: Payload,
+) -> stem4d::error::Result<stem4d::formats::prepared::Description> {
+    write_with(
+        Preparer::with_payload(acq.clone(), BLOCK, payload),
+        out,
+        &mut |_, _| {},
+    )
+}
+
 #[test]
 fn a_prepared_acquisition_gives_the_products_of_its_files() {
     let dir = temp_dir("same");
     let engine = engine();
-    for name in FIXTURES {
+    for (name, payload) in FIXTURES
+        .iter()
+        .flat_map(|n| [(*n, Payload::Smallest), (*n, Payload::Raw)])
+    {
         let fx = fixture_named(name);
         let acq = open_fixture(&fx);
         let out = dir.join(format!("{name}.stem4d"));
-        let d = write(&acq, &out, BLOCK, None, &mut |_, _| {})
-            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let d = write_as(&acq, &out, payload).unwrap_or_else(|e| panic!("{name}: {e}"));
+        // Counts are packed unless asked raw; float32 is always as it is.
+        assert_eq!(
+            d.layout.is_packed(),
+            payload == Payload::Smallest && !acq.dtype.is_float(),
+            "{name} {payload:?}"
+        );
+        let name = &format!("{name} {payload:?}");
         assert!(
             d.blocks.len() > 1 || acq.shape.frames() <= 32,
             "{name}: {} blocks",
@@ -110,7 +133,10 @@ fn a_prepared_acquisition_gives_the_products_of_its_files() {
                             .map(|t| t.1.chars().take(16).collect::<String>())
                     };
                     assert_eq!(head(&x), head(&y), "{name} {corr:?}: {x} / {y}");
-                    assert!(y.contains(&format!("{name}.stem4d")), "{y}");
+                    assert!(
+                        y.contains(&*out.file_name().unwrap().to_string_lossy()),
+                        "{y}"
+                    );
                     continue;
                 }
                 (x, y) => panic!("{name} {corr:?}: {:?} against {:?}", x.err(), y.err()),
@@ -232,6 +258,74 @@ fn a_damaged_prepared_acquisition_is_refused_by_name() {
     flip(&newer, 9);
     let said = refused(open_prepared(&newer));
     assert!(said.contains("version"), "{said}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Rewrite the SHA-256 of block `k` of the prepared file `path` to match its bytes, and the
+/// description's in the header: what a writer other than stem4d's could make.
+fn rehash_block(path: &Path, d: &stem4d::formats::prepared::Description, k: usize) {
+    use sha2::{Digest, Sha256};
+    let mut bytes = std::fs::read(path).unwrap();
+    let b = &d.blocks[k];
+    let block = &bytes[b.offset as usize..(b.offset + b.bytes) as usize];
+    let fresh: String = Sha256::digest(block)
+        .iter()
+        .map(|x| format!("{x:02x}"))
+        .collect();
+    let at = u64::from_le_bytes(bytes[16..24].try_into().unwrap()) as usize;
+    let len = u64::from_le_bytes(bytes[24..32].try_into().unwrap()) as usize;
+    let json = String::from_utf8(bytes[at..at + len].to_vec()).unwrap();
+    let json = json.replacen(&b.sha256, &fresh, 1);
+    assert_eq!(json.len(), len);
+    bytes[at..at + len].copy_from_slice(json.as_bytes());
+    let digest = Sha256::digest(json.as_bytes());
+    bytes[32..64].copy_from_slice(&digest);
+    std::fs::write(path, bytes).unwrap();
+}
+
+/// A packed block whose SHA-256 matches but whose index is not one the encoder makes (a
+/// group's data moved, a width past the samples' bits) is refused by name and block on
+/// the CPU and the GPU, never decoded out of bounds; the engine goes on after it.
+#[test]
+fn a_packed_block_with_a_malformed_index_is_refused() {
+    let dir = temp_dir("malformed");
+    let acq = open_fixture(&fixture_named("arina_u8"));
+    let good = dir.join("good.stem4d");
+    let d = write(&acq, &good, BLOCK, None, &mut |_, _| {}).unwrap();
+    assert!(d.layout.is_packed());
+    let k = d.blocks.len() - 1;
+    let engine = engine();
+    // Group 1's start word, then group 0's first width code set to 12 (u8 samples).
+    for (name, at, value) in [("moved.stem4d", 8u64, 0x01u8), ("wide.stem4d", 4, 0x0c)] {
+        let p = dir.join(name);
+        std::fs::copy(&good, &p).unwrap();
+        let mut bytes = std::fs::read(&p).unwrap();
+        let i = (d.blocks[k].offset + at) as usize;
+        match value {
+            0x0c => bytes[i] = (bytes[i] & 0xf0) | 0x0c,
+            v => bytes[i] ^= v,
+        }
+        std::fs::write(&p, bytes).unwrap();
+        rehash_block(&p, &d, k);
+        let bad = open_prepared(&p).expect("the description is whole");
+        let total = stem4d::products::ProductParams::new(stem4d::products::ProductKind::Total);
+        let said = stem4d::cpu::compute(&bad, &total, Correction::default())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            said.contains(name) && said.contains(&format!("block {k} is malformed")),
+            "{said}"
+        );
+        if let Some(engine) = &engine {
+            let said = refused(pollster::block_on(
+                engine.upload(&bad, Correction::default()),
+            ));
+            assert!(said.contains(&format!("block {k} is malformed")), "{said}");
+            let whole = open_prepared(&good).unwrap();
+            pollster::block_on(engine.upload(&whole, Correction::default()))
+                .expect("the good file uploads after a refused one");
+        }
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -30,6 +30,12 @@ struct PackedParams {
     groups_x: u32,
     // `packed`: entries of the pixel list, 0 for every pixel.
     n_list: u32,
+    // `packed`: the tile of `scratch` tile `first_tile` lands on (0 for a product's read;
+    // a prepared reopen expands a block into a run of a raw resident segment's tiles).
+    out_tile: u32,
+    _pad0: u32,
+    _pad1: u32,
+    _pad2: u32,
 }
 
 @group(0) @binding(0) var<uniform> pp: PackedParams;
@@ -191,8 +197,9 @@ fn packed(@builtin(global_invocation_id) gid: vec3<u32>) {
     if (pp.n_list > 0u) {
         k = list[k];
     }
-    // Tile `first_tile` lands at word 0: the scratch holds only the tiles a read asks for.
-    let out = (id / n) * pp.tile_words + k * 8u;
+    // Tile `first_tile` lands on tile `out_tile`: a product's scratch holds only the tiles
+    // a read asks for, from word 0.
+    let out = (pp.out_tile + id / n) * pp.tile_words + k * 8u;
     let s = packed_sector(t, k, pp.groups_per_tile, pp.bits);
     if (s.width == 0u || pixel_cleared(k)) {
         for (var j = 0u; j < 8u; j += 1u) {

@@ -119,6 +119,10 @@ enum Cmd {
         /// The prepared file to write (.stem4d); never one of the inputs.
         #[arg(long, value_name = "NAME.stem4d")]
         out: PathBuf,
+        /// The payload: packed (counts cut to each sector's bit width, expanded on the GPU
+        /// at a reopen; float32 stays raw) or raw (the resident's tiles as they are).
+        #[arg(long, value_enum, default_value = "packed")]
+        payload: PayloadArg,
     },
     /// One product of several acquisitions with one shared detector (the page's compare
     /// grid): the files are grouped into acquisitions by their names (an Arina master with
@@ -366,7 +370,7 @@ fn run(cli: Cli) -> Result<()> {
                 out_dir: c.out_dir,
             })
         }
-        Cmd::Prepare { open, out } => prepare(&open, &out),
+        Cmd::Prepare { open, out, payload } => prepare(&open, &out, payload),
         Cmd::Bench {
             what: BenchCmd::Decode { open, repeat },
         } => bench_decode(&open, repeat.max(1)),
@@ -452,8 +456,15 @@ fn run(cli: Cli) -> Result<()> {
     }
 }
 
+/// `stem4d prepare --payload`.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+enum PayloadArg {
+    Packed,
+    Raw,
+}
+
 /// `stem4d prepare`: the acquisition of `open` written as a prepared acquisition at `out`.
-fn prepare(open: &OpenArgs, out: &Path) -> Result<()> {
+fn prepare(open: &OpenArgs, out: &Path, payload: PayloadArg) -> Result<()> {
     if !out
         .to_string_lossy()
         .ends_with(crate::formats::prepared::EXTENSION)
@@ -467,16 +478,24 @@ fn prepare(open: &OpenArgs, out: &Path) -> Result<()> {
     let acq = open_acquisition(open)?;
     refuse_input_overwrite(out, &acq, &open.files)?;
     let t = Instant::now();
-    let d = crate::upload::prepare::write(
-        &acq,
+    use crate::formats::prepared::Payload;
+    use crate::upload::prepare::{write_with, Preparer, BLOCK_BYTES};
+    let payload = match payload {
+        PayloadArg::Packed => Payload::Smallest,
+        PayloadArg::Raw => Payload::Raw,
+    };
+    let d = write_with(
+        Preparer::with_payload(acq.clone(), BLOCK_BYTES, payload),
         out,
-        crate::upload::prepare::BLOCK_BYTES,
-        None,
         &mut |_, _| {},
     )?;
     let bytes: u64 = d.blocks.iter().map(|b| b.bytes).sum();
+    let kind = match d.layout.is_packed() {
+        true => "packed",
+        false => "raw",
+    };
     println!(
-        "{}: {:?} {} prepared from {} in {} blocks ({bytes} bytes of payload) in {:.2} s",
+        "{}: {:?} {} prepared from {} in {} blocks ({bytes} bytes of {kind} payload) in {:.2} s",
         out.display(),
         d.shape,
         d.dtype,

@@ -113,7 +113,11 @@ impl Resident {
             &packed.buffers[seg],
             &packed.zeroed,
             scratch,
-            crate::kernels::packed::Unpack { list, tiles },
+            crate::kernels::packed::Unpack {
+                list,
+                tiles,
+                out_tile: 0,
+            },
         )
     }
 }

@@ -24,6 +24,11 @@ uniform! {
         pub groups_x: u32,
         /// `packed` (the unpack): entries of the pixel list, 0 for every pixel.
         pub n_list: u32,
+        /// `packed`: the tile of the scratch its first tile is written to.
+        pub out_tile: u32,
+        pub _pad0: u32,
+        pub _pad1: u32,
+        pub _pad2: u32,
     }
 }
 
@@ -131,16 +136,17 @@ pub fn encode_write(
 }
 
 /// What a product reads of a packed segment: the pixels of a list (`None`: every pixel) of
-/// tiles `[t0, t1)`.
+/// tiles `[t0, t1)`, written from tile `out_tile` of the scratch on.
 #[derive(Clone, Copy)]
 pub struct Unpack<'a> {
     pub list: Option<(&'a wgpu::Buffer, u32)>,
     pub tiles: (u32, u32),
+    pub out_tile: u32,
 }
 
 /// Queue the unpacking of `what` of the packed segment `packed` into `scratch` (the raw
-/// layout of tiles `[t0, t1)`, tile `t` at word `(t − t0) · tile_words`), the pixels set in
-/// `zeroed` as 0. The scratch holds at least `t1 − t0` tiles.
+/// layout of tiles `[t0, t1)`, tile `t` at word `(out_tile + t − t0) · tile_words`), the
+/// pixels set in `zeroed` as 0. The scratch holds at least `out_tile + t1 − t0` tiles.
 pub(crate) fn add_unpack(
     engine: &Engine,
     batch: &mut Batch,
@@ -168,6 +174,7 @@ pub(crate) fn add_unpack(
     let mut p = params(plan, t1 - t0, groups);
     p.first_tile = t0;
     p.n_list = n;
+    p.out_tile = what.out_tile;
     let p = engine.uniform(&p);
     batch.add(
         engine,

@@ -13,13 +13,15 @@ use sha2::{Digest, Sha256};
 use crate::error::{Error, Result};
 use crate::formats::info::FileInfo;
 use crate::formats::prepared::{
-    hex, BlockEntry, Description, Layout, Provenance, SavedSession, ALIGN, MAGIC, VERSION,
+    hex, packed_sectors, BlockEntry, Description, Layout, Payload, Provenance, SavedSession, ALIGN,
+    MAGIC, VERSION,
 };
 use crate::formats::Acquisition;
 use crate::frames::FrameReader;
 
-/// Bytes of a payload block (whole tiles, at least one): large enough for the reads to
-/// stream, small enough that a reopen checks blocks on every core.
+/// Raw bytes of a payload block (whole tiles, at least one): large enough for the reads to
+/// stream, small enough that a reopen checks blocks on every core. A packed block holds
+/// these tiles in a quarter to a half of the bytes for counting data.
 pub const BLOCK_BYTES: u64 = 64 << 20;
 
 /// A prepared acquisition made piece by piece, wherever it is written (a file natively, a
@@ -41,8 +43,16 @@ pub struct Preparer {
 }
 
 impl Preparer {
+    /// A preparer of `acq` in blocks of about `block_bytes` raw bytes, its payload the
+    /// smallest there is for its samples (packed counts, float32 as it is).
     pub fn new(acq: Acquisition, block_bytes: u64) -> Preparer {
-        let layout = Layout::of(acq.dtype, acq.shape.det_len(), acq.shape.frames());
+        Preparer::with_payload(acq, block_bytes, Payload::Smallest)
+    }
+
+    /// A preparer that writes a payload of `payload`.
+    pub fn with_payload(acq: Acquisition, block_bytes: u64, payload: Payload) -> Preparer {
+        let (det_len, frames) = (acq.shape.det_len(), acq.shape.frames());
+        let layout = Layout::for_payload(acq.dtype, det_len, frames, payload);
         Preparer {
             acq,
             layout,
@@ -62,6 +72,11 @@ impl Preparer {
             session: Some(session),
             ..Preparer::new(acq, block_bytes)
         }
+    }
+
+    /// Save `session` with it (see [`Preparer::from_session`]).
+    pub fn saving(self, session: Option<SavedSession>) -> Preparer {
+        Preparer { session, ..self }
     }
 
     /// Scan positions written so far, and in all.
@@ -99,7 +114,8 @@ impl Preparer {
         Ok(Some((0, head)))
     }
 
-    /// The next block of whole tiles: the frames read as the files hold them and tiled.
+    /// The next block of whole tiles: the frames read as the files hold them and tiled,
+    /// then packed where the payload is.
     fn block(&mut self) -> Result<(u64, Vec<u8>)> {
         let l = self.layout;
         let (t0, t1) = (
@@ -136,6 +152,9 @@ impl Preparer {
             .chunks_mut(l.tile_bytes as usize)
             .enumerate()
             .for_each(fill);
+        if l.is_packed() {
+            bytes = packed_sectors::encode(&l, self.acq.shape.det_len(), &bytes);
+        }
         let at = self.at;
         self.blocks.push(BlockEntry {
             offset: at,
@@ -157,13 +176,25 @@ impl Preparer {
 
 /// Write `acq` as a prepared acquisition at `out`, in blocks of about `block_bytes`, with
 /// the settings of the session it is saved from (if any), calling
-/// `progress(frames_done, frames)` after each block; the description written.
+/// `progress(frames_done, frames)` after each block; the description written. The payload
+/// is the smallest there is for its samples ([`Payload::Smallest`]).
 #[cfg(not(target_arch = "wasm32"))]
 pub fn write(
     acq: &Acquisition,
     out: &Path,
     block_bytes: u64,
     session: Option<SavedSession>,
+    progress: &mut dyn FnMut(usize, usize),
+) -> Result<Description> {
+    let p = Preparer::new(acq.clone(), block_bytes).saving(session);
+    write_with(p, out, progress)
+}
+
+/// Write what `p` prepares at `out` (see [`write`]).
+#[cfg(not(target_arch = "wasm32"))]
+pub fn write_with(
+    mut p: Preparer,
+    out: &Path,
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<Description> {
     use std::io::{Seek, SeekFrom, Write};
@@ -179,10 +210,6 @@ pub fn write(
         |e: std::io::Error, what: &str| Error::param(format!("{}: {what}: {e}", partial.display()));
     let mut file = std::fs::File::create(&partial).map_err(|e| io(e, "cannot create"))?;
     let written = (|| -> Result<Description> {
-        let mut p = match session {
-            Some(s) => Preparer::from_session(acq.clone(), block_bytes, s),
-            None => Preparer::new(acq.clone(), block_bytes),
-        };
         while let Some((at, bytes)) = p.next_piece()? {
             file.seek(SeekFrom::Start(at))
                 .and_then(|_| file.write_all(&bytes))

@@ -1,6 +1,8 @@
 //! The upload of a prepared acquisition (`formats::prepared`, decision 0037): its payload is
 //! the resident's own layout, so each block is read, checked against its SHA-256 and copied
-//! into the segments it covers; nothing is decoded, packed or tiled. Taken where the
+//! into the segments it covers; nothing is decoded or tiled on the CPU. A packed payload's
+//! block (decision 0044) is copied into a block buffer and expanded there by the
+//! compressed resident's unpack kernel into the raw tiles it holds. Taken where the
 //! resident is the payload or a run of its tiles (no bin; the whole scan, or blocks of
 //! whole scan rows on tile boundaries, as streaming and the compressed build read), bad-pixel
 //! masking then applied on the GPU (the file's pixels and sentinel samples zeroed);
@@ -33,25 +35,111 @@ fn with_range(bytes: Vec<u8>, float: bool) -> (Vec<u8>, Option<FloatRange>) {
 /// A resident segment: its first and last tile in the payload.
 type Segment = (u64, u64);
 
-/// Where block `k`'s tiles go: per segment it overlaps, the byte range of the block and the
-/// byte in the segment's buffer it starts at.
-fn block_targets(
-    payload: &TiledPayload,
-    k: usize,
-    segments: &[Segment],
-    tile_bytes: u64,
-) -> Vec<(std::ops::Range<usize>, usize, u64)> {
+/// Where some of a block's tiles go: the tiles (counted in the block), the segment and the
+/// tile of the segment the first of them lands on.
+struct Target {
+    tiles: std::ops::Range<u64>,
+    segment: usize,
+    at_tile: u64,
+}
+
+impl Target {
+    /// The bytes of a position-tiled block these tiles are, and where they go in the
+    /// segment's buffer.
+    fn bytes(&self, tile_bytes: u64) -> (std::ops::Range<usize>, u64) {
+        let (a, z) = (self.tiles.start * tile_bytes, self.tiles.end * tile_bytes);
+        (a as usize..z as usize, self.at_tile * tile_bytes)
+    }
+}
+
+/// Where block `k`'s tiles go, per segment it overlaps.
+fn block_targets(payload: &TiledPayload, k: usize, segments: &[Segment]) -> Vec<Target> {
     let b = &payload.blocks[k];
     let (b0, b1) = (b.first_tile, b.first_tile + b.tiles);
     let mut out = Vec::new();
     for (i, (s0, s1)) in segments.iter().enumerate() {
         let (a, z) = (b0.max(*s0), b1.min(*s1));
         if a < z {
-            let bytes = ((a - b0) * tile_bytes) as usize..((z - b0) * tile_bytes) as usize;
-            out.push((bytes, i, (a - s0) * tile_bytes));
+            out.push(Target {
+                tiles: a - b0..z - b0,
+                segment: i,
+                at_tile: a - s0,
+            });
         }
     }
     out
+}
+
+/// The GPU side of a packed payload's reopen: each checked block copied (natively) or
+/// written (in the browser) into one of two block buffers, and expanded from there by the
+/// unpack kernel into the raw tiles of the segments it covers. Two buffers, so that one
+/// block's copy need not wait for the expansion of the block before.
+struct Expander {
+    blocks: [wgpu::Buffer; 2],
+    next: usize,
+    /// The unpack's mask of pixels read as zero: none (masking comes after, as for a
+    /// position-tiled payload).
+    none_zeroed: wgpu::Buffer,
+}
+
+impl Expander {
+    /// The block buffers for the blocks of `payload`; `None` where one passes the adapter's
+    /// binding limit (the frames are then read out of the blocks on the CPU).
+    fn new(engine: &Engine, payload: &TiledPayload, plan: &ResidentPlan) -> Option<Expander> {
+        let largest = payload.blocks.iter().map(|b| b.bytes).max().unwrap_or(0);
+        if largest > plan.max_binding {
+            return None;
+        }
+        let words = crate::kernels::packed::zeroed_words(plan.shape.det_len());
+        Some(Expander {
+            blocks: [0, 1].map(|_| engine.storage("prepared packed block", largest)),
+            next: 0,
+            none_zeroed: engine.storage("prepared: no pixel zeroed", words as u64 * 4),
+        })
+    }
+
+    /// The block buffer the next block goes into.
+    fn take(&mut self) -> &wgpu::Buffer {
+        self.next = (self.next + 1) % 2;
+        &self.blocks[self.next]
+    }
+
+    /// Record the expansion of block `k`, in the block buffer last taken, into its targets.
+    fn expand(
+        &self,
+        engine: &Engine,
+        encoder: &mut wgpu::CommandEncoder,
+        plan: &ResidentPlan,
+        targets: Vec<Target>,
+        buffers: &[wgpu::Buffer],
+    ) -> Result<()> {
+        use crate::kernels::packed::{add_unpack, Unpack};
+        let narrow = |v: u64| {
+            u32::try_from(v).map_err(|_| {
+                crate::error::Error::Gpu("a prepared block has too many tiles to expand".into())
+            })
+        };
+        let mut batch = crate::gpu::Batch::default();
+        for t in targets {
+            let what = Unpack {
+                list: None,
+                tiles: (narrow(t.tiles.start)?, narrow(t.tiles.end)?),
+                out_tile: narrow(t.at_tile)?,
+            };
+            let block = &self.blocks[self.next];
+            add_unpack(
+                engine,
+                &mut batch,
+                plan,
+                block,
+                &self.none_zeroed,
+                &buffers[t.segment],
+                what,
+            )?;
+        }
+        batch.flush(encoder);
+        Ok(())
+    }
 }
 
 /// Natively: blocks `ks` read, checked and staged on every core, each block by one thread
@@ -72,9 +160,11 @@ fn copy_blocks(
     ks: std::ops::Range<usize>,
     segments: &[Segment],
     buffers: &[wgpu::Buffer],
-    tile_bytes: u64,
+    plan: &ResidentPlan,
+    mut expander: Option<&mut Expander>,
     float: bool,
 ) -> Result<Vec<Option<FloatRange>>> {
+    let tile_bytes = plan.tile_words as u64 * 4;
     use rayon::prelude::*;
     /// Bytes read, hashed and staged at a time: within a core's L2 cache.
     const PIECE: usize = 1 << 20;
@@ -101,9 +191,17 @@ fn copy_blocks(
     for (k, l) in lent {
         slots.push(l.slot);
         let staged = ring.written(l);
-        for (bytes, seg, at) in block_targets(payload, k, segments, tile_bytes) {
+        let targets = block_targets(payload, k, segments);
+        if let Some(x) = expander.as_deref_mut() {
+            let block = x.take();
+            enc.copy_buffer_to_buffer(&staged, 0, block, 0, payload.blocks[k].bytes);
+            x.expand(engine, &mut enc, plan, targets, buffers)?;
+            continue;
+        }
+        for t in targets {
+            let (bytes, at) = t.bytes(tile_bytes);
             let len = bytes.len() as u64;
-            enc.copy_buffer_to_buffer(&staged, bytes.start as u64, &buffers[seg], at, len);
+            enc.copy_buffer_to_buffer(&staged, bytes.start as u64, &buffers[t.segment], at, len);
         }
     }
     let index = engine.queue.submit([enc.finish()]);
@@ -138,6 +236,7 @@ async fn read_blocks(
         let (bytes, promise) = one?;
         let digest = finish_sha256(file, promise).await?;
         payload.check_digest(file, k, &digest)?;
+        payload.accept(file, k, &bytes)?;
         Ok(with_range(bytes, float))
     };
     crate::upload::ahead::finished_in_order(ks, DIGESTS_AHEAD, start, finish).await
@@ -246,6 +345,13 @@ impl Engine {
             return Ok(None);
         };
         let n = last_block + 1;
+        let mut expander = match payload.layout.is_packed() {
+            true => match Expander::new(self, payload, plan) {
+                Some(x) => Some(x),
+                None => return Ok(None),
+            },
+            false => None,
+        };
         // The segments' buffers, taken as the blocks reach them.
         let mut made = self.resident_buffers("resident", plan);
         let mut buffers = Vec::with_capacity(segments.len());
@@ -270,7 +376,8 @@ impl Engine {
                     k0..k1,
                     &segments,
                     &buffers,
-                    tile_bytes,
+                    plan,
+                    expander.as_mut(),
                     float.is_some(),
                 )?;
                 if let Some(all) = float.as_mut() {
@@ -287,8 +394,20 @@ impl Engine {
                     if let (Some(all), Some(r)) = (float.as_mut(), range) {
                         all.merge(r);
                     }
-                    for (from_to, seg, at) in block_targets(payload, k, &segments, tile_bytes) {
-                        self.queue.write_buffer(&buffers[seg], at, &bytes[from_to]);
+                    let targets = block_targets(payload, k, &segments);
+                    if let Some(x) = expander.as_mut() {
+                        // Written at the next submission: each block is submitted before
+                        // the block buffer is written again.
+                        self.queue.write_buffer(x.take(), 0, &bytes);
+                        let mut enc = self.device.create_command_encoder(&Default::default());
+                        x.expand(self, &mut enc, plan, targets, &buffers)?;
+                        self.queue.submit([enc.finish()]);
+                        continue;
+                    }
+                    for t in targets {
+                        let (from_to, at) = t.bytes(tile_bytes);
+                        self.queue
+                            .write_buffer(&buffers[t.segment], at, &bytes[from_to]);
                     }
                 }
                 self.queue.submit([]);

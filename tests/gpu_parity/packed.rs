@@ -81,6 +81,112 @@ fn packed_sectors_of_every_width_equal_the_raw_ones() {
     );
 }
 
+/// The tiles of `acq` as the position-tiled layout holds them (the prepared writer's raw
+/// payload, its blocks joined).
+fn raw_tiles(acq: &stem4d::formats::Acquisition) -> Vec<u8> {
+    use stem4d::formats::prepared::Payload;
+    let mut p = stem4d::upload::prepare::Preparer::with_payload(acq.clone(), 1 << 20, Payload::Raw);
+    let mut tiles = Vec::new();
+    while let Some((_, piece)) = p.next_piece().unwrap() {
+        if p.description().is_some() {
+            break;
+        }
+        tiles.extend_from_slice(&piece);
+    }
+    tiles
+}
+
+/// The GPU's encoder (`packed_codes`, `packed_write`) and the prepared writer's CPU
+/// encoder (`formats::prepared::packed_sectors`), which share no code, make the same bytes
+/// of every segment of every integer fixture and of sectors of every width, so a packed
+/// prepared payload is what a compressed resident holds; and the CPU decoder gives the
+/// tiles back.
+#[test]
+fn the_gpu_and_cpu_encoders_write_the_same_segments() {
+    use stem4d::formats::prepared::{packed_sectors, Layout};
+    let Some(engine) = engine() else { return };
+    let mut acqs: Vec<(String, stem4d::formats::Acquisition)> = manifest()["fixtures"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|fx| (fx["name"].as_str().unwrap().to_string(), open_fixture(fx)))
+        .filter(|(_, a)| !a.dtype.is_float())
+        .collect();
+    for (dtype, dims) in [
+        (Dtype::U8, [7, 9, 11, 13]),
+        (Dtype::U16, [5, 7, 9, 17]),
+        (Dtype::U32, [3, 11, 7, 5]),
+    ] {
+        let bits = 8 * dtype.size() as u32;
+        let det_len = dims[2] * dims[3];
+        let noise = noise_bytes(dims[0] * dims[1] * det_len * 4, 0xc0de ^ bits as u64);
+        let samples: Vec<u8> = noise
+            .chunks_exact(4)
+            .enumerate()
+            .flat_map(|(i, w)| {
+                let v = u32::from_le_bytes([w[0], w[1], w[2], w[3]]);
+                let width = (i % det_len) as u32 % (bits + 1);
+                let v = if width == 32 {
+                    v
+                } else {
+                    v & ((1u32 << width) - 1)
+                };
+                v.to_le_bytes()[..dtype.size()].to_vec()
+            })
+            .collect();
+        acqs.push((
+            format!("{dtype:?} {dims:?}"),
+            raw_acquisition(dtype, dims, samples),
+        ));
+    }
+    let mut segments = 0;
+    for (name, acq) in &acqs {
+        let corr = Correction::default();
+        let layout = Layout::of(acq.dtype, acq.shape.det_len(), acq.shape.frames());
+        let tile = layout.tile as usize;
+        let [_, cols] = acq.shape.scan;
+        let res = pollster::block_on(engine.upload_packed(
+            acq,
+            corr,
+            block_rows(1, cols, tile),
+            false,
+            None,
+            &mut |_, _| {},
+        ))
+        .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let raw = raw_tiles(acq);
+        let packed = res.packed.as_ref().unwrap();
+        let det_len = acq.shape.det_len();
+        let tb = layout.tile_bytes as usize;
+        for (seg, buffer) in res.plan.segments.iter().zip(&packed.buffers) {
+            let t0 = seg.first_frame / tile;
+            let t1 = t0 + seg.frames.div_ceil(tile);
+            let tiles = &raw[t0 * tb..t1 * tb];
+            let cpu = packed_sectors::encode(&layout, det_len, tiles);
+            assert_eq!(
+                buffer.size(),
+                (cpu.len() as u64).max(16),
+                "{name} tiles {t0}..{t1}"
+            );
+            let gpu = pollster::block_on(engine.read_back(buffer, cpu.len() as u64)).unwrap();
+            assert!(gpu == cpu, "{name} tiles {t0}..{t1}: the encoders differ");
+            let ib = packed_sectors::index_bytes((t1 - t0) as u64, det_len) as usize;
+            let back = packed_sectors::decode(
+                &layout,
+                det_len,
+                &cpu[..ib],
+                &cpu[ib..],
+                ib as u64 / 4,
+                (t1 - t0) as u64,
+            )
+            .unwrap();
+            assert!(back == tiles, "{name} tiles {t0}..{t1}: decoded differs");
+            segments += 1;
+        }
+    }
+    assert!(segments > 15, "only {segments} segments compared");
+}
+
 /// Frames read back from a compressed resident pass through its small scratch a few tiles
 /// at a time (`upload::packed::kept_scratch_bytes`): on an acquisition of more tiles than the
 /// scratch holds, every frame and a range across the scratch's edge read back as the raw

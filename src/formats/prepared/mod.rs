@@ -6,7 +6,9 @@
 //! - a 4096-byte header: the magic `STEM4DP\0`, the version (u32 LE), 4 bytes of zeros, the
 //!   description's offset and length (u64 LE each) and its SHA-256;
 //! - payload blocks of whole tiles from byte 4096 on, each at a multiple of 4096, each with
-//!   its SHA-256 in the description;
+//!   its SHA-256 in the description: the tiles as they are (`position-tiled`, version 1
+//!   and on), or packed as the compressed resident packs them (`packed-sectors`, version 2,
+//!   `packed_sectors`; decision 0044);
 //! - the description, JSON, after the last block: shape, dtype, layout, blocks, the
 //!   acquisition's bad-pixel mask and calibration, and the provenance of what it was made
 //!   from.
@@ -26,8 +28,12 @@ use crate::contract::{Dtype, Shape4};
 use crate::error::{Error, Result};
 use crate::source::ByteSource;
 
+pub mod packed_sectors;
+
 pub const MAGIC: [u8; 8] = *b"STEM4DP\0";
-pub const VERSION: u32 = 1;
+/// The version written: 2 since packed payloads. Version 1 (position-tiled payloads only)
+/// is read as well.
+pub const VERSION: u32 = 2;
 /// Bytes of the header; blocks start here and at multiples of it.
 pub const ALIGN: u64 = 4096;
 /// The file name ending the CLI and the page give prepared acquisitions.
@@ -79,7 +85,22 @@ pub struct Layout {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum LayoutKind {
+    /// Each block its tiles as they are.
     PositionTiled,
+    /// Each block its tiles packed into one stand-alone compressed-resident segment
+    /// (`packed_sectors`).
+    PackedSectors,
+}
+
+/// Which payload a prepared acquisition is written with.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Payload {
+    /// Packed (`packed-sectors`) for counts; float32, which packing does not shorten,
+    /// as it is.
+    #[default]
+    Smallest,
+    /// Position-tiled, whatever the samples.
+    Raw,
 }
 
 impl Layout {
@@ -94,6 +115,23 @@ impl Layout {
             tile_bytes: det_len as u64 * 32,
             tiles: frames.div_ceil(tile as usize) as u64,
         }
+    }
+
+    /// The layout a payload of `payload` takes for samples of `dtype`.
+    pub fn for_payload(dtype: Dtype, det_len: usize, frames: usize, payload: Payload) -> Layout {
+        let kind = match payload {
+            Payload::Smallest if !dtype.is_float() => LayoutKind::PackedSectors,
+            _ => LayoutKind::PositionTiled,
+        };
+        Layout {
+            kind,
+            ..Layout::of(dtype, det_len, frames)
+        }
+    }
+
+    /// Whether its blocks are packed (`packed_sectors`).
+    pub fn is_packed(&self) -> bool {
+        self.kind == LayoutKind::PackedSectors
     }
 
     /// Bytes of a sample.
@@ -201,7 +239,7 @@ pub fn describe(src: &dyn ByteSource) -> Result<Description> {
         u64::from_le_bytes(b)
     };
     let version = word(8);
-    if version != VERSION {
+    if !(1..=VERSION).contains(&version) {
         return Err(bad(format!(
             "prepared with container version {version}; this stem4d reads version {VERSION}: prepare it again"
         )));
@@ -242,7 +280,16 @@ fn check(name: &str, len: u64, description_at: u64, d: &Description) -> Result<(
         .checked_mul(c)
         .ok_or_else(|| bad("scan too large".into()))?;
     let l = d.layout;
-    let want = Layout::of(dtype, det_len, frames);
+    let want = Layout {
+        kind: l.kind,
+        ..Layout::of(dtype, det_len, frames)
+    };
+    if l.is_packed() && (d.version < 2 || dtype.is_float()) {
+        return Err(bad(format!(
+            "a packed payload of {} samples in a version {} container: not one stem4d writes",
+            d.dtype, d.version
+        )));
+    }
     if l != want {
         return Err(bad(format!(
             "its layout ({} bits, tiles of {} positions, {} bytes, {} tiles) is not the {}-bit resident's of a {r}x{c} scan of a {kr}x{kc} detector",
@@ -253,11 +300,24 @@ fn check(name: &str, len: u64, description_at: u64, d: &Description) -> Result<(
     let mut next_byte = ALIGN;
     for (k, b) in d.blocks.iter().enumerate() {
         let end = b.offset.checked_add(b.bytes);
+        let raw = b.tiles.checked_mul(l.tile_bytes);
+        let sized = match l.is_packed() {
+            // Its index, then at most the raw tiles' bytes, in words a u32 addresses.
+            true => raw
+                .zip(b.tiles.checked_mul(packed_sectors::index_bytes(1, det_len)))
+                .is_some_and(|(raw, index)| {
+                    b.bytes % 4 == 0
+                        && b.bytes >= index
+                        && b.bytes - index <= raw
+                        && b.bytes / 4 <= u32::MAX as u64
+                }),
+            false => raw == Some(b.bytes),
+        };
         if b.first_tile != next_tile
             || b.tiles == 0
             || b.offset < next_byte
             || b.offset % ALIGN != 0
-            || b.tiles.checked_mul(l.tile_bytes) != Some(b.bytes)
+            || !sized
             || b.sha256.len() != 64
         {
             return Err(bad(format!("payload block {k} is malformed: {b:?}")));
@@ -298,7 +358,39 @@ impl TiledPayload {
     pub fn read_block(&self, src: &dyn ByteSource, k: usize) -> Result<Vec<u8>> {
         let bytes = self.read_unchecked(src, k)?;
         self.check_block(src.name(), k, &bytes)?;
+        self.accept(src.name(), k, &bytes)?;
         Ok(bytes)
+    }
+
+    /// The check of a packed block's index (`None` for a position-tiled payload).
+    fn index_check(&self, k: usize) -> Option<packed_sectors::IndexCheck> {
+        let b = &self.blocks[k];
+        self.layout
+            .is_packed()
+            .then(|| packed_sectors::IndexCheck::new(&self.layout, self.det_len, b.tiles, b.bytes))
+    }
+
+    /// Block `k`, whose SHA-256 matched, whole: checked against the structure of a packed
+    /// block (nothing to check in a position-tiled one) and then taken as checked. A file
+    /// whose index something else made is refused by name, never decoded out of bounds.
+    pub fn accept(&self, file: &str, k: usize, bytes: &[u8]) -> Result<()> {
+        if let Some(mut c) = self.index_check(k) {
+            c.feed(bytes)
+                .and_then(|_| c.finish())
+                .map_err(|m| self.malformed(file, k, m))?;
+        }
+        self.checked[k].store(true, Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn malformed(&self, file: &str, k: usize, m: packed_sectors::Malformed) -> Error {
+        Error::format(
+            file,
+            format!(
+                "packed payload block {k} is malformed: {}; prepare the acquisition again",
+                m.0
+            ),
+        )
     }
 
     /// Block `k` read in pieces of `piece` bytes, each hashed and handed to `sink` with its
@@ -315,15 +407,25 @@ impl TiledPayload {
         let b = self.block(src.name(), k)?;
         let mut buf = vec![0u8; piece.min(b.bytes as usize).max(1)];
         let mut hash = Sha256::new();
+        let mut index = self.index_check(k);
+        let mut shaped = Ok(());
         let mut at = 0usize;
         while (at as u64) < b.bytes {
             let n = buf.len().min(b.bytes as usize - at);
             src.read_at(b.offset + at as u64, &mut buf[..n])?;
             hash.update(&buf[..n]);
+            if let (Some(c), Ok(())) = (index.as_mut(), &shaped) {
+                shaped = c.feed(&buf[..n]);
+            }
             sink(at, &buf[..n]);
             at += n;
         }
-        self.check_digest(src.name(), k, &hash.finalize())
+        self.check_digest(src.name(), k, &hash.finalize())?;
+        shaped
+            .and_then(|_| index.as_ref().map_or(Ok(()), |c| c.finish()))
+            .map_err(|m| self.malformed(src.name(), k, m))?;
+        self.checked[k].store(true, Ordering::Relaxed);
+        Ok(())
     }
 
     /// Block `k` as stored, to be checked by the caller before any of it is used (the
@@ -361,11 +463,11 @@ impl TiledPayload {
                 ),
             ));
         }
-        self.checked[k].store(true, Ordering::Relaxed);
         Ok(())
     }
 
-    /// The tiles `[t0, t1)` as stored, each block they touch checked once.
+    /// The tiles `[t0, t1)` as the position-tiled layout holds them (a packed payload's
+    /// decoded), each block they touch checked once.
     pub fn read_tiles(&self, src: &dyn ByteSource, t0: u64, t1: u64) -> Result<Vec<u8>> {
         let tb = self.layout.tile_bytes;
         let mut out = Vec::with_capacity(((t1 - t0) * tb) as usize);
@@ -375,7 +477,9 @@ impl TiledPayload {
             if a >= z {
                 continue;
             }
-            if !self.checked[k].load(Ordering::Relaxed) {
+            if self.layout.is_packed() {
+                out.extend_from_slice(&self.read_packed_tiles(src, k, a - b0, z - b0)?);
+            } else if !self.checked[k].load(Ordering::Relaxed) {
                 let whole = self.read_block(src, k)?;
                 out.extend_from_slice(&whole[((a - b0) * tb) as usize..((z - b0) * tb) as usize]);
             } else {
@@ -384,6 +488,48 @@ impl TiledPayload {
             }
         }
         Ok(out)
+    }
+
+    /// Tiles `[a, z)` of packed block `k` (counted in the block), decoded: the whole block
+    /// read and checked the first time, then only those tiles' index and data.
+    fn read_packed_tiles(&self, src: &dyn ByteSource, k: usize, a: u64, z: u64) -> Result<Vec<u8>> {
+        let b = &self.blocks[k];
+        let gpt = packed_sectors::groups_per_tile(self.det_len) as u64;
+        let groups = b.tiles * gpt;
+        let words = b.bytes / 4;
+        let (g0, g1) = (a * gpt, z * gpt);
+        let decode = |index: &[u8], data: &[u8], data_word: u64| {
+            packed_sectors::decode(&self.layout, self.det_len, index, data, data_word, z - a)
+                .map_err(|m| self.malformed(src.name(), k, m))
+        };
+        if !self.checked[k].load(Ordering::Relaxed) {
+            let whole = self.read_block(src, k)?;
+            let (d0, d1) = packed_sectors::data_words(
+                &whole,
+                groups as usize,
+                words,
+                g0 as usize,
+                g1 as usize,
+            );
+            let index = &whole[(8 * g0) as usize..(8 * g1) as usize];
+            return decode(index, &whole[(4 * d0) as usize..(4 * d1) as usize], d0);
+        }
+        // The index of the groups read and of the one after them (where their data ends).
+        let pairs = (g1 + 1).min(groups) - g0;
+        let index = src.read_vec(b.offset + 8 * g0, 8 * pairs)?;
+        let (d0, d1) =
+            packed_sectors::data_words(&index, pairs as usize, words, 0, (g1 - g0) as usize);
+        if d1 < d0 || d1 > words {
+            return Err(self.malformed(
+                src.name(),
+                k,
+                packed_sectors::Malformed(format!(
+                    "its data words {d0}..{d1} are not within its {words}"
+                )),
+            ));
+        }
+        let data = src.read_vec(b.offset + 4 * d0, 4 * (d1 - d0))?;
+        decode(&index[..(8 * (g1 - g0)) as usize], &data, d0)
     }
 
     /// Frames `[l0, l1)` of the payload into `dst`, frame after frame, each pixel's sample
