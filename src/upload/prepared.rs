@@ -20,6 +20,44 @@ use crate::upload::plan::{FloatRange, ResidentPlan};
 /// Blocks read (and checked) together before they are copied: natively one per core.
 const BLOCKS_AT_ONCE: usize = 16;
 
+/// Natively, the staging the ring may hold: one batch of raw blocks
+/// (`BLOCKS_AT_ONCE · prepare::BLOCK_BYTES`), within the plan's peak where the adapter maps
+/// it in device memory (decision 0043).
+#[cfg(not(target_arch = "wasm32"))]
+const STAGING_BYTES: u64 = BLOCKS_AT_ONCE as u64 * crate::upload::prepare::BLOCK_BYTES;
+
+/// Natively, how a reopen stages its blocks: every slot the size of the largest block (so
+/// that none is made again for a larger one), and the sets of `BLOCKS_AT_ONCE` slots that
+/// batches take in turn: two where they fit [`STAGING_BYTES`] (packed blocks), so that a
+/// batch is read while the GPU copies and expands the one before; else one (decision 0044).
+#[cfg(not(target_arch = "wasm32"))]
+struct SlotSets {
+    slot_bytes: u64,
+    sets: usize,
+    next: usize,
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+impl SlotSets {
+    fn new(payload: &TiledPayload) -> SlotSets {
+        let largest = payload.blocks.iter().map(|b| b.bytes).max().unwrap_or(0);
+        let slot_bytes = largest.next_multiple_of(4).max(4);
+        let per_set = slot_bytes * BLOCKS_AT_ONCE as u64;
+        SlotSets {
+            slot_bytes,
+            sets: (STAGING_BYTES / per_set).clamp(1, 2) as usize,
+            next: 0,
+        }
+    }
+
+    /// The first slot of the next batch's set.
+    fn next_set(&mut self) -> usize {
+        let first = self.next * BLOCKS_AT_ONCE;
+        self.next = (self.next + 1) % self.sets;
+        first
+    }
+}
+
 /// A block read and checked, and the range of its samples where they are float32 (the
 /// exact sums' bounds, as the frame upload takes them).
 #[cfg(target_arch = "wasm32")]
@@ -155,6 +193,8 @@ impl Expander {
 fn copy_blocks(
     engine: &Engine,
     ring: &mut crate::upload::host_staging::HostStaging,
+    sets: &mut SlotSets,
+    times: &mut UploadTimes,
     payload: &TiledPayload,
     src: &dyn ByteSource,
     ks: std::ops::Range<usize>,
@@ -168,11 +208,13 @@ fn copy_blocks(
     use rayon::prelude::*;
     /// Bytes read, hashed and staged at a time: within a core's L2 cache.
     const PIECE: usize = 1 << 20;
+    let mut t = crate::clock::now_ms();
     let mut lent = Vec::with_capacity(ks.len());
+    let first = sets.next_set();
     for (i, k) in ks.clone().enumerate() {
-        let bytes = payload.blocks[k].bytes.next_multiple_of(4);
-        lent.push((k, ring.take(engine, i, bytes)?));
+        lent.push((k, ring.take(engine, first + i, sets.slot_bytes)?));
     }
+    times.lap("staging slots", &mut t);
     let ranges = lent
         .par_iter_mut()
         .map(|(k, l)| {
@@ -186,6 +228,7 @@ fn copy_blocks(
             Ok(range)
         })
         .collect::<Result<Vec<_>>>()?;
+    times.lap("read + check + stage", &mut t);
     let mut enc = engine.device.create_command_encoder(&Default::default());
     let mut slots = Vec::with_capacity(lent.len());
     for (k, l) in lent {
@@ -208,6 +251,7 @@ fn copy_blocks(
     for k in slots {
         ring.submitted(k, index.clone());
     }
+    times.lap("record + submit", &mut t);
     Ok(ranges)
 }
 
@@ -357,20 +401,25 @@ impl Engine {
         let mut buffers = Vec::with_capacity(segments.len());
         #[cfg(not(target_arch = "wasm32"))]
         let mut ring = crate::upload::host_staging::HostStaging::new("prepared staging", 0);
+        #[cfg(not(target_arch = "wasm32"))]
+        let mut sets = SlotSets::new(payload);
         let mut k0 = first_block;
         while k0 < n {
             let k1 = (k0 + BLOCKS_AT_ONCE).min(n);
             let b = &payload.blocks[k1 - 1];
             let reach = (b.first_tile + b.tiles).min(hi);
+            let mut t = crate::clock::now_ms();
             while buffers.len() < segments.len() && segments[buffers.len()].0 < reach {
                 buffers.push(made.next(self)?);
             }
-            let mut t = crate::clock::now_ms();
+            times.lap("resident buffers", &mut t);
             #[cfg(not(target_arch = "wasm32"))]
             {
                 let ranges = copy_blocks(
                     self,
                     &mut ring,
+                    &mut sets,
+                    &mut times,
                     payload,
                     source.as_ref(),
                     k0..k1,
@@ -383,7 +432,6 @@ impl Engine {
                 if let Some(all) = float.as_mut() {
                     ranges.into_iter().flatten().for_each(|r| all.merge(r));
                 }
-                times.lap("read + check + stage", &mut t);
             }
             #[cfg(target_arch = "wasm32")]
             {
@@ -423,12 +471,14 @@ impl Engine {
                 total,
             )?;
         }
+        let mut t = crate::clock::now_ms();
         while buffers.len() < segments.len() {
             buffers.push(made.next(self)?);
         }
         let mut res = self
             .finish_resident(scope, plan.clone(), buffers, corr)
             .await?;
+        times.lap("finish", &mut t);
         res.float = float;
         if corr.mask_bad_pixels {
             // As the decode masks (C-BAD): the file's bad pixels, and sentinel samples.

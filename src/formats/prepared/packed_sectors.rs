@@ -236,25 +236,22 @@ impl IndexCheck {
         let take = index_end.saturating_sub(self.fed).min(bytes.len() as u64) as usize;
         self.fed += bytes.len() as u64;
         let mut rest = &bytes[..take];
-        while !rest.is_empty() {
-            let need = 8 - self.carry.len();
-            let n = need.min(rest.len());
+        // A pair split by the piece before is completed first.
+        if !self.carry.is_empty() {
+            let n = (8 - self.carry.len()).min(rest.len());
             self.carry.extend_from_slice(&rest[..n]);
             rest = &rest[n..];
-            if self.carry.len() == 8 {
-                let word = |i: usize| {
-                    u32::from_le_bytes([
-                        self.carry[i],
-                        self.carry[i + 1],
-                        self.carry[i + 2],
-                        self.carry[i + 3],
-                    ])
-                };
-                let (start, codes) = (word(0), word(4));
-                self.carry.clear();
-                self.group(start, codes)?;
+            if self.carry.len() < 8 {
+                return Ok(());
             }
+            let pair = std::mem::take(&mut self.carry);
+            self.group(word_at(&pair, 0), word_at(&pair, 1))?;
         }
+        let mut pairs = rest.chunks_exact(8);
+        for pair in &mut pairs {
+            self.group(word_at(pair, 0), word_at(pair, 1))?;
+        }
+        self.carry.extend_from_slice(pairs.remainder());
         Ok(())
     }
 
@@ -267,14 +264,18 @@ impl IndexCheck {
             )));
         }
         let k0 = (g % self.gpt as u64) as usize * 8;
-        for i in 0..8 {
-            let c = (codes >> (4 * i)) & 15;
-            let past = k0 + i >= self.det_len;
-            if (past && c != 0) || (c != 15 && c >= self.bits) {
-                return Err(Malformed(format!(
-                    "group {g} of its index has width code {c} for pixel {}",
-                    k0 + i
-                )));
+        // Only 8-bit samples have codes past their width, only a tile's last group pixels
+        // past the detector.
+        if self.bits < 15 || k0 + 8 > self.det_len {
+            for i in 0..8 {
+                let c = (codes >> (4 * i)) & 15;
+                let past = k0 + i >= self.det_len;
+                if (past && c != 0) || (c != 15 && c >= self.bits) {
+                    return Err(Malformed(format!(
+                        "group {g} of its index has width code {c} for pixel {}",
+                        k0 + i
+                    )));
+                }
             }
         }
         self.next += group_words(codes, self.bits);
