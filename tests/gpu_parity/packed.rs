@@ -43,13 +43,11 @@ fn packed_products_equal_the_raw_residents_on_every_fixture() {
     assert!(tally.smaller > 0, "no fixture packed smaller than raw");
 }
 
-/// Sectors of every width, 0 to the full sample, on odd shapes whose tiles are full and
-/// partial: u8 (32 positions a tile), u16 and u32, each pixel's samples drawn below its own
-/// power of two so that a tile's sectors take every width code.
-#[test]
-fn packed_sectors_of_every_width_equal_the_raw_ones() {
-    let Some(engine) = engine() else { return };
-    let mut tally = Tally::default();
+/// Acquisitions of u8 (32 positions a tile), u16 and u32 samples on odd shapes whose
+/// tiles are full and partial, each pixel's samples drawn below its own power of two (pixel
+/// `k` keeps `k mod (bits + 1)` bits) so that a tile's sectors take every width code.
+fn every_width(seed: u64) -> Vec<(String, stem4d::formats::Acquisition)> {
+    let mut out = Vec::new();
     for (dtype, dims) in [
         (Dtype::U8, [7, 9, 11, 13]),
         (Dtype::U16, [5, 7, 9, 17]),
@@ -58,11 +56,10 @@ fn packed_sectors_of_every_width_equal_the_raw_ones() {
         let bits = 8 * dtype.size() as u32;
         let det_len = dims[2] * dims[3];
         let frames = dims[0] * dims[1];
-        let noise = noise_bytes(frames * det_len * 4, 0x5eed ^ bits as u64);
+        let noise = noise_bytes(frames * det_len * 4, seed ^ bits as u64);
         let mut samples = Vec::with_capacity(frames * det_len * dtype.size());
         for (i, word) in noise.chunks_exact(4).enumerate() {
             let v = u32::from_le_bytes([word[0], word[1], word[2], word[3]]);
-            // Pixel k's samples keep k mod (bits + 1) bits: width 0 (all zeros) to full.
             let width = (i % det_len) as u32 % (bits + 1);
             let v = if width == 32 {
                 v
@@ -71,8 +68,23 @@ fn packed_sectors_of_every_width_equal_the_raw_ones() {
             };
             samples.extend_from_slice(&v.to_le_bytes()[..dtype.size()]);
         }
-        let acq = raw_acquisition(dtype, dims, samples);
-        tally.add(&engine, &acq, &format!("{dtype:?} {dims:?}"));
+        out.push((
+            format!("{dtype:?} {dims:?}"),
+            raw_acquisition(dtype, dims, samples),
+        ));
+    }
+    out
+}
+
+/// Sectors of every width, 0 to the full sample, on odd shapes whose tiles are full and
+/// partial: u8 (32 positions a tile), u16 and u32, each pixel's samples drawn below its own
+/// power of two so that a tile's sectors take every width code.
+#[test]
+fn packed_sectors_of_every_width_equal_the_raw_ones() {
+    let Some(engine) = engine() else { return };
+    let mut tally = Tally::default();
+    for (name, acq) in every_width(0x5eed) {
+        tally.add(&engine, &acq, &name);
     }
     assert!(
         tally.compared > 100,
@@ -112,33 +124,7 @@ fn the_gpu_and_cpu_encoders_write_the_same_segments() {
         .map(|fx| (fx["name"].as_str().unwrap().to_string(), open_fixture(fx)))
         .filter(|(_, a)| !a.dtype.is_float())
         .collect();
-    for (dtype, dims) in [
-        (Dtype::U8, [7, 9, 11, 13]),
-        (Dtype::U16, [5, 7, 9, 17]),
-        (Dtype::U32, [3, 11, 7, 5]),
-    ] {
-        let bits = 8 * dtype.size() as u32;
-        let det_len = dims[2] * dims[3];
-        let noise = noise_bytes(dims[0] * dims[1] * det_len * 4, 0xc0de ^ bits as u64);
-        let samples: Vec<u8> = noise
-            .chunks_exact(4)
-            .enumerate()
-            .flat_map(|(i, w)| {
-                let v = u32::from_le_bytes([w[0], w[1], w[2], w[3]]);
-                let width = (i % det_len) as u32 % (bits + 1);
-                let v = if width == 32 {
-                    v
-                } else {
-                    v & ((1u32 << width) - 1)
-                };
-                v.to_le_bytes()[..dtype.size()].to_vec()
-            })
-            .collect();
-        acqs.push((
-            format!("{dtype:?} {dims:?}"),
-            raw_acquisition(dtype, dims, samples),
-        ));
-    }
+    acqs.extend(every_width(0xc0de));
     let mut segments = 0;
     for (name, acq) in &acqs {
         let corr = Correction::default();
