@@ -12,7 +12,7 @@ pub mod kernel_stats;
 pub(crate) mod nudge;
 pub mod pass_clock;
 mod resident;
-mod resident_buffers;
+pub(crate) mod resident_buffers;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod spirv;
 #[cfg(target_arch = "wasm32")]

@@ -13,9 +13,17 @@ pub(crate) struct ResidentBuffers {
     next: std::collections::VecDeque<(u64, Option<wgpu::Buffer>)>,
     /// What a failure to make one says (the plan's sizes and alternatives).
     oom: String,
+    /// Natively, per thread making buffers, what it made, in turn: buffer `i` (of those
+    /// not set aside) comes from thread `i mod MAKERS`.
     #[cfg(not(target_arch = "wasm32"))]
-    made: Option<std::sync::mpsc::Receiver<std::result::Result<wgpu::Buffer, String>>>,
+    made: Vec<std::sync::mpsc::Receiver<std::result::Result<wgpu::Buffer, String>>>,
+    #[cfg(not(target_arch = "wasm32"))]
+    received: usize,
 }
+
+/// Natively, the threads making a resident's new buffers.
+#[cfg(not(target_arch = "wasm32"))]
+const MAKERS: usize = 2;
 
 impl Engine {
     /// The buffers of `plan`'s segments: set aside ones where there are, new ones else
@@ -41,9 +49,11 @@ impl Engine {
                 .filter(|(_, kept)| kept.is_none())
                 .map(|(size, _)| *size)
                 .collect();
-            (!sizes.is_empty()).then(|| {
+            let mut made = Vec::with_capacity(MAKERS);
+            for m in 0..MAKERS.min(sizes.len()) {
                 let (tx, rx) = std::sync::mpsc::channel();
                 let device = self.device.clone();
+                let sizes: Vec<u64> = sizes.iter().skip(m).step_by(MAKERS).copied().collect();
                 std::thread::spawn(move || {
                     for size in sizes {
                         // Error scopes are the thread's own: each buffer checked here.
@@ -60,8 +70,9 @@ impl Engine {
                         }
                     }
                 });
-                rx
-            })
+                made.push(rx);
+            }
+            made
         };
         ResidentBuffers {
             #[cfg(target_arch = "wasm32")]
@@ -70,6 +81,8 @@ impl Engine {
             oom,
             #[cfg(not(target_arch = "wasm32"))]
             made,
+            #[cfg(not(target_arch = "wasm32"))]
+            received: 0,
         }
     }
 }
@@ -110,7 +123,9 @@ impl ResidentBuffers {
         #[cfg(not(target_arch = "wasm32"))]
         {
             let _ = (engine, size);
-            let made = self.made.as_ref().and_then(|rx| rx.recv().ok());
+            let from = self.made.get(self.received % MAKERS.max(1));
+            self.received += 1;
+            let made = from.and_then(|rx| rx.recv().ok());
             match made {
                 Some(Ok(b)) => Ok(b),
                 Some(Err(e)) => Err(Error::GpuOutOfMemory(format!("{} ({e})", self.oom))),

@@ -187,7 +187,9 @@ impl Expander {
 /// the same slots, one per block: where the adapter maps them in device memory they count
 /// in the plan's peak as the queue's staging of a batch did, and their copies are between
 /// GPU buffers. Before, blocks were read whole, hashed, and copied into the queue's fresh
-/// staging memory (decision 0043). The float32 range of each block where `float`.
+/// staging memory (decision 0043). The resident's buffers the batch reaches are waited for
+/// only once it is read and checked: a packed payload is read faster than the driver makes
+/// them (decision 0044). The float32 range of each block where `float`.
 #[cfg(not(target_arch = "wasm32"))]
 #[allow(clippy::too_many_arguments)]
 fn copy_blocks(
@@ -199,7 +201,11 @@ fn copy_blocks(
     src: &dyn ByteSource,
     ks: std::ops::Range<usize>,
     segments: &[Segment],
-    buffers: &[wgpu::Buffer],
+    (buffers, made, reach): (
+        &mut Vec<wgpu::Buffer>,
+        &mut crate::gpu::resident_buffers::ResidentBuffers,
+        u64,
+    ),
     plan: &ResidentPlan,
     mut expander: Option<&mut Expander>,
     float: bool,
@@ -229,6 +235,10 @@ fn copy_blocks(
         })
         .collect::<Result<Vec<_>>>()?;
     times.lap("read + check + stage", &mut t);
+    while buffers.len() < segments.len() && segments[buffers.len()].0 < reach {
+        buffers.push(made.next(engine)?);
+    }
+    times.lap("resident buffers", &mut t);
     let mut enc = engine.device.create_command_encoder(&Default::default());
     let mut slots = Vec::with_capacity(lent.len());
     for (k, l) in lent {
@@ -408,11 +418,6 @@ impl Engine {
             let k1 = (k0 + BLOCKS_AT_ONCE).min(n);
             let b = &payload.blocks[k1 - 1];
             let reach = (b.first_tile + b.tiles).min(hi);
-            let mut t = crate::clock::now_ms();
-            while buffers.len() < segments.len() && segments[buffers.len()].0 < reach {
-                buffers.push(made.next(self)?);
-            }
-            times.lap("resident buffers", &mut t);
             #[cfg(not(target_arch = "wasm32"))]
             {
                 let ranges = copy_blocks(
@@ -424,7 +429,7 @@ impl Engine {
                     source.as_ref(),
                     k0..k1,
                     &segments,
-                    &buffers,
+                    (&mut buffers, &mut made, reach),
                     plan,
                     expander.as_mut(),
                     float.is_some(),
@@ -435,6 +440,11 @@ impl Engine {
             }
             #[cfg(target_arch = "wasm32")]
             {
+                let mut t = crate::clock::now_ms();
+                while buffers.len() < segments.len() && segments[buffers.len()].0 < reach {
+                    buffers.push(made.next(self)?);
+                }
+                times.lap("resident buffers", &mut t);
                 let read = read_blocks(payload, source.as_ref(), k0..k1, float.is_some()).await;
                 times.lap("read + check", &mut t);
                 for (k, block) in (k0..k1).zip(read) {
