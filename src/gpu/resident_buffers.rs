@@ -1,9 +1,8 @@
 //! The buffers of a resident's segments, handed out in order as an upload reaches them.
-//! Natively those not set aside are made by threads of their own from the start: the
+//! Natively those not set aside are made on a thread of their own from the start: the
 //! driver took about 35 ms to make each 2 GB buffer on an H100, 0.35 s of the 5.6 GB file's
-//! load when made in turn on the thread that builds the windows (decision 0043), and a
-//! packed prepared payload is read faster than one thread makes them (decision 0044). In
-//! the browser each is made when it is reached.
+//! load when made in turn on the thread that builds the windows (decision 0043). In the
+//! browser each is made when it is reached.
 
 use super::*;
 
@@ -14,17 +13,9 @@ pub(crate) struct ResidentBuffers {
     next: std::collections::VecDeque<(u64, Option<wgpu::Buffer>)>,
     /// What a failure to make one says (the plan's sizes and alternatives).
     oom: String,
-    /// Natively, per thread making buffers, what it made, in turn: buffer `i` (of those
-    /// not set aside) comes from thread `i mod MAKERS`.
     #[cfg(not(target_arch = "wasm32"))]
-    made: Vec<std::sync::mpsc::Receiver<std::result::Result<wgpu::Buffer, String>>>,
-    #[cfg(not(target_arch = "wasm32"))]
-    received: usize,
+    made: Option<std::sync::mpsc::Receiver<std::result::Result<wgpu::Buffer, String>>>,
 }
-
-/// Natively, the threads making a resident's new buffers.
-#[cfg(not(target_arch = "wasm32"))]
-const MAKERS: usize = 2;
 
 impl Engine {
     /// The buffers of `plan`'s segments: set aside ones where there are, new ones else
@@ -50,11 +41,9 @@ impl Engine {
                 .filter(|(_, kept)| kept.is_none())
                 .map(|(size, _)| *size)
                 .collect();
-            let mut made = Vec::with_capacity(MAKERS);
-            for m in 0..MAKERS.min(sizes.len()) {
+            (!sizes.is_empty()).then(|| {
                 let (tx, rx) = std::sync::mpsc::channel();
                 let device = self.device.clone();
-                let sizes: Vec<u64> = sizes.iter().skip(m).step_by(MAKERS).copied().collect();
                 std::thread::spawn(move || {
                     for size in sizes {
                         // Error scopes are the thread's own: each buffer checked here.
@@ -71,9 +60,8 @@ impl Engine {
                         }
                     }
                 });
-                made.push(rx);
-            }
-            made
+                rx
+            })
         };
         ResidentBuffers {
             #[cfg(target_arch = "wasm32")]
@@ -82,8 +70,6 @@ impl Engine {
             oom,
             #[cfg(not(target_arch = "wasm32"))]
             made,
-            #[cfg(not(target_arch = "wasm32"))]
-            received: 0,
         }
     }
 }
@@ -124,9 +110,7 @@ impl ResidentBuffers {
         #[cfg(not(target_arch = "wasm32"))]
         {
             let _ = (engine, size);
-            let from = self.made.get(self.received % MAKERS.max(1));
-            self.received += 1;
-            let made = from.and_then(|rx| rx.recv().ok());
+            let made = self.made.as_ref().and_then(|rx| rx.recv().ok());
             match made {
                 Some(Ok(b)) => Ok(b),
                 Some(Err(e)) => Err(Error::GpuOutOfMemory(format!("{} ({e})", self.oom))),
