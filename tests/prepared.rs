@@ -283,6 +283,46 @@ fn rehash_block(path: &Path, d: &stem4d::formats::prepared::Description, k: usiz
     std::fs::write(path, bytes).unwrap();
 }
 
+/// A file of container version 1 (position-tiled payloads, before packed ones) still opens
+/// and gives its products; a packed payload claiming version 1 is refused.
+#[test]
+fn a_version_1_container_still_opens() {
+    use sha2::{Digest, Sha256};
+    let dir = temp_dir("version1");
+    let acq = open_fixture(&fixture_named("arina_u16"));
+    // `as` (a raw or packed file) relabelled version 1 in its header and description.
+    let as_version_1 = |payload: Payload, name: &str| {
+        let p = dir.join(name);
+        write_as(&acq, &p, payload).unwrap();
+        let mut bytes = std::fs::read(&p).unwrap();
+        bytes[8..12].copy_from_slice(&1u32.to_le_bytes());
+        let at = u64::from_le_bytes(bytes[16..24].try_into().unwrap()) as usize;
+        let len = u64::from_le_bytes(bytes[24..32].try_into().unwrap()) as usize;
+        let json = String::from_utf8(bytes[at..at + len].to_vec()).unwrap();
+        let json = json.replacen("\"version\": 2", "\"version\": 1", 1);
+        assert_eq!(json.len(), len);
+        bytes[at..at + len].copy_from_slice(json.as_bytes());
+        let digest = Sha256::digest(json.as_bytes());
+        bytes[32..64].copy_from_slice(&digest);
+        std::fs::write(&p, bytes).unwrap();
+        p
+    };
+    let old = open_prepared(&as_version_1(Payload::Raw, "old.stem4d")).unwrap();
+    let total = stem4d::products::ProductParams::new(stem4d::products::ProductKind::Total);
+    let want = stem4d::cpu::compute(&acq, &total, Correction::default()).unwrap();
+    let got = stem4d::cpu::compute(&old, &total, Correction::default()).unwrap();
+    assert!(to_bytes(&got) == to_bytes(&want));
+    let said = refused(open_prepared(&as_version_1(
+        Payload::Smallest,
+        "odd.stem4d",
+    )));
+    assert!(
+        said.contains("odd.stem4d") && said.contains("version 1"),
+        "{said}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// A packed block whose SHA-256 matches but whose index is not one the encoder makes (a
 /// group's data moved, a width past the samples' bits) is refused by name and block on
 /// the CPU and the GPU, never decoded out of bounds; the engine goes on after it.

@@ -142,7 +142,7 @@ impl Expander {
         &self.blocks[self.next]
     }
 
-    /// Record the expansion of block `k`, in the block buffer last taken, into its targets.
+    /// Record the expansion of the block in the block buffer last taken into `targets`.
     fn expand(
         &self,
         engine: &Engine,
