@@ -68,10 +68,7 @@ impl Preparer {
 
     /// A preparer that also saves `session`, the settings the acquisition is viewed with.
     pub fn from_session(acq: Acquisition, block_bytes: u64, session: SavedSession) -> Preparer {
-        Preparer {
-            session: Some(session),
-            ..Preparer::new(acq, block_bytes)
-        }
+        Preparer::new(acq, block_bytes).saving(Some(session))
     }
 
     /// Save `session` with it (see [`Preparer::from_session`]).

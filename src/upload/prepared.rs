@@ -40,8 +40,7 @@ struct SlotSets {
 #[cfg(not(target_arch = "wasm32"))]
 impl SlotSets {
     fn new(payload: &TiledPayload) -> SlotSets {
-        let largest = payload.blocks.iter().map(|b| b.bytes).max().unwrap_or(0);
-        let slot_bytes = largest.next_multiple_of(4).max(4);
+        let slot_bytes = payload.largest_block_bytes().next_multiple_of(4).max(4);
         let per_set = slot_bytes * BLOCKS_AT_ONCE as u64;
         SlotSets {
             slot_bytes,
@@ -124,7 +123,7 @@ impl Expander {
     /// The block buffers for the blocks of `payload`; `None` where one passes the adapter's
     /// binding limit (the frames are then read out of the blocks on the CPU).
     fn new(engine: &Engine, payload: &TiledPayload, plan: &ResidentPlan) -> Option<Expander> {
-        let largest = payload.blocks.iter().map(|b| b.bytes).max().unwrap_or(0);
+        let largest = payload.largest_block_bytes();
         if largest > plan.max_binding {
             return None;
         }

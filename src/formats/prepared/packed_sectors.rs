@@ -37,6 +37,12 @@ fn width(code: u32, bits: u32) -> u32 {
     }
 }
 
+/// Whether `code` is a width `bits`-bit samples can have (an 8-bit sample has none of
+/// 8–14 bits: the encoder writes 15).
+fn fits(code: u32, bits: u32) -> bool {
+    code == 15 || code < bits
+}
+
 /// The code of a sector whose samples OR to `ored`: the bit length of its largest sample,
 /// 15 where that is 15 bits or more, or the sample's whole width.
 fn code_of(ored: u32, bits: u32) -> u32 {
@@ -270,7 +276,7 @@ impl IndexCheck {
             for i in 0..8 {
                 let c = (codes >> (4 * i)) & 15;
                 let past = k0 + i >= self.det_len;
-                if (past && c != 0) || (c != 15 && c >= self.bits) {
+                if (past && c != 0) || !fits(c, self.bits) {
                     return Err(Malformed(format!(
                         "group {g} of its index has width code {c} for pixel {}",
                         k0 + i
@@ -334,10 +340,7 @@ pub fn decode(
         for g in 0..gpt {
             let i = t * gpt + g;
             let (start, codes) = (word_at(index, 2 * i) as u64, word_at(index, 2 * i + 1));
-            let bad_code = (0..8).any(|s| {
-                let c = (codes >> (4 * s)) & 15;
-                c != 15 && c >= bits
-            });
+            let bad_code = (0..8).any(|s| !fits((codes >> (4 * s)) & 15, bits));
             if bad_code
                 || start < data_word
                 || start - data_word + group_words(codes, bits) > data_words
