@@ -10,7 +10,9 @@ $CHROMIUM_FLAGS, waits for the page's stem4d-ready, runs runSuite() and writes i
 With CEILINGS=1 it first measures the File API and GPU upload ceilings on the first LOCAL_FILE
 (e2e/ceilings.js; CEILINGS=small: only its small reads, alone and beside large ones). With LOCAL_FILE=PATH[,PATH...] it then opens each file as a user would (a file input, read
 by the page's Workers) and times open → first image drawn (issue #4's load target), once per
-open-options object of LOCAL_OPTIONS (a JSON list, default [{}]; e.g. {"reads": "blob"}).
+open-options object of LOCAL_OPTIONS (a JSON list, default [{}]; e.g. {"reads": "blob"} or
+{"memoryBudget": 2147483648}); with LOCAL_BENCH=1 each open is followed by suite.js's
+benchOpened (the detectors dragged under the plan the open took).
 With LOCAL_SYNTHETIC=R,C,KR,KC (the last file holds the synthetic acquisition of that shape,
 made by `stem4d bench export-chunks --synthetic … --compressed` and scripts/synthetic_h5.py)
 it then checks that the file's products equal, byte for byte, those of the same acquisition
@@ -118,6 +120,14 @@ def open_local_file(chrome, session, path, options):
     })()""" % (json.dumps(options), json.dumps(options)), timeout=600.0)
 
 
+def bench_opened(chrome, session, shape):
+    """e2e/suite.js's benchOpened on the acquisition opened last (LOCAL_BENCH=1): its
+    detectors dragged under the memory plan its open took."""
+    return chrome.evaluate(session, "import('/e2e/suite.js').then(m => m.benchOpened(%s, %d))"
+                           % (json.dumps(shape), int(os.environ.get("LOCAL_BENCH_REPS", "20"))),
+                           timeout=600.0)
+
+
 def same_as_synthetic(chrome, session, dims):
     """The products of the file opened last against those of the synthetic acquisition of
     `dims` ("R,C,KR,KC") generated on the GPU (LOCAL_SYNTHETIC: the file holds that data)."""
@@ -189,7 +199,10 @@ def main():
         result["local_files"] = []
         for path in filter(None, os.environ.get("LOCAL_FILE", "").split(",")):
             for options in json.loads(os.environ.get("LOCAL_OPTIONS", "[{}]")):
-                result["local_files"].append(open_local_file(chrome, session, path, options))
+                opened = open_local_file(chrome, session, path, options)
+                if os.environ.get("LOCAL_BENCH"):
+                    opened["bench"] = bench_opened(chrome, session, opened["shape"])
+                result["local_files"].append(opened)
                 print("local file:", json.dumps(result["local_files"][-1]), flush=True)
         if os.environ.get("LOCAL_SYNTHETIC") and result["local_files"]:
             result["synthetic_match"] = same_as_synthetic(chrome, session, os.environ["LOCAL_SYNTHETIC"])

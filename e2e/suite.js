@@ -170,6 +170,10 @@ async function preparedAcquisition(manifest, check) {
   const info = await window.stem4d.open([new File([bytes], 'arina_u16.stem4d')]);
   check(info.format === 'prepared' && JSON.stringify(info.shape) === JSON.stringify(fx.shape),
     `prepared acquisition opens as one (${info.format} ${info.shape})`);
+  // Its blocks were read and hashed by the pool's Workers (decision 0045), not one by one.
+  const stages = (await window.stem4d.profile()).stages.map((s) => s.name);
+  check(stages.includes('of which read + hash in the pool (waited)'),
+    `a prepared acquisition's blocks are read and hashed in the pool (${stages.join(', ')})`);
   for (let k = 0; k < asked.length; k++) {
     check(sameProduct(await window.stem4d.product(asked[k]), want[k]),
       `prepared acquisition ${asked[k].kind}: the same bytes as from its files`);
@@ -429,6 +433,61 @@ export async function bench(dims, reps) {
   out.drag.error = dragError;
   // Idle: once the view is drawn and its histograms fetched, the page asks nothing more.
   out.idle = await framesWith(1000, null);
+  return out;
+}
+
+// What a user does next in an acquisition opened from its files (e2e/h200.py with
+// LOCAL_BENCH=1), under whatever memory plan its open took (`memoryBudget`, issue #30): a
+// resident or compressed one drags its detectors as `bench` does; a streamed one resizes
+// a BF disk and an ADF annulus about the fitted BF centre (its ring sums) and moves one BF
+// disk off it, which takes one pass over the files. Medians of `reps` steps, drawn.
+export async function benchOpened(shape, reps) {
+  const prof = await window.stem4d.profile();
+  const plan = (prof.memory_plan || {}).kind;
+  const fit = window.stem4d.status().fit;
+  const [kr, kc] = [shape[2], shape[3]];
+  const r = 0.16 * Math.min(kr, kc);
+  const med = (a) => a.slice().sort((x, y) => x - y)[a.length >> 1];
+  const out = {
+    plan, reps,
+    predicted_peak_bytes: (prof.memory_plan || {}).peak_bytes ?? null,
+    measured_peak_bytes: prof.measured_peak_bytes ?? null,
+  };
+  const drawn = async (preset, step) => {
+    await window.stem4d.setView({ preset, pattern: { source: 'cursor' }, image: { roi: null } });
+    const t = [];
+    for (let k = 0; k < reps; k++) {
+      await window.stem4d.setView(step(k));
+      t.push(window.stem4d.lastRender().ms);
+    }
+    return med(t);
+  };
+  if (plan !== 'streaming') {
+    const c = [kr / 2, kc / 2];
+    const disk = (k) => ({ image: { center: [c[0] + (k % 5) * 0.25, c[1] - (k % 3) * 0.25], radius: r } });
+    out.bf_drag_ms = await drawn('bf', disk);
+    out.adf_drag_ms = await drawn('adf', (k) => ({ image: { center: [c[0] + (k % 5) * 0.25, c[1]], inner: 1.2 * r, outer: 2.5 * r } }));
+    out.df_drag_ms = await drawn('df', disk);
+    out.pattern_cursor_ms = await drawn('bf', (k) => ({ image: { cursor: [(7 * k) % shape[0], (11 * k) % shape[1]] } }));
+    return out;
+  }
+  if (!fit || !fit.center) {
+    out.error = 'no fitted BF centre: a streamed session has no ring sums to drag from';
+    return out;
+  }
+  const c = fit.center;
+  const passes = () => window.stem4d.profile().then((p) => p.streamed_passes);
+  const before = await passes();
+  // Whole-pixel radii: a streamed disk about the centre snaps to them (decision 0036).
+  const whole = Math.round(r);
+  out.bf_resize_ms = await drawn('bf', (k) => ({ image: { center: c, radius: whole + 1 + (k % 5) } }));
+  out.adf_resize_ms = await drawn('adf', (k) => ({ image: { center: c, inner: whole + 2 + (k % 5), outer: 2 * whole + 4 } }));
+  out.passes_while_resizing = (await passes()) - before;
+  await window.stem4d.setView({ preset: 'bf' });
+  const t0 = performance.now();
+  await window.stem4d.setView({ image: { center: [c[0] + 3.5, c[1] - 2.5], radius: whole } });
+  out.off_centre_disk_ms = performance.now() - t0;
+  out.passes_off_centre = (await passes()) - before - out.passes_while_resizing;
   return out;
 }
 

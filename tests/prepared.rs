@@ -369,6 +369,53 @@ fn a_packed_block_with_a_malformed_index_is_refused() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// The page checks a packed block's structure from its index alone (`accept_prefix`: the
+/// block stays in the buffer its Worker read it into): every block is judged as whole,
+/// as written and with its index changed (a group's data moved, a width past the samples'
+/// bits), and the prefix is the index, shorter than the block.
+#[test]
+fn a_block_judged_from_its_index_alone_is_judged_as_whole() {
+    let dir = temp_dir("prefix");
+    let acq = open_fixture(&fixture_named("arina_u8"));
+    let good = dir.join("good.stem4d");
+    let d = write(&acq, &good, BLOCK, None, &mut |_, _| {}).unwrap();
+    let opened = open_prepared(&good).unwrap();
+    let stem4d::formats::PartKind::Tiled(payload) = &opened.parts[0].kind else {
+        panic!("a prepared acquisition's part is its payload");
+    };
+    let file = std::fs::read(&good).unwrap();
+    let mut refused_changes = 0;
+    for (k, b) in d.blocks.iter().enumerate() {
+        let n = payload.accepted_prefix_bytes(k) as usize;
+        assert!(
+            n > 0 && n < b.bytes as usize,
+            "block {k}: prefix {n} of {}",
+            b.bytes
+        );
+        for change in [None, Some((8usize, 0x01u8)), Some((4, 0x0c))] {
+            let mut block = file[b.offset as usize..(b.offset + b.bytes) as usize].to_vec();
+            match change {
+                Some((at, 0x0c)) => block[at] = (block[at] & 0xf0) | 0x0c,
+                Some((at, v)) => block[at] ^= v,
+                None => {}
+            }
+            let whole = payload.accept("f", k, &block).map_err(|e| e.to_string());
+            let prefix = payload
+                .accept_prefix("f", k, &block[..n])
+                .map_err(|e| e.to_string());
+            assert_eq!(whole, prefix, "block {k}, change {change:?}");
+            assert_eq!(
+                whole.is_ok(),
+                change.is_none(),
+                "block {k}, change {change:?}"
+            );
+            refused_changes += whole.is_err() as usize;
+        }
+    }
+    assert_eq!(refused_changes, 2 * d.blocks.len());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// The page's suite opens `tests/fixtures/data/arina_u16.stem4d` (`stem4d prepare` of the
 /// arina_u16 fixture) and its compare grid `arina_u16_crop.stem4d` (`--crop 1,4,0,5`):
 /// writing them again gives the same bytes, so they stay what the writer makes (regenerate

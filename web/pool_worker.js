@@ -3,10 +3,11 @@
 // an index's B-tree nodes, one after another with FileReaderSync when the pool is large, or
 // all in flight with `Blob.arrayBuffer()` when it is not), walking the headers of the
 // chunks a large range holds when asked (`walkChunks`, so that the viewer's Worker does
-// not), or of a piece read before its chunks were known, and decode a stored chunk the WGSL decoder does not take (deflate, shuffle) with
+// not), or of a piece read before its chunks were known, or hashing a range it read
+// (`sha256Of`, a prepared file's block), and decode a stored chunk the WGSL decoder does not take (deflate, shuffle) with
 // the crate's own filter pipeline. Both run the same wasm module, loaded at once. Several
 // run at once, one a CPU core.
-import init, { decodeChunk, walkChunks } from './stem4d.js';
+import init, { decodeChunk, sha256Of, walkChunks } from './stem4d.js';
 
 const ready = init();
 // A module that cannot load fails the jobs that need it, each with the reason.
@@ -29,11 +30,31 @@ async function walkAndAnswer(id, bytes, walk) {
   self.postMessage({ id, out: { bytes, tables, failed, message } }, [bytes, tables.buffer]);
 }
 
+// Answer job `id` with the piece `bytes` and its SHA-256 (a prepared file's payload block:
+// the Workers hash side by side, where crypto.subtle runs all of a page's digests on one
+// thread; decision 0045). A Worker whose wasm did not load answers with the piece alone,
+// and the viewer's Worker hashes it.
+async function hashAndAnswer(id, bytes) {
+  let digest;
+  try {
+    await ready;
+    digest = sha256Of(new Uint8Array(bytes));
+  } catch (e) {
+    self.postMessage({ id, out: bytes }, [bytes]);
+    return;
+  }
+  self.postMessage({ id, out: { bytes, digest } }, [bytes, digest.buffer]);
+}
+
 self.onmessage = async ({ data: job }) => {
   try {
     if (job.op === 'read') {
       reader = reader || new FileReaderSync();
       const out = reader.readAsArrayBuffer(job.file.slice(job.offset, job.offset + job.len));
+      if (job.hash) {
+        await hashAndAnswer(job.id, out);
+        return;
+      }
       if (!job.walk) {
         self.postMessage({ id: job.id, out }, [out]);
         return;

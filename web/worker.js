@@ -59,12 +59,14 @@ const BATCH_BELOW = 1 << 20;
 // was faster with a single Worker (2.2 s against 3.3 s: decision 0013).
 const SYNC_SMALL_READS = POOL_WORKERS >= 4;
 // `walks[i]`, if given, is the job list of the chunks range i holds: its Worker walks their
-// headers, and the answer is `{bytes, tables, failed, message}`.
-function readRanges(file, offsets, lengths, walks) {
+// headers, and the answer is `{bytes, tables, failed, message}`. Where `hashes[i]` is true
+// its Worker hashes it, and the answer is `{bytes, digest}` (its SHA-256).
+function readRanges(file, offsets, lengths, walks, hashes) {
   const small = [];
   const jobs = offsets.map((offset, i) => {
     const walk = walks && walks[i];
-    if (walk || lengths[i] >= BATCH_BELOW) return post({ op: 'read', file, offset, len: lengths[i], walk }, []);
+    const hash = !!(hashes && hashes[i]);
+    if (walk || hash || lengths[i] >= BATCH_BELOW) return post({ op: 'read', file, offset, len: lengths[i], walk, hash }, []);
     small.push(i);
     return null;
   });

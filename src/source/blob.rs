@@ -182,6 +182,7 @@ impl BlobSource {
                 JsRead {
                     bytes: p,
                     walk: Some(walk),
+                    digest: None,
                 }
             } else {
                 let got = walked.next().ok_or_else(fail)?;
@@ -189,10 +190,12 @@ impl BlobSource {
                     Some((bytes, walk)) => JsRead {
                         bytes,
                         walk: Some(walk),
+                        digest: None,
                     },
                     None if got.is_instance_of::<js_sys::ArrayBuffer>() => JsRead {
                         bytes: js_sys::Uint8Array::new(&got),
                         walk: None,
+                        digest: None,
                     },
                     None => return Err(fail()),
                 }
@@ -212,7 +215,8 @@ impl BlobSource {
         pieces: Vec<JsPiece>,
     ) -> Result<Vec<JsRead>> {
         let t = crate::clock::now_ms();
-        let (offsets, lens, walks) = (
+        let (offsets, lens, walks, hashes) = (
+            js_sys::Array::new(),
             js_sys::Array::new(),
             js_sys::Array::new(),
             js_sys::Array::new(),
@@ -225,6 +229,7 @@ impl BlobSource {
                 Some(jobs) => js_sys::Uint32Array::from(&jobs[..]).into(),
                 None => JsValue::UNDEFINED,
             });
+            hashes.push(&p.hash.into());
         }
         let (first, len) = pieces
             .first()
@@ -237,6 +242,7 @@ impl BlobSource {
                     offsets.as_ref(),
                     lens.as_ref(),
                     walks.as_ref(),
+                    hashes.as_ref(),
                 ],
                 first,
                 len,
@@ -251,7 +257,17 @@ impl BlobSource {
                 _ if got.is_instance_of::<js_sys::ArrayBuffer>() => JsRead {
                     bytes: js_sys::Uint8Array::new(&got),
                     walk: None,
+                    digest: None,
                 },
+                None if p.hash => {
+                    let (bytes, digest) = hashed_answer(&got)
+                        .ok_or_else(|| self.io("hashing", p.offset, p.len as usize))?;
+                    JsRead {
+                        bytes,
+                        walk: None,
+                        digest: Some(digest),
+                    }
+                }
                 None => return Err(self.io("reading", p.offset, p.len as usize)),
                 Some(_) => {
                     let (bytes, walk) = walked_answer(&got).ok_or_else(|| {
@@ -260,6 +276,7 @@ impl BlobSource {
                     JsRead {
                         bytes,
                         walk: Some(walk),
+                        digest: None,
                     }
                 }
             };
@@ -272,8 +289,8 @@ impl BlobSource {
         Ok(out)
     }
 
-    /// `readRanges(file, offsets, lens[, walks])` awaited: an answer a range. A failure names
-    /// the file and the first range, `first` and `len`.
+    /// `readRanges(file, offsets, lens[, walks, hashes])` awaited: an answer a range. A
+    /// failure names the file and the first range, `first` and `len`.
     async fn pool_call(
         &self,
         pool: &js_sys::Function,
@@ -330,6 +347,15 @@ fn count_read_time(since_ms: f64) {
 /// Whether a `decode::walk` job list names a chunk (its first word is the element size).
 fn has_jobs(jobs: &[u32]) -> bool {
     jobs.len() > 1
+}
+
+/// A hashed read's answer from `web/pool_worker.js`, `{bytes, digest}` (the piece and its
+/// SHA-256, `web::sha256_of`); `None` if the answer is not one.
+fn hashed_answer(answer: &JsValue) -> Option<(js_sys::Uint8Array, Vec<u8>)> {
+    let get = |key: &str| js_sys::Reflect::get(answer, &key.into()).ok();
+    let bytes = get("bytes")?.dyn_into::<js_sys::ArrayBuffer>().ok()?;
+    let digest = get("digest")?.dyn_into::<js_sys::Uint8Array>().ok()?;
+    Some((js_sys::Uint8Array::new(&bytes), digest.to_vec()))
 }
 
 /// A walked read's answer from `web/pool_worker.js`, `{bytes, tables, failed, message}`

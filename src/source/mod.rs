@@ -75,20 +75,24 @@ pub trait ByteSource: Send + Sync {
 pub const JS_PIECE: u64 = 32 << 20;
 
 /// One range of a [`ByteSource::read_js`] read, and the chunks its Worker walks
-/// (a `decode::walk` job list; offsets within the piece).
+/// (a `decode::walk` job list; offsets within the piece), or whether it hashes the piece
+/// (SHA-256: a prepared file's payload block, decision 0045).
 #[cfg(target_arch = "wasm32")]
 pub struct JsPiece {
     pub offset: u64,
     pub len: u64,
     pub walk: Option<Vec<u32>>,
+    pub hash: bool,
 }
 
 /// A piece as read: its bytes and, when asked, the walks of its chunks up to the first that
-/// failed (its place in the piece's list and why).
+/// failed (its place in the piece's list and why), or its SHA-256 (`None` where its Worker
+/// could not hash: the caller hashes it then).
 #[cfg(target_arch = "wasm32")]
 pub struct JsRead {
     pub bytes: js_sys::Uint8Array,
     pub walk: Option<crate::decode::walk::PieceWalk>,
+    pub digest: Option<Vec<u8>>,
 }
 
 /// A future that stays on its thread (the browser's futures hold JS handles).

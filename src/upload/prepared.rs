@@ -14,8 +14,12 @@ use crate::formats::prepared::TiledPayload;
 use crate::formats::{Acquisition, Part, PartKind};
 use crate::frames::Correction;
 use crate::gpu::{Engine, Resident, UploadTimes};
+#[cfg(not(target_arch = "wasm32"))]
 use crate::source::ByteSource;
 use crate::upload::plan::{FloatRange, ResidentPlan};
+
+#[cfg(target_arch = "wasm32")]
+mod browser;
 
 /// Blocks read (and checked) together before they are copied: natively one per core.
 const BLOCKS_AT_ONCE: usize = 16;
@@ -55,18 +59,6 @@ impl SlotSets {
         self.next = (self.next + 1) % self.sets;
         first
     }
-}
-
-/// A block read and checked, and the range of its samples where they are float32 (the
-/// exact sums' bounds, as the frame upload takes them).
-#[cfg(target_arch = "wasm32")]
-type Read = Result<(Vec<u8>, Option<FloatRange>)>;
-
-/// A checked block with the range of its float32 samples (`float`).
-#[cfg(target_arch = "wasm32")]
-fn with_range(bytes: Vec<u8>, float: bool) -> (Vec<u8>, Option<FloatRange>) {
-    let range = float.then(|| FloatRange::of_bytes(&bytes));
-    (bytes, range)
 }
 
 /// A resident segment: its first and last tile in the payload.
@@ -264,72 +256,6 @@ fn copy_blocks(
     Ok(ranges)
 }
 
-/// Read blocks `ks` of `payload` in turn, each checked by the browser's Web Crypto (native
-/// code, several times faster than SHA-256 in wasm). A block's digest is started as soon
-/// as it is read and awaited only `DIGESTS_AHEAD` blocks later, so the browser hashes off
-/// this thread while the reads go on; each started digest holds a copy of its block in
-/// JavaScript memory, hence the bound.
-#[cfg(target_arch = "wasm32")]
-async fn read_blocks(
-    payload: &TiledPayload,
-    src: &dyn ByteSource,
-    ks: std::ops::Range<usize>,
-    float: bool,
-) -> Vec<Read> {
-    const DIGESTS_AHEAD: usize = 4;
-    let file = src.name();
-    let start = |k: usize| {
-        let one = payload.read_unchecked(src, k).and_then(|bytes| {
-            let promise = start_sha256(file, &bytes)?;
-            Ok((bytes, promise))
-        });
-        (k, one)
-    };
-    let finish = |(k, one): (usize, Result<(Vec<u8>, js_sys::Promise)>)| async move {
-        let (bytes, promise) = one?;
-        let digest = finish_sha256(file, promise).await?;
-        payload.check_digest(file, k, &digest)?;
-        payload.accept(file, k, &bytes)?;
-        Ok(with_range(bytes, float))
-    };
-    crate::upload::ahead::finished_in_order(ks, DIGESTS_AHEAD, start, finish).await
-}
-
-/// Why a payload block could not be checked in the browser.
-#[cfg(target_arch = "wasm32")]
-fn sha256_failed(file: &str, what: &str) -> crate::error::Error {
-    crate::error::Error::format(file, format!("cannot check a payload block: {what}"))
-}
-
-/// Start the SHA-256 of `bytes` by the browser's `crypto.subtle` (the Worker's global
-/// scope): the promise of its digest.
-#[cfg(target_arch = "wasm32")]
-fn start_sha256(file: &str, bytes: &[u8]) -> Result<js_sys::Promise> {
-    use wasm_bindgen::JsCast;
-    let get = |on: &wasm_bindgen::JsValue, key: &str| {
-        js_sys::Reflect::get(on, &key.into()).map_err(|_| sha256_failed(file, key))
-    };
-    let subtle = get(&get(&js_sys::global(), "crypto")?, "subtle")?;
-    let digest: js_sys::Function = get(&subtle, "digest")?
-        .dyn_into()
-        .map_err(|_| sha256_failed(file, "no crypto.subtle.digest"))?;
-    let data = js_sys::Uint8Array::from(bytes);
-    digest
-        .call2(&subtle, &"SHA-256".into(), &data)
-        .map_err(|_| sha256_failed(file, "crypto.subtle.digest refused it"))?
-        .dyn_into()
-        .map_err(|_| sha256_failed(file, "crypto.subtle.digest gave no promise"))
-}
-
-/// The digest a started SHA-256 resolves to.
-#[cfg(target_arch = "wasm32")]
-async fn finish_sha256(file: &str, promise: js_sys::Promise) -> Result<Vec<u8>> {
-    let hashed = wasm_bindgen_futures::JsFuture::from(promise)
-        .await
-        .map_err(|_| sha256_failed(file, "crypto.subtle.digest failed"))?;
-    Ok(js_sys::Uint8Array::new(&hashed).to_vec())
-}
-
 impl Engine {
     /// The resident of a prepared acquisition copied from its blocks along `plan`; `None`
     /// where this path does not take it (see the module).
@@ -412,6 +338,14 @@ impl Engine {
         let mut ring = crate::upload::host_staging::HostStaging::new("prepared staging", 0);
         #[cfg(not(target_arch = "wasm32"))]
         let mut sets = SlotSets::new(payload);
+        #[cfg(target_arch = "wasm32")]
+        let mut reads = browser::BlockReads::new(
+            self,
+            payload,
+            source.as_ref(),
+            first_block..(first_block + BLOCKS_AT_ONCE).min(n),
+            float.is_some(),
+        );
         let mut k0 = first_block;
         while k0 < n {
             let k1 = (k0 + BLOCKS_AT_ONCE).min(n);
@@ -444,31 +378,16 @@ impl Engine {
                     buffers.push(made.next(self)?);
                 }
                 times.lap("resident buffers", &mut t);
-                let read = read_blocks(payload, source.as_ref(), k0..k1, float.is_some()).await;
-                times.lap("read + check", &mut t);
-                for (k, block) in (k0..k1).zip(read) {
-                    let (bytes, range) = block?;
-                    if let (Some(all), Some(r)) = (float.as_mut(), range) {
-                        all.merge(r);
-                    }
-                    let targets = block_targets(payload, k, &segments);
-                    if let Some(x) = expander.as_mut() {
-                        // Written at the next submission: each block is submitted before
-                        // the block buffer is written again.
-                        self.queue.write_buffer(x.take(), 0, &bytes);
-                        let mut enc = self.device.create_command_encoder(&Default::default());
-                        x.expand(self, &mut enc, plan, targets, &buffers)?;
-                        self.queue.submit([enc.finish()]);
-                        continue;
-                    }
-                    for t in targets {
-                        let (from_to, at) = t.bytes(tile_bytes);
-                        self.queue
-                            .write_buffer(&buffers[t.segment], at, &bytes[from_to]);
-                    }
-                }
-                self.queue.submit([]);
-                times.lap("write to the GPU", &mut t);
+                let batch = browser::Batch {
+                    ks: k0..k1,
+                    next: (k1 < n).then(|| k1..(k1 + BLOCKS_AT_ONCE).min(n)),
+                    segments: &segments,
+                    buffers: &buffers,
+                    plan,
+                };
+                reads
+                    .copy(&mut times, batch, expander.as_mut(), float.as_mut())
+                    .await?;
             }
             k0 = k1;
             self.note_memory();

@@ -55,8 +55,26 @@ impl TiledPayload {
     /// block (nothing to check in a position-tiled one) and then taken as checked. A file
     /// whose index something else made is refused by name, never decoded out of bounds.
     pub fn accept(&self, file: &str, k: usize, bytes: &[u8]) -> Result<()> {
+        self.accept_prefix(file, k, bytes)
+    }
+
+    /// How many of block `k`'s first bytes its structure check reads: a packed block's
+    /// index (the data is checked by its length, which the block table gives), nothing of a
+    /// position-tiled block.
+    pub fn accepted_prefix_bytes(&self, k: usize) -> u64 {
+        let b = &self.blocks[k];
+        match self.layout.is_packed() {
+            true => packed_sectors::index_bytes(b.tiles, self.det_len).min(b.bytes),
+            false => 0,
+        }
+    }
+
+    /// As [`TiledPayload::accept`], from the block's first
+    /// [`TiledPayload::accepted_prefix_bytes`] alone (or more): the page checks a block
+    /// without copying all of it into wasm memory. Its length must be the table's.
+    pub fn accept_prefix(&self, file: &str, k: usize, prefix: &[u8]) -> Result<()> {
         if let Some(mut c) = self.index_check(k) {
-            c.feed(bytes)
+            c.feed(prefix)
                 .and_then(|_| c.finish())
                 .map_err(|m| self.malformed(file, k, m))?;
         }

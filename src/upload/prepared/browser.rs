@@ -1,0 +1,320 @@
+//! In the browser: a prepared reopen's blocks read, checked and copied to the GPU.
+//!
+//! Where the page has its pool of Workers and the payload is of counts, the Workers read the
+//! blocks side by side, each hashing the blocks it read (`web::sha256_of`), while the
+//! viewer's Worker checks each digest and packed index and copies the block through the
+//! staging ring of the bslz4 upload into its block buffer or segments; a batch's reads are
+//! posted while the batch before is copied (decision 0045). Otherwise (float32, whose range
+//! the viewer's Worker takes from the bytes, or no pool) the viewer's Worker reads the
+//! blocks one at a time and the browser's Web Crypto hashes them (decision 0042).
+
+use std::ops::Range;
+
+use super::{block_targets, Expander, Segment};
+use crate::error::Result;
+use crate::formats::prepared::TiledPayload;
+use crate::gpu::{Engine, UploadTimes};
+use crate::source::{ByteSource, JsPiece, JsRead, Started};
+use crate::upload::plan::{FloatRange, ResidentPlan};
+use crate::upload::window_bytes::{JsBytes, Staging, WindowBytes};
+
+/// The reads of a batch of blocks by the pool's Workers, posted.
+type PooledReads<'a> = Started<'a, Result<Vec<JsRead>>>;
+
+/// One batch of blocks of a reopen: the blocks, the next batch's (its reads posted now) and
+/// where their tiles go.
+pub(super) struct Batch<'b> {
+    pub ks: Range<usize>,
+    pub next: Option<Range<usize>>,
+    pub segments: &'b [Segment],
+    pub buffers: &'b [wgpu::Buffer],
+    pub plan: &'b ResidentPlan,
+}
+
+/// The blocks of one reopen, batch by batch.
+pub(super) struct BlockReads<'a> {
+    engine: &'a Engine,
+    payload: &'a TiledPayload,
+    src: &'a dyn ByteSource,
+    /// Where the pool reads: the staging ring the blocks go through, and the reads of the
+    /// batch to copy next, posted.
+    pooled: Option<(Staging, Option<PooledReads<'a>>)>,
+}
+
+impl<'a> BlockReads<'a> {
+    /// The reads of a reopen whose first batch is `first`: posted to the pool now where it
+    /// takes them.
+    pub fn new(
+        engine: &'a Engine,
+        payload: &'a TiledPayload,
+        src: &'a dyn ByteSource,
+        first: Range<usize>,
+        float: bool,
+    ) -> BlockReads<'a> {
+        let posted = match float {
+            true => None,
+            false => pooled_reads(payload, src, first),
+        };
+        BlockReads {
+            engine,
+            payload,
+            src,
+            pooled: posted.map(|r| (engine.take_staging(), Some(r))),
+        }
+    }
+
+    /// Read, check and copy the blocks of `batch` into the block buffers of `expander` (a
+    /// packed payload) or the segments; the range of float32 samples merged into `float`.
+    pub async fn copy(
+        &mut self,
+        times: &mut UploadTimes,
+        batch: Batch<'_>,
+        expander: Option<&mut Expander>,
+        float: Option<&mut FloatRange>,
+    ) -> Result<()> {
+        let mut t = crate::clock::now_ms();
+        let Some((staging, ahead)) = self.pooled.as_mut() else {
+            let read = read_blocks(self.payload, self.src, batch.ks.clone(), float.is_some()).await;
+            times.lap("read + check", &mut t);
+            return self.write_blocks(batch, read, expander, float, times, &mut t);
+        };
+        let reads = match ahead.take() {
+            Some(r) => r.finish().await?,
+            None => Vec::new(),
+        };
+        times.lap("read + hash in the pool (waited)", &mut t);
+        *ahead = batch
+            .next
+            .clone()
+            .and_then(|ks| pooled_reads(self.payload, self.src, ks));
+        let (engine, payload, file) = (self.engine, self.payload, self.src.name());
+        let mut expander = expander;
+        for (k, read) in batch.ks.clone().zip(reads) {
+            let bytes = checked(payload, file, k, read).await?;
+            times.lap("check", &mut t);
+            let mut enc = engine.device.create_command_encoder(&Default::default());
+            match staging.fill(&engine.device, &bytes, times, &mut t).await? {
+                Some((staged, _)) => {
+                    let x = expander.as_deref_mut();
+                    copy_from(engine, payload, &mut enc, &batch, k, &staged, x)?;
+                }
+                None => {
+                    // The buffers are not WebGPU's own: through the queue, from wasm memory.
+                    let whole = WindowBytes::Js(bytes);
+                    let host = whole
+                        .copy_out(0, whole.len())
+                        .ok_or_else(|| crate::error::Error::Gpu("a block's bytes".into()))?;
+                    let x = expander.as_deref_mut();
+                    write_block(engine, payload, &mut enc, &batch, k, &host, x)?;
+                }
+            }
+            engine.queue.submit([enc.finish()]);
+            staging.release();
+            times.lap("copy to the GPU", &mut t);
+        }
+        Ok(())
+    }
+
+    /// The blocks read by the viewer's Worker, written through the queue.
+    fn write_blocks(
+        &self,
+        batch: Batch<'_>,
+        read: Vec<Read>,
+        mut expander: Option<&mut Expander>,
+        mut float: Option<&mut FloatRange>,
+        times: &mut UploadTimes,
+        t: &mut f64,
+    ) -> Result<()> {
+        for (k, block) in batch.ks.clone().zip(read) {
+            let (bytes, range) = block?;
+            if let (Some(all), Some(r)) = (float.as_deref_mut(), range) {
+                all.merge(r);
+            }
+            let mut enc = self
+                .engine
+                .device
+                .create_command_encoder(&Default::default());
+            let x = expander.as_deref_mut();
+            write_block(self.engine, self.payload, &mut enc, &batch, k, &bytes, x)?;
+            self.engine.queue.submit([enc.finish()]);
+        }
+        times.lap("write to the GPU", t);
+        Ok(())
+    }
+}
+
+impl Drop for BlockReads<'_> {
+    /// The staging ring goes back to the engine for the next upload, whatever this one's
+    /// outcome, if it is left whole.
+    fn drop(&mut self) {
+        if let Some((ring, _)) = self.pooled.take() {
+            self.engine.keep_staging(ring);
+        }
+    }
+}
+
+/// Blocks `ks` read and hashed by the pool's Workers, posted now; `None` where the source
+/// has no pool.
+fn pooled_reads<'a>(
+    payload: &TiledPayload,
+    src: &'a dyn ByteSource,
+    ks: Range<usize>,
+) -> Option<PooledReads<'a>> {
+    let pieces = payload.blocks[ks]
+        .iter()
+        .map(|b| JsPiece {
+            offset: b.offset,
+            len: b.bytes,
+            walk: None,
+            hash: true,
+        })
+        .collect();
+    src.read_js(pieces).map(Started::new)
+}
+
+/// Block `k` as its Worker read it, once its SHA-256 matched (hashed here by Web Crypto
+/// where the Worker could not) and its index passed: only the index is copied into wasm
+/// memory, the block staying in the buffer it was read into.
+async fn checked(payload: &TiledPayload, file: &str, k: usize, read: JsRead) -> Result<JsBytes> {
+    let digest = match read.digest.clone() {
+        Some(d) => d,
+        None => finish_sha256(file, start_sha256(file, &read.bytes)?).await?,
+    };
+    payload.check_digest(file, k, &digest)?;
+    let n = (payload.accepted_prefix_bytes(k) as u32).min(read.bytes.length());
+    let mut index = vec![0u8; n as usize];
+    read.bytes.subarray(0, n).copy_to(&mut index);
+    payload.accept_prefix(file, k, &index)?;
+    JsBytes::new(vec![read], 0)
+}
+
+/// Record the copy of block `k`, checked and staged in `staged`, into its block buffer and
+/// its expansion (a packed payload), or into the segments its tiles go to.
+fn copy_from(
+    engine: &Engine,
+    payload: &TiledPayload,
+    enc: &mut wgpu::CommandEncoder,
+    batch: &Batch<'_>,
+    k: usize,
+    staged: &wgpu::Buffer,
+    expander: Option<&mut Expander>,
+) -> Result<()> {
+    let targets = block_targets(payload, k, batch.segments);
+    if let Some(x) = expander {
+        let bytes = payload.blocks[k].bytes.next_multiple_of(4);
+        enc.copy_buffer_to_buffer(staged, 0, x.take(), 0, bytes);
+        return x.expand(engine, enc, batch.plan, targets, batch.buffers);
+    }
+    let tile_bytes = batch.plan.tile_words as u64 * 4;
+    for t in targets {
+        let (bytes, at) = t.bytes(tile_bytes);
+        let len = bytes.len() as u64;
+        enc.copy_buffer_to_buffer(
+            staged,
+            bytes.start as u64,
+            &batch.buffers[t.segment],
+            at,
+            len,
+        );
+    }
+    Ok(())
+}
+
+/// Write block `k`, checked, from wasm memory into its block buffer and record its
+/// expansion (a packed payload), or write it into the segments its tiles go to. Queue
+/// writes land at the next submission, before what `enc` records.
+fn write_block(
+    engine: &Engine,
+    payload: &TiledPayload,
+    enc: &mut wgpu::CommandEncoder,
+    batch: &Batch<'_>,
+    k: usize,
+    bytes: &[u8],
+    expander: Option<&mut Expander>,
+) -> Result<()> {
+    let targets = block_targets(payload, k, batch.segments);
+    if let Some(x) = expander {
+        engine.queue.write_buffer(x.take(), 0, bytes);
+        return x.expand(engine, enc, batch.plan, targets, batch.buffers);
+    }
+    let tile_bytes = batch.plan.tile_words as u64 * 4;
+    for t in targets {
+        let (from_to, at) = t.bytes(tile_bytes);
+        engine
+            .queue
+            .write_buffer(&batch.buffers[t.segment], at, &bytes[from_to]);
+    }
+    Ok(())
+}
+
+/// A block read and checked, and the range of its samples where they are float32 (the
+/// exact sums' bounds, as the frame upload takes them).
+type Read = Result<(Vec<u8>, Option<FloatRange>)>;
+
+/// A checked block with the range of its float32 samples (`float`).
+fn with_range(bytes: Vec<u8>, float: bool) -> (Vec<u8>, Option<FloatRange>) {
+    let range = float.then(|| FloatRange::of_bytes(&bytes));
+    (bytes, range)
+}
+
+/// Read blocks `ks` of `payload` in turn, each checked by the browser's Web Crypto (native
+/// code, faster than SHA-256 in wasm on one thread, but one thread for all of a page's
+/// digests: the pool's Workers hash in wasm side by side instead). A block's digest is started as soon
+/// as it is read and awaited only `DIGESTS_AHEAD` blocks later, so the browser hashes off
+/// this thread while the reads go on; each started digest holds a copy of its block in
+/// JavaScript memory, hence the bound.
+async fn read_blocks(
+    payload: &TiledPayload,
+    src: &dyn ByteSource,
+    ks: std::ops::Range<usize>,
+    float: bool,
+) -> Vec<Read> {
+    const DIGESTS_AHEAD: usize = 4;
+    let file = src.name();
+    let start = |k: usize| {
+        let one = payload.read_unchecked(src, k).and_then(|bytes| {
+            let promise = start_sha256(file, &js_sys::Uint8Array::from(&bytes[..]))?;
+            Ok((bytes, promise))
+        });
+        (k, one)
+    };
+    let finish = |(k, one): (usize, Result<(Vec<u8>, js_sys::Promise)>)| async move {
+        let (bytes, promise) = one?;
+        let digest = finish_sha256(file, promise).await?;
+        payload.check_digest(file, k, &digest)?;
+        payload.accept(file, k, &bytes)?;
+        Ok(with_range(bytes, float))
+    };
+    crate::upload::ahead::finished_in_order(ks, DIGESTS_AHEAD, start, finish).await
+}
+
+/// Why a payload block could not be checked in the browser.
+fn sha256_failed(file: &str, what: &str) -> crate::error::Error {
+    crate::error::Error::format(file, format!("cannot check a payload block: {what}"))
+}
+
+/// Start the SHA-256 of `bytes` by the browser's `crypto.subtle` (the Worker's global
+/// scope): the promise of its digest.
+fn start_sha256(file: &str, bytes: &js_sys::Uint8Array) -> Result<js_sys::Promise> {
+    use wasm_bindgen::JsCast;
+    let get = |on: &wasm_bindgen::JsValue, key: &str| {
+        js_sys::Reflect::get(on, &key.into()).map_err(|_| sha256_failed(file, key))
+    };
+    let subtle = get(&get(&js_sys::global(), "crypto")?, "subtle")?;
+    let digest: js_sys::Function = get(&subtle, "digest")?
+        .dyn_into()
+        .map_err(|_| sha256_failed(file, "no crypto.subtle.digest"))?;
+    digest
+        .call2(&subtle, &"SHA-256".into(), bytes)
+        .map_err(|_| sha256_failed(file, "crypto.subtle.digest refused it"))?
+        .dyn_into()
+        .map_err(|_| sha256_failed(file, "crypto.subtle.digest gave no promise"))
+}
+
+/// The digest a started SHA-256 resolves to.
+async fn finish_sha256(file: &str, promise: js_sys::Promise) -> Result<Vec<u8>> {
+    let hashed = wasm_bindgen_futures::JsFuture::from(promise)
+        .await
+        .map_err(|_| sha256_failed(file, "crypto.subtle.digest failed"))?;
+    Ok(js_sys::Uint8Array::new(&hashed).to_vec())
+}
