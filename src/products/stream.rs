@@ -393,11 +393,13 @@ async fn read_parts(
             // Its buffers serve the next block where they have its sizes.
             engine.set_aside(prev);
         }
+        let t = crate::clock::now_ms();
         let mut res = match blocks.gpu_decode {
             true => engine.upload(&block, corr).await?,
             false => engine.upload_cpu_packed(&block, corr).await?,
         };
         engine.note_memory();
+        let t = PASS_TIMES.add(0, t);
         if let Some(mask) = found {
             engine.zero_pixels(&mut res, &mask_pixels(mask))?;
             res.found_bad = Some(mask.to_vec());
@@ -413,11 +415,40 @@ async fn read_parts(
             })?;
             rings.add_block(engine, &res, first).await?;
         }
+        PASS_TIMES.add(1, t);
         last = Some(res);
         crate::watch::report(progress, crate::watch::STREAM, b1, rows)?;
     }
     let res = last.ok_or_else(|| Error::Gpu("the streamed pass read no block".into()))?;
     Ok((parts, res))
+}
+
+/// Milliseconds the passes spent since the program started: uploading their blocks (read,
+/// decode, correct) and taking the products' parts of them (the profile's stages, to tell
+/// a pass's reads from its GPU work).
+pub struct PassTimes([std::sync::atomic::AtomicU64; 2]);
+
+/// The passes' times ([`PassTimes`]).
+pub static PASS_TIMES: PassTimes = PassTimes([
+    std::sync::atomic::AtomicU64::new(0),
+    std::sync::atomic::AtomicU64::new(0),
+]);
+
+impl PassTimes {
+    /// Add the time since `since_ms` to part `k` (0: uploads, 1: products); now.
+    fn add(&self, k: usize, since_ms: f64) -> f64 {
+        let now = crate::clock::now_ms();
+        let micros = ((now - since_ms).max(0.0) * 1e3) as u64;
+        self.0[k].fetch_add(micros, std::sync::atomic::Ordering::Relaxed);
+        now
+    }
+
+    /// The uploads' and the products' milliseconds so far.
+    pub fn ms(&self) -> [f64; 2] {
+        self.0
+            .each_ref()
+            .map(|a| a.load(std::sync::atomic::Ordering::Relaxed) as f64 / 1e3)
+    }
 }
 
 /// Compute every product of `ps` under `corr` in one streaming pass over `acq`, in blocks of

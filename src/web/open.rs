@@ -76,6 +76,7 @@ pub(super) async fn open_files(
 ) -> Result<JsValue, JsValue> {
     let t0 = now_ms();
     let read0 = blob_source::read_ms();
+    let pass0 = crate::products::stream::PASS_TIMES.ms();
     let (acq, index_rounds) = acquisition_of(inner, files, &req).await?;
     let mut report = reporter(&progress);
     // The previous acquisition stays open until this one is checked and about to load; its
@@ -102,6 +103,19 @@ pub(super) async fn open_files(
         name: "of which file reads".into(),
         ms: blob_source::read_ms() - read0,
     });
+    let pass = crate::products::stream::PASS_TIMES.ms();
+    if pass != pass0 {
+        // A streamed open: its passes' block uploads (reads, decode) and products.
+        for (name, k) in [
+            ("of which blocks uploaded in passes", 0),
+            ("of which blocks' products in passes", 1),
+        ] {
+            session.profile.stages.push(Stage {
+                name: name.into(),
+                ms: pass[k] - pass0[k],
+            });
+        }
+    }
     let out = opened_json(&session);
     inner.put(session);
     Ok(out.to_string().into())
