@@ -5,6 +5,7 @@
 # natively. Steps (default: make native page):
 #   make   — the 512×512×192×192 uint16 benchmark acquisition as a bslz4 file (/tmp/syn.h5,
 #            as device_budget.sh makes it) and prepared from it (/tmp/syn.stem4d);
+#   prepared — the prepared file alone, made from the acquisition generated on the GPU;
 #   native — `stem4d bench gpu` of both files from the page cache;
 #   reopen — the prepared file reopened twice in Chromium, its products checked against the
 #            acquisition generated on the GPU;
@@ -59,6 +60,9 @@ PY
         make_file 512,512,192,192 u16 /tmp/syn.h5
         [ -s /tmp/syn.stem4d ] || run $S prepare /tmp/syn.h5 --out /tmp/syn.stem4d
         ls -l /tmp/syn.h5 /tmp/syn.stem4d
+        ;;
+      prepared)
+        [ -s /tmp/syn.stem4d ] || run $S prepare --synthetic 512,512,192,192 --out /tmp/syn.stem4d
         ;;
       native)
         run $S bench gpu /tmp/syn.h5 --reps 3 --json "$OUT/native_load.json" | grep -E "stage|read\+decode"
