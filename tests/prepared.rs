@@ -417,9 +417,10 @@ fn a_block_judged_from_its_index_alone_is_judged_as_whole() {
 }
 
 /// The page's suite opens `tests/fixtures/data/arina_u16.stem4d` (`stem4d prepare` of the
-/// arina_u16 fixture) and its compare grid `arina_u16_crop.stem4d` (`--crop 1,4,0,5`):
-/// writing them again gives the same bytes, so they stay what the writer makes (regenerate
-/// them with `stem4d prepare … --out` when the container changes).
+/// arina_u16 fixture) and its compare grid `arina_u16_crop.stem4d` (`--crop 1,4,0,5`);
+/// the browser's kernel tests reopen `synthetic_u16_blocks.stem4d`. Writing them again
+/// gives the same bytes, so they stay what the writer makes (regenerate them with
+/// `STEM4D_WRITE_FIXTURES=1` when the container changes).
 #[test]
 fn the_prepared_fixtures_are_what_prepare_writes() {
     let dir = temp_dir("fixture");
@@ -430,23 +431,33 @@ fn the_prepared_fixtures_are_what_prepare_writes() {
         c0: 0,
         c1: 5,
     };
-    for (name, acq) in [
-        ("arina_u16.stem4d", whole.clone()),
-        ("arina_u16_crop.stem4d", whole.crop_scan(crop).unwrap()),
+    let full = stem4d::upload::prepare::BLOCK_BYTES;
+    // And a synthetic acquisition in blocks of one tile (the browser's kernel tests take it
+    // through the page's reopen: 20 blocks, two batches).
+    let synthetic = stem4d::formats::synthetic::open([16, 20, 13, 11]).unwrap();
+    for (name, acq, block_bytes) in [
+        ("arina_u16.stem4d", whole.clone(), full),
+        (
+            "arina_u16_crop.stem4d",
+            whole.crop_scan(crop).unwrap(),
+            full,
+        ),
+        ("synthetic_u16_blocks.stem4d", synthetic, BLOCK),
     ] {
         let out = dir.join(name);
-        write(
-            &acq,
-            &out,
-            stem4d::upload::prepare::BLOCK_BYTES,
-            None,
-            &mut |_, _| {},
-        )
-        .unwrap();
+        let d = write(&acq, &out, block_bytes, None, &mut |_, _| {}).unwrap();
+        if block_bytes == BLOCK {
+            assert_eq!(d.blocks.len(), 20, "{name}");
+        }
         let committed = fixtures().join("data").join(name);
+        let same = std::fs::read(&committed).is_ok_and(|c| c == std::fs::read(&out).unwrap());
+        if !same && std::env::var_os("STEM4D_WRITE_FIXTURES").is_some() {
+            std::fs::copy(&out, &committed).unwrap();
+            continue;
+        }
         assert!(
-            std::fs::read(&out).unwrap() == std::fs::read(&committed).unwrap(),
-            "{} is stale: prepare it again",
+            same,
+            "{} is stale: prepare it again (STEM4D_WRITE_FIXTURES=1 writes it)",
             committed.display()
         );
     }

@@ -14,7 +14,7 @@ use stem4d::gpu::{Engine, Resident};
 use stem4d::products::gpu as products;
 use stem4d::products::judge::judge;
 use stem4d::products::{ProductKind, ProductParams};
-use stem4d::source::{ByteSource, FileSet, JsPiece, JsRead, MemSource};
+use stem4d::source::{ByteSource, FileSet, JsPiece, JsRead, MemSource, PieceCheck, PieceChecked};
 use wasm_bindgen_test::*;
 
 wasm_bindgen_test_configure!(run_in_browser);
@@ -61,6 +61,8 @@ enum Delivery {
     Walked,
     /// As asked, every other piece unwalked (a Worker that could not walk).
     HalfWalked,
+    /// As `Walked`, but a prepared file's block 1 judged malformed by its Worker.
+    Refusing,
 }
 
 /// A file the way the browser's pool delivers it to the GPU decoder, its reads cut at
@@ -98,6 +100,10 @@ impl ByteSource for PiecedSource {
         MOST_PIECES.fetch_max(pieces.len(), std::sync::atomic::Ordering::Relaxed);
         for (k, p) in pieces.into_iter().enumerate() {
             let span = &self.bytes[p.offset as usize..(p.offset + p.len) as usize];
+            if let Some(check) = p.check {
+                out.push(checked_read(span, check, self.delivery, k));
+                continue;
+            }
             // A leaf span's pieces come unwalked: nobody knows their chunks yet.
             let Some(jobs) = p.walk else {
                 let buffers = match self.delivery {
@@ -107,6 +113,7 @@ impl ByteSource for PiecedSource {
                 out.extend(buffers.into_iter().map(|b| JsRead {
                     bytes: js_sys::Uint8Array::from(b),
                     walk: None,
+                    checked: None,
                 }));
                 continue;
             };
@@ -114,12 +121,14 @@ impl ByteSource for PiecedSource {
                 Delivery::Split(n) => out.extend(span.chunks(n).map(|b| JsRead {
                     bytes: js_sys::Uint8Array::from(b),
                     walk: None,
+                    checked: None,
                 })),
                 Delivery::HalfWalked if k % 2 == 1 => out.push(JsRead {
                     bytes: js_sys::Uint8Array::from(span),
                     walk: None,
+                    checked: None,
                 }),
-                Delivery::Walked | Delivery::HalfWalked => {
+                Delivery::Walked | Delivery::HalfWalked | Delivery::Refusing => {
                     out.push(walked_read(js_sys::Uint8Array::from(span), &jobs))
                 }
             }
@@ -161,6 +170,35 @@ fn transfer(piece: &js_sys::Uint8Array) -> js_sys::ArrayBuffer {
     moved.into()
 }
 
+/// A prepared file's block `span` read by a pool Worker asked to `check` it, as its answer
+/// comes back (`web/pool_worker.js`'s checkAndAnswer, through the same exports): its
+/// SHA-256 and index check where `delivery` lets the Worker check (`Walked`; every other
+/// block with `HalfWalked`: a Worker whose wasm did not load), else the block alone.
+fn checked_read(span: &[u8], check: PieceCheck, delivery: Delivery, k: usize) -> JsRead {
+    let bytes = js_sys::Uint8Array::from(span);
+    let can = match delivery {
+        Delivery::Walked | Delivery::Refusing => true,
+        Delivery::HalfWalked => k % 2 == 0,
+        Delivery::Split(_) => false,
+    };
+    let checked = can.then(|| PieceChecked {
+        digest: stem4d::web::sha256_of(bytes.clone()),
+        index: check.index.map(|(bits, det_len, tiles)| {
+            let tiles = tiles as f64;
+            match stem4d::web::check_packed_index(bytes.clone(), bits, det_len as u32, tiles) {
+                _ if delivery == Delivery::Refusing && k == 1 => Err("a test's verdict".into()),
+                None => Ok(()),
+                Some(why) => Err(why),
+            }
+        }),
+    });
+    JsRead {
+        bytes,
+        walk: None,
+        checked,
+    }
+}
+
 /// `piece` with its chunks `jobs` walked, as a pool Worker walks a piece and as its answer
 /// comes back.
 fn walked_read(piece: js_sys::Uint8Array, jobs: &[u32]) -> JsRead {
@@ -170,6 +208,7 @@ fn walked_read(piece: js_sys::Uint8Array, jobs: &[u32]) -> JsRead {
     JsRead {
         bytes,
         walk: Some(walk),
+        checked: None,
     }
 }
 
@@ -478,7 +517,7 @@ async fn file_api_windows_decode_exactly_in_the_browser() {
             let (walked, windows) = (res.worker_walked_windows, res.file_buffer_windows);
             let expected = match delivery {
                 Delivery::Split(_) => walked == 0,
-                Delivery::Walked => walked == windows,
+                Delivery::Walked | Delivery::Refusing => walked == windows,
                 // A window with an unwalked piece is walked by the viewer, whole.
                 Delivery::HalfWalked => walked < windows,
             };
@@ -510,6 +549,50 @@ async fn file_api_windows_decode_exactly_in_the_browser() {
     }
     let most = MOST_PIECES.load(std::sync::atomic::Ordering::Relaxed);
     assert!(most >= 4, "a window came in {most} pieces at most");
+}
+
+/// A prepared file's blocks read and checked as the page's pool Workers read and check them
+/// (decision 0045) upload to the frames its CPU reader gives: every Worker checking, every
+/// other one unable to (the viewer's Worker checks those blocks), none (pieces as the File
+/// API gives them); a packed index a Worker judged malformed refuses the file by name and
+/// block, and the engine opens it again after. The synthetic fixture has 20 blocks of one
+/// tile, so that two batches, the second's reads posted ahead, and blocks staged together
+/// all run.
+#[wasm_bindgen_test]
+async fn prepared_blocks_checked_in_the_pool_upload_exactly() {
+    let engine = Engine::new().await.expect("a WebGPU adapter");
+    let files = [
+        fixture!("arina_u16.stem4d"),
+        fixture!("synthetic_u16_blocks.stem4d"),
+    ];
+    for delivery in [
+        Delivery::Walked,
+        Delivery::HalfWalked,
+        Delivery::Split(4097),
+    ] {
+        for file in files {
+            let label = format!("{} {delivery:?}", file.0);
+            let acq = open_pieced(&[file], None, delivery);
+            let res = engine.upload(&acq, Default::default()).await.expect(&label);
+            assert_frames_exact(&acq, &engine, &res, &label).await;
+        }
+    }
+    let blocks = files[1];
+    let refused = open_pieced(&[blocks], None, Delivery::Refusing);
+    let said = match engine.upload(&refused, Default::default()).await {
+        Ok(_) => panic!("a block judged malformed was taken"),
+        Err(e) => e.to_string(),
+    };
+    assert!(
+        said.contains(blocks.0) && said.contains("block 1 is malformed: a test's verdict"),
+        "{said}"
+    );
+    let again = open_pieced(&[blocks], None, Delivery::Walked);
+    let res = engine
+        .upload(&again, Default::default())
+        .await
+        .expect("the file again");
+    assert_frames_exact(&again, &engine, &res, "after a refused block").await;
 }
 
 /// A corrupt chunk walked by the Workers that read it fails the load as the viewer's own

@@ -3,11 +3,11 @@
 // an index's B-tree nodes, one after another with FileReaderSync when the pool is large, or
 // all in flight with `Blob.arrayBuffer()` when it is not), walking the headers of the
 // chunks a large range holds when asked (`walkChunks`, so that the viewer's Worker does
-// not), or of a piece read before its chunks were known, or hashing a range it read
-// (`sha256Of`, a prepared file's block), and decode a stored chunk the WGSL decoder does not take (deflate, shuffle) with
+// not), or of a piece read before its chunks were known, or checking a range it read
+// (`sha256Of`, `checkPackedIndex`: a prepared file's block), and decode a stored chunk the WGSL decoder does not take (deflate, shuffle) with
 // the crate's own filter pipeline. Both run the same wasm module, loaded at once. Several
 // run at once, one a CPU core.
-import init, { decodeChunk, sha256Of, walkChunks } from './stem4d.js';
+import init, { checkPackedIndex, decodeChunk, sha256Of, walkChunks } from './stem4d.js';
 
 const ready = init();
 // A module that cannot load fails the jobs that need it, each with the reason.
@@ -30,20 +30,27 @@ async function walkAndAnswer(id, bytes, walk) {
   self.postMessage({ id, out: { bytes, tables, failed, message } }, [bytes, tables.buffer]);
 }
 
-// Answer job `id` with the piece `bytes` and its SHA-256 (a prepared file's payload block:
-// the Workers hash side by side, where crypto.subtle runs all of a page's digests on one
-// thread; decision 0045). A Worker whose wasm did not load answers with the piece alone,
-// and the viewer's Worker hashes it.
-async function hashAndAnswer(id, bytes) {
-  let digest;
+// Answer job `id` with the piece `bytes` checked as `check` asks (a prepared file's payload
+// block: the Workers check side by side, where crypto.subtle runs all of a page's digests
+// on one thread; decision 0045): its SHA-256, and with `check.index` ([bits, detLen,
+// tiles]) the structure of its packed index (`malformed`: null where it passed, else why
+// not). A Worker whose wasm did not load answers with the piece alone, and the viewer's
+// Worker checks it.
+async function checkAndAnswer(id, bytes, check) {
+  let out;
   try {
     await ready;
-    digest = sha256Of(new Uint8Array(bytes));
+    const view = new Uint8Array(bytes);
+    out = { bytes, digest: sha256Of(view) };
+    if (check.index) {
+      const [bits, detLen, tiles] = check.index;
+      out.malformed = checkPackedIndex(view, bits, detLen, tiles) ?? null;
+    }
   } catch (e) {
     self.postMessage({ id, out: bytes }, [bytes]);
     return;
   }
-  self.postMessage({ id, out: { bytes, digest } }, [bytes, digest.buffer]);
+  self.postMessage({ id, out }, [bytes, out.digest.buffer]);
 }
 
 self.onmessage = async ({ data: job }) => {
@@ -51,8 +58,8 @@ self.onmessage = async ({ data: job }) => {
     if (job.op === 'read') {
       reader = reader || new FileReaderSync();
       const out = reader.readAsArrayBuffer(job.file.slice(job.offset, job.offset + job.len));
-      if (job.hash) {
-        await hashAndAnswer(job.id, out);
+      if (job.check) {
+        await checkAndAnswer(job.id, out, job.check);
         return;
       }
       if (!job.walk) {

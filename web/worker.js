@@ -59,14 +59,15 @@ const BATCH_BELOW = 1 << 20;
 // was faster with a single Worker (2.2 s against 3.3 s: decision 0013).
 const SYNC_SMALL_READS = POOL_WORKERS >= 4;
 // `walks[i]`, if given, is the job list of the chunks range i holds: its Worker walks their
-// headers, and the answer is `{bytes, tables, failed, message}`. Where `hashes[i]` is true
-// its Worker hashes it, and the answer is `{bytes, digest}` (its SHA-256).
-function readRanges(file, offsets, lengths, walks, hashes) {
+// headers, and the answer is `{bytes, tables, failed, message}`. Where `checks[i]` is given
+// its Worker checks the range (a prepared file's block: `{index}` of pool_worker.js's
+// checkAndAnswer), and the answer is `{bytes, digest, malformed}`.
+function readRanges(file, offsets, lengths, walks, checks) {
   const small = [];
   const jobs = offsets.map((offset, i) => {
     const walk = walks && walks[i];
-    const hash = !!(hashes && hashes[i]);
-    if (walk || hash || lengths[i] >= BATCH_BELOW) return post({ op: 'read', file, offset, len: lengths[i], walk, hash }, []);
+    const check = checks && checks[i];
+    if (walk || check || lengths[i] >= BATCH_BELOW) return post({ op: 'read', file, offset, len: lengths[i], walk, check }, []);
     small.push(i);
     return null;
   });

@@ -182,7 +182,7 @@ impl BlobSource {
                 JsRead {
                     bytes: p,
                     walk: Some(walk),
-                    digest: None,
+                    checked: None,
                 }
             } else {
                 let got = walked.next().ok_or_else(fail)?;
@@ -190,12 +190,12 @@ impl BlobSource {
                     Some((bytes, walk)) => JsRead {
                         bytes,
                         walk: Some(walk),
-                        digest: None,
+                        checked: None,
                     },
                     None if got.is_instance_of::<js_sys::ArrayBuffer>() => JsRead {
                         bytes: js_sys::Uint8Array::new(&got),
                         walk: None,
-                        digest: None,
+                        checked: None,
                     },
                     None => return Err(fail()),
                 }
@@ -215,7 +215,7 @@ impl BlobSource {
         pieces: Vec<JsPiece>,
     ) -> Result<Vec<JsRead>> {
         let t = crate::clock::now_ms();
-        let (offsets, lens, walks, hashes) = (
+        let (offsets, lens, walks, checks) = (
             js_sys::Array::new(),
             js_sys::Array::new(),
             js_sys::Array::new(),
@@ -229,7 +229,10 @@ impl BlobSource {
                 Some(jobs) => js_sys::Uint32Array::from(&jobs[..]).into(),
                 None => JsValue::UNDEFINED,
             });
-            hashes.push(&p.hash.into());
+            checks.push(&match &p.check {
+                Some(c) => check_job(c),
+                None => JsValue::UNDEFINED,
+            });
         }
         let (first, len) = pieces
             .first()
@@ -242,7 +245,7 @@ impl BlobSource {
                     offsets.as_ref(),
                     lens.as_ref(),
                     walks.as_ref(),
-                    hashes.as_ref(),
+                    checks.as_ref(),
                 ],
                 first,
                 len,
@@ -257,15 +260,15 @@ impl BlobSource {
                 _ if got.is_instance_of::<js_sys::ArrayBuffer>() => JsRead {
                     bytes: js_sys::Uint8Array::new(&got),
                     walk: None,
-                    digest: None,
+                    checked: None,
                 },
-                None if p.hash => {
-                    let (bytes, digest) = hashed_answer(&got)
-                        .ok_or_else(|| self.io("hashing", p.offset, p.len as usize))?;
+                None if p.check.is_some() => {
+                    let (bytes, checked) = checked_answer(&got)
+                        .ok_or_else(|| self.io("checking", p.offset, p.len as usize))?;
                     JsRead {
                         bytes,
                         walk: None,
-                        digest: Some(digest),
+                        checked: Some(checked),
                     }
                 }
                 None => return Err(self.io("reading", p.offset, p.len as usize)),
@@ -276,7 +279,7 @@ impl BlobSource {
                     JsRead {
                         bytes,
                         walk: Some(walk),
-                        digest: None,
+                        checked: None,
                     }
                 }
             };
@@ -289,7 +292,7 @@ impl BlobSource {
         Ok(out)
     }
 
-    /// `readRanges(file, offsets, lens[, walks, hashes])` awaited: an answer a range. A
+    /// `readRanges(file, offsets, lens[, walks, checks])` awaited: an answer a range. A
     /// failure names the file and the first range, `first` and `len`.
     async fn pool_call(
         &self,
@@ -349,13 +352,39 @@ fn has_jobs(jobs: &[u32]) -> bool {
     jobs.len() > 1
 }
 
-/// A hashed read's answer from `web/pool_worker.js`, `{bytes, digest}` (the piece and its
-/// SHA-256, `web::sha256_of`); `None` if the answer is not one.
-fn hashed_answer(answer: &JsValue) -> Option<(js_sys::Uint8Array, Vec<u8>)> {
+/// A check's job for `web/pool_worker.js`: `{index}`, the packed index's `[bits, det_len,
+/// tiles]` or undefined (SHA-256 alone).
+fn check_job(c: &crate::source::PieceCheck) -> JsValue {
+    let job = js_sys::Object::new();
+    if let Some((bits, det_len, tiles)) = c.index {
+        let index: js_sys::Array = [bits as f64, det_len as f64, tiles as f64]
+            .iter()
+            .map(|&v| JsValue::from(v))
+            .collect();
+        let _ = js_sys::Reflect::set(&job, &"index".into(), &index);
+    }
+    job.into()
+}
+
+/// A checked read's answer from `web/pool_worker.js`, `{bytes, digest, malformed}` (the
+/// piece, its SHA-256 by `web::sha256_of`, and where its index was checked by
+/// `web::check_packed_index` the reason it failed or null; undefined where it was not);
+/// `None` if the answer is not one.
+fn checked_answer(answer: &JsValue) -> Option<(js_sys::Uint8Array, crate::source::PieceChecked)> {
     let get = |key: &str| js_sys::Reflect::get(answer, &key.into()).ok();
     let bytes = get("bytes")?.dyn_into::<js_sys::ArrayBuffer>().ok()?;
     let digest = get("digest")?.dyn_into::<js_sys::Uint8Array>().ok()?;
-    Some((js_sys::Uint8Array::new(&bytes), digest.to_vec()))
+    let index = match get("malformed") {
+        Some(m) if m.is_undefined() => None,
+        Some(m) if m.is_null() => Some(Ok(())),
+        Some(m) => Some(Err(m.as_string()?)),
+        None => None,
+    };
+    let checked = crate::source::PieceChecked {
+        digest: digest.to_vec(),
+        index,
+    };
+    Some((js_sys::Uint8Array::new(&bytes), checked))
 }
 
 /// A walked read's answer from `web/pool_worker.js`, `{bytes, tables, failed, message}`

@@ -75,24 +75,39 @@ pub trait ByteSource: Send + Sync {
 pub const JS_PIECE: u64 = 32 << 20;
 
 /// One range of a [`ByteSource::read_js`] read, and the chunks its Worker walks
-/// (a `decode::walk` job list; offsets within the piece), or whether it hashes the piece
-/// (SHA-256: a prepared file's payload block, decision 0045).
+/// (a `decode::walk` job list; offsets within the piece), or what it checks of the piece.
 #[cfg(target_arch = "wasm32")]
 pub struct JsPiece {
     pub offset: u64,
     pub len: u64,
     pub walk: Option<Vec<u32>>,
-    pub hash: bool,
+    pub check: Option<PieceCheck>,
+}
+
+/// What a Worker checks of a prepared file's payload block it read (decision 0045): its
+/// SHA-256, and where `index` is given (sample bits, detector pixels, tiles) the structure
+/// of a packed block's index.
+#[cfg(target_arch = "wasm32")]
+pub struct PieceCheck {
+    pub index: Option<(u32, usize, u64)>,
+}
+
+/// What a Worker found of a piece it checked: its SHA-256, and the outcome of the index
+/// check where it was asked for (the reason where it failed).
+#[cfg(target_arch = "wasm32")]
+pub struct PieceChecked {
+    pub digest: Vec<u8>,
+    pub index: Option<std::result::Result<(), String>>,
 }
 
 /// A piece as read: its bytes and, when asked, the walks of its chunks up to the first that
-/// failed (its place in the piece's list and why), or its SHA-256 (`None` where its Worker
-/// could not hash: the caller hashes it then).
+/// failed (its place in the piece's list and why), or what its Worker checked (`None`
+/// where it could not: the caller checks the piece then).
 #[cfg(target_arch = "wasm32")]
 pub struct JsRead {
     pub bytes: js_sys::Uint8Array,
     pub walk: Option<crate::decode::walk::PieceWalk>,
-    pub digest: Option<Vec<u8>>,
+    pub checked: Option<PieceChecked>,
 }
 
 /// A future that stays on its thread (the browser's futures hold JS handles).

@@ -63,7 +63,7 @@ pub(crate) async fn read_span(
                 offset: r.start,
                 len: r.end - r.start,
                 walk: None,
-                hash: false,
+                check: None,
             })
             .collect();
         if let Some(read) = src.read_js(pieces) {
@@ -171,7 +171,7 @@ fn walked_pieces(
             offset: start,
             len: end - start,
             walk: Some(walk::encode_jobs(elem, jobs)),
-            hash: false,
+            check: None,
         });
         jobs.clear();
     };

@@ -105,7 +105,7 @@ pub fn walk_chunks(piece: js_sys::Uint8Array, jobs: &[u32]) -> Result<js_sys::Ob
     let read = crate::source::JsRead {
         bytes: piece,
         walk: None,
-        digest: None,
+        checked: None,
     };
     let bytes =
         crate::upload::window_bytes::JsBytes::new(vec![read], 0).map_err(|e| e.to_string())?;
@@ -144,5 +144,38 @@ pub fn sha256_of(piece: js_sys::Uint8Array) -> Vec<u8> {
     hash.finalize().to_vec()
 }
 
-/// The bytes [`sha256_of`] copies into wasm memory at a time: within the CPU's caches.
+/// Run in a pool Worker on a packed payload block it read (`bits`-bit samples, `tiles`
+/// tiles of `det_len` pixels): the structure check of its index as the viewer's Worker
+/// would run it (`IndexCheck`; decision 0045), `None` where it passes, else why not. The
+/// Workers check their blocks side by side; only the index passes through wasm memory,
+/// [`HASH_STEP`] bytes at a time.
+#[wasm_bindgen(js_name = checkPackedIndex)]
+pub fn check_packed_index(
+    piece: js_sys::Uint8Array,
+    bits: u32,
+    det_len: u32,
+    tiles: f64,
+) -> Option<String> {
+    use crate::formats::prepared::packed_sectors::{index_bytes, IndexCheck};
+    let n = piece.length();
+    let det_len = det_len as usize;
+    let tiles = tiles as u64;
+    let mut check = IndexCheck::of_block(bits, det_len, tiles, n as u64);
+    let end = index_bytes(tiles, det_len).min(n as u64) as u32;
+    let mut step = vec![0u8; HASH_STEP.min(end) as usize];
+    let mut at = 0u32;
+    while at < end {
+        let stop = at.saturating_add(HASH_STEP).min(end);
+        let part = &mut step[..(stop - at) as usize];
+        piece.subarray(at, stop).copy_to(part);
+        if let Err(m) = check.feed(part) {
+            return Some(m.0);
+        }
+        at = stop;
+    }
+    check.finish().err().map(|m| m.0)
+}
+
+/// The bytes [`sha256_of`] and [`check_packed_index`] copy into wasm memory at a time:
+/// within the CPU's caches.
 const HASH_STEP: u32 = 1 << 20;

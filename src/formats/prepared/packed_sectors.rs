@@ -221,10 +221,16 @@ pub struct IndexCheck {
 
 impl IndexCheck {
     pub fn new(layout: &Layout, det_len: usize, tiles: u64, block_bytes: u64) -> IndexCheck {
+        IndexCheck::of_block(layout.bits, det_len, tiles, block_bytes)
+    }
+
+    /// The check of a block of `bits`-bit samples, `tiles` tiles of `det_len` pixels and
+    /// `block_bytes` bytes (what the page's pool Workers are told: decision 0045).
+    pub fn of_block(bits: u32, det_len: usize, tiles: u64, block_bytes: u64) -> IndexCheck {
         let gpt = groups_per_tile(det_len);
         let groups = tiles * gpt as u64;
         IndexCheck {
-            bits: layout.bits,
+            bits,
             det_len,
             gpt,
             groups,

@@ -46,9 +46,10 @@ impl TiledPayload {
     /// The check of a packed block's index (`None` for a position-tiled payload).
     fn index_check(&self, k: usize) -> Option<packed_sectors::IndexCheck> {
         let b = &self.blocks[k];
-        self.layout
-            .is_packed()
-            .then(|| packed_sectors::IndexCheck::new(&self.layout, self.det_len, b.tiles, b.bytes))
+        let (bits, det_len, tiles) = self.index_check_of(k)?;
+        Some(packed_sectors::IndexCheck::of_block(
+            bits, det_len, tiles, b.bytes,
+        ))
     }
 
     /// Block `k`, whose SHA-256 matched, whole: checked against the structure of a packed
@@ -67,6 +68,25 @@ impl TiledPayload {
             true => packed_sectors::index_bytes(b.tiles, self.det_len).min(b.bytes),
             false => 0,
         }
+    }
+
+    /// Block `k`, whose SHA-256 matched, taken as checked where `judged` (its structure check,
+    /// [`packed_sectors::IndexCheck::of_block`] as the page's pool Worker that read it ran
+    /// it: decision 0045) passed; refused by name and block as [`TiledPayload::accept`]
+    /// refuses it otherwise.
+    pub fn accept_judged(&self, file: &str, k: usize, judged: Result<(), String>) -> Result<()> {
+        judged.map_err(|m| self.malformed(file, k, packed_sectors::Malformed(m)))?;
+        self.checked[k].store(true, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// What a pool Worker is told to check of block `k` beside its SHA-256: the sample bits,
+    /// the detector's pixels and the block's tiles of a packed block; `None` for a
+    /// position-tiled one.
+    pub fn index_check_of(&self, k: usize) -> Option<(u32, usize, u64)> {
+        self.layout
+            .is_packed()
+            .then(|| (self.layout.bits, self.det_len, self.blocks[k].tiles))
     }
 
     /// As [`TiledPayload::accept`], from the block's first

@@ -14,8 +14,8 @@ use super::{block_targets, Expander, Segment};
 use crate::error::Result;
 use crate::formats::prepared::TiledPayload;
 use crate::gpu::{Engine, UploadTimes};
-use crate::source::{ByteSource, JsPiece, JsRead, Started};
-use crate::upload::plan::{FloatRange, ResidentPlan};
+use crate::source::{ByteSource, JsPiece, JsRead, PieceCheck, Started};
+use crate::upload::plan::{FloatRange, ResidentPlan, DECODE_WINDOW};
 use crate::upload::window_bytes::{JsBytes, Staging, WindowBytes};
 
 /// The reads of a batch of blocks by the pool's Workers, posted.
@@ -87,31 +87,98 @@ impl<'a> BlockReads<'a> {
             .next
             .clone()
             .and_then(|ks| pooled_reads(self.payload, self.src, ks));
-        let (engine, payload, file) = (self.engine, self.payload, self.src.name());
+        let (payload, file) = (self.payload, self.src.name());
         let mut expander = expander;
-        for (k, read) in batch.ks.clone().zip(reads) {
-            let bytes = checked(payload, file, k, read).await?;
+        // Checked blocks staged together, up to a staging buffer's worth: one map of the
+        // ring and one submission for several packed blocks.
+        let mut group: Vec<(usize, JsRead)> = Vec::new();
+        let mut reads = reads.into_iter();
+        for k in batch.ks.clone() {
+            let read = reads
+                .next()
+                .ok_or_else(|| crate::error::Error::Gpu("a block read went missing".into()))?;
+            let read = checked(payload, file, k, read).await?;
             times.lap("check", &mut t);
-            let mut enc = engine.device.create_command_encoder(&Default::default());
-            match staging.fill(&engine.device, &bytes, times, &mut t).await? {
-                Some((staged, _)) => {
+            let held: u64 = group.iter().map(|(j, _)| payload.blocks[*j].bytes).sum();
+            let words = |j: usize| payload.blocks[j].bytes % 4 == 0;
+            let joins = group.last().is_some_and(|(j, _)| words(*j)) && words(k);
+            if !joins || held + payload.blocks[k].bytes > DECODE_WINDOW {
+                Self::stage(
+                    (self.engine, payload),
+                    staging,
+                    &batch,
+                    std::mem::take(&mut group),
+                    expander.as_deref_mut(),
+                    times,
+                    &mut t,
+                )
+                .await?;
+            }
+            group.push((k, read));
+        }
+        Self::stage(
+            (self.engine, payload),
+            staging,
+            &batch,
+            group,
+            expander,
+            times,
+            &mut t,
+        )
+        .await
+    }
+
+    /// Copy the checked blocks of `group` (consecutive, each of whole words but perhaps the
+    /// last) through one staging buffer into their block buffers and expansions, or
+    /// segments, in one submission.
+    async fn stage(
+        (engine, payload): (&Engine, &TiledPayload),
+        staging: &mut Staging,
+        batch: &Batch<'_>,
+        group: Vec<(usize, JsRead)>,
+        mut expander: Option<&mut Expander>,
+        times: &mut UploadTimes,
+        t: &mut f64,
+    ) -> Result<()> {
+        if group.is_empty() {
+            return Ok(());
+        }
+        let ks: Vec<usize> = group.iter().map(|(k, _)| *k).collect();
+        let bytes = JsBytes::new(group.into_iter().map(|(_, r)| r).collect(), 0)?;
+        let mut enc = engine.device.create_command_encoder(&Default::default());
+        let mut from = 0u64;
+        match staging.fill(&engine.device, &bytes, times, t).await? {
+            Some((staged, _)) => {
+                for k in ks {
                     let x = expander.as_deref_mut();
-                    copy_from(engine, payload, &mut enc, &batch, k, &staged, x)?;
-                }
-                None => {
-                    // The buffers are not WebGPU's own: through the queue, from wasm memory.
-                    let whole = WindowBytes::Js(bytes);
-                    let host = whole
-                        .copy_out(0, whole.len())
-                        .ok_or_else(|| crate::error::Error::Gpu("a block's bytes".into()))?;
-                    let x = expander.as_deref_mut();
-                    write_block(engine, payload, &mut enc, &batch, k, &host, x)?;
+                    copy_from(engine, payload, &mut enc, batch, k, (&staged, from), x)?;
+                    from += payload.blocks[k].bytes;
                 }
             }
-            engine.queue.submit([enc.finish()]);
-            staging.release();
-            times.lap("copy to the GPU", &mut t);
+            None => {
+                // The buffers are not WebGPU's own: through the queue, from wasm memory.
+                let whole = WindowBytes::Js(bytes);
+                for k in ks {
+                    let n = payload.blocks[k].bytes as usize;
+                    let host = whole
+                        .copy_out(from as usize, n)
+                        .ok_or_else(|| crate::error::Error::Gpu("a block's bytes".into()))?;
+                    let x = expander.as_deref_mut();
+                    write_block(engine, payload, &mut enc, batch, k, &host, x)?;
+                    // Queue writes land at the next submission: one a block, so that a
+                    // block buffer is expanded before it is written again.
+                    engine.queue.submit([std::mem::replace(
+                        &mut enc,
+                        engine.device.create_command_encoder(&Default::default()),
+                    )
+                    .finish()]);
+                    from += n as u64;
+                }
+            }
         }
+        engine.queue.submit([enc.finish()]);
+        staging.release();
+        times.lap("copy to the GPU", t);
         Ok(())
     }
 
@@ -160,35 +227,47 @@ fn pooled_reads<'a>(
     src: &'a dyn ByteSource,
     ks: Range<usize>,
 ) -> Option<PooledReads<'a>> {
-    let pieces = payload.blocks[ks]
-        .iter()
-        .map(|b| JsPiece {
-            offset: b.offset,
-            len: b.bytes,
+    let pieces = ks
+        .map(|k| JsPiece {
+            offset: payload.blocks[k].offset,
+            len: payload.blocks[k].bytes,
             walk: None,
-            hash: true,
+            check: Some(PieceCheck {
+                index: payload.index_check_of(k),
+            }),
         })
         .collect();
     src.read_js(pieces).map(Started::new)
 }
 
-/// Block `k` as its Worker read it, once its SHA-256 matched (hashed here by Web Crypto
-/// where the Worker could not) and its index passed: only the index is copied into wasm
-/// memory, the block staying in the buffer it was read into.
-async fn checked(payload: &TiledPayload, file: &str, k: usize, read: JsRead) -> Result<JsBytes> {
-    let digest = match read.digest.clone() {
-        Some(d) => d,
-        None => finish_sha256(file, start_sha256(file, &read.bytes)?).await?,
+/// Block `k` as its Worker read it, once its SHA-256 matched and its packed index passed,
+/// as the Worker found them; where it could not, hashed here by Web Crypto and its index
+/// (alone) copied into wasm memory and checked here. The block stays in the buffer it was
+/// read into.
+async fn checked(payload: &TiledPayload, file: &str, k: usize, read: JsRead) -> Result<JsRead> {
+    let (digest, index) = match &read.checked {
+        Some(c) => (c.digest.clone(), c.index.clone()),
+        None => (
+            finish_sha256(file, start_sha256(file, &read.bytes)?).await?,
+            None,
+        ),
     };
     payload.check_digest(file, k, &digest)?;
-    let n = (payload.accepted_prefix_bytes(k) as u32).min(read.bytes.length());
-    let mut index = vec![0u8; n as usize];
-    read.bytes.subarray(0, n).copy_to(&mut index);
-    payload.accept_prefix(file, k, &index)?;
-    JsBytes::new(vec![read], 0)
+    match index {
+        Some(judged) if payload.index_check_of(k).is_some() => {
+            payload.accept_judged(file, k, judged)?
+        }
+        _ => {
+            let n = (payload.accepted_prefix_bytes(k) as u32).min(read.bytes.length());
+            let mut index = vec![0u8; n as usize];
+            read.bytes.subarray(0, n).copy_to(&mut index);
+            payload.accept_prefix(file, k, &index)?;
+        }
+    }
+    Ok(read)
 }
 
-/// Record the copy of block `k`, checked and staged in `staged`, into its block buffer and
+/// Record the copy of block `k`, checked and staged in `staged` from byte `from`, into its block buffer and
 /// its expansion (a packed payload), or into the segments its tiles go to.
 fn copy_from(
     engine: &Engine,
@@ -196,13 +275,13 @@ fn copy_from(
     enc: &mut wgpu::CommandEncoder,
     batch: &Batch<'_>,
     k: usize,
-    staged: &wgpu::Buffer,
+    (staged, from): (&wgpu::Buffer, u64),
     expander: Option<&mut Expander>,
 ) -> Result<()> {
     let targets = block_targets(payload, k, batch.segments);
     if let Some(x) = expander {
         let bytes = payload.blocks[k].bytes.next_multiple_of(4);
-        enc.copy_buffer_to_buffer(staged, 0, x.take(), 0, bytes);
+        enc.copy_buffer_to_buffer(staged, from, x.take(), 0, bytes);
         return x.expand(engine, enc, batch.plan, targets, batch.buffers);
     }
     let tile_bytes = batch.plan.tile_words as u64 * 4;
@@ -211,7 +290,7 @@ fn copy_from(
         let len = bytes.len() as u64;
         enc.copy_buffer_to_buffer(
             staged,
-            bytes.start as u64,
+            from + bytes.start as u64,
             &batch.buffers[t.segment],
             at,
             len,
