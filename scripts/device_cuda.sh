@@ -24,16 +24,7 @@ S=.device/stem4d
 if [ -d .device/shared_data ] && [ ! -d ../shared/data ]; then
   mkdir -p ../shared && cp -r .device/shared_data ../shared/data
 fi
-run() { echo "\$ $*"; timeout 280 "$@"; echo "exit $?"; }
-# make_file DIMS DTYPE PATH: the synthetic acquisition as a bslz4 HDF5 file, once a machine.
-make_file() {
-  [ -s "$3" ] && return
-  local extra=()
-  [ "$2" = u8 ] && extra=(--synthetic-dtype u8)
-  run $S bench export-chunks --synthetic "$1" --compressed "${extra[@]}" --out "${3%.h5}" &&
-    run python3 scripts/synthetic_h5.py "${3%.h5}" "$3" ${1//,/ } $2
-  rm -f "${3%.h5}.chunks"
-}
+. scripts/device_common.sh
 {
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
   for step in "${@:-parity bench}"; do

@@ -19,16 +19,7 @@ OUT=${1:?usage: device_page_plans.sh OUTDIR [STEP...]}
 shift
 export LD_LIBRARY_PATH=$PWD/.device/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 S=.device/stem4d
-run() { echo "\$ $*"; timeout 280 "$@"; echo "exit $?"; }
-# make_file DIMS DTYPE PATH: the synthetic acquisition as a bslz4 HDF5 file, once a machine.
-make_file() {
-  [ -s "$3" ] && return
-  local extra=()
-  [ "$2" = u8 ] && extra=(--synthetic-dtype u8)
-  run $S bench export-chunks --synthetic "$1" --compressed "${extra[@]}" --out "${3%.h5}" &&
-    run python3 scripts/synthetic_h5.py "${3%.h5}" "$3" ${1//,/ } $2
-  rm -f "${3%.h5}.chunks"
-}
+. scripts/device_common.sh
 # page NAME ENV...: e2e/h200.py in the delivered Chromium with ENV, its result summarised.
 page() {
   local name=$1

@@ -151,7 +151,8 @@ impl<'a> BlockReads<'a> {
             Some((staged, _)) => {
                 for k in ks {
                     let x = expander.as_deref_mut();
-                    copy_from(engine, payload, &mut enc, batch, k, (&staged, from), x)?;
+                    let staged = BlockBytes::Staged(&staged, from);
+                    place_block(engine, payload, &mut enc, batch, k, staged, x)?;
                     from += payload.blocks[k].bytes;
                 }
             }
@@ -164,7 +165,15 @@ impl<'a> BlockReads<'a> {
                         .copy_out(from as usize, n)
                         .ok_or_else(|| crate::error::Error::Gpu("a block's bytes".into()))?;
                     let x = expander.as_deref_mut();
-                    write_block(engine, payload, &mut enc, batch, k, &host, x)?;
+                    place_block(
+                        engine,
+                        payload,
+                        &mut enc,
+                        batch,
+                        k,
+                        BlockBytes::Host(&host),
+                        x,
+                    )?;
                     // Queue writes land at the next submission: one a block, so that a
                     // block buffer is expanded before it is written again.
                     engine.queue.submit([std::mem::replace(
@@ -202,7 +211,8 @@ impl<'a> BlockReads<'a> {
                 .device
                 .create_command_encoder(&Default::default());
             let x = expander.as_deref_mut();
-            write_block(self.engine, self.payload, &mut enc, &batch, k, &bytes, x)?;
+            let host = BlockBytes::Host(&bytes);
+            place_block(self.engine, self.payload, &mut enc, &batch, k, host, x)?;
             self.engine.queue.submit([enc.finish()]);
         }
         times.lap("write to the GPU", t);
@@ -267,61 +277,47 @@ async fn checked(payload: &TiledPayload, file: &str, k: usize, read: JsRead) -> 
     Ok(read)
 }
 
-/// Record the copy of block `k`, checked and staged in `staged` from byte `from`, into its block buffer and
-/// its expansion (a packed payload), or into the segments its tiles go to.
-fn copy_from(
-    engine: &Engine,
-    payload: &TiledPayload,
-    enc: &mut wgpu::CommandEncoder,
-    batch: &Batch<'_>,
-    k: usize,
-    (staged, from): (&wgpu::Buffer, u64),
-    expander: Option<&mut Expander>,
-) -> Result<()> {
-    let targets = block_targets(payload, k, batch.segments);
-    if let Some(x) = expander {
-        let bytes = payload.blocks[k].bytes.next_multiple_of(4);
-        enc.copy_buffer_to_buffer(staged, from, x.take(), 0, bytes);
-        return x.expand(engine, enc, batch.plan, targets, batch.buffers);
-    }
-    let tile_bytes = batch.plan.tile_words as u64 * 4;
-    for t in targets {
-        let (bytes, at) = t.bytes(tile_bytes);
-        let len = bytes.len() as u64;
-        enc.copy_buffer_to_buffer(
-            staged,
-            from + bytes.start as u64,
-            &batch.buffers[t.segment],
-            at,
-            len,
-        );
-    }
-    Ok(())
+/// Where a checked block's bytes are: in a staging buffer from a byte on, or in wasm memory.
+enum BlockBytes<'b> {
+    Staged(&'b wgpu::Buffer, u64),
+    Host(&'b [u8]),
 }
 
-/// Write block `k`, checked, from wasm memory into its block buffer and record its
-/// expansion (a packed payload), or write it into the segments its tiles go to. Queue
-/// writes land at the next submission, before what `enc` records.
-fn write_block(
+/// Record the copy of block `k` into its block buffer and its expansion (a packed
+/// payload), or into the segments its tiles go to. Bytes in wasm memory are written
+/// through the queue, landing at the next submission, before what `enc` records.
+fn place_block(
     engine: &Engine,
     payload: &TiledPayload,
     enc: &mut wgpu::CommandEncoder,
     batch: &Batch<'_>,
     k: usize,
-    bytes: &[u8],
+    bytes: BlockBytes<'_>,
     expander: Option<&mut Expander>,
 ) -> Result<()> {
+    let put =
+        |enc: &mut wgpu::CommandEncoder, to: &wgpu::Buffer, at: u64, r: Range<usize>| match bytes {
+            BlockBytes::Staged(from, start) => {
+                let len = (r.end - r.start) as u64;
+                enc.copy_buffer_to_buffer(from, start + r.start as u64, to, at, len)
+            }
+            BlockBytes::Host(host) => engine.queue.write_buffer(to, at, &host[r]),
+        };
     let targets = block_targets(payload, k, batch.segments);
     if let Some(x) = expander {
-        engine.queue.write_buffer(x.take(), 0, bytes);
+        let n = payload.blocks[k].bytes as usize;
+        let whole = match bytes {
+            // A copy between buffers moves whole words (staged with its padding).
+            BlockBytes::Staged(..) => 0..n.next_multiple_of(4),
+            BlockBytes::Host(_) => 0..n,
+        };
+        put(enc, x.take(), 0, whole);
         return x.expand(engine, enc, batch.plan, targets, batch.buffers);
     }
     let tile_bytes = batch.plan.tile_words as u64 * 4;
     for t in targets {
-        let (from_to, at) = t.bytes(tile_bytes);
-        engine
-            .queue
-            .write_buffer(&batch.buffers[t.segment], at, &bytes[from_to]);
+        let (r, at) = t.bytes(tile_bytes);
+        put(enc, &batch.buffers[t.segment], at, r);
     }
     Ok(())
 }
