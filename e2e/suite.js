@@ -170,10 +170,10 @@ async function preparedAcquisition(manifest, check) {
   const info = await window.stem4d.open([new File([bytes], 'arina_u16.stem4d')]);
   check(info.format === 'prepared' && JSON.stringify(info.shape) === JSON.stringify(fx.shape),
     `prepared acquisition opens as one (${info.format} ${info.shape})`);
-  // Its blocks were read and hashed by the pool's Workers (decision 0045), not one by one.
+  // Its blocks were read and checked by the pool's Workers (decision 0045), not one by one.
   const stages = (await window.stem4d.profile()).stages.map((s) => s.name);
-  check(stages.includes('of which read + hash in the pool (waited)'),
-    `a prepared acquisition's blocks are read and hashed in the pool (${stages.join(', ')})`);
+  check(stages.includes('of which read + check in the pool (waited)'),
+    `a prepared acquisition's blocks are read and checked in the pool (${stages.join(', ')})`);
   for (let k = 0; k < asked.length; k++) {
     check(sameProduct(await window.stem4d.product(asked[k]), want[k]),
       `prepared acquisition ${asked[k].kind}: the same bytes as from its files`);

@@ -343,7 +343,7 @@ impl Engine {
             self,
             payload,
             source.as_ref(),
-            first_block..(first_block + BLOCKS_AT_ONCE).min(n),
+            first_block..n,
             float.is_some(),
         );
         let mut k0 = first_block;
@@ -380,7 +380,6 @@ impl Engine {
                 times.lap("resident buffers", &mut t);
                 let batch = browser::Batch {
                     ks: k0..k1,
-                    next: (k1 < n).then(|| k1..(k1 + BLOCKS_AT_ONCE).min(n)),
                     segments: &segments,
                     buffers: &buffers,
                     plan,

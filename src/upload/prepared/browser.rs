@@ -18,14 +18,22 @@ use crate::source::{ByteSource, JsPiece, JsRead, PieceCheck, Started};
 use crate::upload::plan::{FloatRange, ResidentPlan, DECODE_WINDOW};
 use crate::upload::window_bytes::{JsBytes, Staging, WindowBytes};
 
-/// The reads of a batch of blocks by the pool's Workers, posted.
+/// The reads of a few blocks by the pool's Workers, posted.
 type PooledReads<'a> = Started<'a, Result<Vec<JsRead>>>;
 
-/// One batch of blocks of a reopen: the blocks, the next batch's (its reads posted now) and
-/// where their tiles go.
+/// Bytes of blocks posted to the pool and not yet copied: about four packed blocks of the
+/// benchmark acquisition a Worker, so that no Worker idles while the viewer's Worker
+/// copies. With one batch of 16 blocks posted at a time, the 15 Workers of the H100
+/// machine finished each batch two blocks deep and the reopen waited 5.3 s on them
+/// (decision 0045).
+const AHEAD_BYTES: u64 = 1 << 30;
+
+/// Blocks posted to the pool in one call.
+const POSTED_TOGETHER: usize = 4;
+
+/// One batch of blocks of a reopen: the blocks and where their tiles go.
 pub(super) struct Batch<'b> {
     pub ks: Range<usize>,
-    pub next: Option<Range<usize>>,
     pub segments: &'b [Segment],
     pub buffers: &'b [wgpu::Buffer],
     pub plan: &'b ResidentPlan,
@@ -36,30 +44,87 @@ pub(super) struct BlockReads<'a> {
     engine: &'a Engine,
     payload: &'a TiledPayload,
     src: &'a dyn ByteSource,
-    /// Where the pool reads: the staging ring the blocks go through, and the reads of the
-    /// batch to copy next, posted.
-    pooled: Option<(Staging, Option<PooledReads<'a>>)>,
+    /// Where the pool reads: the staging ring the blocks go through, and the reads ahead.
+    pooled: Option<(Staging, Ahead<'a>)>,
+}
+
+/// The blocks read ahead by the pool: posted (oldest first), and read but not yet copied;
+/// the next block to post and where posting ends.
+struct Ahead<'a> {
+    posted: std::collections::VecDeque<(Range<usize>, PooledReads<'a>)>,
+    read: std::collections::VecDeque<(usize, JsRead)>,
+    next: usize,
+    end: usize,
+}
+
+impl<'a> Ahead<'a> {
+    /// Post blocks until [`AHEAD_BYTES`] are in flight or none is left.
+    fn top_up(&mut self, payload: &TiledPayload, src: &'a dyn ByteSource) {
+        let bytes = |ks: Range<usize>| -> u64 { payload.blocks[ks].iter().map(|b| b.bytes).sum() };
+        let held = |a: &Ahead| {
+            let first = a.read.front().map(|(k, _)| *k);
+            let first = first.or(a.posted.front().map(|(ks, _)| ks.start));
+            first.map_or(0, |k| bytes(k..a.next))
+        };
+        while self.next < self.end && held(self) < AHEAD_BYTES {
+            let ks = self.next..(self.next + POSTED_TOGETHER).min(self.end);
+            let Some(reads) = pooled_reads(payload, src, ks.clone()) else {
+                return;
+            };
+            self.next = ks.end;
+            self.posted.push_back((ks, reads));
+        }
+    }
+
+    /// Block `k`'s read, the posted reads awaited as far as it.
+    async fn take(
+        &mut self,
+        k: usize,
+        payload: &TiledPayload,
+        src: &'a dyn ByteSource,
+    ) -> Result<JsRead> {
+        while self.read.is_empty() {
+            let Some((ks, reads)) = self.posted.pop_front() else {
+                break;
+            };
+            let reads = reads.finish().await?;
+            self.read.extend(ks.zip(reads));
+            self.top_up(payload, src);
+        }
+        match self.read.pop_front() {
+            Some((j, read)) if j == k => Ok(read),
+            _ => Err(crate::error::Error::Gpu(format!(
+                "the read of prepared block {k} went missing"
+            ))),
+        }
+    }
 }
 
 impl<'a> BlockReads<'a> {
-    /// The reads of a reopen whose first batch is `first`: posted to the pool now where it
-    /// takes them.
+    /// The reads of a reopen of `blocks`: the first posted to the pool now where it takes
+    /// them.
     pub fn new(
         engine: &'a Engine,
         payload: &'a TiledPayload,
         src: &'a dyn ByteSource,
-        first: Range<usize>,
+        blocks: Range<usize>,
         float: bool,
     ) -> BlockReads<'a> {
-        let posted = match float {
-            true => None,
-            false => pooled_reads(payload, src, first),
+        let mut ahead = Ahead {
+            posted: Default::default(),
+            read: Default::default(),
+            next: blocks.start,
+            end: blocks.end,
         };
+        if !float {
+            ahead.top_up(payload, src);
+        }
+        let pooled = (!ahead.posted.is_empty()).then(|| (engine.take_staging(), ahead));
         BlockReads {
             engine,
             payload,
             src,
-            pooled: posted.map(|r| (engine.take_staging(), Some(r))),
+            pooled,
         }
     }
 
@@ -78,25 +143,14 @@ impl<'a> BlockReads<'a> {
             times.lap("read + check", &mut t);
             return self.write_blocks(batch, read, expander, float, times, &mut t);
         };
-        let reads = match ahead.take() {
-            Some(r) => r.finish().await?,
-            None => Vec::new(),
-        };
-        times.lap("read + hash in the pool (waited)", &mut t);
-        *ahead = batch
-            .next
-            .clone()
-            .and_then(|ks| pooled_reads(self.payload, self.src, ks));
-        let (payload, file) = (self.payload, self.src.name());
+        let (payload, src, file) = (self.payload, self.src, self.src.name());
         let mut expander = expander;
         // Checked blocks staged together, up to a staging buffer's worth: one map of the
         // ring and one submission for several packed blocks.
         let mut group: Vec<(usize, JsRead)> = Vec::new();
-        let mut reads = reads.into_iter();
         for k in batch.ks.clone() {
-            let read = reads
-                .next()
-                .ok_or_else(|| crate::error::Error::Gpu("a block read went missing".into()))?;
+            let read = ahead.take(k, payload, src).await?;
+            times.lap("read + check in the pool (waited)", &mut t);
             let read = checked(payload, file, k, read).await?;
             times.lap("check", &mut t);
             let held: u64 = group.iter().map(|(j, _)| payload.blocks[*j].bytes).sum();
