@@ -1,12 +1,13 @@
 //! In the browser: a prepared reopen's blocks read, checked and copied to the GPU.
 //!
 //! Where the page has its pool of Workers and the payload is of counts, the Workers read the
-//! blocks side by side, each hashing the blocks it read (`web::sha256_of`), while the
-//! viewer's Worker checks each digest and packed index and copies the block through the
-//! staging ring of the bslz4 upload into its block buffer or segments; a batch's reads are
-//! posted while the batch before is copied (decision 0045). Otherwise (float32, whose range
-//! the viewer's Worker takes from the bytes, or no pool) the viewer's Worker reads the
-//! blocks one at a time and the browser's Web Crypto hashes them (decision 0042).
+//! blocks side by side, each hashing the blocks it read and checking a packed block's index
+//! (`web::sha256_of`, `web::check_packed_index`), while the viewer's Worker compares each
+//! digest, takes each verdict and copies the blocks through the staging ring of the bslz4
+//! upload into their block buffers or segments; blocks are posted up to [`AHEAD_BYTES`]
+//! ahead of their copy (decision 0045). Otherwise (float32, whose range the viewer's Worker
+//! takes from the bytes, or no pool) the viewer's Worker reads the blocks one at a time and
+//! the browser's Web Crypto hashes them (decision 0042).
 
 use std::ops::Range;
 
