@@ -11,7 +11,7 @@ use crate::contract::{mask_pixels, Region};
 use crate::error::{Error, Result};
 use crate::formats::Acquisition;
 use crate::frames::Correction;
-use crate::gpu::{Engine, Resident};
+use crate::gpu::{Engine, Resident, UploadTimes};
 use crate::kernels::com_moments::{com_moments, moment_bound};
 use crate::kernels::pattern_reduce::pattern_reduce;
 use crate::kernels::ring_sum::RadialCache;
@@ -399,7 +399,8 @@ async fn read_parts(
             false => engine.upload_cpu_packed(&block, corr).await?,
         };
         engine.note_memory();
-        let t = PASS_TIMES.add(0, t);
+        let t = PASS_TIMES.add(BLOCKS_UPLOADED, t);
+        PASS_TIMES.add_laps(&res.upload_times);
         if let Some(mask) = found {
             engine.zero_pixels(&mut res, &mask_pixels(mask))?;
             res.found_bad = Some(mask.to_vec());
@@ -415,7 +416,7 @@ async fn read_parts(
             })?;
             rings.add_block(engine, &res, first).await?;
         }
-        PASS_TIMES.add(1, t);
+        PASS_TIMES.add(BLOCKS_PRODUCTS, t);
         last = Some(res);
         crate::watch::report(progress, crate::watch::STREAM, b1, rows)?;
     }
@@ -424,30 +425,42 @@ async fn read_parts(
 }
 
 /// Milliseconds the passes spent since the program started: uploading their blocks (read,
-/// decode, correct) and taking the products' parts of them (the profile's stages, to tell
-/// a pass's reads from its GPU work).
-pub struct PassTimes([std::sync::atomic::AtomicU64; 2]);
+/// decode, correct; and each lap of those uploads) and taking the products' parts of them
+/// (the profile's stages, to tell a pass's reads from its GPU work).
+pub struct PassTimes(std::sync::Mutex<UploadTimes>);
 
 /// The passes' times ([`PassTimes`]).
-pub static PASS_TIMES: PassTimes = PassTimes([
-    std::sync::atomic::AtomicU64::new(0),
-    std::sync::atomic::AtomicU64::new(0),
-]);
+pub static PASS_TIMES: PassTimes = PassTimes(std::sync::Mutex::new(UploadTimes(Vec::new())));
+
+/// [`PASS_TIMES`]'s steps: a block's upload, and the products' parts of it.
+pub const BLOCKS_UPLOADED: &str = "blocks uploaded";
+pub const BLOCKS_PRODUCTS: &str = "blocks' products";
 
 impl PassTimes {
-    /// Add the time since `since_ms` to part `k` (0: uploads, 1: products); now.
-    fn add(&self, k: usize, since_ms: f64) -> f64 {
-        let now = crate::clock::now_ms();
-        let micros = ((now - since_ms).max(0.0) * 1e3) as u64;
-        self.0[k].fetch_add(micros, std::sync::atomic::Ordering::Relaxed);
-        now
+    /// Add the time since `since_ms` to `step`; now.
+    fn add(&self, step: &'static str, since_ms: f64) -> f64 {
+        let mut since = since_ms;
+        if let Ok(mut times) = self.0.lock() {
+            times.lap(step, &mut since);
+        }
+        crate::clock::now_ms()
     }
 
-    /// The uploads' and the products' milliseconds so far.
-    pub fn ms(&self) -> [f64; 2] {
-        self.0
-            .each_ref()
-            .map(|a| a.load(std::sync::atomic::Ordering::Relaxed) as f64 / 1e3)
+    /// Add a block upload's laps, each to its step.
+    fn add_laps(&self, laps: &UploadTimes) {
+        if let Ok(mut times) = self.0.lock() {
+            for &(step, ms) in &laps.0 {
+                match times.0.iter_mut().find(|(s, _)| *s == step) {
+                    Some((_, total)) => *total += ms,
+                    None => times.0.push((step, ms)),
+                }
+            }
+        }
+    }
+
+    /// Every step's milliseconds so far.
+    pub fn ms(&self) -> Vec<(&'static str, f64)> {
+        self.0.lock().map(|t| t.0.clone()).unwrap_or_default()
     }
 }
 

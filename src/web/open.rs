@@ -103,16 +103,13 @@ pub(super) async fn open_files(
         name: "of which file reads".into(),
         ms: blob_source::read_ms() - read0,
     });
-    let pass = crate::products::stream::PASS_TIMES.ms();
-    if pass != pass0 {
-        // A streamed open: its passes' block uploads (reads, decode) and products.
-        for (name, k) in [
-            ("of which blocks uploaded in passes", 0),
-            ("of which blocks' products in passes", 1),
-        ] {
+    // A streamed open: its passes' block uploads (and each of their laps) and products.
+    for (step, ms) in crate::products::stream::PASS_TIMES.ms() {
+        let before = pass0.iter().find(|(s, _)| *s == step).map_or(0.0, |p| p.1);
+        if ms > before {
             session.profile.stages.push(Stage {
-                name: name.into(),
-                ms: pass[k] - pass0[k],
+                name: format!("of which in passes: {step}"),
+                ms: ms - before,
             });
         }
     }
