@@ -369,7 +369,8 @@ fn a_packed_block_with_a_malformed_index_is_refused() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// The page checks a packed block's structure from its index alone (`accept_prefix`: the
+/// The page checks a packed block's structure from its index alone (`accept` given the
+/// block's first `accepted_prefix_bytes`: the
 /// block stays in the buffer its Worker read it into): every block is judged as whole,
 /// as written and with its index changed (a group's data moved, a width past the samples'
 /// bits), and the prefix is the index, shorter than the block.
@@ -401,7 +402,7 @@ fn a_block_judged_from_its_index_alone_is_judged_as_whole() {
             }
             let whole = payload.accept("f", k, &block).map_err(|e| e.to_string());
             let prefix = payload
-                .accept_prefix("f", k, &block[..n])
+                .accept("f", k, &block[..n])
                 .map_err(|e| e.to_string());
             assert_eq!(whole, prefix, "block {k}, change {change:?}");
             assert_eq!(

@@ -14,7 +14,7 @@ use stem4d::gpu::{Engine, Resident};
 use stem4d::products::gpu as products;
 use stem4d::products::judge::judge;
 use stem4d::products::{ProductKind, ProductParams};
-use stem4d::source::{ByteSource, FileSet, JsPiece, JsRead, MemSource, PieceCheck, PieceChecked};
+use stem4d::source::{ByteSource, FileSet, JsPiece, JsRead, MemSource, PieceCheck};
 use wasm_bindgen_test::*;
 
 wasm_bindgen_test_configure!(run_in_browser);
@@ -171,7 +171,7 @@ fn transfer(piece: &js_sys::Uint8Array) -> js_sys::ArrayBuffer {
 }
 
 /// A prepared file's block `span` read by a pool Worker asked to `check` it, as its answer
-/// comes back (`web/pool_worker.js`'s checkAndAnswer, through the same exports): its
+/// comes back (`web/pool_worker.js`'s checkAndAnswer, through the same `check_piece`): its
 /// SHA-256 and index check where `delivery` lets the Worker check (`Walked`; every other
 /// block with `HalfWalked`: a Worker whose wasm did not load), else the block alone.
 fn checked_read(span: &[u8], check: PieceCheck, delivery: Delivery, k: usize) -> JsRead {
@@ -181,16 +181,12 @@ fn checked_read(span: &[u8], check: PieceCheck, delivery: Delivery, k: usize) ->
         Delivery::HalfWalked => k % 2 == 0,
         Delivery::Split(_) => false,
     };
-    let checked = can.then(|| PieceChecked {
-        digest: stem4d::web::sha256_of(bytes.clone()),
-        index: check.index.map(|(bits, det_len, tiles)| {
-            let tiles = tiles as f64;
-            match stem4d::web::check_packed_index(bytes.clone(), bits, det_len as u32, tiles) {
-                _ if delivery == Delivery::Refusing && k == 1 => Err("a test's verdict".into()),
-                None => Ok(()),
-                Some(why) => Err(why),
-            }
-        }),
+    let checked = can.then(|| {
+        let mut found = stem4d::web::check_piece(&bytes, check.index);
+        if delivery == Delivery::Refusing && k == 1 {
+            found.index = Some(Err("a test's verdict".into()));
+        }
+        found
     });
     JsRead {
         bytes,
@@ -587,6 +583,23 @@ async fn prepared_blocks_checked_in_the_pool_upload_exactly() {
         said.contains(blocks.0) && said.contains("block 1 is malformed: a test's verdict"),
         "{said}"
     );
+    // The Workers' check judges a block's index as the viewer's `accept` does.
+    let local = open(&[blocks], None);
+    let stem4d::formats::PartKind::Tiled(payload) = &local.parts[0].kind else {
+        panic!("a prepared acquisition's part is its payload");
+    };
+    let b = &payload.blocks[0];
+    let mut block = blocks.1[b.offset as usize..(b.offset + b.bytes) as usize].to_vec();
+    let index = payload.index_check_of(0);
+    let worker = |block: &[u8]| stem4d::web::check_piece(&js_sys::Uint8Array::from(block), index);
+    assert_eq!(worker(&block).index, Some(Ok(())));
+    // Group 1's data start moved.
+    block[8] ^= 1;
+    let said = payload.accept("f", 0, &block).map_err(|e| e.to_string());
+    match (worker(&block).index, said) {
+        (Some(Err(why)), Err(viewer)) => assert!(viewer.contains(&why), "{why} / {viewer}"),
+        other => panic!("a moved group passed: {other:?}"),
+    }
     let again = open_pieced(&[blocks], None, Delivery::Walked);
     let res = engine
         .upload(&again, Default::default())

@@ -4,10 +4,10 @@
 // all in flight with `Blob.arrayBuffer()` when it is not), walking the headers of the
 // chunks a large range holds when asked (`walkChunks`, so that the viewer's Worker does
 // not), or of a piece read before its chunks were known, or checking a range it read
-// (`sha256Of`, `checkPackedIndex`: a prepared file's block), and decode a stored chunk the WGSL decoder does not take (deflate, shuffle) with
+// (`checkBlock`: a prepared file's block), and decode a stored chunk the WGSL decoder does not take (deflate, shuffle) with
 // the crate's own filter pipeline. Both run the same wasm module, loaded at once. Several
 // run at once, one a CPU core.
-import init, { checkPackedIndex, decodeChunk, sha256Of, walkChunks } from './stem4d.js';
+import init, { checkBlock, decodeChunk, walkChunks } from './stem4d.js';
 
 const ready = init();
 // A module that cannot load fails the jobs that need it, each with the reason.
@@ -40,12 +40,7 @@ async function checkAndAnswer(id, bytes, check) {
   let out;
   try {
     await ready;
-    const view = new Uint8Array(bytes);
-    out = { bytes, digest: sha256Of(view) };
-    if (check.index) {
-      const [bits, detLen, tiles] = check.index;
-      out.malformed = checkPackedIndex(view, bits, detLen, tiles) ?? null;
-    }
+    out = { bytes, ...checkBlock(new Uint8Array(bytes), check.index) };
   } catch (e) {
     self.postMessage({ id, out: bytes }, [bytes]);
     return;

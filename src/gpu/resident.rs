@@ -163,11 +163,16 @@ impl UploadTimes {
     /// Add the time since `*since` to `step` and restart the clock.
     pub fn lap(&mut self, step: &'static str, since: &mut f64) {
         let now = crate::clock::now_ms();
-        match self.0.iter_mut().find(|(s, _)| *s == step) {
-            Some((_, ms)) => *ms += now - *since,
-            None => self.0.push((step, now - *since)),
-        }
+        self.add(step, now - *since);
         *since = now;
+    }
+
+    /// Add `ms` to `step`.
+    pub fn add(&mut self, step: &'static str, ms: f64) {
+        match self.0.iter_mut().find(|(s, _)| *s == step) {
+            Some((_, total)) => *total += ms,
+            None => self.0.push((step, ms)),
+        }
     }
 }
 

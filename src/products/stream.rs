@@ -450,10 +450,7 @@ impl PassTimes {
     fn add_laps(&self, laps: &UploadTimes) {
         if let Ok(mut times) = self.0.lock() {
             for &(step, ms) in &laps.0 {
-                match times.0.iter_mut().find(|(s, _)| *s == step) {
-                    Some((_, total)) => *total += ms,
-                    None => times.0.push((step, ms)),
-                }
+                times.add(step, ms);
             }
         }
     }

@@ -367,8 +367,8 @@ fn check_job(c: &crate::source::PieceCheck) -> JsValue {
 }
 
 /// A checked read's answer from `web/pool_worker.js`, `{bytes, digest, malformed}` (the
-/// piece, its SHA-256 by `web::sha256_of`, and where its index was checked by
-/// `web::check_packed_index` the reason it failed or null; undefined where it was not);
+/// piece, and what `web::check_block` found: its SHA-256, and where its index was checked
+/// the reason it failed or null; undefined where it was not);
 /// `None` if the answer is not one.
 fn checked_answer(answer: &JsValue) -> Option<(js_sys::Uint8Array, crate::source::PieceChecked)> {
     let get = |key: &str| js_sys::Reflect::get(answer, &key.into()).ok();

@@ -122,15 +122,54 @@ pub fn walk_chunks(piece: js_sys::Uint8Array, jobs: &[u32]) -> Result<js_sys::Ob
     Ok(out)
 }
 
-/// Run in a pool Worker on a piece it read: the piece's SHA-256 (a prepared file's payload
-/// block, checked by the viewer's Worker against the file's description: decision 0045).
-/// The Workers hash their blocks side by side, where the browser's `crypto.subtle` runs
-/// every digest of the page on one thread. The piece passes through a buffer of
-/// [`HASH_STEP`] bytes, so that this Worker's wasm memory does not grow by a piece.
-#[wasm_bindgen(js_name = sha256Of)]
-pub fn sha256_of(piece: js_sys::Uint8Array) -> Vec<u8> {
+/// Run in a pool Worker on a prepared file's payload block it read (decision 0045): the
+/// block's SHA-256 and, with `index` (`[bits, det_len, tiles]` of a packed block), the
+/// structure check of its index as the viewer's Worker would run it (`IndexCheck`), as
+/// `{digest, malformed}` (`malformed`: null where the index passed, else why not; absent
+/// without `index`). The Workers check their blocks side by side, where the browser's
+/// `crypto.subtle` runs every digest of the page on one thread.
+#[wasm_bindgen(js_name = checkBlock)]
+pub fn check_block(
+    piece: js_sys::Uint8Array,
+    index: Option<Vec<f64>>,
+) -> Result<js_sys::Object, JsValue> {
+    let index = match index.as_deref() {
+        None => None,
+        Some(&[bits, det_len, tiles]) => Some((bits as u32, det_len as usize, tiles as u64)),
+        Some(_) => {
+            return Err(JsValue::from_str(
+                "an index check takes [bits, detLen, tiles]",
+            ))
+        }
+    };
+    let checked = check_piece(&piece, index);
+    let out = js_sys::Object::new();
+    let digest = js_sys::Uint8Array::from(&checked.digest[..]);
+    let set = |key: &str, v: JsValue| js_sys::Reflect::set(&out, &key.into(), &v);
+    set("digest", digest.into())?;
+    if let Some(judged) = checked.index {
+        set(
+            "malformed",
+            judged.err().map_or(JsValue::NULL, JsValue::from),
+        )?;
+    }
+    Ok(out)
+}
+
+/// What [`check_block`] finds of `piece`, in one pass through a buffer of [`HASH_STEP`]
+/// bytes (so that the Worker's wasm memory does not grow by a block): its SHA-256 and, with
+/// `index` (sample bits, detector pixels, tiles), the outcome of its packed index's check.
+pub fn check_piece(
+    piece: &js_sys::Uint8Array,
+    index: Option<(u32, usize, u64)>,
+) -> crate::source::PieceChecked {
+    use crate::formats::prepared::packed_sectors::IndexCheck;
     use sha2::{Digest, Sha256};
     let n = piece.length();
+    // The index check (it reads the index, and passes over the data), and its first failure.
+    let mut check = index.map(|(bits, det_len, tiles)| {
+        (IndexCheck::of_block(bits, det_len, tiles, n as u64), Ok(()))
+    });
     let mut step = vec![0u8; HASH_STEP.min(n) as usize];
     let mut hash = Sha256::new();
     let mut at = 0u32;
@@ -139,43 +178,17 @@ pub fn sha256_of(piece: js_sys::Uint8Array) -> Vec<u8> {
         let part = &mut step[..(end - at) as usize];
         piece.subarray(at, end).copy_to(part);
         hash.update(&*part);
+        if let Some((c, judged @ Ok(()))) = check.as_mut() {
+            *judged = c.feed(part);
+        }
         at = end;
     }
-    hash.finalize().to_vec()
-}
-
-/// Run in a pool Worker on a packed payload block it read (`bits`-bit samples, `tiles`
-/// tiles of `det_len` pixels): the structure check of its index as the viewer's Worker
-/// would run it (`IndexCheck`; decision 0045), `None` where it passes, else why not. The
-/// Workers check their blocks side by side; only the index passes through wasm memory,
-/// [`HASH_STEP`] bytes at a time.
-#[wasm_bindgen(js_name = checkPackedIndex)]
-pub fn check_packed_index(
-    piece: js_sys::Uint8Array,
-    bits: u32,
-    det_len: u32,
-    tiles: f64,
-) -> Option<String> {
-    use crate::formats::prepared::packed_sectors::{index_bytes, IndexCheck};
-    let n = piece.length();
-    let det_len = det_len as usize;
-    let tiles = tiles as u64;
-    let mut check = IndexCheck::of_block(bits, det_len, tiles, n as u64);
-    let end = index_bytes(tiles, det_len).min(n as u64) as u32;
-    let mut step = vec![0u8; HASH_STEP.min(end) as usize];
-    let mut at = 0u32;
-    while at < end {
-        let stop = at.saturating_add(HASH_STEP).min(end);
-        let part = &mut step[..(stop - at) as usize];
-        piece.subarray(at, stop).copy_to(part);
-        if let Err(m) = check.feed(part) {
-            return Some(m.0);
-        }
-        at = stop;
+    let index = check.map(|(c, judged)| judged.and_then(|_| c.finish()).map_err(|m| m.0));
+    crate::source::PieceChecked {
+        digest: hash.finalize().to_vec(),
+        index,
     }
-    check.finish().err().map(|m| m.0)
 }
 
-/// The bytes [`sha256_of`] and [`check_packed_index`] copy into wasm memory at a time:
-/// within the CPU's caches.
+/// The bytes [`check_piece`] copies into wasm memory at a time: within the CPU's caches.
 const HASH_STEP: u32 = 1 << 20;

@@ -11,7 +11,7 @@ mod prepared;
 mod present;
 
 pub use crate::source::blob::walked_answer;
-pub use chunk_workers::{check_packed_index, sha256_of, walk_chunks};
+pub use chunk_workers::{check_block, check_piece, walk_chunks};
 
 use std::cell::RefCell;
 use std::rc::Rc;

@@ -52,11 +52,20 @@ impl TiledPayload {
         ))
     }
 
-    /// Block `k`, whose SHA-256 matched, whole: checked against the structure of a packed
-    /// block (nothing to check in a position-tiled one) and then taken as checked. A file
-    /// whose index something else made is refused by name, never decoded out of bounds.
+    /// Block `k`, whose SHA-256 matched: checked against the structure of a packed block
+    /// (nothing to check in a position-tiled one) and then taken as checked. `bytes` is the
+    /// block whole or its first [`TiledPayload::accepted_prefix_bytes`] (or more): the page
+    /// checks a block without copying all of it into wasm memory; its length must be the
+    /// table's. A file whose index something else made is refused by name, never decoded
+    /// out of bounds.
     pub fn accept(&self, file: &str, k: usize, bytes: &[u8]) -> Result<()> {
-        self.accept_prefix(file, k, bytes)
+        if let Some(mut c) = self.index_check(k) {
+            c.feed(bytes)
+                .and_then(|_| c.finish())
+                .map_err(|m| self.malformed(file, k, m))?;
+        }
+        self.checked[k].store(true, Ordering::Relaxed);
+        Ok(())
     }
 
     /// How many of block `k`'s first bytes its structure check reads: a packed block's
@@ -87,19 +96,6 @@ impl TiledPayload {
         self.layout
             .is_packed()
             .then(|| (self.layout.bits, self.det_len, self.blocks[k].tiles))
-    }
-
-    /// As [`TiledPayload::accept`], from the block's first
-    /// [`TiledPayload::accepted_prefix_bytes`] alone (or more): the page checks a block
-    /// without copying all of it into wasm memory. Its length must be the table's.
-    pub fn accept_prefix(&self, file: &str, k: usize, prefix: &[u8]) -> Result<()> {
-        if let Some(mut c) = self.index_check(k) {
-            c.feed(prefix)
-                .and_then(|_| c.finish())
-                .map_err(|m| self.malformed(file, k, m))?;
-        }
-        self.checked[k].store(true, Ordering::Relaxed);
-        Ok(())
     }
 
     fn malformed(&self, file: &str, k: usize, m: packed_sectors::Malformed) -> Error {

@@ -2,7 +2,7 @@
 //!
 //! Where the page has its pool of Workers and the payload is of counts, the Workers read the
 //! blocks side by side, each hashing the blocks it read and checking a packed block's index
-//! (`web::sha256_of`, `web::check_packed_index`), while the viewer's Worker compares each
+//! (`web::check_block`), while the viewer's Worker compares each
 //! digest, takes each verdict and copies the blocks through the staging ring of the bslz4
 //! upload into their block buffers or segments; blocks are posted up to [`AHEAD_BYTES`]
 //! ahead of their copy (decision 0045). Otherwise (float32, whose range the viewer's Worker
@@ -326,7 +326,7 @@ async fn checked(payload: &TiledPayload, file: &str, k: usize, read: JsRead) -> 
             let n = (payload.accepted_prefix_bytes(k) as u32).min(read.bytes.length());
             let mut index = vec![0u8; n as usize];
             read.bytes.subarray(0, n).copy_to(&mut index);
-            payload.accept_prefix(file, k, &index)?;
+            payload.accept(file, k, &index)?;
         }
     }
     Ok(read)
