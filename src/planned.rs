@@ -10,6 +10,7 @@ use crate::frames::Correction;
 use crate::gpu::{Engine, Resident};
 use crate::products::{ProductArray, ProductParams};
 use crate::upload::memory::{self, MemoryPlan, PlanKind};
+use crate::upload::packed::PackBudget;
 
 /// What decides the plan: a budget in bytes (`None`: the adapter's), a plan by name.
 #[derive(Clone, Copy, Debug, Default)]
@@ -68,8 +69,13 @@ pub async fn build_compressed(
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<Compressed> {
     let rows = plan.rows_per_block.unwrap_or(1);
+    // A plan the engine chose may give up on a projection: the next one is streamed.
+    let budget = choice.budget.map(|bytes| PackBudget {
+        bytes,
+        give_up_on_projection: choice.plan.is_none(),
+    });
     match engine
-        .upload_packed(acq, corr, rows, plan.gpu_decode, choice.budget, progress)
+        .upload_packed(acq, corr, rows, plan.gpu_decode, budget, progress)
         .await
     {
         Ok(res) => Ok(Compressed::Built(Box::new(res))),

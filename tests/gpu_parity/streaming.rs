@@ -173,7 +173,7 @@ fn a_small_budget_streams_the_fixtures_or_leaves_them_to_the_cpu() {
                     Correction::default(),
                     plan.rows_per_block.unwrap(),
                     plan.gpu_decode,
-                    Some(262144),
+                    Some(stem4d::upload::packed::PackBudget::hard(262144)),
                     &mut |_, _| {},
                 ));
                 match built {
