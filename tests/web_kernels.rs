@@ -14,6 +14,7 @@ use stem4d::gpu::{Engine, Resident};
 use stem4d::products::gpu as products;
 use stem4d::products::judge::judge;
 use stem4d::products::{ProductKind, ProductParams};
+use stem4d::source::in_flight::{ReadKey, ReadsInFlight};
 use stem4d::source::{ByteSource, FileSet, JsPiece, JsRead, MemSource, PieceCheck};
 use wasm_bindgen_test::*;
 
@@ -63,6 +64,10 @@ enum Delivery {
     HalfWalked,
     /// As `Walked`, but a prepared file's block 1 judged malformed by its Worker.
     Refusing,
+    /// As `Walked`, each read answered through a promise kept in flight as the page's pool
+    /// source keeps it (`ReadsInFlight`), so that a read let go is taken by the next that
+    /// asks for the same pieces; every read posted is counted in [`POOL_POSTS`].
+    Pooled,
 }
 
 /// A file the way the browser's pool delivers it to the GPU decoder, its reads cut at
@@ -71,6 +76,19 @@ struct PiecedSource {
     mem: MemSource,
     bytes: Vec<u8>,
     delivery: Delivery,
+    in_flight: ReadsInFlight,
+}
+
+// SAFETY: the tests are built for wasm32 without the `atomics` target feature: one thread,
+// so the JS promises `in_flight` holds are never shared across threads.
+#[cfg(not(target_feature = "atomics"))]
+unsafe impl Send for PiecedSource {}
+#[cfg(not(target_feature = "atomics"))]
+unsafe impl Sync for PiecedSource {}
+
+thread_local! {
+    /// The ranges of every read a [`Delivery::Pooled`] source posted, in order.
+    static POOL_POSTS: std::cell::RefCell<Vec<(u64, u64)>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// Where walked reads are cut: a few of the fixtures' chunks (~230 bytes each).
@@ -96,6 +114,9 @@ impl ByteSource for PiecedSource {
         &self,
         pieces: Vec<JsPiece>,
     ) -> Option<stem4d::source::LocalFuture<'_, stem4d::error::Result<Vec<JsRead>>>> {
+        if self.delivery == Delivery::Pooled {
+            return Some(self.pooled(pieces));
+        }
         let mut out = Vec::new();
         MOST_PIECES.fetch_max(pieces.len(), std::sync::atomic::Ordering::Relaxed);
         for (k, p) in pieces.into_iter().enumerate() {
@@ -128,7 +149,7 @@ impl ByteSource for PiecedSource {
                     walk: None,
                     checked: None,
                 }),
-                Delivery::Walked | Delivery::HalfWalked | Delivery::Refusing => {
+                Delivery::Walked | Delivery::HalfWalked | Delivery::Refusing | Delivery::Pooled => {
                     out.push(walked_read(js_sys::Uint8Array::from(span), &jobs))
                 }
             }
@@ -150,6 +171,45 @@ impl ByteSource for PiecedSource {
             .map(|(piece, jobs)| walked_read(js_sys::Uint8Array::new(&transfer(&piece)), &jobs))
             .collect();
         Some(Box::pin(std::future::ready(Ok(out))))
+    }
+}
+
+impl PiecedSource {
+    /// [`Delivery::Pooled`]'s read of `pieces`: posted (counted) unless the same pieces are
+    /// in flight, answered walked once the promise settles.
+    fn pooled(
+        &self,
+        pieces: Vec<JsPiece>,
+    ) -> stem4d::source::LocalFuture<'_, stem4d::error::Result<Vec<JsRead>>> {
+        let key = ReadKey::of(&pieces);
+        let span = pieces.first().map_or((0, 0), |p| {
+            let last = pieces.last().map_or(p.offset, |q| q.offset + q.len);
+            (p.offset, last - p.offset)
+        });
+        let promise = self.in_flight.promise(&key, || {
+            POOL_POSTS.with(|p| p.borrow_mut().push(span));
+            Ok(js_sys::Promise::resolve(&wasm_bindgen::JsValue::NULL))
+        });
+        let out: Vec<JsRead> = pieces
+            .iter()
+            .map(|p| {
+                let span = &self.bytes[p.offset as usize..(p.offset + p.len) as usize];
+                match &p.walk {
+                    Some(jobs) => walked_read(js_sys::Uint8Array::from(span), jobs),
+                    None => JsRead {
+                        bytes: js_sys::Uint8Array::from(span),
+                        walk: None,
+                        checked: None,
+                    },
+                }
+            })
+            .collect();
+        Box::pin(async move {
+            let answered = wasm_bindgen_futures::JsFuture::from(promise?).await;
+            self.in_flight.answered(&key);
+            answered.map_err(|_| stem4d::error::Error::Gpu("a pooled read failed".into()))?;
+            Ok(out)
+        })
     }
 }
 
@@ -177,7 +237,7 @@ fn transfer(piece: &js_sys::Uint8Array) -> js_sys::ArrayBuffer {
 fn checked_read(span: &[u8], check: PieceCheck, delivery: Delivery, k: usize) -> JsRead {
     let bytes = js_sys::Uint8Array::from(span);
     let can = match delivery {
-        Delivery::Walked | Delivery::Refusing => true,
+        Delivery::Walked | Delivery::Refusing | Delivery::Pooled => true,
         Delivery::HalfWalked => k % 2 == 0,
         Delivery::Split(_) => false,
     };
@@ -230,6 +290,7 @@ fn open_pieced_with(
                 mem: MemSource::new(*n, b.to_vec()),
                 bytes: b.to_vec(),
                 delivery,
+                in_flight: ReadsInFlight::default(),
             }) as Arc<dyn ByteSource>
         })
         .collect();
@@ -513,7 +574,7 @@ async fn file_api_windows_decode_exactly_in_the_browser() {
             let (walked, windows) = (res.worker_walked_windows, res.file_buffer_windows);
             let expected = match delivery {
                 Delivery::Split(_) => walked == 0,
-                Delivery::Walked | Delivery::Refusing => walked == windows,
+                Delivery::Walked | Delivery::Refusing | Delivery::Pooled => walked == windows,
                 // A window with an unwalked piece is walked by the viewer, whole.
                 Delivery::HalfWalked => walked < windows,
             };
@@ -751,5 +812,65 @@ async fn streamed_products_equal_the_residents_in_the_browser() {
                 );
             }
         }
+    }
+}
+
+/// A streamed pass reads each block's first windows while the block before it uploads
+/// (decision 0046). Through a source that keeps its reads in flight as the page's pool
+/// source does, every block after the first takes its first window in flight, no range is
+/// read twice in a pass, and every product is the resident's byte for byte.
+#[wasm_bindgen_test]
+async fn streamed_blocks_take_the_reads_started_ahead() {
+    use stem4d::products::npy::to_bytes;
+    use stem4d::products::stream::{compute_streamed, Blocks};
+    use stem4d::source::in_flight::reads_taken_in_flight;
+    let engine = Engine::new().await.expect("a WebGPU adapter");
+    let files = [fixture!("lz4_stack_u16.h5")];
+    let acq = open_pieced(&files, Some([6, 4]), Delivery::Pooled);
+    let ps: Vec<ProductParams> = [ProductKind::Bf, ProductKind::Total, ProductKind::Com]
+        .into_iter()
+        .map(params)
+        .collect();
+    let corr = stem4d::frames::Correction::default();
+    let mut resident = Vec::new();
+    for p in &ps {
+        resident.push(
+            products::compute(&engine, &acq, p, corr)
+                .await
+                .expect("resident"),
+        );
+    }
+    for rows in [1, 2, 4] {
+        POOL_POSTS.with(|p| p.borrow_mut().clear());
+        let taken = reads_taken_in_flight();
+        let blocks = Blocks {
+            rows,
+            gpu_decode: true,
+        };
+        let out = compute_streamed(&engine, &acq, &ps, corr, blocks, &mut |_, _| {})
+            .await
+            .expect("streamed");
+        for ((p, r), s) in ps.iter().zip(&resident).zip(&out) {
+            assert!(
+                to_bytes(r) == to_bytes(s),
+                "{} in blocks of {rows} rows: streamed differs",
+                p.kind.name()
+            );
+        }
+        let posts = POOL_POSTS.with(|p| p.borrow().clone());
+        let mut distinct = posts.clone();
+        distinct.sort();
+        distinct.dedup();
+        assert_eq!(
+            distinct.len(),
+            posts.len(),
+            "blocks of {rows} rows: a range read twice: {posts:?}"
+        );
+        let blocks_read = 6usize.div_ceil(rows);
+        let took = reads_taken_in_flight() - taken;
+        assert!(
+            took as usize >= blocks_read,
+            "blocks of {rows} rows: {took} reads taken in flight for {blocks_read} blocks"
+        );
     }
 }

@@ -342,6 +342,11 @@ async fn pass(
 ) -> Result<Vec<ProductArray>> {
     let (acq, shape) = (over.acq, over.acq.shape.binned(over.corr.bin));
     let read = read_parts(engine, over, ps, progress).await;
+    // Reads started ahead that a stopped pass never took.
+    #[cfg(target_arch = "wasm32")]
+    for part in &acq.parts {
+        part.source.forget_reads_in_flight();
+    }
     let result = async {
         let (parts, res) = read?;
         let mut out = Vec::with_capacity(ps.len());
@@ -380,15 +385,27 @@ async fn read_parts(
     // One copy of the acquisition serves every block: copying its chunk index per block
     // cost as much as the block's own bookkeeping.
     let mut block = acq.clone();
+    // The next block read, whose first windows are read while this one uploads.
+    let mut next = blocks.gpu_decode.then(|| acq.clone());
+    let wanted = |b0: usize| {
+        let b1 = (b0 + step).min(rows);
+        rings.is_some() || ps.iter().any(|p| needs(p, shape.scan, b0, b1))
+    };
+    let read: Vec<usize> = (0..rows).step_by(step).filter(|&b0| wanted(b0)).collect();
     // A pass cancelled before it starts reads nothing.
     crate::watch::step(crate::watch::STREAM, 0, rows as u64)?;
     for b0 in (0..rows).step_by(step) {
         let b1 = (b0 + step).min(rows);
-        if rings.is_none() && !ps.iter().any(|p| needs(p, shape.scan, b0, b1)) {
+        if !wanted(b0) {
             crate::watch::report(progress, crate::watch::STREAM, b1, rows)?;
             continue;
         }
         block.set_crop(acq.scan_rows_crop(b0, b1)?);
+        if let Some(next) = next.as_mut() {
+            let later = read.iter().copied().find(|&n0| n0 > b0);
+            let crop = later.map(|n0| acq.scan_rows_crop(n0, (n0 + step).min(rows)));
+            read_ahead(engine, (&block, b0 == read[0]), next, crop, corr).await;
+        }
         if let Some(prev) = last.take() {
             // Its buffers serve the next block where they have its sizes.
             engine.set_aside(prev);
@@ -422,6 +439,27 @@ async fn read_parts(
     }
     let res = last.ok_or_else(|| Error::Gpu("the streamed pass read no block".into()))?;
     Ok((parts, res))
+}
+
+/// Start the reads of `block`'s first windows where it is the pass's first (`first`), then
+/// those of the next block read (`next` cropped to `crop`), and let them go: the browser's
+/// pool reads them while `block` uploads, and the uploads that ask for them take them
+/// (`upload::gpu_decode::start_reads`; decision 0046). A failure is the upload's to report.
+async fn read_ahead(
+    engine: &Engine,
+    (block, first): (&Acquisition, bool),
+    next: &mut Acquisition,
+    crop: Option<Result<crate::formats::ScanCrop>>,
+    corr: Correction,
+) {
+    use crate::upload::gpu_decode::start_reads;
+    if first {
+        start_reads(engine, block, corr).await.ok();
+    }
+    if let Some(Ok(crop)) = crop {
+        next.set_crop(crop);
+        start_reads(engine, next, corr).await.ok();
+    }
 }
 
 /// Milliseconds the passes spent since the program started: uploading their blocks (read,

@@ -385,6 +385,7 @@ impl Session {
                 leaf_span_windows: resident.iter().map(|r| r.leaf_span_windows).sum(),
                 worker_walked_windows: resident.iter().map(|r| r.worker_walked_windows).sum(),
                 index_read_rounds: 0,
+                reads_taken_in_flight: 0,
                 reused_resident_buffers: engine.reused_resident_buffers() - reused0,
                 adapter: engine.summary(),
                 warnings,

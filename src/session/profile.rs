@@ -58,6 +58,9 @@ pub struct Profile {
     /// Rounds of gathered metadata reads the page's open took (each fetches what the last
     /// attempt missed, all at once); 0 where files are read as they are parsed.
     pub index_read_rounds: usize,
+    /// File API reads a streamed pass started ahead (the next block's first windows) that
+    /// an upload then took while in flight (the browser; 0 elsewhere: decision 0046).
+    pub reads_taken_in_flight: u64,
     pub adapter: EngineSummary,
     pub warnings: Vec<String>,
     /// A streamed session's ring sums about the BF centre (decision 0036).

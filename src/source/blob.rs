@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use wasm_bindgen::{JsCast, JsValue};
 
 use crate::error::{Error, Result};
+use crate::source::in_flight::{ReadKey, ReadsInFlight};
 use crate::source::{check_range, ByteSource, JsPiece, JsRead, LocalFuture};
 
 /// Microseconds spent in file reads since the page loaded (the profile's "read" stage).
@@ -26,6 +27,8 @@ pub struct BlobSource {
     /// `walkPieces(buffers, walks)` → Promise of walked answers: the same pool walks chunk
     /// headers in buffers read already (leaf spans, whose chunks are known once read).
     walker: Option<js_sys::Function>,
+    /// The pool's answers to reads in flight, for a read let go unawaited (decision 0046).
+    in_flight: ReadsInFlight,
 }
 
 // SAFETY: this crate is built for wasm32 without the `atomics` target feature, so there is
@@ -53,6 +56,7 @@ impl BlobSource {
             reader,
             pool,
             walker,
+            in_flight: Default::default(),
         })
     }
 }
@@ -82,6 +86,10 @@ impl ByteSource for BlobSource {
     fn read_js(&self, pieces: Vec<JsPiece>) -> Option<JsReads<'_>> {
         let pool = self.pool.as_ref()?;
         Some(Box::pin(self.read_pieces(pool, pieces)))
+    }
+
+    fn forget_reads_in_flight(&self) {
+        self.in_flight.clear();
     }
 
     fn walk_js(&self, pieces: Vec<(js_sys::Uint8Array, Vec<u32>)>) -> Option<JsReads<'_>> {
@@ -237,20 +245,20 @@ impl BlobSource {
         let (first, len) = pieces
             .first()
             .map_or((0, 0), |p| (p.offset, p.len as usize));
-        let all = self
-            .pool_call(
-                pool,
-                &[
-                    self.file.as_ref(),
-                    offsets.as_ref(),
-                    lens.as_ref(),
-                    walks.as_ref(),
-                    checks.as_ref(),
-                ],
-                first,
-                len,
-            )
-            .await?;
+        let key = ReadKey::of(&pieces);
+        let args = [
+            self.file.as_ref(),
+            offsets.as_ref(),
+            lens.as_ref(),
+            walks.as_ref(),
+            checks.as_ref(),
+        ];
+        let promise = self
+            .in_flight
+            .promise(&key, || self.pool_promise(pool, &args, first, len))?;
+        let all = self.pool_answers(promise, first, len).await;
+        self.in_flight.answered(&key);
+        let all = all?;
         let mut out = Vec::with_capacity(pieces.len());
         for (i, p) in pieces.iter().enumerate() {
             let got = all.get(i as u32);
@@ -301,12 +309,32 @@ impl BlobSource {
         first: u64,
         len: usize,
     ) -> Result<js_sys::Array> {
+        let promise = self.pool_promise(pool, args, first, len)?;
+        self.pool_answers(promise, first, len).await
+    }
+
+    /// `readRanges(…)` called: its reads are posted to the Workers now.
+    fn pool_promise(
+        &self,
+        pool: &js_sys::Function,
+        args: &[&JsValue],
+        first: u64,
+        len: usize,
+    ) -> Result<js_sys::Promise> {
         let args: js_sys::Array = args.iter().copied().collect();
-        let all = pool
-            .apply(&JsValue::NULL, &args)
+        pool.apply(&JsValue::NULL, &args)
             .map(|p| js_sys::Promise::resolve(&p))
-            .map_err(|_| self.io("reading", first, len))?;
-        let all = wasm_bindgen_futures::JsFuture::from(all)
+            .map_err(|_| self.io("reading", first, len))
+    }
+
+    /// The answers of a [`BlobSource::pool_promise`].
+    async fn pool_answers(
+        &self,
+        promise: js_sys::Promise,
+        first: u64,
+        len: usize,
+    ) -> Result<js_sys::Array> {
+        let all = wasm_bindgen_futures::JsFuture::from(promise)
             .await
             .map_err(|_| self.io("reading", first, len))?;
         Ok(js_sys::Array::from(&all))

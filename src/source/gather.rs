@@ -152,6 +152,11 @@ impl ByteSource for Gathering {
     fn js_piece(&self) -> u64 {
         self.inner.js_piece()
     }
+
+    #[cfg(target_arch = "wasm32")]
+    fn forget_reads_in_flight(&self) {
+        self.inner.forget_reads_in_flight()
+    }
 }
 
 /// Run `open` over `sources` (which it must read through), fetching each attempt's misses

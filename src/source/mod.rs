@@ -5,6 +5,8 @@
 #[cfg(target_arch = "wasm32")]
 pub mod blob;
 mod gather;
+#[cfg(target_arch = "wasm32")]
+pub mod in_flight;
 
 pub use gather::{open_gathered, Gathering};
 
@@ -39,6 +41,11 @@ pub trait ByteSource: Send + Sync {
     fn read_js(&self, _pieces: Vec<JsPiece>) -> Option<LocalFuture<'_, Result<Vec<JsRead>>>> {
         None
     }
+
+    /// The browser: let go of reads [`ByteSource::read_js`] started whose caller let them
+    /// go unawaited and nobody asked for again (a streamed pass that stopped early).
+    #[cfg(target_arch = "wasm32")]
+    fn forget_reads_in_flight(&self) {}
 
     /// The browser: the header walks of chunks in pieces read already (each piece's
     /// buffer with its `decode::walk` job list), done by the page's Workers, the pieces

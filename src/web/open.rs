@@ -76,6 +76,7 @@ pub(super) async fn open_files(
 ) -> Result<JsValue, JsValue> {
     let t0 = now_ms();
     let read0 = blob_source::read_ms();
+    let taken0 = crate::source::in_flight::reads_taken_in_flight();
     let pass0 = crate::products::stream::PASS_TIMES.ms();
     let (acq, index_rounds) = acquisition_of(inner, files, &req).await?;
     let mut report = reporter(&progress);
@@ -99,6 +100,8 @@ pub(super) async fn open_files(
     .await
     .map_err(js_err)?;
     session.profile.index_read_rounds = index_rounds;
+    session.profile.reads_taken_in_flight =
+        crate::source::in_flight::reads_taken_in_flight() - taken0;
     session.profile.stages.push(Stage {
         name: "of which file reads".into(),
         ms: blob_source::read_ms() - read0,
