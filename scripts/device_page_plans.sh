@@ -37,7 +37,8 @@ print("adapter:", (r.get("adapter") or {}).get("description"))
 for lf in r.get("local_files", []):
     st = {s["name"]: round(s["ms"]) for s in lf.get("profile", {}).get("stages", [])}
     plan = (lf.get("profile", {}).get("memory_plan") or {}).get("kind")
-    print(lf["file"], lf["options"], plan, "first image %.0f ms, settled %.0f ms" % (lf["first_image_ms"], lf["settled_ms"]), st)
+    taken = lf.get("profile", {}).get("reads_taken_in_flight")
+    print(lf["file"], lf["options"], plan, "first image %.0f ms, settled %.0f ms" % (lf["first_image_ms"], lf["settled_ms"]), "reads taken in flight:", taken, st)
     if "bench" in lf:
         print("  bench:", json.dumps(lf["bench"]))
 print("synthetic match:", (r.get("synthetic_match") or {}).get("same"), "error:", r.get("error"))
