@@ -176,6 +176,7 @@ impl Engine {
             atomic_sums: prefers_atomic_sums(&info),
             chunk_decoder: None,
             set_aside: Default::default(),
+            decode_slots: Mutex::new((false, None)),
             memory_ceiling: std::sync::atomic::AtomicU64::new(u64::MAX),
             memory_peak: std::sync::atomic::AtomicU64::new(0),
             renderers: Mutex::new(Vec::new()),

@@ -88,6 +88,10 @@ pub struct Engine {
     pub(crate) chunk_decoder: Option<Box<dyn ChunkDecoder + Send + Sync>>,
     /// The segments of a resident being replaced, for the next upload ([`set_aside`]).
     set_aside: set_aside::SetAside,
+    /// While a pass uploads block after block ([`Engine::keep_decode_slots`]): the GPU
+    /// decoder's window buffers (and natively its staging ring) the last upload left, for
+    /// the next; `None` inside, until then or when not kept.
+    pub(crate) decode_slots: Mutex<(bool, Option<crate::upload::src_slots::SrcSlots>)>,
     /// A GPU with this many bytes, simulated: a resident whose payload passes it is refused
     /// as out of memory ([`Engine::simulate_memory`]; tests of what follows that).
     pub(crate) memory_ceiling: std::sync::atomic::AtomicU64,

@@ -223,9 +223,48 @@ impl Engine {
         }
     }
 
-    /// Free the buffers set aside that no upload reused.
+    /// Free the buffers set aside that no upload reused, and the decode slots kept
+    /// ([`Engine::keep_decode_slots`]), which later uploads make anew.
     pub fn release_set_aside(&self) {
         self.set_aside.release();
+        if let Ok(mut kept) = self.decode_slots.lock() {
+            *kept = (false, None);
+        }
+    }
+
+    /// From now until [`Engine::release_set_aside`], each GPU-decoded upload leaves its
+    /// decode slots (window, scratch and sequence buffers; natively its staging ring) for
+    /// the next. A streamed pass or a compressed build uploads block after block, and each
+    /// made its slots anew: about 0.7 GB of buffers a block, which Chromium and wgpu
+    /// allocate and clear before use (decision 0046). The plans' peaks count these slots
+    /// beside each block already.
+    pub fn keep_decode_slots(&self) {
+        if let Ok(mut kept) = self.decode_slots.lock() {
+            kept.0 = true;
+        }
+    }
+
+    /// Whether decode slots are held for the next upload (tests, diagnostics).
+    pub fn decode_slots_kept(&self) -> bool {
+        self.decode_slots.lock().is_ok_and(|kept| kept.1.is_some())
+    }
+
+    /// The decode slots the last upload left, if kept; else new ones.
+    pub(crate) fn take_decode_slots(&self) -> crate::upload::src_slots::SrcSlots {
+        self.decode_slots
+            .lock()
+            .ok()
+            .and_then(|mut kept| kept.1.take())
+            .unwrap_or_default()
+    }
+
+    /// Leave an upload's decode slots for the next, where they are kept.
+    pub(crate) fn leave_decode_slots(&self, slots: crate::upload::src_slots::SrcSlots) {
+        if let Ok(mut kept) = self.decode_slots.lock() {
+            if kept.0 {
+                kept.1 = Some(slots);
+            }
+        }
     }
 
     /// Resident buffers set aside and not yet reused (tests, diagnostics).

@@ -342,11 +342,6 @@ async fn pass(
 ) -> Result<Vec<ProductArray>> {
     let (acq, shape) = (over.acq, over.acq.shape.binned(over.corr.bin));
     let read = read_parts(engine, over, ps, progress).await;
-    // Reads started ahead that a stopped pass never took.
-    #[cfg(target_arch = "wasm32")]
-    for part in &acq.parts {
-        part.source.forget_reads_in_flight();
-    }
     let result = async {
         let (parts, res) = read?;
         let mut out = Vec::with_capacity(ps.len());
@@ -362,8 +357,28 @@ async fn pass(
 
 /// The blocks of [`pass`], read and taken apart: every product's part, and the last block's
 /// resident (it stands for the acquisition's correction when the parts are finished). The
-/// caller releases the buffers set aside (`Engine::release_set_aside`).
+/// caller releases the buffers set aside (`Engine::release_set_aside`), with the decode
+/// slots the blocks' uploads pass on to each other.
 async fn read_parts(
+    engine: &Engine,
+    over: Over<'_>,
+    ps: &[ProductParams],
+    progress: &mut dyn FnMut(usize, usize),
+) -> Result<(Vec<Part>, Resident)> {
+    if over.blocks.gpu_decode {
+        engine.keep_decode_slots();
+    }
+    let out = read_blocks(engine, over, ps, progress).await;
+    // Reads started ahead that a stopped pass never took.
+    #[cfg(target_arch = "wasm32")]
+    for part in &over.acq.parts {
+        part.source.forget_reads_in_flight();
+    }
+    out
+}
+
+/// [`read_parts`], block by block.
+async fn read_blocks(
     engine: &Engine,
     over: Over<'_>,
     ps: &[ProductParams],

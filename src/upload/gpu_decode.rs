@@ -428,7 +428,7 @@ pub async fn upload(
     plan: &ResidentPlan,
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<Option<Resident>> {
-    let mut slots = SrcSlots::new();
+    let mut slots = engine.take_decode_slots();
     // In the browser the staging ring the engine keeps goes back to it whatever the
     // upload's outcome, if the upload left it whole.
     #[cfg(target_arch = "wasm32")]
@@ -451,6 +451,10 @@ pub async fn upload(
             })
         })
     };
+    // Its buffers are reused by later windows only after the work submitted with them.
+    if out.is_ok() {
+        engine.leave_decode_slots(slots);
+    }
     out
 }
 
@@ -623,13 +627,13 @@ async fn upload_through(
         // A feed that lists fewer chunks than the plan's frames (not this acquisition's).
         return finish_in_flight(engine, in_flight).await;
     }
+    // The status read back waits for every window's decode: waiting for each of the last
+    // windows first added Chromium's late `onSubmittedWorkDone` to every streamed block
+    // (decision 0046).
+    drop(in_flight);
     let mut t = crate::clock::now_ms();
-    for prev in in_flight.drain(..) {
-        engine.finished(prev).await?;
-    }
-    times.lap("wait for the GPU", &mut t);
     let (failed, overflow, in_place) = decoder.take_status(engine).await?;
-    times.lap("decode status", &mut t);
+    times.lap("decode status (waits for the GPU)", &mut t);
     if overflow {
         // C-BIN-COMPOSE: a binned sum past u32 is an error, never a wrapped value.
         let b = corr.bin;

@@ -103,6 +103,9 @@ impl Engine {
         let mut times = UploadTimes::default();
         let mut t = crate::clock::now_ms();
         let mut block = acq.clone();
+        if gpu_decode {
+            self.keep_decode_slots();
+        }
         let built = async {
             for b0 in (0..rows).step_by(step) {
                 let b1 = (b0 + step).min(rows);

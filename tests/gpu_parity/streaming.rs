@@ -245,7 +245,30 @@ fn a_cancelled_streamed_pass_stops_at_its_next_block_and_the_next_one_is_whole()
     // Stopped where it next looked: between blocks, or in the next block's upload.
     assert!(e.starts_with("cancelled while "), "{e}");
     assert_eq!(rows_read, vec![1], "no block is read after the cancel");
-    let again = whole(&engine).unwrap();
+    assert!(
+        !engine.decode_slots_kept(),
+        "a stopped pass lets its decode slots go"
+    );
+    // A whole pass passes its decode slots from block to block, and lets them go after.
+    let mut kept_between = Vec::new();
+    let again = pollster::block_on(compute_streamed(
+        &engine,
+        &acq,
+        &ps,
+        corr,
+        blocks,
+        &mut |_, _| kept_between.push(engine.decode_slots_kept()),
+    ))
+    .unwrap();
+    assert!(
+        !kept_between.is_empty() && kept_between.iter().all(|&k| k),
+        "decode slots kept between blocks: {kept_between:?}"
+    );
+    assert!(
+        !engine.decode_slots_kept(),
+        "a pass lets its decode slots go"
+    );
+    assert!(to_bytes(&whole(&engine).unwrap()[0]) == to_bytes(&again[0]));
     assert_eq!(again.len(), ps.len());
     for (p, a) in ps.iter().zip(&again) {
         let resident = pollster::block_on(gpu::compute(&engine, &acq, p, corr)).unwrap();
