@@ -417,6 +417,7 @@ fn bench_stream(
         with(ProductKind::MaxDp, &|_| {}),
     ];
     let corr = crate::frames::Correction::default();
+    let laps0 = crate::products::stream::PASS_TIMES.ms();
     let t = Instant::now();
     match plan.kind {
         crate::upload::memory::PlanKind::Cpu => {
@@ -444,6 +445,13 @@ fn bench_stream(
         stored / 1e9,
         stored / seconds / 1e9
     );
+    // Its blocks' uploads (each lap summed over the blocks) against the products' parts.
+    for (step, ms) in crate::products::stream::PASS_TIMES.ms() {
+        let before = laps0.iter().find(|(s, _)| *s == step).map_or(0.0, |p| p.1);
+        if ms > before {
+            println!("           of which {step:<34} {:9.1} ms", ms - before);
+        }
+    }
     report.push(
         "stream pass (6 products)",
         format!(
