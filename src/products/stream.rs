@@ -392,14 +392,14 @@ async fn read_blocks(
         rings,
     } = over;
     let shape = acq.shape.binned(corr.bin);
-    let [rows, cols] = shape.scan;
+    let [rows, _] = shape.scan;
     let float = acq.dtype.is_float();
     let mut parts: Vec<Part> = ps.iter().map(|p| empty_part(p, float)).collect();
-    let mut last: Option<Resident> = None;
     let step = blocks.rows.max(1);
-    // One copy of the acquisition serves every block: copying its chunk index per block
-    // cost as much as the block's own bookkeeping.
-    let mut block = acq.clone();
+    // Two copies of the acquisition serve every block, one uploading while the other's
+    // parts are taken: copying its chunk index per block cost as much as the block's own
+    // bookkeeping.
+    let mut both = [acq.clone(), acq.clone()];
     // The next block read, whose first windows are read while this one uploads.
     let mut next = blocks.gpu_decode.then(|| acq.clone());
     let wanted = |b0: usize| {
@@ -407,53 +407,116 @@ async fn read_blocks(
         rings.is_some() || ps.iter().any(|p| needs(p, shape.scan, b0, b1))
     };
     let read: Vec<usize> = (0..rows).step_by(step).filter(|&b0| wanted(b0)).collect();
+    // The block uploaded last, whose parts are not taken yet: its resident, rows, and copy.
+    let mut held: Option<Held> = None;
+    let mut reported = 0usize;
     // A pass cancelled before it starts reads nothing.
     crate::watch::step(crate::watch::STREAM, 0, rows as u64)?;
-    for b0 in (0..rows).step_by(step) {
+    for (k, b0) in read.iter().copied().enumerate() {
         let b1 = (b0 + step).min(rows);
-        if !wanted(b0) {
-            crate::watch::report(progress, crate::watch::STREAM, b1, rows)?;
-            continue;
-        }
-        block.set_crop(acq.scan_rows_crop(b0, b1)?);
+        let mine = k % 2;
+        both[mine].set_crop(acq.scan_rows_crop(b0, b1)?);
         if let Some(next) = next.as_mut() {
-            let later = read.iter().copied().find(|&n0| n0 > b0);
-            let crop = later.map(|n0| acq.scan_rows_crop(n0, (n0 + step).min(rows)));
-            read_ahead(engine, (&block, b0 == read[0]), next, crop, corr).await;
+            let crop = read
+                .get(k + 1)
+                .map(|&n0| acq.scan_rows_crop(n0, (n0 + step).min(rows)));
+            read_ahead(engine, (&both[mine], k == 0), next, crop, corr).await;
         }
-        if let Some(prev) = last.take() {
+        // This block uploads while the parts of the one before are taken: the viewer's
+        // copies of one overlap the GPU's work on the other, where waiting for each block
+        // in turn left either idle (decision 0046). The two residents are the plan's two
+        // payloads; the block before that one left its buffers for this one.
+        let upload = upload_block(engine, &both[mine], corr, blocks, found);
+        let over = (held.take(), shape.scan, rings);
+        let before = take_parts(engine, &both, over, ps, &mut parts);
+        let (res, before) = futures_util::future::join(upload, before).await;
+        // A failed part stops the pass first: its block was read before this one.
+        let before = before?;
+        let res = res?;
+        if let Some(prev) = before {
             // Its buffers serve the next block where they have its sizes.
             engine.set_aside(prev);
+            // Every row before this block is done, or not needed.
+            report_rows(progress, &mut reported, b0, rows)?;
         }
-        let t = crate::clock::now_ms();
-        let mut res = match blocks.gpu_decode {
-            true => engine.upload(&block, corr).await?,
-            false => engine.upload_cpu_packed(&block, corr).await?,
-        };
-        engine.note_memory();
-        let t = PASS_TIMES.add(BLOCKS_UPLOADED, t);
-        PASS_TIMES.add_laps(&res.upload_times);
-        if let Some(mask) = found {
-            engine.zero_pixels(&mut res, &mask_pixels(mask))?;
-            res.found_bad = Some(mask.to_vec());
-        }
-        for (p, part) in ps.iter().zip(parts.iter_mut()) {
-            if needs(p, shape.scan, b0, b1) {
-                take_part(engine, &block, &res, p, part, (b0, b1, shape.scan)).await?;
-            }
-        }
-        if let Some(rings) = rings {
-            let first = u32::try_from(b0 * cols).map_err(|_| {
-                Error::Gpu("the scan has more positions than ring sums index".into())
-            })?;
-            rings.add_block(engine, &res, first).await?;
-        }
-        PASS_TIMES.add(BLOCKS_PRODUCTS, t);
-        last = Some(res);
-        crate::watch::report(progress, crate::watch::STREAM, b1, rows)?;
+        held = Some((res, (b0, b1), mine));
     }
-    let res = last.ok_or_else(|| Error::Gpu("the streamed pass read no block".into()))?;
+    let res = take_parts(engine, &both, (held, shape.scan, rings), ps, &mut parts)
+        .await?
+        .ok_or_else(|| Error::Gpu("the streamed pass read no block".into()))?;
+    report_rows(progress, &mut reported, rows, rows)?;
     Ok((parts, res))
+}
+
+/// Block `block` of a pass uploaded under `corr` (through the GPU decoder where `blocks`
+/// says), the detector pixels `found` zeroed.
+async fn upload_block(
+    engine: &Engine,
+    block: &Acquisition,
+    corr: Correction,
+    blocks: Blocks,
+    found: Option<&[bool]>,
+) -> Result<Resident> {
+    let t = crate::clock::now_ms();
+    let mut res = match blocks.gpu_decode {
+        true => engine.upload(block, corr).await?,
+        false => engine.upload_cpu_packed(block, corr).await?,
+    };
+    engine.note_memory();
+    PASS_TIMES.add(BLOCKS_UPLOADED, t);
+    PASS_TIMES.add_laps(&res.upload_times);
+    if let Some(mask) = found {
+        engine.zero_pixels(&mut res, &mask_pixels(mask))?;
+        res.found_bad = Some(mask.to_vec());
+    }
+    Ok(res)
+}
+
+/// The block a pass holds: its resident, its scan rows and which of the pass's two
+/// acquisitions is cropped to it.
+type Held = (Resident, (usize, usize), usize);
+
+/// Every part of `held` taken into `parts`, and its ring sums written into `rings`
+/// (`scan`: the whole acquisition's binned scan); its resident back, `None` where nothing
+/// was held.
+async fn take_parts(
+    engine: &Engine,
+    both: &[Acquisition; 2],
+    (held, scan, rings): (Option<Held>, [usize; 2], Option<&RadialCache>),
+    ps: &[ProductParams],
+    parts: &mut [Part],
+) -> Result<Option<Resident>> {
+    let Some((res, (b0, b1), which)) = held else {
+        return Ok(None);
+    };
+    let t = crate::clock::now_ms();
+    let block = &both[which];
+    for (p, part) in ps.iter().zip(parts.iter_mut()) {
+        if needs(p, scan, b0, b1) {
+            take_part(engine, block, &res, p, part, (b0, b1, scan)).await?;
+        }
+    }
+    if let Some(rings) = rings {
+        let first = u32::try_from(b0 * scan[1])
+            .map_err(|_| Error::Gpu("the scan has more positions than ring sums index".into()))?;
+        rings.add_block(engine, &res, first).await?;
+    }
+    PASS_TIMES.add(BLOCKS_PRODUCTS, t);
+    Ok(Some(res))
+}
+
+/// Report `rows` of `total` scan rows done where they pass those `reported` already.
+fn report_rows(
+    progress: &mut dyn FnMut(usize, usize),
+    reported: &mut usize,
+    rows: usize,
+    total: usize,
+) -> Result<()> {
+    if rows > *reported {
+        *reported = rows;
+        crate::watch::report(progress, crate::watch::STREAM, rows, total)?;
+    }
+    Ok(())
 }
 
 /// Start the reads of `block`'s first windows where it is the pass's first (`first`), then
