@@ -768,6 +768,25 @@ async fn deferred_leaves_upload_exactly_in_the_browser() {
     }
 }
 
+/// The products `ps` of `acq` under `corr` from its raw resident, as the streamed passes
+/// must give them.
+async fn residents(
+    engine: &Engine,
+    acq: &Acquisition,
+    ps: &[ProductParams],
+    corr: stem4d::frames::Correction,
+) -> Vec<stem4d::products::ProductArray> {
+    let mut out = Vec::new();
+    for p in ps {
+        out.push(
+            products::compute(engine, acq, p, corr)
+                .await
+                .expect("resident"),
+        );
+    }
+    out
+}
+
 /// Product-first streaming in the browser's WebGPU (decision 0023): every product of the
 /// parity matrix (bad-pixel masking on), in one pass over blocks of one scan row, through
 /// the GPU decoder and packed on the CPU, is the resident's byte for byte.
@@ -787,14 +806,7 @@ async fn streamed_products_equal_the_residents_in_the_browser() {
             .filter(|r| r.correction == corr)
             .map(|r| r.params.clone())
             .collect();
-        let mut resident = Vec::new();
-        for p in &ps {
-            resident.push(
-                products::compute(&engine, &acq, p, corr)
-                    .await
-                    .expect("resident"),
-            );
-        }
+        let resident = residents(&engine, &acq, &ps, corr).await;
         for gpu_decode in [true, false] {
             let blocks = Blocks {
                 rows: 1,
@@ -832,14 +844,7 @@ async fn streamed_blocks_take_the_reads_started_ahead() {
         .map(params)
         .collect();
     let corr = stem4d::frames::Correction::default();
-    let mut resident = Vec::new();
-    for p in &ps {
-        resident.push(
-            products::compute(&engine, &acq, p, corr)
-                .await
-                .expect("resident"),
-        );
-    }
+    let resident = residents(&engine, &acq, &ps, corr).await;
     for rows in [1, 2, 4] {
         POOL_POSTS.with(|p| p.borrow_mut().clear());
         let taken = reads_taken_in_flight();
