@@ -225,7 +225,8 @@ impl Session {
             }
             let passes = &self.profile.streamed_passes;
             passes.set(passes.get().saturating_add(1));
-            let (ps, blocks, quiet) = (std::slice::from_ref(p), stream.blocks, &mut |_, _| {});
+            let blocks = stream.blocks.for_product(p);
+            let (ps, quiet) = (std::slice::from_ref(p), &mut |_, _| {});
             let out = if corr == stream.correction {
                 let zeroed = stream.zeroed.as_deref();
                 compute_with(engine, &self.acq, ps, corr, zeroed, blocks, quiet).await
