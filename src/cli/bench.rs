@@ -446,11 +446,8 @@ fn bench_stream(
         stored / seconds / 1e9
     );
     // Its blocks' uploads (each lap summed over the blocks) against the products' parts.
-    for (step, ms) in crate::products::stream::PASS_TIMES.ms() {
-        let before = laps0.iter().find(|(s, _)| *s == step).map_or(0.0, |p| p.1);
-        if ms > before {
-            println!("           of which {step:<34} {:9.1} ms", ms - before);
-        }
+    for (step, ms) in crate::products::stream::PASS_TIMES.since(&laps0) {
+        println!("           of which {step:<34} {ms:9.1} ms");
     }
     report.push(
         "stream pass (6 products)",

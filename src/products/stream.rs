@@ -564,13 +564,12 @@ pub const BLOCKS_UPLOADED: &str = "blocks uploaded";
 pub const BLOCKS_PRODUCTS: &str = "blocks' products";
 
 impl PassTimes {
-    /// Add the time since `since_ms` to `step`; now.
-    fn add(&self, step: &'static str, since_ms: f64) -> f64 {
+    /// Add the time since `since_ms` to `step`.
+    fn add(&self, step: &'static str, since_ms: f64) {
         let mut since = since_ms;
         if let Ok(mut times) = self.0.lock() {
             times.lap(step, &mut since);
         }
-        crate::clock::now_ms()
     }
 
     /// Add a block upload's laps, each to its step.
@@ -585,6 +584,16 @@ impl PassTimes {
     /// Every step's milliseconds so far.
     pub fn ms(&self) -> Vec<(&'static str, f64)> {
         self.0.lock().map(|t| t.0.clone()).unwrap_or_default()
+    }
+
+    /// The steps that took time since [`PassTimes::ms`] gave `before`, and how much.
+    pub fn since(&self, before: &[(&'static str, f64)]) -> Vec<(&'static str, f64)> {
+        let at = |step| before.iter().find(|(s, _)| *s == step).map_or(0.0, |p| p.1);
+        self.ms()
+            .into_iter()
+            .map(|(step, ms)| (step, ms - at(step)))
+            .filter(|&(_, ms)| ms > 0.0)
+            .collect()
     }
 }
 

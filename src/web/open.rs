@@ -107,14 +107,11 @@ pub(super) async fn open_files(
         ms: blob_source::read_ms() - read0,
     });
     // A streamed open: its passes' block uploads (and each of their laps) and products.
-    for (step, ms) in crate::products::stream::PASS_TIMES.ms() {
-        let before = pass0.iter().find(|(s, _)| *s == step).map_or(0.0, |p| p.1);
-        if ms > before {
-            session.profile.stages.push(Stage {
-                name: format!("of which in passes: {step}"),
-                ms: ms - before,
-            });
-        }
+    for (step, ms) in crate::products::stream::PASS_TIMES.since(&pass0) {
+        session.profile.stages.push(Stage {
+            name: format!("of which in passes: {step}"),
+            ms,
+        });
     }
     let out = opened_json(&session);
     inner.put(session);
