@@ -12,7 +12,8 @@
 #   budgets — the bslz4 file opened in Chromium within 8 GiB and within 2 GiB, each followed
 #            by suite.js's benchOpened (detectors dragged);
 #   page   — reopen, then budgets;
-#   u8     — the 1024×1024×192×192 uint8 file (/tmp/u8.h5), one streaming pass in Chromium.
+#   u8     — the 1024×1024×192×192 uint8 file (/tmp/u8.h5) streamed in Chromium: in one block,
+#            then within 4 GiB (blocks of scan rows).
 #   bash scripts/device_page_plans.sh OUTDIR [STEP...]
 set -uo pipefail
 OUT=${1:?usage: device_page_plans.sh OUTDIR [STEP...]}
@@ -71,7 +72,8 @@ PY
       u8)
         make_file 1024,1024,192,192 u8 /tmp/u8.h5
         ls -l /tmp/u8.h5
-        page u8 LOCAL_FILE=/tmp/u8.h5 LOCAL_OPTIONS='[{"memoryPlan":"streaming"}]'
+        page u8 LOCAL_FILE=/tmp/u8.h5 \
+          LOCAL_OPTIONS='[{"memoryPlan":"streaming"},{"memoryPlan":"streaming","memoryBudget":4294967296}]'
         ;;
       *) echo "unknown step $step" ;;
     esac

@@ -13,7 +13,12 @@ use stem4d::formats::{Acquisition, IndexFeed, OpenOptions, PartKind};
 use stem4d::frames::{Correction, FrameReader, Samples};
 use stem4d::gpu::{Engine, Resident};
 use stem4d::hdf5_index::ChunkRef;
+use stem4d::products::npy::to_bytes;
+use stem4d::products::stream::Blocks;
+use stem4d::products::{ProductKind, ProductParams};
+use stem4d::session::{OpenRequest, Session};
 use stem4d::source::{ByteSource, FileSet, MemSource};
+use stem4d::upload::memory::PlanKind;
 use stem4d::upload::plan::ResidentPlan;
 
 /// The two K = 4 index fixtures the GPU decoder takes, with the scan shape each needs.
@@ -319,5 +324,190 @@ fn a_bad_leaf_fails_the_upload_as_it_fails_the_open() {
             e.to_string().contains(name) && e.to_string().contains("no TREE signature"),
             "{e}"
         );
+    }
+}
+
+/// A session on `acq` along `req`.
+fn session_of(engine: &Engine, acq: Acquisition, req: &OpenRequest) -> stem4d::Result<Session> {
+    pollster::block_on(Session::open(engine, acq, req, 0.0, &mut |_, _, _| {}))
+}
+
+/// The streaming open (bad pixels masked): one block of the whole scan, as no budget is set.
+fn streamed() -> OpenRequest {
+    OpenRequest {
+        bin: 1,
+        mask_bad_pixels: true,
+        memory_plan: Some(PlanKind::Streaming),
+        ..Default::default()
+    }
+}
+
+/// What a session shows, to compare: its fit, bad pixels and products.
+fn shown(engine: &Engine, s: &mut Session, what: &str) -> Vec<Vec<u8>> {
+    let [cr, cc, r] = s.bf_fit;
+    let mut out = vec![
+        format!("{:?}", s.bf_fit).into_bytes(),
+        serde_json::to_vec(&s.profile.bad_pixels).unwrap(),
+    ];
+    let corr = Correction {
+        mask_bad_pixels: true,
+        bin: 1,
+    };
+    for kind in [
+        ProductKind::Total,
+        ProductKind::Bf,
+        ProductKind::Com,
+        ProductKind::MaxDp,
+    ] {
+        let mut p = ProductParams::new(kind);
+        p.center = Some([cr, cc]);
+        p.radius = Some(r.max(1.0));
+        let a = pollster::block_on(s.product(engine, &p, corr))
+            .unwrap_or_else(|e| panic!("{what} {}: {e}", kind.name()));
+        out.push(to_bytes(&a));
+    }
+    out
+}
+
+/// The mean-pattern pass of a streamed open (`stream::settle`) over `acq` in GPU-decoded
+/// blocks of `rows` scan rows, its deferred leaves from `feed`: the mean, bad pixels and
+/// zeroed mask, as bytes to compare.
+fn settled(
+    engine: &Engine,
+    acq: &Acquisition,
+    feed: Option<&IndexFeed>,
+    rows: usize,
+) -> stem4d::Result<Vec<u8>> {
+    let blocks = Blocks {
+        rows,
+        gpu_decode: true,
+    };
+    let corr = Correction {
+        mask_bad_pixels: true,
+        bin: 1,
+    };
+    let (mean, found, zeroed) = pollster::block_on(stem4d::products::stream::settle(
+        engine,
+        (acq, feed),
+        corr,
+        blocks,
+        &mut |_, _| {},
+    ))?;
+    Ok(format!("{mean:?} {found:?} {zeroed:?}").into_bytes())
+}
+
+/// A streamed session of a file whose open deferred its B-tree leaves reads them in its
+/// first pass, as the resident upload does (one block of the whole scan: the spans of
+/// leaves and chunks). Its fit, bad pixels and products are those of the session opened
+/// with the whole index, no stage read the leaves before the pass, and the index is
+/// complete after it. A pass in several blocks takes the leaves alone, batch by batch, as
+/// its blocks reach them: the same mean pattern, and the whole index after it.
+#[test]
+fn a_streamed_session_reads_a_deferred_index_as_it_goes() {
+    let Some(engine) = engine() else { return };
+    for (name, scan) in [CASES[0], CASES[1], ("stream_k32_bslz4.h5", None)] {
+        let bytes = bytes_of(name);
+        let mut plain = session_of(
+            &engine,
+            open(name, &bytes, scan, false).unwrap(),
+            &streamed(),
+        )
+        .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let mut fed = session_of(
+            &engine,
+            open(name, &bytes, scan, true).unwrap(),
+            &streamed(),
+        )
+        .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let plan = &fed.profile.memory_plan;
+        assert!(
+            plan.kind == PlanKind::Streaming && plan.gpu_decode,
+            "{name}: {plan:?}"
+        );
+        assert_eq!(plan.blocks, Some(1), "{name}");
+        let stages: Vec<&str> = fed.profile.stages.iter().map(|s| s.name.as_str()).collect();
+        assert!(
+            !stages.contains(&"chunk index leaves"),
+            "{name}: the leaves were read before the pass: {stages:?}"
+        );
+        assert!(!fed.acq.index_pending(), "{name}");
+        assert_eq!(chunks(&fed.acq), chunks(&plain.acq), "{name}");
+        let (a, b) = (
+            shown(&engine, &mut plain, name),
+            shown(&engine, &mut fed, name),
+        );
+        assert!(a == b, "{name}: the fed session shows something else");
+
+        let eager = open(name, &bytes, scan, false).unwrap();
+        for (rows, per_batch) in [(2, 1), (3, 32), (5, 2)] {
+            let what = format!("{name}, blocks of {rows} rows, {per_batch} leaves a batch");
+            let want = settled(&engine, &eager, None, rows).unwrap();
+            let mut acq = open(name, &bytes, scan, true).unwrap();
+            let feed = IndexFeed::with_batch(&acq, per_batch);
+            let got = settled(&engine, &acq, Some(&feed), rows).unwrap();
+            assert!(got == want, "{what}: another mean pattern");
+            pollster::block_on(acq.finish_index(feed)).unwrap();
+            assert_eq!(chunks(&acq), chunks(&eager), "{what}");
+        }
+    }
+}
+
+/// Leaves out of key order stop a streamed pass's feed: the blocks go on through the whole
+/// index, and the session shows what the open with the whole index shows. A bad leaf fails
+/// the streamed open, and a pass in blocks, with the open's own message.
+#[test]
+fn a_streamed_session_of_a_deferred_index_falls_back_and_fails_as_the_open() {
+    let Some(engine) = engine() else { return };
+    let (name, scan) = CASES[0];
+    let mut bytes = bytes_of(name);
+    let parents = nodes_of_level(&bytes, 1);
+    let (header, key, os) = (24, 48, 8);
+    let child = |e: usize| parents[0] + header + e * (key + os) + key;
+    let (a, b) = (child(0), child(1));
+    let first: Vec<u8> = bytes[a..a + os].to_vec();
+    bytes.copy_within(b..b + os, a);
+    bytes[b..b + os].copy_from_slice(&first);
+    let eager = open(name, &bytes, scan, false).unwrap();
+    let deferred = open(name, &bytes, scan, true).unwrap();
+    // In batches of one leaf, the second batch comes before the first.
+    let one_a_batch = IndexFeed::with_batch(&deferred, 1);
+    let plan = ResidentPlan::new(deferred.shape, deferred.dtype, false, engine.adapter.limits);
+    let fed = upload_fed(&engine, &deferred, &one_a_batch, plan.unwrap());
+    assert!(fed.unwrap().is_none(), "{name}: the feed is as planned");
+    for rows in [2, 100] {
+        let want = settled(&engine, &eager, None, rows).unwrap();
+        let got = settled(&engine, &deferred, Some(&one_a_batch), rows).unwrap();
+        assert!(
+            got == want,
+            "{name}, blocks of {rows} rows: another mean pattern"
+        );
+    }
+    let mut plain = session_of(&engine, eager, &streamed()).unwrap();
+    let mut fed = session_of(&engine, deferred, &streamed()).unwrap();
+    assert_eq!(chunks(&fed.acq), chunks(&plain.acq), "{name}");
+    let (a, b) = (
+        shown(&engine, &mut plain, name),
+        shown(&engine, &mut fed, name),
+    );
+    assert!(a == b, "{name}: the session shows something else");
+
+    for (name, scan) in [CASES[0], ("stream_k32_bslz4.h5", None)] {
+        let mut bytes = bytes_of(name);
+        let leaves = nodes_of_level(&bytes, 0);
+        let bad = leaves[leaves.len() / 2];
+        bytes[bad..bad + 4].copy_from_slice(b"JUNK");
+        let Err(opened) = open(name, &bytes, scan, false) else {
+            panic!("{name}: a bad leaf opened");
+        };
+        let acq = open(name, &bytes, scan, true).unwrap();
+        let Err(e) = session_of(&engine, acq, &streamed()) else {
+            panic!("{name}: a bad leaf streamed");
+        };
+        assert_eq!(e.to_string(), opened.to_string(), "{name}");
+        let acq = open(name, &bytes, scan, true).unwrap();
+        let Err(e) = settled(&engine, &acq, Some(&IndexFeed::with_batch(&acq, 2)), 2) else {
+            panic!("{name}: a bad leaf streamed in blocks");
+        };
+        assert_eq!(e.to_string(), opened.to_string(), "{name} in blocks");
     }
 }

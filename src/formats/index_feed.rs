@@ -193,36 +193,65 @@ impl IndexFeed {
     /// each run of unread leaves read at once (so an error is the one the open that read
     /// them would have found first).
     pub(super) async fn into_chunks(self) -> Result<Vec<(usize, Vec<ChunkRef>)>> {
-        let mut out: Vec<(usize, Vec<ChunkRef>)> = Vec::new();
-        // A run of unread leaves of one part: its part, leaves and the batches' range.
-        let mut run: Option<(usize, Arc<PendingLeaves>, Range<usize>)> = None;
-        for batch in self.batches {
-            if out.last().is_none_or(|(p, _)| *p != batch.part) {
-                out.push((batch.part, Vec::new()));
+        gather(
+            self.batches
+                .into_iter()
+                .map(|b| (b.part, b.pending, b.leaves, b.chunks.into_inner())),
+        )
+        .await
+    }
+
+    /// [`IndexFeed::into_chunks`] of a feed still in use: the chunks read are copied (a
+    /// streamed pass whose blocks took some of them goes on without the feed).
+    pub(super) async fn chunks(&self) -> Result<Vec<(usize, Vec<ChunkRef>)>> {
+        gather(self.batches.iter().map(|b| {
+            let read = b.chunks.get().cloned();
+            (b.part, b.pending.clone(), b.leaves.clone(), read)
+        }))
+        .await
+    }
+}
+
+/// A batch's part, leaves and chunks where they were read ([`IndexFeed::into_chunks`]).
+type BatchChunks = (
+    usize,
+    Arc<PendingLeaves>,
+    Range<usize>,
+    Option<Vec<ChunkRef>>,
+);
+
+/// Every part's chunks from `batches` in order: those read, and each run of unread leaves
+/// read at once.
+async fn gather(batches: impl Iterator<Item = BatchChunks>) -> Result<Vec<(usize, Vec<ChunkRef>)>> {
+    let mut out: Vec<(usize, Vec<ChunkRef>)> = Vec::new();
+    // A run of unread leaves of one part: its part, leaves and the batches' range.
+    let mut run: Option<(usize, Arc<PendingLeaves>, Range<usize>)> = None;
+    for (part, pending, leaves, read) in batches {
+        if out.last().is_none_or(|(p, _)| *p != part) {
+            out.push((part, Vec::new()));
+        }
+        match read {
+            Some(chunks) => {
+                read_run(&mut out, run.take()).await?;
+                if let Some((_, all)) = out.last_mut() {
+                    all.extend(chunks);
+                }
             }
-            match batch.chunks.into_inner() {
-                Some(chunks) => {
-                    read_run(&mut out, run.take()).await?;
-                    if let Some((_, all)) = out.last_mut() {
-                        all.extend(chunks);
+            None => {
+                run = match run.take() {
+                    Some((p, pending, r)) if p == part && r.end == leaves.start => {
+                        Some((p, pending, r.start..leaves.end))
                     }
-                }
-                None => {
-                    run = match run.take() {
-                        Some((p, pending, r)) if p == batch.part && r.end == batch.leaves.start => {
-                            Some((p, pending, r.start..batch.leaves.end))
-                        }
-                        other => {
-                            read_run(&mut out, other).await?;
-                            Some((batch.part, batch.pending, batch.leaves))
-                        }
-                    };
-                }
+                    other => {
+                        read_run(&mut out, other).await?;
+                        Some((part, pending, leaves))
+                    }
+                };
             }
         }
-        read_run(&mut out, run).await?;
-        Ok(out)
     }
+    read_run(&mut out, run).await?;
+    Ok(out)
 }
 
 /// The parts of `acq` whose chunk index has unread leaves: their place, index and leaves.

@@ -243,7 +243,22 @@ impl Acquisition {
     /// did not), checked as an open that read them checks them: sorted, without repeats,
     /// every chunk of the grid stored (C-INCOMPLETE).
     pub async fn finish_index(&mut self, feed: IndexFeed) -> Result<()> {
-        for (part, chunks) in feed.into_chunks().await? {
+        let chunks = feed.into_chunks().await?;
+        self.take_chunks(chunks)
+    }
+
+    /// [`Acquisition::finish_index`] from a feed still in use (its chunks copied).
+    pub async fn complete_index(&mut self, feed: &IndexFeed) -> Result<()> {
+        let chunks = feed.chunks().await?;
+        self.take_chunks(chunks)
+    }
+
+    /// The parts' chunk indexes completed with `chunks` (part, its chunks not yet listed).
+    fn take_chunks(
+        &mut self,
+        chunks: Vec<(usize, Vec<crate::hdf5_index::ChunkRef>)>,
+    ) -> Result<()> {
+        for (part, chunks) in chunks {
             let Some(Part {
                 kind: PartKind::Hdf5(ix),
                 ..

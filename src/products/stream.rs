@@ -9,7 +9,7 @@
 
 use crate::contract::{mask_pixels, Region};
 use crate::error::{Error, Result};
-use crate::formats::Acquisition;
+use crate::formats::{Acquisition, IndexFeed};
 use crate::frames::Correction;
 use crate::gpu::{Engine, Resident, UploadTimes};
 use crate::kernels::com_moments::{com_moments, moment_bound};
@@ -333,7 +333,8 @@ async fn finish(
 
 /// What one pass reads: `acq` under `corr` in blocks of `blocks`, the detector pixels
 /// `found` zeroed in each block, and, where `rings` is given, each block's ring sums written
-/// into it (decision 0036).
+/// into it (decision 0036). Where the open deferred `acq`'s B-tree leaves, `feed` lists
+/// them and the blocks' uploads read them as they go (decision 0047).
 #[derive(Clone, Copy)]
 struct Over<'a> {
     acq: &'a Acquisition,
@@ -341,6 +342,7 @@ struct Over<'a> {
     found: Option<&'a [bool]>,
     blocks: Blocks,
     rings: Option<&'a RadialCache>,
+    feed: Option<&'a IndexFeed>,
 }
 
 /// One pass `over` the acquisition, computing every product of `ps`;
@@ -401,6 +403,7 @@ async fn read_blocks(
         found,
         blocks,
         rings,
+        mut feed,
     } = over;
     let shape = acq.shape.binned(corr.bin);
     let [rows, _] = shape.scan;
@@ -431,19 +434,35 @@ async fn read_blocks(
             let crop = read
                 .get(k + 1)
                 .map(|&n0| acq.scan_rows_crop(n0, (n0 + step).min(rows)));
-            read_ahead(engine, (&both[mine], k == 0), next, crop, corr).await;
+            read_ahead(engine, (&both[mine], k == 0), next, crop, (corr, feed)).await;
         }
         // This block uploads while the parts of the one before are taken: the viewer's
         // copies of one overlap the GPU's work on the other, where waiting for each block
         // in turn left either idle (decision 0046). The two residents are the plan's two
         // payloads; the block before that one left its buffers for this one.
-        let upload = upload_block(engine, &both[mine], corr, blocks, found);
+        let upload = upload_block(engine, &both[mine], (corr, feed), blocks, found);
         let over = (held.take(), shape.scan, rings);
         let before = take_parts(engine, &both, over, ps, &mut parts);
         let (res, before) = futures_util::future::join(upload, before).await;
         // A failed part stops the pass first: its block was read before this one.
         let before = before?;
-        let res = res?;
+        let res = match (res?, feed.take()) {
+            (Some(res), fed) => {
+                feed = fed;
+                res
+            }
+            // A chunk the GPU decoder does not take as planned, or leaves out of key
+            // order: the blocks go on through the whole index, as an open that read it.
+            (None, Some(fed)) => {
+                for a in both.iter_mut().chain(next.as_mut()) {
+                    a.complete_index(fed).await?;
+                }
+                upload_block(engine, &both[mine], (corr, None), blocks, found)
+                    .await?
+                    .ok_or_else(|| Error::Gpu("a streamed block was not uploaded".into()))?
+            }
+            (None, None) => return Err(Error::Gpu("a streamed block was not uploaded".into())),
+        };
         if let Some(prev) = before {
             // Its buffers serve the next block where they have its sizes.
             engine.set_aside(prev);
@@ -460,18 +479,29 @@ async fn read_blocks(
 }
 
 /// Block `block` of a pass uploaded under `corr` (through the GPU decoder where `blocks`
-/// says), the detector pixels `found` zeroed.
+/// says, its deferred B-tree leaves read from `feed`), the detector pixels `found` zeroed;
+/// `None` where the feed's chunks are not as the GPU decoder planned them.
 async fn upload_block(
     engine: &Engine,
     block: &Acquisition,
-    corr: Correction,
+    (corr, feed): (Correction, Option<&IndexFeed>),
     blocks: Blocks,
     found: Option<&[bool]>,
-) -> Result<Resident> {
+) -> Result<Option<Resident>> {
     let t = crate::clock::now_ms();
-    let mut res = match blocks.gpu_decode {
-        true => engine.upload(block, corr).await?,
-        false => engine.upload_cpu_packed(block, corr).await?,
+    let mut res = match (blocks.gpu_decode, feed) {
+        (true, Some(feed)) if block.index_pending() => {
+            let plan = crate::gpu::plan_of(block, corr.bin, engine.adapter.limits)?;
+            match engine
+                .upload_fed(block, feed, corr, plan, &mut |_, _| {})
+                .await?
+            {
+                Some(res) => res,
+                None => return Ok(None),
+            }
+        }
+        (true, _) => engine.upload(block, corr).await?,
+        (false, _) => engine.upload_cpu_packed(block, corr).await?,
     };
     engine.note_memory();
     PASS_TIMES.add(BLOCKS_UPLOADED, t);
@@ -480,7 +510,7 @@ async fn upload_block(
         engine.zero_pixels(&mut res, &mask_pixels(mask))?;
         res.found_bad = Some(mask.to_vec());
     }
-    Ok(res)
+    Ok(Some(res))
 }
 
 /// The block a pass holds: its resident, its scan rows and which of the pass's two
@@ -539,15 +569,16 @@ async fn read_ahead(
     (block, first): (&Acquisition, bool),
     next: &mut Acquisition,
     crop: Option<Result<crate::formats::ScanCrop>>,
-    corr: Correction,
+    (corr, feed): (Correction, Option<&IndexFeed>),
 ) {
     use crate::upload::gpu_decode::start_reads;
-    if first {
-        start_reads(engine, block, corr).await.ok();
+    // A fed first block would wait for its first leaves here: its upload reads them first.
+    if first && feed.is_none() {
+        start_reads(engine, block, corr, feed).await.ok();
     }
     if let Some(Ok(crop)) = crop {
         next.set_crop(crop);
-        start_reads(engine, next, corr).await.ok();
+        start_reads(engine, next, corr, feed).await.ok();
     }
 }
 
@@ -612,7 +643,7 @@ pub async fn compute_streamed(
         p.validate(acq.shape, corr)?;
     }
     let zeroed = match corr.mask_bad_pixels {
-        true => settle(engine, acq, corr, blocks, progress).await?.2,
+        true => settle(engine, (acq, None), corr, blocks, progress).await?.2,
         false => None,
     };
     compute_with(engine, acq, ps, corr, zeroed.as_deref(), blocks, progress).await
@@ -637,6 +668,7 @@ pub async fn compute_with(
         found: zeroed,
         blocks,
         rings: None,
+        feed: None,
     };
     pass(engine, over, ps, progress).await
 }
@@ -668,6 +700,7 @@ pub async fn first_look(
         found: zeroed,
         blocks,
         rings: Some(rings),
+        feed: None,
     };
     let read = read_parts(engine, over, &ps, progress).await;
     engine.release_set_aside();
@@ -687,10 +720,12 @@ pub fn only(out: Vec<ProductArray>) -> Result<ProductArray> {
 
 /// The streamed counterpart of `gpu::settle_bad_pixels`: the exact mean pattern under
 /// `corr` (its zeroed pixels 0), the hot and dead pixels found in it, and the mask of those
-/// every product zeroes (bad-pixel masking on and some found).
+/// every product zeroes (bad-pixel masking on and some found). Where the open deferred
+/// `acq`'s B-tree leaves, `feed` lists them and the pass reads them as it goes: complete the
+/// index from it afterwards (`Acquisition::finish_index`).
 pub async fn settle(
     engine: &Engine,
-    acq: &Acquisition,
+    (acq, feed): (&Acquisition, Option<&IndexFeed>),
     corr: Correction,
     blocks: Blocks,
     progress: &mut dyn FnMut(usize, usize),
@@ -702,6 +737,7 @@ pub async fn settle(
         found: None,
         blocks,
         rings: None,
+        feed,
     };
     let out = pass(engine, over, &[mean], progress).await?;
     let mut mean = out

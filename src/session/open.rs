@@ -215,7 +215,19 @@ impl Session {
                 .map_err(|why| Error::param(format!("{}: {why}", acq.primary)))?;
         }
         let resident_plan = memory_plan.kind == PlanKind::Resident;
-        if !crate::upload::gpu_decode::supported(&acq, correction) || !resident_plan {
+        let gpu_decoded = crate::upload::gpu_decode::supported(&acq, correction);
+        // A streamed pass's blocks read a deferred index as they go, as the resident upload
+        // does: the spans of leaves and chunks where one block is the whole scan, the leaves
+        // alone where later blocks take the batches read ahead (decision 0047).
+        let streamed = memory_plan.kind == PlanKind::Streaming && memory_plan.gpu_decode;
+        if let Some(feed) = feed.as_mut().filter(|_| gpu_decoded && streamed) {
+            let blocks = crate::products::stream::Blocks::of(&memory_plan);
+            let one_block = blocks.rows >= acq.shape.binned(req.bin).scan[0];
+            if spans && !one_block {
+                *feed = IndexFeed::new(&acq);
+            }
+        }
+        if !gpu_decoded || !(resident_plan || streamed) {
             // Only the GPU decoder reads a deferred index as it goes.
             if let Some(feed) = feed.take() {
                 let t = now_ms();
@@ -268,7 +280,7 @@ impl Session {
             let uploaded = upload_profiled(
                 engine,
                 &mut acq,
-                feed,
+                feed.take(),
                 correction,
                 progress,
                 &mut stages,
@@ -421,7 +433,7 @@ impl Session {
             }),
         };
         progress("finding the BF disk", 0, 0);
-        session.settle_and_fit(engine).await?;
+        session.settle_and_fit(engine, feed).await?;
         stages.push(Stage {
             name: "BF disk fit".into(),
             ms: now_ms() - t,
@@ -435,15 +447,24 @@ impl Session {
     /// Find the hot and dead pixels of the mean pattern (zeroed where bad-pixel masking is on;
     /// on the GPU copy when there is one, else the CPU reference finds and zeroes them in
     /// every product) and fit the BF disk, leaving out every pixel products leave out. The
-    /// profile says what was found and whether the fit is plausible.
-    pub(super) async fn settle_and_fit(&mut self, engine: &Engine) -> Result<()> {
+    /// profile says what was found and whether the fit is plausible. A streamed session's
+    /// deferred B-tree leaves come from `feed` in its first pass, which completes the index.
+    pub(super) async fn settle_and_fit(
+        &mut self,
+        engine: &Engine,
+        feed: Option<IndexFeed>,
+    ) -> Result<()> {
         let corr = self.correction;
         let det = self.det();
         if let Some(stream) = &self.stream {
             let blocks = stream.blocks;
-            let (mean, found, zeroed) =
-                crate::products::stream::settle(engine, &self.acq, corr, blocks, &mut |_, _| {})
-                    .await?;
+            let fed = (&self.acq, feed.as_ref());
+            let settled =
+                crate::products::stream::settle(engine, fed, corr, blocks, &mut |_, _| {}).await;
+            if let Some(feed) = feed {
+                self.acq.finish_index(feed).await?;
+            }
+            let (mean, found, zeroed) = settled?;
             if let Some(stream) = &mut self.stream {
                 stream.zeroed = zeroed.clone();
             }

@@ -461,21 +461,27 @@ pub async fn upload(
 /// Start the reads of the first windows [`upload`] of `acq` under `corr` reads, and let them
 /// go. In the browser the pool's reads stay in flight, and the upload that asks for the
 /// same pieces awaits them (`BlobSource`'s reads in flight): a streamed pass starts the next
-/// block's reads while this block uploads (decision 0046). Natively nothing is read.
-pub async fn start_reads(engine: &Engine, acq: &Acquisition, corr: Correction) -> Result<()> {
+/// block's reads while this block uploads (decision 0046); the B-tree leaves an open
+/// deferred come from `feed`, as the upload's do. Natively nothing is read.
+pub async fn start_reads(
+    engine: &Engine,
+    acq: &Acquisition,
+    corr: Correction,
+    feed: Option<&IndexFeed>,
+) -> Result<()> {
     if cfg!(not(target_arch = "wasm32")) {
         return Ok(());
     }
     let plan = crate::gpu::plan_of(acq, corr.bin, engine.adapter.limits)?;
     let (Some(order), Some(offset), Some(seg)) = (
-        batches(acq, None),
+        batches(acq, feed),
         stored_offset(acq),
         plan.segments.first(),
     ) else {
         return Ok(());
     };
     let cells: Vec<_> = order.iter().map(|_| std::cell::OnceCell::new()).collect();
-    let mut stream = SlotStream::new(acq, None, &order, &cells, plan.max_binding);
+    let mut stream = SlotStream::new(acq, feed, &order, &cells, plan.max_binding);
     let mut carried: Vec<&ChunkSlot> = Vec::new();
     let (s0, s1) = (
         offset + seg.first_frame,
