@@ -11,8 +11,9 @@ With CEILINGS=1 it first measures the File API and GPU upload ceilings on the fi
 (e2e/ceilings.js; CEILINGS=small: only its small reads, alone and beside large ones). With LOCAL_FILE=PATH[,PATH...] it then opens each file as a user would (a file input, read
 by the page's Workers) and times open → first image drawn (issue #4's load target), once per
 open-options object of LOCAL_OPTIONS (a JSON list, default [{}]; e.g. {"reads": "blob"} or
-{"memoryBudget": 2147483648}); with LOCAL_BENCH=1 each open is followed by suite.js's
-benchOpened (the detectors dragged under the plan the open took).
+{"memoryBudget": 2147483648}); with LOCAL_PASS=1 each open is followed by suite.js's
+passOpened (six products in one call: one pass where the open streams), with LOCAL_BENCH=1
+by suite.js's benchOpened (the detectors dragged under the plan the open took).
 With LOCAL_SYNTHETIC=R,C,KR,KC (the last file holds the synthetic acquisition of that shape,
 made by `stem4d bench export-chunks --synthetic … --compressed` and scripts/synthetic_h5.py)
 it then checks that the file's products equal, byte for byte, those of the same acquisition
@@ -200,6 +201,10 @@ def main():
         for path in filter(None, os.environ.get("LOCAL_FILE", "").split(",")):
             for options in json.loads(os.environ.get("LOCAL_OPTIONS", "[{}]")):
                 opened = open_local_file(chrome, session, path, options)
+                if os.environ.get("LOCAL_PASS"):
+                    opened["pass"] = chrome.evaluate(
+                        session, "import('/e2e/suite.js').then(m => m.passOpened(%s))"
+                        % json.dumps(opened["shape"]), timeout=600.0)
                 if os.environ.get("LOCAL_BENCH"):
                     opened["bench"] = bench_opened(chrome, session, opened["shape"])
                 result["local_files"].append(opened)

@@ -27,6 +27,12 @@ window.stem4d = {
     if (!state.current) throw new Error('no acquisition is open: call stem4d.open first');
     return call('product', { params: normaliseParams(params) });
   },
+  // Several products of one correction, in order: a streamed acquisition computes those
+  // its first look does not give in one pass over the files together.
+  async products(list) {
+    if (!state.current) throw new Error('no acquisition is open: call stem4d.open first');
+    return call('products', { params: list.map(normaliseParams) });
+  },
   // Stop the requests sent so far (a streamed product's pass over the files) at their next
   // block, as the page's Cancel does outside a load: they fail with "cancelled while …".
   cancel: () => cancelWork(),

@@ -154,6 +154,10 @@ async function handle(m) {
         result = await viewer.product(JSON.stringify(m.params));
         transfer = [result.data.buffer];
         break;
+      case 'products':
+        result = await viewer.products(JSON.stringify(m.params));
+        transfer = result.map((r) => r.data.buffer);
+        break;
       case 'parity':
         result = JSON.parse(await viewer.parity(!!m.maskBadPixels));
         break;

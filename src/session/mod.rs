@@ -153,6 +153,73 @@ impl Session {
         Ok(())
     }
 
+    /// Products `ps` under `corr`, in order, as [`Session::product`] computes each; on a
+    /// streamed session those its first look does not give come from one pass over the
+    /// files together (product-first streaming, decision 0023), not a pass each.
+    pub async fn products(
+        &mut self,
+        engine: &Engine,
+        ps: &[ProductParams],
+        corr: Correction,
+    ) -> Result<Vec<ProductArray>> {
+        for p in ps {
+            p.validate(self.acq.shape, corr)?;
+        }
+        let one_pass = self.resident.is_none() && !ps.iter().any(|p| self.many_weights(p));
+        let Some(stream) = self.stream.as_ref().filter(|_| one_pass) else {
+            let mut out = Vec::with_capacity(ps.len());
+            for p in ps {
+                out.push(self.product(engine, p, corr).await?);
+            }
+            return Ok(out);
+        };
+        let mut out: Vec<Option<ProductArray>> = ps.iter().map(|_| None).collect();
+        if corr == stream.correction {
+            let shape = self.acq.shape.binned(corr.bin);
+            for (o, p) in out.iter_mut().zip(ps) {
+                *o = stream.by_first_look(engine, shape, p).await?;
+            }
+        }
+        let rest: Vec<ProductParams> = ps
+            .iter()
+            .zip(&out)
+            .filter(|(_, o)| o.is_none())
+            .map(|(p, _)| p.clone())
+            .collect();
+        if rest.is_empty() {
+            return Ok(out.into_iter().flatten().collect());
+        }
+        let passes = &self.profile.streamed_passes;
+        passes.set(passes.get().saturating_add(1));
+        use crate::products::stream::{compute_streamed, compute_with};
+        let quiet = &mut |_, _| {};
+        let computed = if corr == stream.correction {
+            let zeroed = stream.zeroed.as_deref();
+            compute_with(engine, &self.acq, &rest, corr, zeroed, stream.blocks, quiet).await
+        } else {
+            compute_streamed(engine, &self.acq, &rest, corr, stream.blocks, quiet).await
+        };
+        let computed = match computed {
+            // What the GPU declines: each product as `product` computes it (the CPU
+            // reference for those).
+            Err(e) if e.is_gpu_unsupported() => {
+                let mut each = Vec::with_capacity(rest.len());
+                for p in &rest {
+                    each.push(self.product(engine, p, corr).await?);
+                }
+                each
+            }
+            computed => computed?,
+        };
+        let mut computed = computed.into_iter();
+        out.into_iter()
+            .map(|o| {
+                o.or_else(|| computed.next())
+                    .ok_or_else(|| Error::Gpu("the streamed pass returned fewer products".into()))
+            })
+            .collect()
+    }
+
     /// Compute one product exactly (as `stem4d product`) with the correction `corr`. With an
     /// integer resident that is the resident's: [`Session::set_correction`] first.
     pub async fn product(

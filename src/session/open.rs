@@ -438,6 +438,8 @@ impl Session {
             name: "BF disk fit".into(),
             ms: now_ms() - t,
         });
+        // A streamed session's passes, parts of it.
+        stages.append(&mut session.profile.stages);
         session.profile.stages = stages;
         session.profile.measured_peak_bytes = engine.memory_peak();
         session.profile.sum_stages();
@@ -459,12 +461,17 @@ impl Session {
         if let Some(stream) = &self.stream {
             let blocks = stream.blocks;
             let fed = (&self.acq, feed.as_ref());
+            let t = now_ms();
             let settled =
                 crate::products::stream::settle(engine, fed, corr, blocks, &mut |_, _| {}).await;
             if let Some(feed) = feed {
                 self.acq.finish_index(feed).await?;
             }
             let (mean, found, zeroed) = settled?;
+            self.profile.stages.push(Stage {
+                name: "of which the mean pattern (one pass over the files)".into(),
+                ms: now_ms() - t,
+            });
             if let Some(stream) = &mut self.stream {
                 stream.zeroed = zeroed.clone();
             }

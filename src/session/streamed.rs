@@ -176,7 +176,7 @@ impl Session {
             com_moments: stream.moments.is_some(),
         });
         self.profile.stages.push(Stage {
-            name: "ring sums and CoM moments (one pass over the files)".into(),
+            name: "of which ring sums and CoM moments (one pass over the files)".into(),
             ms: now_ms() - t,
         });
         stream.rings = Some(rings);

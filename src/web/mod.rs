@@ -290,11 +290,44 @@ impl Viewer {
                 })
                 .await?
                 .map_err(js_err)?;
-            let out = js_sys::Object::new();
-            let shape: js_sys::Array = a.shape.iter().map(|&d| JsValue::from(d as f64)).collect();
-            set(&out, "shape", &shape)?;
-            set(&out, "dtype", &a.data.dtype_name().into())?;
-            set(&out, "data", &typed_array(&a.data))?;
+            product_object(&a)
+        })
+    }
+
+    /// Several products (`params`: a JSON array of product requests, one correction), in
+    /// order: those a streamed session computes in one pass over the files together
+    /// (`Session::products`).
+    pub fn products(&self, params: String) -> js_sys::Promise {
+        let inner = self.inner.clone();
+        future_to_promise(async move {
+            let v: Vec<serde_json::Value> = serde_json::from_str(&params).map_err(|e| {
+                js_err(format!("products: a JSON array of product parameters: {e}"))
+            })?;
+            let reqs = v
+                .iter()
+                .map(ProductRequest::from_json)
+                .collect::<crate::error::Result<Vec<_>>>()
+                .map_err(js_err)?;
+            let Some(correction) = reqs.first().map(|r| r.correction) else {
+                return Ok(js_sys::Array::new().into());
+            };
+            if reqs.iter().any(|r| r.correction != correction) {
+                return Err(js_err(
+                    "products: every product of one call takes the same bin and bad-pixel masking",
+                ));
+            }
+            let ps: Vec<_> = reqs.into_iter().map(|r| r.params).collect();
+            let arrays = inner
+                .with_session(async |s| {
+                    s.set_correction(&inner.engine, correction).await?;
+                    s.products(&inner.engine, &ps, correction).await
+                })
+                .await?
+                .map_err(js_err)?;
+            let out = js_sys::Array::new();
+            for a in &arrays {
+                out.push(&product_object(a)?);
+            }
             Ok(out.into())
         })
     }
@@ -564,4 +597,14 @@ impl Viewer {
             Ok(js_sys::Uint8Array::from(&npy[..]).into())
         })
     }
+}
+
+/// A product as the page's API hands it out: `{shape, dtype, data}` (a typed array).
+fn product_object(a: &crate::products::ProductArray) -> Result<JsValue, JsValue> {
+    let out = js_sys::Object::new();
+    let shape: js_sys::Array = a.shape.iter().map(|&d| JsValue::from(d as f64)).collect();
+    set(&out, "shape", &shape)?;
+    set(&out, "dtype", &a.data.dtype_name().into())?;
+    set(&out, "data", &typed_array(&a.data))?;
+    Ok(out.into())
 }

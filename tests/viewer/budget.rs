@@ -352,3 +352,81 @@ fn a_binned_streamed_session_makes_its_first_look_for_32_bit_sums() {
     }
     assert_eq!(streamed.streamed_passes(), passes);
 }
+
+/// Several products asked together of a streamed session (`Session::products`) take one
+/// pass over the files, not one each (those of its first look none), and are the bytes the
+/// session without a budget gives, in order; the same call on a resident session gives them
+/// too.
+#[test]
+fn products_asked_together_take_one_pass() {
+    let Some(engine) = engine() else { return };
+    let name = "arina_u16";
+    let mut plain = open(&engine, name, request(true, None, None));
+    let streamed = request(true, Some(262144), Some(PlanKind::Streaming));
+    let mut within = open(&engine, name, streamed);
+    let corr = Correction {
+        mask_bad_pixels: true,
+        bin: 1,
+    };
+    let [cr, cc, r] = plain.bf_fit;
+    let with = |kind, f: &dyn Fn(&mut ProductParams)| {
+        let mut p = ProductParams::new(kind);
+        f(&mut p);
+        p
+    };
+    // A disk off the fitted centre, an annulus, patterns over a scan ROI, and the total and
+    // CoM of the first look.
+    let ps = vec![
+        with(ProductKind::Bf, &|p| {
+            p.center = Some([cr + 1.5, cc - 0.5]);
+            p.radius = Some(r);
+        }),
+        with(ProductKind::Total, &|_| {}),
+        with(ProductKind::Adf, &|p| {
+            p.center = Some([cr - 0.5, cc + 1.0]);
+            p.inner = Some(r);
+            p.outer = Some(2.0 * r);
+        }),
+        with(ProductKind::Com, &|_| {}),
+        with(ProductKind::SumDp, &|p| {
+            p.scan_roi = Some(stem4d::contract::Region {
+                r0: 1,
+                r1: 4,
+                c0: 0,
+                c1: 3,
+            })
+        }),
+        with(ProductKind::MaxDp, &|_| {}),
+    ];
+    let before = within.streamed_passes();
+    let got = pollster::block_on(within.products(&engine, &ps, corr)).unwrap();
+    assert_eq!(
+        within.streamed_passes() - before,
+        1,
+        "one pass for them all"
+    );
+    let resident = pollster::block_on(plain.products(&engine, &ps, corr)).unwrap();
+    assert_eq!(got.len(), ps.len());
+    for ((p, a), b) in ps.iter().zip(&got).zip(&resident) {
+        let want = pollster::block_on(plain.product(&engine, p, corr)).unwrap();
+        assert!(
+            to_bytes(a) == to_bytes(&want),
+            "{}: streamed together",
+            p.kind.name()
+        );
+        assert!(
+            to_bytes(b) == to_bytes(&want),
+            "{}: resident together",
+            p.kind.name()
+        );
+    }
+    // The first look's alone: no pass.
+    let first_look = [ps[1].clone(), ps[3].clone()];
+    let before = within.streamed_passes();
+    pollster::block_on(within.products(&engine, &first_look, corr)).unwrap();
+    assert_eq!(
+        within.streamed_passes(),
+        before,
+        "the first look's products need no pass"
+    );
+}
