@@ -216,17 +216,13 @@ impl Session {
         }
         let resident_plan = memory_plan.kind == PlanKind::Resident;
         let gpu_decoded = crate::upload::gpu_decode::supported(&acq, correction);
-        // A streamed pass's blocks read a deferred index as they go, as the resident upload
-        // does: the spans of leaves and chunks where one block is the whole scan, the leaves
-        // alone where later blocks take the batches read ahead (decision 0047).
-        let streamed = memory_plan.kind == PlanKind::Streaming && memory_plan.gpu_decode;
-        if let Some(feed) = feed.as_mut().filter(|_| gpu_decoded && streamed) {
-            let blocks = crate::products::stream::Blocks::of(&memory_plan);
-            let one_block = blocks.rows >= acq.shape.binned(req.bin).scan[0];
-            if spans && !one_block {
-                *feed = IndexFeed::new(&acq);
-            }
-        }
+        // A streamed pass of one block (the whole scan) reads a deferred index as it goes, as
+        // the resident upload does. Across blocks the leaves would be read alone, beside the
+        // chunks: slower than reading them first (decision 0047).
+        let one_block = crate::products::stream::Blocks::of(&memory_plan).rows
+            >= acq.shape.binned(req.bin).scan[0];
+        let streamed =
+            memory_plan.kind == PlanKind::Streaming && memory_plan.gpu_decode && one_block;
         if !gpu_decoded || !(resident_plan || streamed) {
             // Only the GPU decoder reads a deferred index as it goes.
             if let Some(feed) = feed.take() {
