@@ -400,8 +400,9 @@ fn settled(
 /// first pass, as the resident upload does (one block of the whole scan: the spans of
 /// leaves and chunks). Its fit, bad pixels and products are those of the session opened
 /// with the whole index, no stage read the leaves before the pass, and the index is
-/// complete after it. A pass in several blocks takes the leaves alone, batch by batch, as
-/// its blocks reach them: the same mean pattern, and the whole index after it.
+/// complete after it. A pass in several blocks takes the leaves (alone, or in spans) as its
+/// blocks reach them, each block passing over the batches the blocks before it read: the
+/// same mean pattern, and the whole index after it.
 #[test]
 fn a_streamed_session_reads_a_deferred_index_as_it_goes() {
     let Some(engine) = engine() else { return };
@@ -439,13 +440,29 @@ fn a_streamed_session_reads_a_deferred_index_as_it_goes() {
         assert!(a == b, "{name}: the fed session shows something else");
 
         let eager = open(name, &bytes, scan, false).unwrap();
-        for (rows, per_batch) in [(2, 1), (3, 32), (5, 2)] {
-            let what = format!("{name}, blocks of {rows} rows, {per_batch} leaves a batch");
+        type FeedOf = fn(&Acquisition) -> IndexFeed;
+        let ways: [(usize, &str, FeedOf); 5] = [
+            (2, "1 leaf a batch", |a| IndexFeed::with_batch(a, 1)),
+            (3, "32 leaves a batch", |a| IndexFeed::with_batch(a, 32)),
+            (5, "2 leaves a batch", |a| IndexFeed::with_batch(a, 2)),
+            (2, "spans of 4 KB", |a| IndexFeed::with_spans(a, 4_000)),
+            (3, "spans of a window", |a| {
+                IndexFeed::with_spans(a, 1 << 26)
+            }),
+        ];
+        for (rows, how, feed_of) in ways {
+            let what = format!("{name}, blocks of {rows} rows, {how}");
             let want = settled(&engine, &eager, None, rows).unwrap();
             let mut acq = open(name, &bytes, scan, true).unwrap();
-            let feed = IndexFeed::with_batch(&acq, per_batch);
+            let feed = feed_of(&acq);
             let got = settled(&engine, &acq, Some(&feed), rows).unwrap();
             assert!(got == want, "{what}: another mean pattern");
+            // No block handed the pass back to the whole index.
+            let unread: Vec<usize> = (0..feed.len()).filter(|&b| !feed.is_read(b)).collect();
+            assert!(
+                unread.is_empty(),
+                "{what}: batches {unread:?} not read by the blocks"
+            );
             pollster::block_on(acq.finish_index(feed)).unwrap();
             assert_eq!(chunks(&acq), chunks(&eager), "{what}");
         }

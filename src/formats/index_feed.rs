@@ -155,6 +155,13 @@ impl IndexFeed {
             .map(|chunks| batch.chunks.get_or_init(|| chunks).as_slice()))
     }
 
+    /// Whether batch `b`'s chunks were read (by an upload before, or [`IndexFeed::read`]).
+    pub fn is_read(&self, b: usize) -> bool {
+        self.batches
+            .get(b)
+            .is_some_and(|x| x.chunks.get().is_some())
+    }
+
     /// The file of batch `b`'s leaves.
     pub fn source(&self, b: usize) -> Option<&Arc<dyn crate::source::ByteSource>> {
         self.batches.get(b).map(|x| x.pending.source())

@@ -572,13 +572,18 @@ async fn read_ahead(
     (corr, feed): (Correction, Option<&IndexFeed>),
 ) {
     use crate::upload::gpu_decode::start_reads;
-    // A fed first block would wait for its first leaves here: its upload reads them first.
-    if first && feed.is_none() {
-        start_reads(engine, block, corr, feed).await.ok();
+    // Fed blocks read their leaves in the file spans of their chunks, the next block's
+    // first spans already read ahead by this one: reading ahead here would wait for this
+    // block's leaves and read its spans twice.
+    if feed.is_some() {
+        return;
+    }
+    if first {
+        start_reads(engine, block, corr).await.ok();
     }
     if let Some(Ok(crop)) = crop {
         next.set_crop(crop);
-        start_reads(engine, next, corr, feed).await.ok();
+        start_reads(engine, next, corr).await.ok();
     }
 }
 

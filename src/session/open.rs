@@ -216,13 +216,14 @@ impl Session {
         }
         let resident_plan = memory_plan.kind == PlanKind::Resident;
         let gpu_decoded = crate::upload::gpu_decode::supported(&acq, correction);
-        // A streamed pass of one block (the whole scan) reads a deferred index as it goes, as
-        // the resident upload does. Across blocks the leaves would be read alone, beside the
-        // chunks: slower than reading them first (decision 0047).
+        // A streamed pass reads a deferred index as it goes, as the resident upload does: in
+        // the file spans of the chunks, or, asked to read the leaves alone, in one block
+        // only (across blocks that was slower than reading them first; decision 0047).
         let one_block = crate::products::stream::Blocks::of(&memory_plan).rows
             >= acq.shape.binned(req.bin).scan[0];
-        let streamed =
-            memory_plan.kind == PlanKind::Streaming && memory_plan.gpu_decode && one_block;
+        let streamed = memory_plan.kind == PlanKind::Streaming
+            && memory_plan.gpu_decode
+            && (spans || one_block);
         if !gpu_decoded || !(resident_plan || streamed) {
             // Only the GPU decoder reads a deferred index as it goes.
             if let Some(feed) = feed.take() {

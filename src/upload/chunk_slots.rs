@@ -147,6 +147,9 @@ pub(crate) struct SlotStream<'s, 'a> {
     largest: u64,
     /// The decoded bytes a window holds at most.
     scratch: u64,
+    /// The first stored frame the upload wants: feed batches read already that end before
+    /// it are passed over (a streamed pass's later blocks; decision 0047).
+    from: usize,
 }
 
 impl<'s, 'a> SlotStream<'s, 'a> {
@@ -155,7 +158,7 @@ impl<'s, 'a> SlotStream<'s, 'a> {
         feed: Option<&'a IndexFeed>,
         order: &'s [BatchOf],
         cells: &'s [OnceCell<Vec<ChunkSlot<'a>>>],
-        limit: u64,
+        (limit, from): (u64, usize),
     ) -> SlotStream<'s, 'a> {
         let mut stream = SlotStream {
             acq,
@@ -167,6 +170,7 @@ impl<'s, 'a> SlotStream<'s, 'a> {
             end: 0,
             largest: DECODE_WINDOW.min(limit),
             scratch: DECODE_SCRATCH.min(limit),
+            from,
         };
         stream.read_ahead();
         stream
@@ -191,7 +195,8 @@ impl<'s, 'a> SlotStream<'s, 'a> {
     }
 
     /// Start reading the feed batches among the next [`FEED_AHEAD`] ([`SPANS_AHEAD`] for
-    /// those read as spans), in order.
+    /// those read as spans), in order. A batch read already (by an earlier upload of the
+    /// same feed) is not read again: its chunks are read as windows of their own.
     fn read_ahead(&mut self) {
         let Some(feed) = self.feed else {
             return;
@@ -201,6 +206,9 @@ impl<'s, 'a> SlotStream<'s, 'a> {
             let BatchOf::Feed(b) = self.order[k] else {
                 continue;
             };
+            if feed.is_read(b) {
+                continue;
+            }
             let read = match self.span_of(b) {
                 Some(_) if k >= self.next + SPANS_AHEAD => break,
                 Some((span, src)) => {
@@ -255,7 +263,15 @@ impl<'s, 'a> SlotStream<'s, 'a> {
                 let Some(part) = part.filter(|_| as_planned) else {
                     return Ok(Next::NotAsPlanned);
                 };
-                let slots = part_slots(self.acq, part, chunks);
+                // A batch wholly before the frames wanted gives none (its last chunk says).
+                let last = chunks.len().saturating_sub(1);
+                let before = part_slots(self.acq, part, &chunks[last..])
+                    .first()
+                    .is_some_and(|s| s.first + s.frames <= self.from);
+                let slots = match before {
+                    true => Vec::new(),
+                    false => part_slots(self.acq, part, chunks),
+                };
                 let window = window.filter(|w| self.whole_window(&slots, w));
                 let walked = match (window, feed.source(b)) {
                     (Some(w), Some(src)) => Some(walk_span(self.acq, src, &slots, w)),

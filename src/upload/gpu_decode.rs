@@ -461,32 +461,26 @@ pub async fn upload(
 /// Start the reads of the first windows [`upload`] of `acq` under `corr` reads, and let them
 /// go. In the browser the pool's reads stay in flight, and the upload that asks for the
 /// same pieces awaits them (`BlobSource`'s reads in flight): a streamed pass starts the next
-/// block's reads while this block uploads (decision 0046); the B-tree leaves an open
-/// deferred come from `feed`, as the upload's do. Natively nothing is read.
-pub async fn start_reads(
-    engine: &Engine,
-    acq: &Acquisition,
-    corr: Correction,
-    feed: Option<&IndexFeed>,
-) -> Result<()> {
+/// block's reads while this block uploads (decision 0046). Natively nothing is read.
+pub async fn start_reads(engine: &Engine, acq: &Acquisition, corr: Correction) -> Result<()> {
     if cfg!(not(target_arch = "wasm32")) {
         return Ok(());
     }
     let plan = crate::gpu::plan_of(acq, corr.bin, engine.adapter.limits)?;
     let (Some(order), Some(offset), Some(seg)) = (
-        batches(acq, feed),
+        batches(acq, None),
         stored_offset(acq),
         plan.segments.first(),
     ) else {
         return Ok(());
     };
     let cells: Vec<_> = order.iter().map(|_| std::cell::OnceCell::new()).collect();
-    let mut stream = SlotStream::new(acq, feed, &order, &cells, plan.max_binding);
-    let mut carried: Vec<&ChunkSlot> = Vec::new();
     let (s0, s1) = (
         offset + seg.first_frame,
         offset + seg.first_frame + seg.frames,
     );
+    let mut stream = SlotStream::new(acq, None, &order, &cells, (plan.max_binding, s0));
+    let mut carried: Vec<&ChunkSlot> = Vec::new();
     let mut segment = SegmentSlots::new(acq, plan.max_binding, s0..s1, &mut carried);
     let (mut i, mut ahead) = (0, std::collections::VecDeque::new());
     let mut times = UploadTimes::default();
@@ -511,7 +505,8 @@ async fn upload_through(
         return Ok(None);
     };
     let cells: Vec<_> = order.iter().map(|_| std::cell::OnceCell::new()).collect();
-    let mut stream = SlotStream::new(acq, feed, &order, &cells, plan.max_binding);
+    let from = stored_offset(acq).unwrap_or(0) + plan.segments.first().map_or(0, |s| s.first_frame);
+    let mut stream = SlotStream::new(acq, feed, &order, &cells, (plan.max_binding, from));
     // Slots that reach past the segment being uploaded, for the next.
     let mut carried: Vec<&ChunkSlot> = Vec::new();
     let mut span_windows = 0u32;
