@@ -58,10 +58,11 @@ pub enum Compressed {
 /// `choice`'s budget, calling `progress(positions_done, positions)`. Where the packed
 /// segments pass the budget, the next plan of `plans` that fits is returned instead, unless
 /// the user picked the compressed plan by name: then the error stands. Bad pixels found in
-/// the mean pattern are not zeroed yet (the caller settles them).
+/// the mean pattern are not zeroed yet (the caller settles them). Where the open deferred
+/// `acq`'s B-tree leaves, the blocks read them from `feed` (decision 0047).
 pub async fn build_compressed(
     engine: &Engine,
-    acq: &Acquisition,
+    (acq, feed): (&Acquisition, Option<&crate::formats::IndexFeed>),
     corr: Correction,
     plan: &MemoryPlan,
     plans: &[MemoryPlan],
@@ -75,7 +76,7 @@ pub async fn build_compressed(
         give_up_on_projection: choice.plan.is_none(),
     });
     match engine
-        .upload_packed(acq, corr, rows, plan.gpu_decode, budget, progress)
+        .upload_packed_fed((acq, feed), corr, rows, plan.gpu_decode, budget, progress)
         .await
     {
         Ok(res) => Ok(Compressed::Built(Box::new(res))),
@@ -102,7 +103,8 @@ pub async fn compressed_resident(
     choice: PlanChoice,
     say: &mut dyn FnMut(String),
 ) -> Result<Compressed> {
-    let built = build_compressed(engine, acq, corr, plan, plans, choice, &mut |_, _| {}).await?;
+    let quiet = &mut |_, _| {};
+    let built = build_compressed(engine, (acq, None), corr, plan, plans, choice, quiet).await?;
     let Compressed::Built(mut res) = built else {
         return Ok(built);
     };

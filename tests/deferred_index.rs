@@ -528,3 +528,91 @@ fn a_streamed_session_of_a_deferred_index_falls_back_and_fails_as_the_open() {
         assert_eq!(e.to_string(), opened.to_string(), "{name} in blocks");
     }
 }
+
+/// Every packed segment of a compressed resident, read back.
+fn packed_bytes(engine: &Engine, res: &Resident) -> Vec<Vec<u8>> {
+    let packed = res.packed.as_ref().expect("a compressed resident");
+    packed
+        .buffers
+        .iter()
+        .map(|b| pollster::block_on(engine.read_back(b, b.size())).unwrap())
+        .collect()
+}
+
+/// A compressed resident built from a file whose open deferred its leaves reads them in its
+/// GPU-decoded blocks (in spans, or alone), as a streamed pass does: the same packed bytes
+/// as the build from the whole index, every batch read by the blocks. A session that picks
+/// the compressed plan reads no leaves before it and shows what the session with the
+/// whole index shows.
+#[test]
+fn a_compressed_build_reads_a_deferred_index_as_it_goes() {
+    let Some(engine) = engine() else { return };
+    let quiet = &mut |_: usize, _: usize| {};
+    for (name, scan) in [CASES[0], CASES[1], ("stream_k32_bslz4.h5", None)] {
+        let bytes = bytes_of(name);
+        let eager = open(name, &bytes, scan, false).unwrap();
+        let plan = stem4d::gpu::plan_of(&eager, 1, engine.adapter.limits).unwrap();
+        let cols = eager.shape.scan[1];
+        type FeedOf = fn(&Acquisition) -> IndexFeed;
+        let ways: [(usize, &str, FeedOf); 3] = [
+            (1, "spans of 4 KB", |a| IndexFeed::with_spans(a, 4_000)),
+            (3, "spans of a window", |a| {
+                IndexFeed::with_spans(a, 1 << 26)
+            }),
+            (2, "3 leaves a batch", |a| IndexFeed::with_batch(a, 3)),
+        ];
+        for (want_rows, how, feed_of) in ways {
+            let rows = stem4d::upload::packed::block_rows(want_rows, cols, plan.tile as usize);
+            let what = format!("{name}, blocks of {rows} rows, {how}");
+            let corr = Correction::default();
+            let whole =
+                pollster::block_on(engine.upload_packed(&eager, corr, rows, true, None, quiet))
+                    .unwrap_or_else(|e| panic!("{what}: {e}"));
+            let mut acq = open(name, &bytes, scan, true).unwrap();
+            let feed = feed_of(&acq);
+            let built = pollster::block_on(engine.upload_packed_fed(
+                (&acq, Some(&feed)),
+                corr,
+                rows,
+                true,
+                None,
+                quiet,
+            ))
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+            assert!(
+                packed_bytes(&engine, &built) == packed_bytes(&engine, &whole),
+                "{what}: other packed bytes"
+            );
+            let unread: Vec<usize> = (0..feed.len()).filter(|&b| !feed.is_read(b)).collect();
+            assert!(
+                unread.is_empty(),
+                "{what}: batches {unread:?} not read by the blocks"
+            );
+            pollster::block_on(acq.finish_index(feed)).unwrap();
+            assert_eq!(chunks(&acq), chunks(&eager), "{what}");
+        }
+        let req = OpenRequest {
+            memory_plan: Some(PlanKind::Compressed),
+            ..streamed()
+        };
+        let mut plain = session_of(&engine, open(name, &bytes, scan, false).unwrap(), &req)
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let mut fed = session_of(&engine, open(name, &bytes, scan, true).unwrap(), &req)
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(fed.profile.memory_plan.kind, PlanKind::Compressed, "{name}");
+        let stages: Vec<&str> = fed.profile.stages.iter().map(|s| s.name.as_str()).collect();
+        assert!(
+            !stages.contains(&"chunk index leaves"),
+            "{name}: the leaves were read before the build: {stages:?}"
+        );
+        assert_eq!(chunks(&fed.acq), chunks(&plain.acq), "{name}");
+        let (a, b) = (
+            shown(&engine, &mut plain, name),
+            shown(&engine, &mut fed, name),
+        );
+        assert!(
+            a == b,
+            "{name}: the compressed session shows something else"
+        );
+    }
+}

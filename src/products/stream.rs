@@ -489,19 +489,12 @@ async fn upload_block(
     found: Option<&[bool]>,
 ) -> Result<Option<Resident>> {
     let t = crate::clock::now_ms();
-    let mut res = match (blocks.gpu_decode, feed) {
-        (true, Some(feed)) if block.index_pending() => {
-            let plan = crate::gpu::plan_of(block, corr.bin, engine.adapter.limits)?;
-            match engine
-                .upload_fed(block, feed, corr, plan, &mut |_, _| {})
-                .await?
-            {
-                Some(res) => res,
-                None => return Ok(None),
-            }
-        }
-        (true, _) => engine.upload(block, corr).await?,
-        (false, _) => engine.upload_cpu_packed(block, corr).await?,
+    let mut res = match blocks.gpu_decode {
+        true => match engine.upload_block(block, feed, corr).await? {
+            Some(res) => res,
+            None => return Ok(None),
+        },
+        false => engine.upload_cpu_packed(block, corr).await?,
     };
     engine.note_memory();
     PASS_TIMES.add(BLOCKS_UPLOADED, t);

@@ -216,24 +216,23 @@ impl Session {
         }
         let resident_plan = memory_plan.kind == PlanKind::Resident;
         let gpu_decoded = crate::upload::gpu_decode::supported(&acq, correction);
-        // A streamed pass reads a deferred index as it goes, as the resident upload does: in
-        // the file spans of the chunks, or, asked to read the leaves alone, in one block
-        // only (across blocks that was slower than reading them first; decision 0047).
-        let one_block = crate::products::stream::Blocks::of(&memory_plan).rows
-            >= acq.shape.binned(req.bin).scan[0];
-        let streamed = memory_plan.kind == PlanKind::Streaming
-            && memory_plan.gpu_decode
-            && (spans || one_block);
-        if !gpu_decoded || !(resident_plan || streamed) {
-            // Only the GPU decoder reads a deferred index as it goes.
-            if let Some(feed) = feed.take() {
-                let t = now_ms();
-                acq.finish_index(feed).await?;
-                stages.push(Stage {
-                    name: "chunk index leaves".into(),
-                    ms: now_ms() - t,
-                });
-            }
+        // Blocks read a deferred index as they go, as the resident upload does (decision
+        // 0047): the rows of `plan` where the GPU decoder takes them, in the file spans of
+        // their chunks (or alone, where asked, in a streamed pass of one block only).
+        let rows_all = acq.shape.binned(req.bin).scan[0];
+        let fed = |plan: &MemoryPlan| {
+            let one_block = crate::products::stream::Blocks::of(plan).rows >= rows_all;
+            gpu_decoded
+                && plan.gpu_decode
+                && match plan.kind {
+                    PlanKind::Streaming => spans || one_block,
+                    PlanKind::Compressed => spans,
+                    _ => false,
+                }
+        };
+        let read_as_uploaded = (gpu_decoded && resident_plan) || fed(&memory_plan);
+        if !read_as_uploaded {
+            read_leaves(&mut acq, &mut feed, &mut stages).await?;
         }
         let shape = acq.shape.binned(req.bin);
         let [rows, cols] = shape.scan;
@@ -256,7 +255,7 @@ impl Session {
             };
             let built = compressed_or_next(
                 engine,
-                &acq,
+                (&acq, feed.as_ref()),
                 correction,
                 (&mut memory_plan, &plans),
                 choice,
@@ -264,6 +263,18 @@ impl Session {
                 &mut warnings,
             )
             .await?;
+            match (&built, feed.take()) {
+                // Every leaf was read by the build.
+                (Some(_), Some(done)) => acq.finish_index(done).await?,
+                // Streamed instead: the pass takes the feed on where it can.
+                (None, rest) => {
+                    feed = rest;
+                    if !fed(&memory_plan) {
+                        read_leaves(&mut acq, &mut feed, &mut stages).await?;
+                    }
+                }
+                (Some(_), None) => {}
+            }
             if let Some(res) = &built {
                 push_upload_stages(&mut stages, "read + decode + compress", t, res);
             }
@@ -305,7 +316,7 @@ impl Session {
                             };
                             compressed_or_next(
                                 engine,
-                                &acq,
+                                (&acq, None),
                                 correction,
                                 (&mut memory_plan, &retry),
                                 choice,
@@ -531,7 +542,7 @@ impl Session {
 /// plan that fits, a warning says why, and nothing is returned.
 async fn compressed_or_next(
     engine: &Engine,
-    acq: &Acquisition,
+    (acq, feed): (&Acquisition, Option<&IndexFeed>),
     corr: Correction,
     (plan, plans): (&mut MemoryPlan, &[MemoryPlan]),
     choice: crate::planned::PlanChoice,
@@ -539,7 +550,7 @@ async fn compressed_or_next(
     warnings: &mut Vec<String>,
 ) -> Result<Option<Resident>> {
     use crate::planned::{build_compressed, Compressed};
-    match build_compressed(engine, acq, corr, plan, plans, choice, progress).await? {
+    match build_compressed(engine, (acq, feed), corr, plan, plans, choice, progress).await? {
         Compressed::Built(res) => Ok(Some(*res)),
         Compressed::Next(next, why) => {
             *plan = next;
@@ -553,4 +564,22 @@ async fn compressed_or_next(
             Ok(None)
         }
     }
+}
+
+/// The leaves an open deferred, read before anything else reads the acquisition (a plan
+/// whose blocks do not read them as they go), timed as a stage of the load.
+async fn read_leaves(
+    acq: &mut Acquisition,
+    feed: &mut Option<IndexFeed>,
+    stages: &mut Vec<Stage>,
+) -> Result<()> {
+    if let Some(feed) = feed.take() {
+        let t = now_ms();
+        acq.finish_index(feed).await?;
+        stages.push(Stage {
+            name: "chunk index leaves".into(),
+            ms: now_ms() - t,
+        });
+    }
+    Ok(())
 }

@@ -8,7 +8,7 @@
 //! bit for bit.
 
 use crate::error::{Error, Result};
-use crate::formats::Acquisition;
+use crate::formats::{Acquisition, IndexFeed};
 use crate::frames::Correction;
 use crate::gpu::{Engine, Packed, Resident, UploadTimes};
 use crate::kernels::packed as kernel;
@@ -82,6 +82,23 @@ impl Engine {
         budget: Option<PackBudget>,
         progress: &mut dyn FnMut(usize, usize),
     ) -> Result<Resident> {
+        self.upload_packed_fed((acq, None), corr, block_rows, gpu_decode, budget, progress)
+            .await
+    }
+
+    /// [`Engine::upload_packed`] of an acquisition whose open deferred B-tree leaves: the
+    /// GPU-decoded blocks read them from `feed` as they go (decision 0047); complete the
+    /// index from it afterwards (`Acquisition::finish_index`).
+    pub async fn upload_packed_fed(
+        &self,
+        (acq, feed): (&Acquisition, Option<&IndexFeed>),
+        corr: Correction,
+        block_rows: usize,
+        gpu_decode: bool,
+        budget: Option<PackBudget>,
+        progress: &mut dyn FnMut(usize, usize),
+    ) -> Result<Resident> {
+        let mut feed = feed;
         let file = acq.primary.as_str();
         if acq.dtype.is_float() {
             return Err(Error::GpuUnsupported(format!(
@@ -111,7 +128,16 @@ impl Engine {
                 let b1 = (b0 + step).min(rows);
                 block.set_crop(acq.scan_rows_crop(b0, b1)?);
                 let res = match gpu_decode {
-                    true => self.upload(&block, corr).await?,
+                    true => match self.upload_block(&block, feed, corr).await? {
+                        Some(res) => res,
+                        // The feed's chunks not as planned: the whole index from here on.
+                        None => {
+                            if let Some(fed) = feed.take() {
+                                block.complete_index(fed).await?;
+                            }
+                            self.upload(&block, corr).await?
+                        }
+                    },
                     false => self.upload_cpu_packed(&block, corr).await?,
                 };
                 times.lap("upload raw blocks", &mut t);

@@ -59,6 +59,27 @@ impl Engine {
         );
     }
 
+    /// A block of a streamed pass or a compressed build (a crop of scan rows) uploaded as
+    /// [`Engine::upload`] uploads it; where its open deferred B-tree leaves, the GPU decoder
+    /// reads them from `feed` as it goes (decision 0047). `None` where the feed's chunks are
+    /// not as planned: complete the block's index (`Acquisition::complete_index`) and
+    /// upload it again.
+    pub async fn upload_block(
+        &self,
+        block: &Acquisition,
+        feed: Option<&IndexFeed>,
+        corr: Correction,
+    ) -> Result<Option<Resident>> {
+        match feed.filter(|_| block.index_pending()) {
+            Some(feed) => {
+                let plan = plan_of(block, corr.bin, self.adapter.limits)?;
+                self.upload_fed(block, feed, corr, plan, &mut |_, _| {})
+                    .await
+            }
+            None => self.upload(block, corr).await.map(Some),
+        }
+    }
+
     /// [`Engine::upload`] packed on the CPU even where the GPU decoder could take it: its
     /// peak has no decode windows (a streaming block within a small budget).
     pub async fn upload_cpu_packed(&self, acq: &Acquisition, corr: Correction) -> Result<Resident> {
