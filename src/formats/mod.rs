@@ -239,6 +239,17 @@ impl Acquisition {
             .any(|p| matches!(&p.kind, PartKind::Hdf5(ix) if ix.pending.is_some()))
     }
 
+    /// How many B-tree leaves the open deferred, over every part.
+    pub fn pending_leaves(&self) -> usize {
+        self.parts
+            .iter()
+            .filter_map(|p| match &p.kind {
+                PartKind::Hdf5(ix) => ix.pending.as_ref().map(|l| l.leaves.len()),
+                _ => None,
+            })
+            .sum()
+    }
+
     /// Complete the parts' chunk indexes with the chunks `feed` read (reading the leaves it
     /// did not), checked as an open that read them checks them: sorted, without repeats,
     /// every chunk of the grid stored (C-INCOMPLETE).
