@@ -77,6 +77,51 @@ fn upload_fed(
     pollster::block_on(engine.upload_fed(acq, feed, Correction::default(), plan, &mut |_, _| {}))
 }
 
+/// `name`'s bytes with the first two children of a parent of leaves swapped (rank 4: keys
+/// of 8 + 8 * 5 bytes): the open sorts their chunks, a feed of one leaf a batch cannot.
+fn with_two_leaves_swapped(name: &str) -> Vec<u8> {
+    let mut bytes = bytes_of(name);
+    let parents = nodes_of_level(&bytes, 1);
+    assert!(!parents.is_empty(), "{name}: a level above the leaves");
+    let (header, key, os) = (24, 48, 8);
+    let child = |e: usize| parents[0] + header + e * (key + os) + key;
+    let (a, b) = (child(0), child(1));
+    let first: Vec<u8> = bytes[a..a + os].to_vec();
+    bytes.copy_within(b..b + os, a);
+    bytes[b..b + os].copy_from_slice(&first);
+    bytes
+}
+
+/// `name`'s bytes with its middle leaf's signature broken, and the error the open that
+/// reads that leaf gives.
+fn with_a_bad_leaf(name: &str, scan: Option<[usize; 2]>) -> (Vec<u8>, stem4d::Error) {
+    let mut bytes = bytes_of(name);
+    let leaves = nodes_of_level(&bytes, 0);
+    let bad = leaves[leaves.len() / 2];
+    bytes[bad..bad + 4].copy_from_slice(b"JUNK");
+    let Err(opened) = open(name, &bytes, scan, false) else {
+        panic!("{name}: a bad leaf opened");
+    };
+    (bytes, opened)
+}
+
+/// Every batch of `feed` read by the blocks of a pass or build (none handed it back to the
+/// whole index), and `acq`'s index, completed from it, the one `eager` opened.
+fn completed_by_the_blocks(
+    acq: &mut Acquisition,
+    feed: IndexFeed,
+    eager: &Acquisition,
+    what: &str,
+) {
+    let unread: Vec<usize> = (0..feed.len()).filter(|&b| !feed.is_read(b)).collect();
+    assert!(
+        unread.is_empty(),
+        "{what}: batches {unread:?} not read by the blocks"
+    );
+    pollster::block_on(acq.finish_index(feed)).unwrap();
+    assert_eq!(chunks(acq), chunks(eager), "{what}");
+}
+
 /// The resident's frames, all of them.
 fn resident_frames(engine: &Engine, acq: &Acquisition, res: &Resident) -> Vec<u32> {
     let n = acq.shape.frames();
@@ -247,16 +292,7 @@ fn a_deferred_arina_acquisition_uploads_exactly() {
 fn leaves_out_of_key_order_go_back_to_the_whole_index() {
     let Some(engine) = engine() else { return };
     let (name, scan) = CASES[0];
-    let mut bytes = bytes_of(name);
-    let parents = nodes_of_level(&bytes, 1);
-    assert!(!parents.is_empty(), "{name}: a level above the leaves");
-    // Swap the first two children of a parent (rank 4: keys of 8 + 8 * 5 bytes).
-    let (header, key, os) = (24, 48, 8);
-    let child = |e: usize| parents[0] + header + e * (key + os) + key;
-    let (a, b) = (child(0), child(1));
-    let first: Vec<u8> = bytes[a..a + os].to_vec();
-    bytes.copy_within(b..b + os, a);
-    bytes[b..b + os].copy_from_slice(&first);
+    let bytes = with_two_leaves_swapped(name);
     let eager = open(name, &bytes, scan, false).unwrap();
     let mut acq = open(name, &bytes, scan, true).unwrap();
     let feed = IndexFeed::with_batch(&acq, 1);
@@ -305,13 +341,7 @@ fn a_bad_leaf_fails_the_upload_as_it_fails_the_open() {
         }),
     ];
     for (name, scan, feed_of) in ways {
-        let mut bytes = bytes_of(name);
-        let leaves = nodes_of_level(&bytes, 0);
-        let bad = leaves[leaves.len() / 2];
-        bytes[bad..bad + 4].copy_from_slice(b"JUNK");
-        let Err(opened) = open(name, &bytes, scan, false) else {
-            panic!("{name}: a bad leaf opened");
-        };
+        let (bytes, opened) = with_a_bad_leaf(name, scan);
         let acq = open(name, &bytes, scan, true).unwrap();
         let feed = feed_of(&acq);
         let plan = ResidentPlan::new(acq.shape, acq.dtype, false, engine.adapter.limits).unwrap();
@@ -457,14 +487,7 @@ fn a_streamed_session_reads_a_deferred_index_as_it_goes() {
             let feed = feed_of(&acq);
             let got = settled(&engine, &acq, Some(&feed), rows).unwrap();
             assert!(got == want, "{what}: another mean pattern");
-            // No block handed the pass back to the whole index.
-            let unread: Vec<usize> = (0..feed.len()).filter(|&b| !feed.is_read(b)).collect();
-            assert!(
-                unread.is_empty(),
-                "{what}: batches {unread:?} not read by the blocks"
-            );
-            pollster::block_on(acq.finish_index(feed)).unwrap();
-            assert_eq!(chunks(&acq), chunks(&eager), "{what}");
+            completed_by_the_blocks(&mut acq, feed, &eager, &what);
         }
     }
 }
@@ -476,14 +499,7 @@ fn a_streamed_session_reads_a_deferred_index_as_it_goes() {
 fn a_streamed_session_of_a_deferred_index_falls_back_and_fails_as_the_open() {
     let Some(engine) = engine() else { return };
     let (name, scan) = CASES[0];
-    let mut bytes = bytes_of(name);
-    let parents = nodes_of_level(&bytes, 1);
-    let (header, key, os) = (24, 48, 8);
-    let child = |e: usize| parents[0] + header + e * (key + os) + key;
-    let (a, b) = (child(0), child(1));
-    let first: Vec<u8> = bytes[a..a + os].to_vec();
-    bytes.copy_within(b..b + os, a);
-    bytes[b..b + os].copy_from_slice(&first);
+    let bytes = with_two_leaves_swapped(name);
     let eager = open(name, &bytes, scan, false).unwrap();
     let deferred = open(name, &bytes, scan, true).unwrap();
     // In batches of one leaf, the second batch comes before the first.
@@ -509,13 +525,7 @@ fn a_streamed_session_of_a_deferred_index_falls_back_and_fails_as_the_open() {
     assert!(a == b, "{name}: the session shows something else");
 
     for (name, scan) in [CASES[0], ("stream_k32_bslz4.h5", None)] {
-        let mut bytes = bytes_of(name);
-        let leaves = nodes_of_level(&bytes, 0);
-        let bad = leaves[leaves.len() / 2];
-        bytes[bad..bad + 4].copy_from_slice(b"JUNK");
-        let Err(opened) = open(name, &bytes, scan, false) else {
-            panic!("{name}: a bad leaf opened");
-        };
+        let (bytes, opened) = with_a_bad_leaf(name, scan);
         let acq = open(name, &bytes, scan, true).unwrap();
         let Err(e) = session_of(&engine, acq, &streamed()) else {
             panic!("{name}: a bad leaf streamed");
@@ -583,13 +593,7 @@ fn a_compressed_build_reads_a_deferred_index_as_it_goes() {
                 packed_bytes(&engine, &built) == packed_bytes(&engine, &whole),
                 "{what}: other packed bytes"
             );
-            let unread: Vec<usize> = (0..feed.len()).filter(|&b| !feed.is_read(b)).collect();
-            assert!(
-                unread.is_empty(),
-                "{what}: batches {unread:?} not read by the blocks"
-            );
-            pollster::block_on(acq.finish_index(feed)).unwrap();
-            assert_eq!(chunks(&acq), chunks(&eager), "{what}");
+            completed_by_the_blocks(&mut acq, feed, &eager, &what);
         }
         let req = OpenRequest {
             memory_plan: Some(PlanKind::Compressed),
