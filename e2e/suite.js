@@ -322,11 +322,14 @@ export async function runSuite(opts = {}) {
       } catch (e) { check(false, `${label}: ${e.message}`); }
     }
     // Streamed (one block of the whole scan, decoded on the GPU), the first pass reads the
-    // leaves as the resident upload does (decision 0047): no stage reads them before it.
+    // leaves as the resident upload does, and so does a compressed build's block (decision
+    // 0047): no stage reads them before it.
     for (const [name, files, options] of [
       ['stream_k32_bslz4', [], { memoryPlan: 'streaming' }],
       ['stream_k32_bslz4', [], { memoryPlan: 'streaming', leaves: 'reads' }],
       ['arina_stream', arina, { scanShape: [20, 24], memoryPlan: 'streaming' }],
+      ['stream_k32_bslz4', [], { memoryPlan: 'compressed' }],
+      ['arina_stream', arina, { scanShape: [20, 24], memoryPlan: 'compressed' }],
     ]) {
       const label = `${name} ${JSON.stringify(options)}`;
       try {
@@ -334,9 +337,10 @@ export async function runSuite(opts = {}) {
         await window.stem4d.open(await filesFrom(urls), options);
         const prof = await window.stem4d.profile();
         const stages = prof.stages.map((st) => st.name);
-        check(prof.products_on === 'gpu, streamed' && prof.memory_plan.gpu_decode
+        const on = options.memoryPlan === 'compressed' ? 'gpu, compressed' : 'gpu, streamed';
+        check(prof.products_on === on && prof.memory_plan.gpu_decode
           && !stages.includes('chunk index leaves'),
-          `${label}: streamed, the leaves read by its first pass (${prof.products_on}; ${stages.join(', ')})`);
+          `${label}: ${on}, the leaves read by its blocks (${prof.products_on}; ${stages.join(', ')})`);
         for (const kind of ['total', 'sum-dp']) {
           const got = await window.stem4d.product(await apiParams(kind, {}));
           const err = await judged(kind, got, parseNpy(await fetchBuf(`/fixtures/index/${name}_${kind}.npy`)));
