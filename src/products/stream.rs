@@ -421,57 +421,54 @@ async fn read_blocks(
         rings.is_some() || ps.iter().any(|p| needs(p, shape.scan, b0, b1))
     };
     let read: Vec<usize> = (0..rows).step_by(step).filter(|&b0| wanted(b0)).collect();
-    // The block uploaded last, whose parts are not taken yet: its resident, rows, and copy.
+    // The block uploaded last, whose parts are not taken yet: its resident and rows.
     let mut held: Option<Held> = None;
+    // The open's feed until a block gives it up; then the other copies complete their index.
+    let mut given = feed;
     let mut reported = 0usize;
     // A pass cancelled before it starts reads nothing.
     crate::watch::step(crate::watch::STREAM, 0, rows as u64)?;
     for (k, b0) in read.iter().copied().enumerate() {
         let b1 = (b0 + step).min(rows);
-        let mine = k % 2;
-        both[mine].set_crop(acq.scan_rows_crop(b0, b1)?);
+        let (mine, other) = mine_and_other(&mut both, k % 2);
+        mine.set_crop(acq.scan_rows_crop(b0, b1)?);
         if let Some(next) = next.as_mut() {
             let crop = read
                 .get(k + 1)
                 .map(|&n0| acq.scan_rows_crop(n0, (n0 + step).min(rows)));
-            read_ahead(engine, (&both[mine], k == 0), next, crop, (corr, feed)).await;
+            read_ahead(engine, (mine, k == 0), next, crop, (corr, feed)).await;
         }
         // This block uploads while the parts of the one before are taken: the viewer's
         // copies of one overlap the GPU's work on the other, where waiting for each block
         // in turn left either idle (decision 0046). The two residents are the plan's two
         // payloads; the block before that one left its buffers for this one.
-        let upload = upload_block(engine, &both[mine], (corr, feed), blocks, found);
+        let upload = upload_block(engine, mine, (corr, &mut feed), blocks, found);
         let over = (held.take(), shape.scan, rings);
-        let before = take_parts(engine, &both, over, ps, &mut parts);
+        let before = take_parts(engine, other, over, ps, &mut parts);
         let (res, before) = futures_util::future::join(upload, before).await;
         // A failed part stops the pass first: its block was read before this one.
         let before = before?;
-        let res = match (res?, feed.take()) {
-            (Some(res), fed) => {
-                feed = fed;
-                res
-            }
-            // A chunk the GPU decoder does not take as planned, or leaves out of key
-            // order: the blocks go on through the whole index, as an open that read it.
-            (None, Some(fed)) => {
-                for a in both.iter_mut().chain(next.as_mut()) {
+        let res = res?;
+        if let Some(fed) = given.filter(|_| feed.is_none()) {
+            // The block gave the feed up (`Engine::upload_block`): so do the other copies.
+            for a in both.iter_mut().chain(next.as_mut()) {
+                if a.index_pending() {
                     a.complete_index(fed).await?;
                 }
-                upload_block(engine, &both[mine], (corr, None), blocks, found)
-                    .await?
-                    .ok_or_else(|| Error::Gpu("a streamed block was not uploaded".into()))?
             }
-            (None, None) => return Err(Error::Gpu("a streamed block was not uploaded".into())),
-        };
+            given = None;
+        }
         if let Some(prev) = before {
             // Its buffers serve the next block where they have its sizes.
             engine.set_aside(prev);
             // Every row before this block is done, or not needed.
             report_rows(progress, &mut reported, b0, rows)?;
         }
-        held = Some((res, (b0, b1), mine));
+        held = Some((res, (b0, b1)));
     }
-    let res = take_parts(engine, &both, (held, shape.scan, rings), ps, &mut parts)
+    // The last block read is in the copy of its turn.
+    let last = &both[read.len().saturating_sub(1) % 2];
+    let res = take_parts(engine, last, (held, shape.scan, rings), ps, &mut parts)
         .await?
         .ok_or_else(|| Error::Gpu("the streamed pass read no block".into()))?;
     report_rows(progress, &mut reported, rows, rows)?;
@@ -479,21 +476,18 @@ async fn read_blocks(
 }
 
 /// Block `block` of a pass uploaded under `corr` (through the GPU decoder where `blocks`
-/// says, its deferred B-tree leaves read from `feed`), the detector pixels `found` zeroed;
-/// `None` where the feed's chunks are not as the GPU decoder planned them.
+/// says, its deferred B-tree leaves read from `*feed`: `Engine::upload_block`), the
+/// detector pixels `found` zeroed.
 async fn upload_block(
     engine: &Engine,
-    block: &Acquisition,
-    (corr, feed): (Correction, Option<&IndexFeed>),
+    block: &mut Acquisition,
+    (corr, feed): (Correction, &mut Option<&IndexFeed>),
     blocks: Blocks,
     found: Option<&[bool]>,
-) -> Result<Option<Resident>> {
+) -> Result<Resident> {
     let t = crate::clock::now_ms();
     let mut res = match blocks.gpu_decode {
-        true => match engine.upload_block(block, feed, corr).await? {
-            Some(res) => res,
-            None => return Ok(None),
-        },
+        true => engine.upload_block(block, feed, corr).await?,
         false => engine.upload_cpu_packed(block, corr).await?,
     };
     engine.note_memory();
@@ -503,28 +497,36 @@ async fn upload_block(
         engine.zero_pixels(&mut res, &mask_pixels(mask))?;
         res.found_bad = Some(mask.to_vec());
     }
-    Ok(Some(res))
+    Ok(res)
 }
 
-/// The block a pass holds: its resident, its scan rows and which of the pass's two
-/// acquisitions is cropped to it.
-type Held = (Resident, (usize, usize), usize);
+/// The pass's two copies of the acquisition: the one block `k` uploads into (`mine`, k % 2)
+/// and the other, cropped to the block before, whose parts are taken meanwhile.
+fn mine_and_other(both: &mut [Acquisition; 2], mine: usize) -> (&mut Acquisition, &Acquisition) {
+    let [a, b] = both;
+    match mine {
+        0 => (a, b),
+        _ => (b, a),
+    }
+}
 
-/// Every part of `held` taken into `parts`, and its ring sums written into `rings`
-/// (`scan`: the whole acquisition's binned scan); its resident back, `None` where nothing
-/// was held.
+/// The block a pass holds, its parts not taken yet: its resident and its scan rows.
+type Held = (Resident, (usize, usize));
+
+/// Every part of `held` (read from `block`, the copy cropped to it) taken into `parts`, and
+/// its ring sums written into `rings` (`scan`: the whole acquisition's binned scan); its
+/// resident back, `None` where nothing was held.
 async fn take_parts(
     engine: &Engine,
-    both: &[Acquisition; 2],
+    block: &Acquisition,
     (held, scan, rings): (Option<Held>, [usize; 2], Option<&RadialCache>),
     ps: &[ProductParams],
     parts: &mut [Part],
 ) -> Result<Option<Resident>> {
-    let Some((res, (b0, b1), which)) = held else {
+    let Some((res, (b0, b1))) = held else {
         return Ok(None);
     };
     let t = crate::clock::now_ms();
-    let block = &both[which];
     for (p, part) in ps.iter().zip(parts.iter_mut()) {
         if needs(p, scan, b0, b1) {
             take_part(engine, block, &res, p, part, (b0, b1, scan)).await?;

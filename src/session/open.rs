@@ -462,12 +462,11 @@ impl Session {
             let blocks = stream.blocks;
             let fed = (&self.acq, feed.as_ref());
             let t = now_ms();
-            let settled =
-                crate::products::stream::settle(engine, fed, corr, blocks, &mut |_, _| {}).await;
+            let (mean, found, zeroed) =
+                crate::products::stream::settle(engine, fed, corr, blocks, &mut |_, _| {}).await?;
             if let Some(feed) = feed {
                 self.acq.finish_index(feed).await?;
             }
-            let (mean, found, zeroed) = settled?;
             self.profile.stages.push(Stage {
                 name: "of which the mean pattern (one pass over the files)".into(),
                 ms: now_ms() - t,

@@ -128,16 +128,7 @@ impl Engine {
                 let b1 = (b0 + step).min(rows);
                 block.set_crop(acq.scan_rows_crop(b0, b1)?);
                 let res = match gpu_decode {
-                    true => match self.upload_block(&block, feed, corr).await? {
-                        Some(res) => res,
-                        // The feed's chunks not as planned: the whole index from here on.
-                        None => {
-                            if let Some(fed) = feed.take() {
-                                block.complete_index(fed).await?;
-                            }
-                            self.upload(&block, corr).await?
-                        }
-                    },
+                    true => self.upload_block(&mut block, &mut feed, corr).await?,
                     false => self.upload_cpu_packed(&block, corr).await?,
                 };
                 times.lap("upload raw blocks", &mut t);

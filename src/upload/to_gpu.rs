@@ -61,23 +61,27 @@ impl Engine {
 
     /// A block of a streamed pass or a compressed build (a crop of scan rows) uploaded as
     /// [`Engine::upload`] uploads it; where its open deferred B-tree leaves, the GPU decoder
-    /// reads them from `feed` as it goes (decision 0047). `None` where the feed's chunks are
-    /// not as planned: complete the block's index (`Acquisition::complete_index`) and
-    /// upload it again.
+    /// reads them from `*feed` as it goes (decision 0047). Where the feed's chunks are not
+    /// as planned (leaves out of key order, a chunk the GPU decoder skips), the block's
+    /// index is completed from the feed (`Acquisition::complete_index`), `*feed` becomes
+    /// `None` (later blocks go through the whole index, as an open that read it) and the
+    /// block is uploaded again.
     pub async fn upload_block(
         &self,
-        block: &Acquisition,
-        feed: Option<&IndexFeed>,
+        block: &mut Acquisition,
+        feed: &mut Option<&IndexFeed>,
         corr: Correction,
-    ) -> Result<Option<Resident>> {
-        match feed.filter(|_| block.index_pending()) {
-            Some(feed) => {
-                let plan = plan_of(block, corr.bin, self.adapter.limits)?;
-                self.upload_fed(block, feed, corr, plan, &mut |_, _| {})
-                    .await
+    ) -> Result<Resident> {
+        if let Some(fed) = feed.filter(|_| block.index_pending()) {
+            let plan = plan_of(block, corr.bin, self.adapter.limits)?;
+            let quiet = &mut |_, _| {};
+            if let Some(res) = self.upload_fed(block, fed, corr, plan, quiet).await? {
+                return Ok(res);
             }
-            None => self.upload(block, corr).await.map(Some),
+            block.complete_index(fed).await?;
+            *feed = None;
         }
+        self.upload(block, corr).await
     }
 
     /// [`Engine::upload`] packed on the CPU even where the GPU decoder could take it: its
