@@ -10,7 +10,7 @@
 #   python — the Python package's CUDA tests (python/tests/test_stem4d.py -k cuda), with the
 #            wheel and pytest unpacked into .device/pylib;
 #   peers  — benchmarks/peers.py (CuPy, PyTorch) beside the bench step's WGSL and CUDA times.
-#   bash scripts/device_cuda.sh OUTDIR [STEP...]
+#   [S=BINARY] bash scripts/device_cuda.sh OUTDIR [STEP...]   (S: .device/stem4d by default)
 set -uo pipefail
 OUT=${1:?usage: device_cuda.sh OUTDIR [STEP...]}
 shift
@@ -19,7 +19,7 @@ export LD_LIBRARY_PATH=$PWD/.device/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do
   if compgen -G "$d/libnvrtc.so*" >/dev/null; then export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$d; fi
 done
-S=.device/stem4d
+S=${S:-.device/stem4d}
 # The shared fixtures (../shared/data), where a copy was carried.
 if [ -d .device/shared_data ] && [ ! -d ../shared/data ]; then
   mkdir -p ../shared && cp -r .device/shared_data ../shared/data

@@ -25,6 +25,7 @@ cargo test
 step "the CUDA backend built in (cudarc loads CUDA at run time: here it says CUDA is absent)"
 cargo clippy --all-targets --features cuda -- -D warnings
 cargo test --features cuda --test cuda
+cargo test --features cuda --lib cuda::
 step "the Python package: pip install of the repository, then pytest"
 # A venv that sees the setup's numpy; pip builds the engine with maturin (from PyPI).
 # dask and distributed pinned to one release: unpinned, a dask release that distributed
