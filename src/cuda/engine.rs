@@ -42,6 +42,17 @@ fn driver_present() -> Result<()> {
     Ok(())
 }
 
+/// Whether NVRTC loads (cudarc panics on a call into a missing library).
+fn nvrtc_present() -> Result<()> {
+    // SAFETY: only probes whether the library loads (cudarc's own search).
+    if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+        return Err(Error::Gpu(
+            "CUDA is not available on this machine: NVRTC (libnvrtc, the CUDA toolkit's run-time compiler) was not found; add the toolkit's lib64 folder to LD_LIBRARY_PATH".into(),
+        ));
+    }
+    Ok(())
+}
+
 /// The CUDA devices the driver sees, by name, as `stem4d parity` lists the machine's
 /// adapters; or why there are none. Nothing is compiled and no context is made.
 pub fn devices() -> Result<Vec<String>> {
@@ -70,12 +81,7 @@ impl CudaEngine {
     /// driver library, no NVRTC, no device, or a compile error with NVRTC's log.
     pub fn new() -> Result<CudaEngine> {
         driver_present()?;
-        // SAFETY: only probes whether the library loads (cudarc's own search).
-        if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
-            return Err(Error::Gpu(
-                "CUDA is not available on this machine: NVRTC (libnvrtc, the CUDA toolkit's run-time compiler) was not found; add the toolkit's lib64 folder to LD_LIBRARY_PATH".into(),
-            ));
-        }
+        nvrtc_present()?;
         let ctx = CudaContext::new(0).map_err(driver_error("no device 0"))?;
         let compute_capability = ctx
             .compute_capability()
@@ -113,12 +119,22 @@ impl CudaEngine {
     }
 }
 
-/// Compile every source into one CUBIN for `sm_{major}{minor}` and load it.
-fn compile(ctx: &Arc<CudaContext>, (major, minor): (i32, i32)) -> Result<Arc<CudaModule>> {
+/// Compile every source into one CUBIN for the device's architecture and load it.
+fn compile(ctx: &Arc<CudaContext>, arch: (i32, i32)) -> Result<Arc<CudaModule>> {
+    ctx.load_module(cudarc::nvrtc::Ptx::from_binary(compile_kernels(arch)?))
+        .map_err(driver_error("load the kernels"))
+}
+
+/// Every source compiled by NVRTC into one CUBIN for `sm_{major}{minor}`, or NVRTC's log.
+/// NVRTC needs no driver and no device, so CI compiles the kernels for several
+/// architectures on a machine without a GPU (`tests/cuda.rs`).
+pub fn compile_kernels((major, minor): (i32, i32)) -> Result<Vec<u8>> {
     use cudarc::nvrtc::{result as nvrtc, sys};
+    nvrtc_present()?;
     let text: String = SOURCES
         .iter()
-        .map(|(name, src)| format!("// ---- wgsl/{name}\n{src}\n"))
+        // `#line` so that NVRTC's log names the file and line of each error.
+        .map(|(name, src)| format!("#line 1 \"wgsl/{name}\"\n{src}\n"))
         .collect();
     let nvrtc_err = |what: &str, e: nvrtc::NvrtcError| Error::Gpu(format!("NVRTC: {what}: {e}"));
     let src = CString::new(text).map_err(|_| Error::Gpu("NVRTC: a NUL in the sources".into()))?;
@@ -160,6 +176,5 @@ fn compile(ctx: &Arc<CudaContext>, (major, minor): (i32, i32)) -> Result<Arc<Cud
         });
     // SAFETY: created above, not destroyed before.
     let _ = unsafe { nvrtc::destroy_program(prog) };
-    ctx.load_module(cudarc::nvrtc::Ptx::from_binary(out?))
-        .map_err(driver_error("load the kernels"))
+    out
 }

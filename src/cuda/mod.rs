@@ -18,6 +18,6 @@ mod resident;
 mod resident_float;
 mod upload;
 
-pub use engine::{devices, CudaEngine};
+pub use engine::{compile_kernels, devices, CudaEngine};
 pub use products::{compute, compute_resident};
 pub use resident::CudaResident;
