@@ -76,7 +76,7 @@ pub async fn build_compressed(
         give_up_on_projection: choice.plan.is_none(),
     });
     match engine
-        .upload_packed_fed((acq, feed), corr, rows, plan.gpu_decode, budget, progress)
+        .upload_packed((acq, feed), corr, rows, plan.gpu_decode, budget, progress)
         .await
     {
         Ok(res) => Ok(Compressed::Built(Box::new(res))),

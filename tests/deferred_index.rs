@@ -575,12 +575,18 @@ fn a_compressed_build_reads_a_deferred_index_as_it_goes() {
             let rows = stem4d::upload::packed::block_rows(want_rows, cols, plan.tile as usize);
             let what = format!("{name}, blocks of {rows} rows, {how}");
             let corr = Correction::default();
-            let whole =
-                pollster::block_on(engine.upload_packed(&eager, corr, rows, true, None, quiet))
-                    .unwrap_or_else(|e| panic!("{what}: {e}"));
+            let whole = pollster::block_on(engine.upload_packed(
+                (&eager, None),
+                corr,
+                rows,
+                true,
+                None,
+                quiet,
+            ))
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
             let mut acq = open(name, &bytes, scan, true).unwrap();
             let feed = feed_of(&acq);
-            let built = pollster::block_on(engine.upload_packed_fed(
+            let built = pollster::block_on(engine.upload_packed(
                 (&acq, Some(&feed)),
                 corr,
                 rows,

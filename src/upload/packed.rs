@@ -72,24 +72,11 @@ impl Engine {
     /// The compressed resident of `acq` under `corr`, built in blocks of `block_rows` scan
     /// rows (their frames a whole number of tiles, but for the last). Refused, by name, for
     /// float32 data (kept raw) and as out of memory when the packed segments and the scratch
-    /// pass `budget` (or, where it says so, are projected to pass it twice over).
+    /// pass `budget` (or, where it says so, are projected to pass it twice over). Where the
+    /// open deferred `acq`'s B-tree leaves, `feed` lists them and the GPU-decoded blocks read
+    /// them as they go (decision 0047); complete the index from it afterwards
+    /// (`Acquisition::finish_index`).
     pub async fn upload_packed(
-        &self,
-        acq: &Acquisition,
-        corr: Correction,
-        block_rows: usize,
-        gpu_decode: bool,
-        budget: Option<PackBudget>,
-        progress: &mut dyn FnMut(usize, usize),
-    ) -> Result<Resident> {
-        self.upload_packed_fed((acq, None), corr, block_rows, gpu_decode, budget, progress)
-            .await
-    }
-
-    /// [`Engine::upload_packed`] of an acquisition whose open deferred B-tree leaves: the
-    /// GPU-decoded blocks read them from `feed` as they go (decision 0047); complete the
-    /// index from it afterwards (`Acquisition::finish_index`).
-    pub async fn upload_packed_fed(
         &self,
         (acq, feed): (&Acquisition, Option<&IndexFeed>),
         corr: Correction,

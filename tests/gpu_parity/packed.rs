@@ -22,7 +22,7 @@ fn packed_products_equal_the_raw_residents_on_every_fixture() {
         let acq = open_fixture(fx);
         if acq.dtype.is_float() {
             let refused = pollster::block_on(engine.upload_packed(
-                &acq,
+                (&acq, None),
                 Correction::default(),
                 1,
                 true,
@@ -132,7 +132,7 @@ fn the_gpu_and_cpu_encoders_write_the_same_segments() {
         let tile = layout.tile as usize;
         let [_, cols] = acq.shape.scan;
         let res = pollster::block_on(engine.upload_packed(
-            acq,
+            (acq, None),
             corr,
             block_rows(1, cols, tile),
             false,
@@ -191,9 +191,15 @@ fn frames_of_more_tiles_than_the_scratch_holds_read_back_as_raw() {
     let acq = raw_acquisition(Dtype::U16, dims, samples);
     let corr = Correction::default();
     let raw = pollster::block_on(engine.upload(&acq, corr)).unwrap();
-    let packed =
-        pollster::block_on(engine.upload_packed(&acq, corr, dims[0], false, None, &mut |_, _| {}))
-            .unwrap();
+    let packed = pollster::block_on(engine.upload_packed(
+        (&acq, None),
+        corr,
+        dims[0],
+        false,
+        None,
+        &mut |_, _| {},
+    ))
+    .unwrap();
     let tile_bytes = packed.plan.tile_words as u64 * 4;
     let holds = packed.buffers[0].size() / tile_bytes;
     let tiles = frames.div_ceil(packed.plan.tile as usize) as u64;
@@ -243,7 +249,7 @@ impl Tally {
                             corr.bin
                         );
                         let built = pollster::block_on(engine.upload_packed(
-                            acq,
+                            (acq, None),
                             corr,
                             step,
                             gpu_decode,

@@ -169,7 +169,7 @@ fn a_small_budget_streams_the_fixtures_or_leaves_them_to_the_cpu() {
                 // Built within the budget, or refused as out of memory (then streamed).
                 assert!(tile_bytes < 262144, "{name}");
                 let built = pollster::block_on(engine.upload_packed(
-                    &acq,
+                    (&acq, None),
                     Correction::default(),
                     plan.rows_per_block.unwrap(),
                     plan.gpu_decode,
