@@ -4,6 +4,7 @@
 //! drive the same code; only canvases and file handles differ.
 
 mod compare;
+mod deferred_leaves;
 mod derived;
 mod draw;
 mod open;
