@@ -5,7 +5,7 @@
 
 use std::time::Instant;
 
-use super::resident::{alloc, DetectorSet};
+use super::resident::alloc;
 use super::{CudaEngine, CudaResident};
 use crate::contract::Region;
 use crate::error::Result;
@@ -58,7 +58,7 @@ pub fn kernel_times(
         (adf_name, adf),
         ("total (every pixel)", &all[..]),
     ] {
-        let set = DetectorSet::upload(engine, pixels)?;
+        let set = res.masked_set(engine, pixels)?;
         let bytes = frames as u64 * pixels.len() as u64 * sample;
         out.push(timed(engine, reps, name.to_string(), bytes, || {
             res.launch_masked_sum(engine, &set, &mut sums)

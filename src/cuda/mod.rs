@@ -11,6 +11,7 @@
 
 pub mod bench;
 mod decode;
+mod detector_set;
 mod engine;
 mod idpc;
 mod products;

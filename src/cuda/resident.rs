@@ -1,10 +1,11 @@
 //! An acquisition resident on the CUDA device: its stored samples made there
 //! (`upload.rs`), then the hot and dead pixels of its mean pattern zeroed (`zero_listed_*`).
-//! And the kernels' host side: masked sums (over a [`DetectorSet`]), CoM moments, pattern
+//! And the kernels' host side: masked sums (over a [`MaskedSet`]), CoM moments, pattern
 //! reductions and frames read back; the launch shapes they share.
 
 use cudarc::driver::{CudaSlice, DeviceRepr, LaunchConfig, PushKernelArg, ValidAsZeroBits};
 
+use super::detector_set::{MaskedSet, WORD_BYTES};
 use super::engine::{driver_error, CudaEngine};
 use crate::contract::{Region, Shape4};
 use crate::error::{Error, Result};
@@ -73,61 +74,6 @@ pub struct CudaResident {
     pub float: Option<FloatRange>,
     /// Whether the frames were decoded on the device (`decode.rs`) rather than the CPU.
     pub decoded_on_gpu: bool,
-}
-
-/// A detector pixel set as the masked-sum kernels read it: runs of at least [`SPAN_MIN`]
-/// consecutive pixels as (start, length) pairs, read by a whole warp, and the pixels of
-/// shorter runs listed one by one (`wgsl/masked_sum.cu`).
-pub struct DetectorSet {
-    pub spans: CudaSlice<u32>,
-    pub n_spans: u32,
-    pub pixels: CudaSlice<u32>,
-    pub n_pixels: u32,
-}
-
-/// The shortest run a warp reads as a span: eight loads of each lane, so that the run's
-/// tail and its header cost little beside it. Shorter runs (the rows of a BF disk or an
-/// ADF annulus) are listed: measured on an H100, spans of 16 or more made BF and ADF 1.7×
-/// slower than the list, while the whole detector as one span was 1.25× faster (decision
-/// 0040).
-const SPAN_MIN: u32 = 256;
-
-/// `pixels` as (spans, the pixels of shorter runs), each pixel once where it was given once.
-pub fn split_runs(pixels: &[u32]) -> (Vec<u32>, Vec<u32>) {
-    let (mut spans, mut single) = (Vec::new(), Vec::new());
-    let mut i = 0;
-    while i < pixels.len() {
-        let mut j = i + 1;
-        while j < pixels.len() && pixels[j] == pixels[j - 1].wrapping_add(1) {
-            j += 1;
-        }
-        let len = (j - i) as u32;
-        if len >= SPAN_MIN {
-            spans.extend([pixels[i], len]);
-        } else {
-            single.extend_from_slice(&pixels[i..j]);
-        }
-        i = j;
-    }
-    (spans, single)
-}
-
-impl DetectorSet {
-    pub fn upload(engine: &CudaEngine, pixels: &[u32]) -> Result<DetectorSet> {
-        let (spans, single) = split_runs(pixels);
-        let up = |v: &[u32]| {
-            engine
-                .stream
-                .clone_htod(if v.is_empty() { &[0u32][..] } else { v })
-                .map_err(driver_error("detector pixels"))
-        };
-        Ok(DetectorSet {
-            n_spans: (spans.len() / 2) as u32,
-            spans: up(&spans)?,
-            n_pixels: single.len() as u32,
-            pixels: up(&single)?,
-        })
-    }
 }
 
 /// A grid-stride launch over `n` items.
@@ -251,26 +197,46 @@ impl CudaResident {
             return Ok(vec![0; frames]);
         }
         let mut out = alloc::<u64>(engine, frames, "masked sums")?;
-        let set = DetectorSet::upload(engine, pixels)?;
+        let set = self.masked_set(engine, pixels)?;
         self.launch_masked_sum(engine, &set, &mut out)?;
         read(engine, &out)
     }
 
-    /// Queue `masked_sum` over the detector set `set` into `out` (one u64 per frame).
+    /// `pixels` in the form the masked-sum kernels read this resident's frames in.
+    pub(super) fn masked_set(&self, engine: &CudaEngine, pixels: &[u32]) -> Result<MaskedSet> {
+        let sample = self.sample_bytes();
+        MaskedSet::upload(engine, pixels, sample, sample * self.shape.det_len() as u64)
+    }
+
+    /// Queue the masked sum over the detector set `set` into `out` (one u64 per frame).
     pub(super) fn launch_masked_sum(
         &self,
         engine: &CudaEngine,
-        set: &DetectorSet,
+        set: &MaskedSet,
         out: &mut CudaSlice<u64>,
     ) -> Result<()> {
         let (frame_len, n_frames) = (self.shape.det_len() as u64, self.shape.frames() as u64);
-        on_int_stored!(&self.stored, s, t => {
-            let f = engine.function(&format!("masked_sum_{t}"))?;
-            let mut l = engine.stream.launch_builder(&f);
-            l.arg(s).arg(&frame_len).arg(&n_frames).arg(&set.spans).arg(&set.n_spans)
-                .arg(&set.pixels).arg(&set.n_pixels).arg(out);
-            // SAFETY: the arguments match masked_sum's signature (wgsl/masked_sum.cu).
-            unsafe { l.launch(per_frame(n_frames)) }.map_err(driver_error("masked_sum"))?;
+        on_int_stored!(&self.stored, s, t => match set {
+            MaskedSet::Samples(set) => {
+                let f = engine.function(&format!("masked_sum_{t}"))?;
+                let mut l = engine.stream.launch_builder(&f);
+                l.arg(s).arg(&frame_len).arg(&n_frames).arg(&set.spans).arg(&set.n_spans)
+                    .arg(&set.pixels).arg(&set.n_pixels).arg(out);
+                // SAFETY: the arguments match masked_sum's signature (wgsl/masked_sum.cu).
+                unsafe { l.launch(per_frame(n_frames)) }.map_err(driver_error("masked_sum"))?;
+            }
+            MaskedSet::Words(set) => {
+                let frame_words = frame_len * self.sample_bytes() / WORD_BYTES;
+                let f = engine.function(&format!("masked_sum_words_{t}"))?;
+                let mut l = engine.stream.launch_builder(&f);
+                l.arg(s).arg(&frame_words).arg(&n_frames).arg(&set.spans).arg(&set.n_spans)
+                    .arg(&set.words).arg(&set.n_words).arg(out);
+                // SAFETY: the arguments match masked_sum_words's signature
+                // (wgsl/masked_sum.cu); `MaskedSet::upload` chose this form only for frames
+                // a whole number of 16-byte words long, and the allocation is aligned.
+                unsafe { l.launch(per_frame(n_frames)) }
+                    .map_err(driver_error("masked_sum_words"))?;
+            }
         });
         Ok(())
     }
@@ -412,39 +378,5 @@ impl CudaResident {
         });
         engine.synchronize()?;
         Ok(out)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::split_runs;
-
-    /// Runs of at least 256 pixels become spans, shorter runs stay listed, and every pixel is
-    /// in exactly one of the two, whatever the order it came in.
-    #[test]
-    fn runs_split_into_spans_and_single_pixels() {
-        let mut pixels: Vec<u32> = (1000..1400).collect(); // a run of 400
-        pixels.extend([7, 8, 9]); // a short run after a jump back
-        pixels.extend(2000..2256); // exactly the shortest span
-        pixels.extend(3000..3255); // one short of it
-        pixels.extend([300, 302]);
-        let (spans, single) = split_runs(&pixels);
-        assert_eq!(spans, vec![1000, 400, 2000, 256]);
-        let short: Vec<u32> = [7, 8, 9]
-            .into_iter()
-            .chain(3000..3255)
-            .chain([300, 302])
-            .collect();
-        assert_eq!(single, short);
-        let mut back: Vec<u32> = spans
-            .chunks_exact(2)
-            .flat_map(|s| s[0]..s[0] + s[1])
-            .chain(single)
-            .collect();
-        back.sort_unstable();
-        let mut want = pixels.clone();
-        want.sort_unstable();
-        assert_eq!(back, want);
-        assert_eq!(split_runs(&[]), (vec![], vec![]));
     }
 }

@@ -5,8 +5,9 @@
 
 use cudarc::driver::{CudaSlice, PushKernelArg};
 
+use super::detector_set::DetectorSet;
 use super::engine::{driver_error, CudaEngine};
-use super::resident::{alloc, per_frame, read, reduce_grid, CudaResident, DetectorSet, Stored};
+use super::resident::{alloc, per_frame, read, reduce_grid, CudaResident, Stored};
 use crate::contract::Region;
 use crate::error::{Error, Result};
 use crate::products::host_exact::quotient;
