@@ -1,7 +1,7 @@
 // stem4d:after masked_sum.wgsl packed_read.wgsl packed_window.wgsl
 // The masked sum over a compressed resident (decision 0025; the layout is `packed.wgsl`'s),
 // decoded where it is read: the same workgroups, parts and slots as `masked_sum`, but each
-// invocation fetches four of its pixels' sectors (`packed_window.wgsl`) and decodes them
+// invocation fetches several of its pixels' sectors (`packed_window.wgsl`) and decodes them
 // into their eight raw words before adding them into the same lanes. Nothing is unpacked
 // into memory, so a mask reads only its own pixels' packed bits and the index words of
 // their groups (decisions 0028 and 0041).
@@ -14,43 +14,82 @@
 
 // Pixel `k`'s sector in tile `tile`, fetched (a pixel found bad reads as zeros).
 fn fetch(tile: u32, k: u32, bits: u32) -> Fetched {
+    return fetch_if(tile, k, bits, true);
+}
+
+// As `fetch` where `live`, else a sector of zeros (nothing of it loaded).
+fn fetch_if(tile: u32, k: u32, bits: u32, live: bool) -> Fetched {
     let s = packed_sector(tile, k, params.packed_groups, bits);
-    return fetch_sector(s, select(s.width, 0u, pixel_cleared(k)), bits);
+    return fetch_sector(s, select(0u, select(s.width, 0u, pixel_cleared(k)), live), bits);
 }
 
-// Add a fetched sector into the lanes.
-fn add_fetched(l: ptr<function, Lanes>, f: Fetched, slot: u32, bits: u32) {
-    let r = decode_sector(f, slot, bits);
-    add_sector(l, r.lo, r.hi, bits);
+// A sector of 16-bit samples added into lanes a–d: each raw word's low and high sample.
+fn add_pairs(l: ptr<function, Lanes>, r: RawSector) {
+    let m = vec4<u32>(0xffffu);
+    let sh = vec4<u32>(16u);
+    (*l).a += r.lo & m;
+    (*l).b += r.lo >> sh;
+    (*l).c += r.hi & m;
+    (*l).d += r.hi >> sh;
 }
 
-// Add a sector's eight raw words (`lo`: words 0–3, `hi`: 4–7) into the lanes (`Lanes`).
-fn add_sector(l: ptr<function, Lanes>, lo: vec4<u32>, hi: vec4<u32>, bits: u32) {
+// A sector of 8-bit samples added into lanes a–h: each raw word's four samples.
+fn add_bytes(l: ptr<function, Lanes>, r: RawSector) {
+    let m = vec4<u32>(0xffu);
+    (*l).a += r.lo & m;
+    (*l).b += (r.lo >> vec4<u32>(8u)) & m;
+    (*l).c += (r.lo >> vec4<u32>(16u)) & m;
+    (*l).d += r.lo >> vec4<u32>(24u);
+    (*l).e += r.hi & m;
+    (*l).f += (r.hi >> vec4<u32>(8u)) & m;
+    (*l).g += (r.hi >> vec4<u32>(16u)) & m;
+    (*l).h += r.hi >> vec4<u32>(24u);
+}
+
+// The lanes of an invocation over its pixels of the part. Each width has its own loop, so
+// that the others' lanes hold no registers (as `sum_lanes`): the one loop for every width
+// kept all eight lanes and four fetched sectors live, 112 registers on an H100 (decision
+// 0051). 16-bit samples keep four sectors in flight, 8-bit samples two, 32-bit one.
+fn sum_packed_lanes(pt: Part, lid: u32, bits: u32) -> Lanes {
+    let z = vec4<u32>(0u);
+    var l = Lanes(z, z, z, z, z, z, z, z);
+    let slot = lid * WINDOW;
+    var i = pt.i0 + lid;
     if (bits == 16u) {
-        let m = vec4<u32>(0xffffu);
-        let sh = vec4<u32>(16u);
-        (*l).a += lo & m;
-        (*l).b += lo >> sh;
-        (*l).c += hi & m;
-        (*l).d += hi >> sh;
+        for (; i + 3u * SLOTS < pt.i1; i += 4u * SLOTS) {
+            let f0 = fetch(pt.tile, pixels[i], bits);
+            let f1 = fetch(pt.tile, pixels[i + SLOTS], bits);
+            let f2 = fetch(pt.tile, pixels[i + 2u * SLOTS], bits);
+            let f3 = fetch(pt.tile, pixels[i + 3u * SLOTS], bits);
+            add_pairs(&l, decode_sector(f0, slot, bits));
+            add_pairs(&l, decode_sector(f1, slot, bits));
+            add_pairs(&l, decode_sector(f2, slot, bits));
+            add_pairs(&l, decode_sector(f3, slot, bits));
+        }
+        for (; i < pt.i1; i += SLOTS) {
+            add_pairs(&l, decode_sector(fetch(pt.tile, pixels[i], bits), slot, bits));
+        }
     } else if (bits == 8u) {
-        let m = vec4<u32>(0xffu);
-        (*l).a += lo & m;
-        (*l).b += (lo >> vec4<u32>(8u)) & m;
-        (*l).c += (lo >> vec4<u32>(16u)) & m;
-        (*l).d += lo >> vec4<u32>(24u);
-        (*l).e += hi & m;
-        (*l).f += (hi >> vec4<u32>(8u)) & m;
-        (*l).g += (hi >> vec4<u32>(16u)) & m;
-        (*l).h += hi >> vec4<u32>(24u);
+        for (; i < pt.i1; i += 2u * SLOTS) {
+            let f0 = fetch(pt.tile, pixels[i], bits);
+            let more = i + SLOTS < pt.i1;
+            let f1 = fetch_if(pt.tile, pixels[select(i, i + SLOTS, more)], bits, more);
+            add_bytes(&l, decode_sector(f0, slot, bits));
+            add_bytes(&l, decode_sector(f1, slot, bits));
+        }
     } else {
-        let s = (*l).a + lo;
-        let t = (*l).b + hi;
-        (*l).c += select(vec4<u32>(0u), vec4<u32>(1u), s < lo);
-        (*l).d += select(vec4<u32>(0u), vec4<u32>(1u), t < hi);
-        (*l).a = s;
-        (*l).b = t;
+        let one = vec4<u32>(1u);
+        for (; i < pt.i1; i += SLOTS) {
+            let r = decode_sector(fetch(pt.tile, pixels[i], bits), slot, bits);
+            let s = l.a + r.lo;
+            let t = l.b + r.hi;
+            l.c += select(z, one, s < r.lo);
+            l.d += select(z, one, t < r.hi);
+            l.a = s;
+            l.b = t;
+        }
     }
+    return l;
 }
 
 @compute @workgroup_size(32)
@@ -65,23 +104,5 @@ fn masked_sum_packed(
     if (pt.tile * tile_len >= params.frames) {
         return;
     }
-    let z = vec4<u32>(0u);
-    var l = Lanes(z, z, z, z, z, z, z, z);
-    let slot = lid * WINDOW;
-    var i = pt.i0 + lid;
-    // Four sectors fetched, then decoded: their loads in flight together.
-    for (; i + 3u * SLOTS < pt.i1; i += 4u * SLOTS) {
-        let f0 = fetch(pt.tile, pixels[i], bits);
-        let f1 = fetch(pt.tile, pixels[i + SLOTS], bits);
-        let f2 = fetch(pt.tile, pixels[i + 2u * SLOTS], bits);
-        let f3 = fetch(pt.tile, pixels[i + 3u * SLOTS], bits);
-        add_fetched(&l, f0, slot, bits);
-        add_fetched(&l, f1, slot, bits);
-        add_fetched(&l, f2, slot, bits);
-        add_fetched(&l, f3, slot, bits);
-    }
-    for (; i < pt.i1; i += SLOTS) {
-        add_fetched(&l, fetch(pt.tile, pixels[i], bits), slot, bits);
-    }
-    meet(pt, lid, bits, l);
+    meet(pt, lid, bits, sum_packed_lanes(pt, lid, bits));
 }
