@@ -7,13 +7,24 @@
 // per frame (grid-stride over frames); the lanes meet by shuffles, with no block-wide
 // barrier.
 
+// Each frame's sum into `out`, one warp a frame: `lane_sum(f, lane)` is a lane's part of
+// frame f, the lanes' parts meet by shuffles.
+template <typename LaneSum>
+__device__ __forceinline__ void warp_per_frame(u64 n_frames, u64 *__restrict__ out,
+                                               LaneSum lane_sum) {
+    const u32 lane = threadIdx.x & 31u;
+    for (u64 f = warp_index(); f < n_frames; f += warp_count()) {
+        const u64 acc = warp_sum_u64(lane_sum(f, lane));
+        if (lane == 0) out[f] = acc;
+    }
+}
+
 template <typename T>
 __device__ void masked_sum(const T *__restrict__ frames, u64 frame_len, u64 n_frames,
                            const u32 *__restrict__ spans, u32 n_spans,
                            const u32 *__restrict__ pixels, u32 n_pixels,
                            u64 *__restrict__ out) {
-    const u32 lane = threadIdx.x & 31u;
-    for (u64 f = warp_index(); f < n_frames; f += warp_count()) {
+    warp_per_frame(n_frames, out, [&](u64 f, u32 lane) {
         const T *frame = frames + f * frame_len;
         u64 acc = 0;
         for (u32 i = lane; i < n_pixels; i += 32) acc += (u64)frame[pixels[i]];
@@ -22,9 +33,8 @@ __device__ void masked_sum(const T *__restrict__ frames, u64 frame_len, u64 n_fr
             const u32 len = spans[2 * s + 1];
             for (u32 k = lane; k < len; k += 32) acc += (u64)run[k];
         }
-        acc = warp_sum_u64(acc);
-        if (lane == 0) out[f] = acc;
-    }
+        return acc;
+    });
 }
 
 #define MASKED_SUM(T)                                                                         \
@@ -85,8 +95,7 @@ __device__ void masked_sum_words(const uint4 *__restrict__ frames, u64 frame_wor
                                  u64 n_frames, const u32 *__restrict__ spans, u32 n_spans,
                                  const uint2 *__restrict__ words, u32 n_words,
                                  u64 *__restrict__ out) {
-    const u32 lane = threadIdx.x & 31u;
-    for (u64 f = warp_index(); f < n_frames; f += warp_count()) {
+    warp_per_frame(n_frames, out, [&](u64 f, u32 lane) {
         const uint4 *frame = frames + f * frame_words;
         u64 acc = 0;
 #pragma unroll 4
@@ -99,9 +108,8 @@ __device__ void masked_sum_words(const uint4 *__restrict__ frames, u64 frame_wor
             const u32 len = spans[2 * s + 1];
             for (u32 k = lane; k < len; k += 32) acc += word_sum<T>(run[k], 0u, true);
         }
-        acc = warp_sum_u64(acc);
-        if (lane == 0) out[f] = acc;
-    }
+        return acc;
+    });
 }
 
 #define MASKED_SUM_WORDS(T)                                                                   \
