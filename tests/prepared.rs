@@ -149,6 +149,13 @@ fn a_prepared_acquisition_gives_the_products_of_its_files() {
                 .iter()
                 .any(|(s, _)| s.starts_with("read + check"));
             assert_eq!(copied, corr.bin == 1, "{name} {corr:?}");
+            // A reopen's batches are timed on the GPU where the device stamps inside
+            // encoders (lavapipe does): one batch of at most 16 blocks here.
+            let inside = wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS;
+            if copied && engine.device.features().contains(inside) {
+                let g = b.gpu_batches.as_ref().expect("the reopen's batches timed");
+                assert!(g.batches >= 1 && g.busy_ms > 0.0, "{name}: {g:?}");
+            }
             for p in fx["products"].as_array().unwrap() {
                 let (params, c) = params(p["kind"].as_str().unwrap(), &p["params"]);
                 if c != corr {

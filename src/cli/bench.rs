@@ -338,6 +338,23 @@ pub(super) fn bench_gpu(
         println!("           of which {step:<22} {ms:9.3} ms");
         report.push(format!("stage upload: {step}"), format!("{ms:.3} ms"));
     }
+    // The GPU's side, where its batches were timed (a prepared reopen's).
+    if let Some(g) = &res.gpu_batches {
+        println!(
+            "           GPU: {} batches busy {:.3} ms (longest {:.3} ms), idle between them {:.3} ms",
+            g.batches, g.busy_ms, g.longest_ms, g.idle_ms
+        );
+        report.push("upload GPU batches", g.batches.to_string());
+        report.push("upload GPU busy", format!("{:.3} ms", g.busy_ms));
+        report.push(
+            "upload GPU longest batch",
+            format!("{:.3} ms", g.longest_ms),
+        );
+        report.push(
+            "upload GPU idle between batches",
+            format!("{:.3} ms", g.idle_ms),
+        );
+    }
     println!(
         "  stage  first product (total)      {:9.3} ms  ({} positions read back)",
         t_first * 1e3,

@@ -67,9 +67,12 @@ impl Engine {
             ..wgpu::Limits::downlevel_defaults()
         };
         // Subgroups where the adapter has them (in the browser asked for apart from wgpu:
-        // `web_subgroups`), and timestamps for the benchmarks' pass clock.
-        let features =
-            adapter.features() & (wgpu::Features::SUBGROUP | wgpu::Features::TIMESTAMP_QUERY);
+        // `web_subgroups`), timestamps for the benchmarks' pass clock, and natively inside
+        // encoders for the uploads' batch clock (`batch_clock`).
+        let features = adapter.features()
+            & (wgpu::Features::SUBGROUP
+                | wgpu::Features::TIMESTAMP_QUERY
+                | wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS);
         #[cfg(target_arch = "wasm32")]
         web_subgroups::ask();
         // SPIR-V passed through on Vulkan, for the kernels whose barriers naga scopes wider

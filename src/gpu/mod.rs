@@ -5,6 +5,7 @@
 
 mod api;
 mod batch;
+pub mod batch_clock;
 mod buffers;
 mod device;
 #[cfg(not(target_arch = "wasm32"))]

@@ -13,6 +13,9 @@ pub struct Resident {
     pub offloaded_chunks: usize,
     /// Where the upload's time went (milliseconds by step), for the load profile.
     pub upload_times: UploadTimes,
+    /// Natively, what the GPU did with the upload's batches, where they were timed
+    /// (`batch_clock`; a prepared reopen's).
+    pub gpu_batches: Option<batch_clock::GpuBatchTimes>,
     /// LZ4 blocks the GPU decoder inflated by one invocation each (blocks over 8 KiB, or
     /// with more sequences than their region held) rather than from parsed sequences.
     pub gpu_inflated_in_place: u32,

@@ -199,6 +199,7 @@ fn copy_blocks(
     ),
     plan: &ResidentPlan,
     mut expander: Option<&mut Expander>,
+    clock: Option<&mut crate::gpu::batch_clock::BatchClock>,
     float: bool,
 ) -> Result<Vec<Option<FloatRange>>> {
     let tile_bytes = plan.tile_words as u64 * 4;
@@ -231,6 +232,7 @@ fn copy_blocks(
     }
     times.lap("resident buffers", &mut t);
     let mut enc = engine.device.create_command_encoder(&Default::default());
+    let stamp = clock.and_then(|c| c.start(&mut enc).map(|k| (c, k)));
     let mut slots = Vec::with_capacity(lent.len());
     for (k, l) in lent {
         slots.push(l.slot);
@@ -247,6 +249,9 @@ fn copy_blocks(
             let len = bytes.len() as u64;
             enc.copy_buffer_to_buffer(&staged, bytes.start as u64, &buffers[t.segment], at, len);
         }
+    }
+    if let Some((c, k)) = stamp {
+        c.end(&mut enc, k);
     }
     let index = engine.queue.submit([enc.finish()]);
     for k in slots {
@@ -338,6 +343,11 @@ impl Engine {
         let mut ring = crate::upload::host_staging::HostStaging::new("prepared staging", 0);
         #[cfg(not(target_arch = "wasm32"))]
         let mut sets = SlotSets::new(payload);
+        #[cfg(not(target_arch = "wasm32"))]
+        let mut clock = crate::gpu::batch_clock::BatchClock::new(
+            self,
+            (n - first_block).div_ceil(BLOCKS_AT_ONCE),
+        );
         #[cfg(target_arch = "wasm32")]
         let mut reads = browser::BlockReads::new(
             self,
@@ -365,6 +375,7 @@ impl Engine {
                     (&mut buffers, &mut made, reach),
                     plan,
                     expander.as_mut(),
+                    clock.as_mut(),
                     float.is_some(),
                 )?;
                 if let Some(all) = float.as_mut() {
@@ -406,6 +417,11 @@ impl Engine {
             .finish_resident(scope, plan.clone(), buffers, corr)
             .await?;
         times.lap("finish", &mut t);
+        // A diagnostic: a failure to read the timestamps back leaves them out.
+        #[cfg(not(target_arch = "wasm32"))]
+        if let Some(c) = clock {
+            res.gpu_batches = c.times(self).await.ok();
+        }
         res.float = float;
         if corr.mask_bad_pixels {
             // As the decode masks (C-BAD): the file's bad pixels, and sentinel samples.

@@ -319,6 +319,7 @@ impl Engine {
             float: None,
             offloaded_chunks: 0,
             upload_times: UploadTimes::default(),
+            gpu_batches: None,
             gpu_inflated_in_place: 0,
             file_buffer_windows: 0,
             staging_buffers_made: 0,
