@@ -194,6 +194,8 @@ pub(super) fn bench_gpu(
     let t = Instant::now();
     let mut engine = pollster::block_on(crate::gpu::Engine::on(api, overrides))?;
     engine.use_subgroups(subgroups);
+    // The GPU's side of the upload, printed beside the host's laps.
+    engine.time_upload_batches(true);
     let t_device = t.elapsed().as_secs_f64();
     let a = &engine.adapter;
     println!(
@@ -338,7 +340,8 @@ pub(super) fn bench_gpu(
         println!("           of which {step:<22} {ms:9.3} ms");
         report.push(format!("stage upload: {step}"), format!("{ms:.3} ms"));
     }
-    // The GPU's side, where its batches were timed (a prepared reopen's).
+    // The GPU's side, where its batches were timed (a prepared reopen's, a GPU decode's
+    // windows).
     if let Some(g) = &res.gpu_batches {
         println!(
             "           GPU: {} batches busy {:.3} ms (longest {:.3} ms), idle between them {:.3} ms",

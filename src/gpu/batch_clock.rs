@@ -1,20 +1,18 @@
-//! Natively, GPU timestamps at the start and end of each batch of copies and expansions an
-//! upload submits (`TIMESTAMP_QUERY_INSIDE_ENCODERS`): how long the GPU worked on each
-//! batch and how long it sat between them, beside the host's laps. A prepared reopen waits
-//! about half its time for its staging slots, that is for the GPU's batches before, and
-//! neither the staging memory nor the fresh buffers' first touch explained it (decision
-//! 0050); these say whether the GPU is busy for that long or idle. Off where the device
-//! lacks the feature (the browser's WebGPU has no timestamps inside encoders).
+//! Natively, GPU timestamps at the start and end of each batch of work an upload submits
+//! (a prepared reopen's batch of copies and expansions, a GPU decode's window;
+//! `TIMESTAMP_QUERY_INSIDE_ENCODERS`): how long the GPU worked on each batch and how long
+//! it sat between them, beside the host's laps. A prepared reopen waits about half its
+//! time for its staging slots, that is for the GPU's batches before, and neither the
+//! staging memory nor the fresh buffers' first touch explained it (decision 0050); these
+//! say whether the GPU is busy for that long or idle. Off where the device lacks the
+//! feature (the browser's WebGPU has no timestamps inside encoders).
 
-#[cfg(not(target_arch = "wasm32"))]
 use super::Engine;
-#[cfg(not(target_arch = "wasm32"))]
 use crate::error::Result;
 
-#[cfg(not(target_arch = "wasm32"))]
 /// Batches one upload may time (two queries each, within wgpu's 4,096 a query set);
 /// batches past them go untimed.
-const MOST_BATCHES: u32 = 2048;
+pub(crate) const MOST_BATCHES: usize = 2048;
 
 /// What the GPU did with an upload's batches.
 #[derive(Clone, Debug, PartialEq)]
@@ -30,7 +28,6 @@ pub struct GpuBatchTimes {
 }
 
 /// The clock of one upload: a query pair per batch.
-#[cfg(not(target_arch = "wasm32"))]
 pub(crate) struct BatchClock {
     set: wgpu::QuerySet,
     resolved: wgpu::Buffer,
@@ -39,15 +36,13 @@ pub(crate) struct BatchClock {
     cap: u32,
 }
 
-#[cfg(not(target_arch = "wasm32"))]
 impl BatchClock {
-    /// A clock for up to `batches` batches; `None` where the device cannot time inside an
-    /// encoder or there is nothing to time.
+    /// A clock for up to `batches` batches; `None` unless a benchmark asked for it
+    /// ([`Engine::time_upload_batches`], which the device must allow), or with nothing to
+    /// time.
     pub(crate) fn new(engine: &Engine, batches: usize) -> Option<BatchClock> {
-        let cap = u32::try_from(batches).unwrap_or(u32::MAX).min(MOST_BATCHES);
-        let inside =
-            wgpu::Features::TIMESTAMP_QUERY | wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS;
-        if cap == 0 || !engine.device.features().contains(inside) {
+        let cap = batches.min(MOST_BATCHES) as u32;
+        if cap == 0 || !engine.times_upload_batches() {
             return None;
         }
         Some(BatchClock {
@@ -103,7 +98,6 @@ impl BatchClock {
     }
 }
 
-#[cfg(not(target_arch = "wasm32"))]
 /// The times of the batches whose (start, end) ticks `ticks` holds in submission order.
 fn batch_times(ticks: &[u64], period_ns: f64) -> GpuBatchTimes {
     let ms = |t: u64| t as f64 * period_ns / 1e6;
@@ -125,7 +119,7 @@ fn batch_times(ticks: &[u64], period_ns: f64) -> GpuBatchTimes {
     out
 }
 
-#[cfg(all(test, not(target_arch = "wasm32")))]
+#[cfg(test)]
 mod tests {
     use super::*;
 

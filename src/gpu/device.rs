@@ -184,6 +184,7 @@ impl Engine {
             memory_peak: std::sync::atomic::AtomicU64::new(0),
             renderers: Mutex::new(Vec::new()),
             clock: Mutex::new(None),
+            batch_clock: Default::default(),
             #[cfg(target_arch = "wasm32")]
             staging: Default::default(),
         })

@@ -104,6 +104,8 @@ pub struct Engine {
     renderers: Mutex<Vec<(wgpu::TextureFormat, display::Renderer)>>,
     /// Timestamps around every pass while a benchmark asks ([`Engine::time_passes`]).
     clock: Mutex<Option<Arc<PassClock>>>,
+    /// Whether uploads time their batches on the GPU ([`Engine::time_upload_batches`]).
+    batch_clock: std::sync::atomic::AtomicBool,
     /// The browser's staging ring for the File API's bytes, between uploads: made before
     /// the first ([`Engine::prepare_uploads`]) and kept for the next.
     #[cfg(target_arch = "wasm32")]
@@ -188,6 +190,22 @@ impl Engine {
         #[allow(clippy::arc_with_non_send_sync)]
         clock.get_or_insert_with(|| Arc::new(PassClock::new(&self.device, &self.queue)));
         true
+    }
+
+    /// Time each upload's batches on the GPU from now on (`batch_clock`), where the device
+    /// stamps inside encoders, and say whether it does; `false` turns it off. Off by
+    /// default: the times are read back at the end of each upload, one more round trip.
+    pub fn time_upload_batches(&self, on: bool) -> bool {
+        let able = self.device.features().contains(
+            wgpu::Features::TIMESTAMP_QUERY | wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS,
+        );
+        self.batch_clock
+            .store(on && able, std::sync::atomic::Ordering::Relaxed);
+        on && able
+    }
+
+    pub(crate) fn times_upload_batches(&self) -> bool {
+        self.batch_clock.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     pub(crate) fn pass_clock(&self) -> Option<Arc<PassClock>> {

@@ -14,7 +14,7 @@ pub struct Resident {
     /// Where the upload's time went (milliseconds by step), for the load profile.
     pub upload_times: UploadTimes,
     /// Natively, what the GPU did with the upload's batches, where they were timed
-    /// (`batch_clock`; a prepared reopen's).
+    /// (`batch_clock`: a prepared reopen's, a GPU decode's windows).
     pub gpu_batches: Option<batch_clock::GpuBatchTimes>,
     /// LZ4 blocks the GPU decoder inflated by one invocation each (blocks over 8 KiB, or
     /// with more sequences than their region held) rather than from parsed sequences.

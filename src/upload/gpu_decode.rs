@@ -525,6 +525,9 @@ async fn upload_through(
     // keeps the host from running ahead. The status is read once.
     let mut in_flight = std::collections::VecDeque::new();
     let mut times = UploadTimes::default();
+    // The GPU's time on each window, where the device stamps inside encoders.
+    let mut clock =
+        crate::gpu::batch_clock::BatchClock::new(engine, crate::gpu::batch_clock::MOST_BATCHES);
     let (mut file_buffer_windows, mut walked_windows) = (0u32, 0u32);
     // Segments count the acquisition's frames; chunks and windows count stored frames.
     let offset = stored_offset(acq).ok_or_else(|| {
@@ -598,6 +601,7 @@ async fn upload_through(
             })?;
             let mut t = crate::clock::now_ms();
             let mut enc = engine.device.create_command_encoder(&Default::default());
+            let stamp = clock.as_mut().and_then(|c| c.start(&mut enc));
             let to = PackTarget {
                 plan,
                 corr,
@@ -606,6 +610,9 @@ async fn upload_through(
                 elem: acq.dtype.size(),
             };
             decoder.encode(engine, &mut enc, &w, &to)?;
+            if let (Some(c), Some(k)) = (clock.as_ref(), stamp) {
+                c.end(&mut enc, k);
+            }
             let done = engine.submit_tracked(enc.finish());
             slots.submitted(&done.index);
             times.lap("record + submit", &mut t);
@@ -659,6 +666,10 @@ async fn upload_through(
         .finish_resident(scope, plan.clone(), buffers, corr)
         .await?;
     times.lap("finish", &mut t);
+    // A diagnostic: a failure to read the timestamps back leaves them out.
+    if let Some(c) = clock {
+        res.gpu_batches = c.times(engine).await.ok();
+    }
     res.upload_times = times;
     res.gpu_inflated_in_place = in_place;
     res.file_buffer_windows = file_buffer_windows;
