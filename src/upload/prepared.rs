@@ -343,6 +343,8 @@ impl Engine {
         let mut ring = crate::upload::host_staging::HostStaging::new("prepared staging", 0);
         #[cfg(not(target_arch = "wasm32"))]
         let mut sets = SlotSets::new(payload);
+        // Natively the GPU's side of each batch (the browser has no timestamps in encoders).
+        #[cfg(not(target_arch = "wasm32"))]
         let mut clock = crate::gpu::batch_clock::BatchClock::new(
             self,
             (n - first_block).div_ceil(BLOCKS_AT_ONCE),
@@ -417,6 +419,7 @@ impl Engine {
             .await?;
         times.lap("finish", &mut t);
         // A diagnostic: a failure to read the timestamps back leaves them out.
+        #[cfg(not(target_arch = "wasm32"))]
         if let Some(c) = clock {
             res.gpu_batches = c.times(self).await.ok();
         }
