@@ -574,27 +574,16 @@ fn a_compressed_build_reads_a_deferred_index_as_it_goes() {
         for (want_rows, how, feed_of) in ways {
             let rows = stem4d::upload::packed::block_rows(want_rows, cols, plan.tile as usize);
             let what = format!("{name}, blocks of {rows} rows, {how}");
-            let corr = Correction::default();
-            let whole = pollster::block_on(engine.upload_packed(
-                (&eager, None),
-                corr,
-                rows,
-                true,
-                None,
-                quiet,
-            ))
-            .unwrap_or_else(|e| panic!("{what}: {e}"));
+            // The compressed resident in blocks of `rows`, decoded on the GPU.
+            let mut build = |acq, feed| {
+                let corr = Correction::default();
+                pollster::block_on(engine.upload_packed((acq, feed), corr, rows, true, None, quiet))
+                    .unwrap_or_else(|e| panic!("{what}: {e}"))
+            };
+            let whole = build(&eager, None);
             let mut acq = open(name, &bytes, scan, true).unwrap();
             let feed = feed_of(&acq);
-            let built = pollster::block_on(engine.upload_packed(
-                (&acq, Some(&feed)),
-                corr,
-                rows,
-                true,
-                None,
-                quiet,
-            ))
-            .unwrap_or_else(|e| panic!("{what}: {e}"));
+            let built = build(&acq, Some(&feed));
             assert!(
                 packed_bytes(&engine, &built) == packed_bytes(&engine, &whole),
                 "{what}: other packed bytes"
