@@ -120,12 +120,15 @@ export async function firstUse(t) {
       await page.bringToFront();
       await page.focus('#open-files');
       const focused = await page.evaluate(() => document.activeElement.id);
-      // Enter, else Space (both activate a button); headed Chromium now and then drops the
-      // first chooser asked for right after another one closed.
+      // Enter, else Space (both activate a button); headed Chromium now and then drops a
+      // chooser asked for soon after another one closed (twice in a row once), so each key
+      // is pressed again after a pause, the focus still on the button.
       let chooser = null;
-      for (const key of ['Enter', 'Space']) {
-        [chooser] = await Promise.all([page.waitForEvent('filechooser', { timeout: 8000 }).catch(() => null), page.keyboard.press(key)]);
+      for (const key of ['Enter', 'Space', 'Enter', 'Space']) {
+        [chooser] = await Promise.all([page.waitForEvent('filechooser', { timeout: 5000 }).catch(() => null), page.keyboard.press(key)]);
         if (chooser) break;
+        await page.waitForTimeout(500);
+        await page.focus('#open-files');
       }
       check(chooser !== null, `the keyboard on the focused Open files… button opens the file chooser (focus on ${focused})`);
       if (chooser) await chooser.setFiles(filesOf('arina_u16'));
