@@ -78,15 +78,7 @@ impl HostStaging {
     /// 4), its first `need` bytes lent out. Waits for the submission that copies from it last.
     pub(crate) fn take(&mut self, engine: &Engine, k: usize, need: u64) -> Result<Lent> {
         let size = need.max(self.min_bytes).next_multiple_of(4);
-        let fresh = || Slot {
-            buffer: engine.device.create_buffer(&wgpu::BufferDescriptor {
-                label: Some(self.label),
-                size,
-                usage: wgpu::BufferUsages::MAP_WRITE | wgpu::BufferUsages::COPY_SRC,
-                mapped_at_creation: true,
-            }),
-            state: State::Mapped,
-        };
+        let fresh = || fresh_slot(engine, self.label, size);
         while self.ring.len() <= k {
             self.ring.push(fresh());
         }
@@ -110,6 +102,69 @@ impl HostStaging {
         Ok(Lent { slot: k, view })
     }
 
+    /// Slots up to `count`, of `bytes` each, made now on every core, before anything else
+    /// makes buffers: wgpu zeroes a new buffer's mapped memory on the thread that makes it,
+    /// and the thread that makes a resident's buffers holds the driver's allocator for tens
+    /// of milliseconds a buffer. A prepared reopen that made its 32 slots of 17.5 MB as its
+    /// first batches took them spent 0.42–0.62 s there (decision 0052).
+    /// Error scopes are a thread's own: each slot is checked on the thread that made it.
+    pub(crate) fn make_ahead(&mut self, engine: &Engine, count: usize, bytes: u64) -> Result<()> {
+        use rayon::prelude::*;
+        let size = bytes.max(self.min_bytes).next_multiple_of(4);
+        let label = self.label;
+        let made = (self.ring.len()..count)
+            .into_par_iter()
+            .map(|_| {
+                let scope = engine
+                    .device
+                    .push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+                let slot = fresh_slot(engine, label, size);
+                match pollster::block_on(scope.pop()) {
+                    Some(e) => Err(Error::Gpu(format!(
+                        "out of GPU memory for a staging buffer of {size} bytes: {e}"
+                    ))),
+                    None => Ok(slot),
+                }
+            })
+            .collect::<Result<Vec<Slot>>>()?;
+        self.ring.extend(made);
+        Ok(())
+    }
+
+    /// Slots `ks` made ready to lend: the submission copying from the first of them still
+    /// in use waited for once, and every mapping that resolved then taken, so that [`take`]
+    /// polls the device for none of those (a batch's slots are copied from in one
+    /// submission; any other is waited for by `take`). Not faster than a poll a slot, but
+    /// its wait is timed apart from the slots' making (decision 0052).
+    ///
+    /// [`take`]: HostStaging::take
+    pub(crate) fn ready(&mut self, engine: &Engine, ks: std::ops::Range<usize>) -> Result<()> {
+        let n = self.ring.len();
+        let slots = &mut self.ring[ks.start.min(n)..ks.end.min(n)];
+        let Some(first) = slots.iter().find_map(|s| match &s.state {
+            State::Mapping(_, index) => Some(index.clone()),
+            _ => None,
+        }) else {
+            return Ok(());
+        };
+        engine
+            .device
+            .poll(wgpu::PollType::Wait {
+                submission_index: Some(first),
+                timeout: None,
+            })
+            .map_err(|e| Error::Gpu(format!("mapping a staging buffer again: {e}")))?;
+        for slot in slots {
+            if let State::Mapping(rx, _) = &mut slot.state {
+                if let Some(r) = resolved(rx)? {
+                    r?;
+                    slot.state = State::Mapped;
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Lent slot written: unmapped, its buffer to copy from in work to submit.
     pub(crate) fn written(&mut self, lent: Lent) -> wgpu::Buffer {
         drop(lent.view);
@@ -128,6 +183,19 @@ impl HostStaging {
             return;
         }
         slot.state = State::Mapping(map_for_write(&slot.buffer), index);
+    }
+}
+
+/// A new slot of `size` bytes, mapped at creation.
+fn fresh_slot(engine: &Engine, label: &'static str, size: u64) -> Slot {
+    Slot {
+        buffer: engine.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some(label),
+            size,
+            usage: wgpu::BufferUsages::MAP_WRITE | wgpu::BufferUsages::COPY_SRC,
+            mapped_at_creation: true,
+        }),
+        state: State::Mapped,
     }
 }
 
@@ -151,6 +219,10 @@ fn mapped_after(
     index: Option<wgpu::SubmissionIndex>,
 ) -> Result<()> {
     let failed = |e: String| Error::Gpu(format!("mapping a staging buffer again: {e}"));
+    // Mapped in an earlier poll already (`ready`): nothing to wait for.
+    if let Some(r) = resolved(&mut rx)? {
+        return r;
+    }
     // The mapping's callback runs in a poll once `index` has finished; waiting for
     // everything submitted is the fallback.
     let first = index.map(|i| wgpu::PollType::Wait {
@@ -165,13 +237,21 @@ fn mapped_after(
             .device
             .poll(poll)
             .map_err(|e| failed(e.to_string()))?;
-        match rx.try_recv() {
-            Ok(Some(r)) => return r.map_err(|e| failed(e.to_string())),
-            Ok(None) => continue,
-            Err(_) => return Err(failed("the mapping was dropped (device lost?)".into())),
+        if let Some(r) = resolved(&mut rx)? {
+            return r;
         }
     }
     Err(failed("not mapped once the GPU was idle".into()))
+}
+
+/// The outcome of mapping `rx` where its callback has run (in some earlier poll).
+fn resolved(rx: &mut Mapping) -> Result<Option<Result<()>>> {
+    let failed = |e: String| Error::Gpu(format!("mapping a staging buffer again: {e}"));
+    match rx.try_recv() {
+        Ok(Some(r)) => Ok(Some(r.map_err(|e| failed(e.to_string())))),
+        Ok(None) => Ok(None),
+        Err(_) => Err(failed("the mapping was dropped (device lost?)".into())),
+    }
 }
 
 #[cfg(test)]
@@ -204,12 +284,18 @@ mod tests {
         const SLOTS: usize = 3;
         const AT: u64 = 64;
         let mut ring = HostStaging::new("test staging", AT);
+        // Two slots made ahead, on other threads; the third when first taken.
+        ring.make_ahead(&engine, SLOTS - 1, AT).expect("slots made ahead");
         let dst = engine.storage("test destination", 4 * AT);
         let mut want = vec![0u8; 4 * AT as usize];
         for r in 0..11 {
             // Odd lengths: the rest of the slot's word-padded range is zeroed.
             let len = [61usize, 64, 1, 33][r % 4];
             let k = r % SLOTS;
+            if r % 2 == 1 {
+                // Every slot made ready at once (one poll), some not yet made.
+                ring.ready(&engine, 0..SLOTS + 1).expect("the slots ready");
+            }
             let mut lent = ring.take(&engine, k, AT).expect("a slot");
             copy_in_parallel(lent.view.slice(..), &round_bytes(r, len));
             let staged = ring.written(lent);

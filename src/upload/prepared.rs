@@ -53,6 +53,11 @@ impl SlotSets {
         }
     }
 
+    /// The slots `blocks` blocks take: whole sets, no more than the blocks.
+    fn slots(&self, blocks: usize) -> usize {
+        (self.sets * BLOCKS_AT_ONCE).min(blocks)
+    }
+
     /// The first slot of the next batch's set.
     fn next_set(&mut self) -> usize {
         let first = self.next * BLOCKS_AT_ONCE;
@@ -209,6 +214,8 @@ fn copy_blocks(
     let mut t = crate::clock::now_ms();
     let mut lent = Vec::with_capacity(ks.len());
     let first = sets.next_set();
+    ring.ready(engine, first..first + ks.len())?;
+    times.lap("staging slots: waits for the GPU", &mut t);
     for (i, k) in ks.clone().enumerate() {
         lent.push((k, ring.take(engine, first + i, sets.slot_bytes)?));
     }
@@ -336,13 +343,20 @@ impl Engine {
             },
             false => None,
         };
+        // Natively the staging slots are made first, then the thread making the segments'
+        // buffers starts.
+        #[cfg(not(target_arch = "wasm32"))]
+        let (mut ring, mut sets) = {
+            let mut t = crate::clock::now_ms();
+            let mut ring = crate::upload::host_staging::HostStaging::new("prepared staging", 0);
+            let sets = SlotSets::new(payload);
+            ring.make_ahead(self, sets.slots(n - first_block), sets.slot_bytes)?;
+            times.lap("staging slots made", &mut t);
+            (ring, sets)
+        };
         // The segments' buffers, taken as the blocks reach them.
         let mut made = self.resident_buffers("resident", plan);
         let mut buffers = Vec::with_capacity(segments.len());
-        #[cfg(not(target_arch = "wasm32"))]
-        let mut ring = crate::upload::host_staging::HostStaging::new("prepared staging", 0);
-        #[cfg(not(target_arch = "wasm32"))]
-        let mut sets = SlotSets::new(payload);
         // Natively the GPU's side of each batch (the browser has no timestamps in encoders).
         #[cfg(not(target_arch = "wasm32"))]
         let mut clock = crate::gpu::batch_clock::BatchClock::new(
