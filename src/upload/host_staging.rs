@@ -285,7 +285,8 @@ mod tests {
         const AT: u64 = 64;
         let mut ring = HostStaging::new("test staging", AT);
         // Two slots made ahead, on other threads; the third when first taken.
-        ring.make_ahead(&engine, SLOTS - 1, AT).expect("slots made ahead");
+        ring.make_ahead(&engine, SLOTS - 1, AT)
+            .expect("slots made ahead");
         let dst = engine.storage("test destination", 4 * AT);
         let mut want = vec![0u8; 4 * AT as usize];
         for r in 0..11 {
