@@ -1,11 +1,10 @@
 //! Natively, GPU timestamps at the start and end of each batch of work an upload submits
 //! (a prepared reopen's batch of copies and expansions, a GPU decode's window;
 //! `TIMESTAMP_QUERY_INSIDE_ENCODERS`): how long the GPU worked on each batch and how long
-//! it sat between them, beside the host's laps. A prepared reopen waits about half its
-//! time for its staging slots, that is for the GPU's batches before, and neither the
-//! staging memory nor the fresh buffers' first touch explained it (decision 0050); these
-//! say whether the GPU is busy for that long or idle. Off where the device lacks the
-//! feature (the browser's WebGPU has no timestamps inside encoders).
+//! it sat between them, beside the host's laps. They showed that a prepared reopen's
+//! "staging slots" lap was not a wait for the GPU, busy 90–240 ms of a 1.0–1.3 s reopen
+//! (decision 0052). Off where the device lacks the feature (the browser's WebGPU has no
+//! timestamps inside encoders).
 
 use super::Engine;
 use crate::error::Result;
@@ -65,7 +64,7 @@ impl BatchClock {
 
     /// Stamp the start of a batch at the head of `enc`: its index, or `None` once every
     /// pair is taken.
-    pub(crate) fn start(&mut self, enc: &mut wgpu::CommandEncoder) -> Option<u32> {
+    fn start(&mut self, enc: &mut wgpu::CommandEncoder) -> Option<u32> {
         if self.taken >= self.cap {
             return None;
         }
@@ -76,7 +75,7 @@ impl BatchClock {
     }
 
     /// Stamp the end of batch `k` at the tail of `enc`.
-    pub(crate) fn end(&self, enc: &mut wgpu::CommandEncoder, k: u32) {
+    fn end(&self, enc: &mut wgpu::CommandEncoder, k: u32) {
         enc.write_timestamp(&self.set, 2 * k + 1);
     }
 
@@ -96,6 +95,21 @@ impl BatchClock {
             .collect();
         Ok(batch_times(&ticks, self.period_ns))
     }
+}
+
+/// What `record` writes into `enc`, between a start and an end stamp of `clock` where
+/// there is one with pairs left.
+pub(crate) fn stamped<R>(
+    clock: Option<&mut BatchClock>,
+    enc: &mut wgpu::CommandEncoder,
+    record: impl FnOnce(&mut wgpu::CommandEncoder) -> R,
+) -> R {
+    let stamp = clock.and_then(|c| c.start(enc).map(|k| (c, k)));
+    let out = record(enc);
+    if let Some((c, k)) = stamp {
+        c.end(enc, k);
+    }
+    out
 }
 
 /// The times of the batches whose (start, end) ticks `ticks` holds in submission order.

@@ -601,7 +601,6 @@ async fn upload_through(
             })?;
             let mut t = crate::clock::now_ms();
             let mut enc = engine.device.create_command_encoder(&Default::default());
-            let stamp = clock.as_mut().and_then(|c| c.start(&mut enc));
             let to = PackTarget {
                 plan,
                 corr,
@@ -609,10 +608,9 @@ async fn upload_through(
                 resident: &buffer,
                 elem: acq.dtype.size(),
             };
-            decoder.encode(engine, &mut enc, &w, &to)?;
-            if let (Some(c), Some(k)) = (clock.as_ref(), stamp) {
-                c.end(&mut enc, k);
-            }
+            crate::gpu::batch_clock::stamped(clock.as_mut(), &mut enc, |enc| {
+                decoder.encode(engine, enc, &w, &to)
+            })?;
             let done = engine.submit_tracked(enc.finish());
             slots.submitted(&done.index);
             times.lap("record + submit", &mut t);

@@ -239,27 +239,26 @@ fn copy_blocks(
     }
     times.lap("resident buffers", &mut t);
     let mut enc = engine.device.create_command_encoder(&Default::default());
-    let stamp = clock.and_then(|c| c.start(&mut enc).map(|k| (c, k)));
     let mut slots = Vec::with_capacity(lent.len());
-    for (k, l) in lent {
-        slots.push(l.slot);
-        let staged = ring.written(l);
-        let targets = block_targets(payload, k, segments);
-        if let Some(x) = expander.as_deref_mut() {
-            let block = x.take();
-            enc.copy_buffer_to_buffer(&staged, 0, block, 0, payload.blocks[k].bytes);
-            x.expand(engine, &mut enc, plan, targets, buffers)?;
-            continue;
+    crate::gpu::batch_clock::stamped(clock, &mut enc, |enc| -> Result<()> {
+        for (k, l) in lent {
+            slots.push(l.slot);
+            let staged = ring.written(l);
+            let targets = block_targets(payload, k, segments);
+            if let Some(x) = expander.as_deref_mut() {
+                let block = x.take();
+                enc.copy_buffer_to_buffer(&staged, 0, block, 0, payload.blocks[k].bytes);
+                x.expand(engine, enc, plan, targets, buffers)?;
+                continue;
+            }
+            for t in targets {
+                let (bytes, at) = t.bytes(tile_bytes);
+                let (len, dst) = (bytes.len() as u64, &buffers[t.segment]);
+                enc.copy_buffer_to_buffer(&staged, bytes.start as u64, dst, at, len);
+            }
         }
-        for t in targets {
-            let (bytes, at) = t.bytes(tile_bytes);
-            let len = bytes.len() as u64;
-            enc.copy_buffer_to_buffer(&staged, bytes.start as u64, &buffers[t.segment], at, len);
-        }
-    }
-    if let Some((c, k)) = stamp {
-        c.end(&mut enc, k);
-    }
+        Ok(())
+    })?;
     let index = engine.queue.submit([enc.finish()]);
     for k in slots {
         ring.submitted(k, index.clone());
