@@ -229,7 +229,7 @@ async fn make_window(
     }
     times.lap("block tables", &mut t);
     let (src_buffer, staged) = slots
-        .fill(engine, &src, window_bytes, times, &mut t)
+        .fill(engine, &mut src, window_bytes, times, &mut t)
         .await?;
     src.recycle();
     let [scratch, seqs] = slots.work_buffers(engine, dst_bytes.max(16), (seq_entries * 8).max(16));
@@ -252,7 +252,7 @@ async fn make_window(
         frames,
         decoded_bytes: (frames * det_len * elem) as u64,
     };
-    times.lap("copy to the GPU", &mut t);
+    times.lap("window tables to the GPU", &mut t);
     Ok(Some(window))
 }
 
@@ -360,8 +360,17 @@ pub async fn start_reads(engine: &Engine, acq: &Acquisition, corr: Correction) -
     let mut segment = SegmentSlots::new(acq, plan.max_binding, s0..s1, &mut carried);
     let (mut i, mut ahead) = (0, std::collections::VecDeque::new());
     let mut times = UploadTimes::default();
+    // The browser's windows take no staging slot as their reads start.
+    let stage = (engine, &mut SrcSlots::new());
     segment
-        .advance(&mut stream, &mut carried, &mut i, &mut ahead, &mut times)
+        .advance(
+            &mut stream,
+            &mut carried,
+            &mut i,
+            &mut ahead,
+            stage,
+            &mut times,
+        )
         .await?;
     Ok(())
 }
@@ -412,6 +421,10 @@ async fn upload_through(
             acq.primary
         ))
     })?;
+    let mut t = crate::clock::now_ms();
+    let stored: u64 = acq.files.files().iter().map(|f| f.len()).sum();
+    slots.make_ahead(engine, stored)?;
+    times.lap("staging slots made", &mut t);
     let mut made = engine.resident_buffers("resident", plan);
     for seg in &plan.segments {
         let mut t = crate::clock::now_ms();
@@ -425,7 +438,14 @@ async fn upload_through(
         let mut i = 0;
         let mut ahead = std::collections::VecDeque::new();
         if !segment
-            .advance(&mut stream, &mut carried, &mut i, &mut ahead, &mut times)
+            .advance(
+                &mut stream,
+                &mut carried,
+                &mut i,
+                &mut ahead,
+                (engine, slots),
+                &mut times,
+            )
             .await?
         {
             return finish_in_flight(engine, in_flight).await;
@@ -438,7 +458,14 @@ async fn upload_through(
             walked_windows += src.walked().is_some() as u32;
             // The next windows' reads run while this one is built and submitted.
             if !segment
-                .advance(&mut stream, &mut carried, &mut i, &mut ahead, &mut times)
+                .advance(
+                    &mut stream,
+                    &mut carried,
+                    &mut i,
+                    &mut ahead,
+                    (engine, slots),
+                    &mut times,
+                )
                 .await?
             {
                 return finish_in_flight(engine, in_flight).await;

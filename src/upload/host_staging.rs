@@ -10,20 +10,36 @@ use crate::gpu::Engine;
 
 /// `bytes` at the start of `to`, in pieces written by the CPU's threads at once (one thread
 /// copied the 5.6 GB file's windows at about 5 GB/s: decision 0024), the rest of `to` zeroed.
-pub(crate) fn copy_in_parallel(mut to: wgpu::WriteOnly<'_, [u8]>, bytes: &[u8]) {
-    use rayon::prelude::*;
+pub(crate) fn copy_in_parallel(to: wgpu::WriteOnly<'_, [u8]>, bytes: &[u8]) {
     const PIECE: usize = 4 << 20;
-    let mut pieces = Vec::with_capacity(bytes.len().div_ceil(PIECE));
-    for src in bytes.chunks(PIECE) {
-        let (dst, tail) = to.split_at(src.len());
-        pieces.push((StagingPiece(dst), src));
-        to = tail;
+    let ends = (1..=bytes.len().div_ceil(PIECE)).map(|k| (k * PIECE).min(bytes.len()));
+    fill_in_parallel(to, ends, |i, dst| {
+        let at = i * PIECE;
+        dst.copy_from_slice(&bytes[at..(at + PIECE).min(bytes.len())]);
+    });
+}
+
+/// `to` cut at `ends` (ascending, the last within it) into pieces that the CPU's threads
+/// write at once, piece `i` (from the end before it) by `fill(i, piece)`; what lies past
+/// the last end is zeroed. The pieces' results, in order.
+pub(crate) fn fill_in_parallel<T: Send>(
+    mut to: wgpu::WriteOnly<'_, [u8]>,
+    ends: impl IntoIterator<Item = usize>,
+    fill: impl Fn(usize, &mut wgpu::WriteOnly<'_, [u8]>) -> T + Sync,
+) -> Vec<T> {
+    use rayon::prelude::*;
+    let (mut pieces, mut at) = (Vec::new(), 0);
+    for end in ends {
+        let (dst, tail) = to.split_at(end - at);
+        pieces.push(StagingPiece(dst));
+        (to, at) = (tail, end);
     }
-    // What is left past the bytes (the last word's padding) is zeroed.
     to.fill(0);
     pieces
         .into_par_iter()
-        .for_each(|(mut dst, src)| dst.0.copy_from_slice(src));
+        .enumerate()
+        .map(|(i, mut dst)| fill(i, &mut dst.0))
+        .collect()
 }
 
 /// A disjoint piece of a staging view, written by another thread.
@@ -254,24 +270,25 @@ fn resolved(rx: &mut Mapping) -> Result<Option<Result<()>>> {
     }
 }
 
+/// The engine on whatever adapter there is, for the upload's unit tests (lavapipe in CI,
+/// where `STEM4D_REQUIRE_GPU=1` makes its absence a failure).
+#[cfg(test)]
+pub(crate) fn test_engine() -> Option<Engine> {
+    match pollster::block_on(Engine::new()) {
+        Ok(e) => Some(e),
+        Err(e) if std::env::var("STEM4D_REQUIRE_GPU").is_ok_and(|v| v == "1") => {
+            panic!("{e}")
+        }
+        Err(e) => {
+            eprintln!("SKIPPED: {e}");
+            None
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// The engine on whatever adapter there is (lavapipe in CI, where `STEM4D_REQUIRE_GPU=1`
-    /// makes its absence a failure).
-    fn engine() -> Option<Engine> {
-        match pollster::block_on(Engine::new()) {
-            Ok(e) => Some(e),
-            Err(e) if std::env::var("STEM4D_REQUIRE_GPU").is_ok_and(|v| v == "1") => {
-                panic!("{e}")
-            }
-            Err(e) => {
-                eprintln!("SKIPPED: {e}");
-                None
-            }
-        }
-    }
 
     /// Round `r`'s bytes: `len` of them, none zero, unlike every other round's.
     fn round_bytes(r: usize, len: usize) -> Vec<u8> {
@@ -280,7 +297,7 @@ mod tests {
 
     #[test]
     fn slots_go_round_and_every_round_reaches_the_gpu_whole() {
-        let Some(engine) = engine() else { return };
+        let Some(engine) = test_engine() else { return };
         const SLOTS: usize = 3;
         const AT: u64 = 64;
         let mut ring = HostStaging::new("test staging", AT);

@@ -149,9 +149,9 @@ impl ResidentPlan {
     /// Payload, product buffers, and the larger of what the two upload paths hold beside
     /// them: the CPU path stages one window; the GPU decoder holds two windows' storage
     /// buffers (compressed bytes, parsed sequences, decoded scratch: reused window after
-    /// window) and the compressed bytes of up to three more on their way in (the browser's
-    /// staging ring, or the queue's staging of two windows on the GPU and the one being
-    /// built), for windows of `window` compressed bytes (the bytes between their chunks
+    /// window) and the compressed bytes of more on their way in (the staging ring: two
+    /// windows on the GPU, the one being built and natively those read ahead), for windows
+    /// of `window` compressed bytes (the bytes between their chunks
     /// included: `pick_window`) and `scratch` decoded.
     fn peak(&self, window: u64, scratch: u64) -> u64 {
         let products = self.product_bytes();
@@ -372,9 +372,14 @@ impl FloatRange {
 pub const UPLOAD_WINDOW: u64 = 64 << 20;
 /// Compressed bytes per GPU-decode window.
 pub const DECODE_WINDOW: u64 = 64 << 20;
-/// Mappable buffers the browser stages windows in: one filled while the GPU copies from the
-/// two before it.
-pub const DECODE_STAGING_SLOTS: usize = 3;
+/// Mappable buffers windows are staged in: one filled while the GPU copies from the two
+/// before it; natively also one for each window read ahead, which the thread reading it
+/// fills (`window_reads::read_staged`).
+pub const DECODE_STAGING_SLOTS: usize = if cfg!(target_arch = "wasm32") {
+    3
+} else {
+    3 + crate::upload::window_reads::READ_AHEAD
+};
 /// Decoded bytes per GPU-decode window (capped by the binding limit): more blocks per
 /// dispatch keep more of the GPU busy.
 pub const DECODE_SCRATCH: u64 = 256 << 20;

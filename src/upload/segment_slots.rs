@@ -4,8 +4,9 @@
 
 use crate::error::Result;
 use crate::formats::Acquisition;
-use crate::gpu::UploadTimes;
+use crate::gpu::{Engine, UploadTimes};
 use crate::upload::chunk_slots::{ChunkSlot, Next, SlotStream};
+use crate::upload::src_slots::SrcSlots;
 use crate::upload::window_reads::{read_ahead, slots_wanted, Prefetch, ReadWindows};
 
 /// The slots of one resident segment's frames `[s0, s1)`, as the stream hands them out.
@@ -72,6 +73,7 @@ impl<'s, 'a: 's> SegmentSlots<'s, 'a> {
         later: &mut Vec<&'s ChunkSlot<'a>>,
         i: &mut usize,
         ahead: &mut std::collections::VecDeque<(std::ops::Range<usize>, Prefetch<'s>)>,
+        (engine, slots): (&Engine, &mut SrcSlots),
         times: &mut UploadTimes,
     ) -> Result<bool> {
         if !self.fill(stream, *i, later, times).await? {
@@ -79,7 +81,8 @@ impl<'s, 'a: 's> SegmentSlots<'s, 'a> {
         }
         let (acq, limit) = (self.acq, self.limit);
         let mut t = crate::clock::now_ms();
-        self.span_windows += read_ahead(limit, acq, &self.mine, &mut self.read, i, ahead);
+        let lend = &mut |bytes| slots.lend(engine, bytes);
+        self.span_windows += read_ahead(limit, acq, &self.mine, &mut self.read, i, ahead, lend);
         // Reads that finish as they start (native files) are done here.
         times.lap("start reads", &mut t);
         Ok(true)

@@ -30,6 +30,9 @@ pub struct SrcSlots {
     host: crate::upload::host_staging::HostStaging,
     #[cfg(not(target_arch = "wasm32"))]
     host_filled: Option<usize>,
+    /// Natively, the ring's slots lent so far.
+    #[cfg(not(target_arch = "wasm32"))]
+    host_next: usize,
 }
 
 /// The buffer in `slot`, replaced by `make()` when there is none or it is under `need` bytes.
@@ -61,7 +64,62 @@ impl SrcSlots {
             ),
             #[cfg(not(target_arch = "wasm32"))]
             host_filled: None,
+            #[cfg(not(target_arch = "wasm32"))]
+            host_next: 0,
         }
+    }
+
+    /// Natively, the staging slots an upload of at most `stored_bytes` will take, made now
+    /// on every core before the resident's buffers are made on their thread: a slot made
+    /// while that thread holds the driver's allocator waits for it (decision 0052 found this
+    /// in the prepared reopen; the load stages the same way). In the browser, nothing.
+    pub(crate) fn make_ahead(&mut self, engine: &Engine, stored_bytes: u64) -> Result<()> {
+        #[cfg(not(target_arch = "wasm32"))]
+        {
+            let window = crate::upload::plan::DECODE_WINDOW;
+            let count = (stored_bytes.div_ceil(window) as usize)
+                .clamp(1, crate::upload::plan::DECODE_STAGING_SLOTS);
+            self.host.make_ahead(engine, count, window)
+        }
+        #[cfg(target_arch = "wasm32")]
+        {
+            let _ = (engine, stored_bytes);
+            Ok(())
+        }
+    }
+
+    /// Natively, the staging slot of a window read ahead of `stored_bytes` (its reading
+    /// thread fills it); in the browser none (its windows are staged as they are built).
+    pub(crate) fn lend(
+        &mut self,
+        engine: &Engine,
+        stored_bytes: u64,
+    ) -> Option<Result<crate::upload::window_reads::StageSlot>> {
+        #[cfg(not(target_arch = "wasm32"))]
+        {
+            Some(self.lend_next(engine, stored_bytes.next_multiple_of(4).max(4)))
+        }
+        #[cfg(target_arch = "wasm32")]
+        {
+            let _ = (engine, stored_bytes);
+            None
+        }
+    }
+
+    /// The ring's next slot, `need` bytes of it lent. The windows go round the ring in the
+    /// order they take slots: those read ahead when their reads start, the others as they
+    /// are built. A slot comes round again once two windows are on the GPU, one is being
+    /// built and the others are read ahead, so its last window is one the upload has
+    /// waited for already (it waits for all but two submissions).
+    #[cfg(not(target_arch = "wasm32"))]
+    fn lend_next(
+        &mut self,
+        engine: &Engine,
+        need: u64,
+    ) -> Result<crate::upload::host_staging::Lent> {
+        let k = self.host_next % crate::upload::plan::DECODE_STAGING_SLOTS;
+        self.host_next += 1;
+        self.host.take(engine, k, need)
     }
 
     /// A storage buffer holding `bytes` (zero-padded to whole words) from the next submit on,
@@ -71,7 +129,7 @@ impl SrcSlots {
     pub(crate) async fn fill(
         &mut self,
         engine: &Engine,
-        bytes: &WindowBytes,
+        bytes: &mut WindowBytes,
         capacity: u64,
         times: &mut UploadTimes,
         t: &mut f64,
@@ -90,21 +148,27 @@ impl SrcSlots {
                 return Ok((src, Some(staged)));
             }
         }
-        let _ = (times, t);
         #[cfg(target_arch = "wasm32")]
         {
             bytes.write_to(&engine.queue, &src);
+            times.lap("copy to the GPU", t);
             Ok((src, None))
         }
         #[cfg(not(target_arch = "wasm32"))]
         {
-            // The windows go round the ring: one is filled while the GPU copies from the two
-            // before it (the upload waits for all but two submissions).
-            let host = bytes.host_bytes().unwrap_or_default();
-            let k = (self.next - 1) % crate::upload::plan::DECODE_STAGING_SLOTS;
-            let mut lent = self.host.take(engine, k, need)?;
-            crate::upload::host_staging::copy_in_parallel(lent.view.slice(..), host);
-            self.host_filled = Some(k);
+            // A window read ahead is in its slot already; any other is copied into the next.
+            let lent = match bytes.take_staged() {
+                Some(lent) => lent,
+                None => {
+                    let host = bytes.host_bytes().unwrap_or_default();
+                    let mut lent = self.lend_next(engine, need)?;
+                    times.lap("staging slot waits", t);
+                    crate::upload::host_staging::copy_in_parallel(lent.view.slice(..), host);
+                    times.lap("copies into staging", t);
+                    lent
+                }
+            };
+            self.host_filled = Some(lent.slot);
             Ok((src, Some((self.host.written(lent), need))))
         }
     }

@@ -24,6 +24,15 @@ pub enum WindowBytes {
     HostWalked(Vec<u8>, Vec<ChunkWalk>),
     /// A span of the file as it is, from this offset.
     HostSpan(Vec<u8>, u64),
+    /// Natively, chunks back to back (this many bytes) already in a lent staging slot (until
+    /// taken out), with their header walks, written by the thread that read them
+    /// (`window_reads::read_staged`).
+    #[cfg(not(target_arch = "wasm32"))]
+    Staged(
+        Option<crate::upload::host_staging::Lent>,
+        usize,
+        Vec<ChunkWalk>,
+    ),
     #[cfg(target_arch = "wasm32")]
     Js(JsBytes),
 }
@@ -34,6 +43,8 @@ impl WindowBytes {
             WindowBytes::Host(v) | WindowBytes::HostWalked(v, _) | WindowBytes::HostSpan(v, _) => {
                 v.len()
             }
+            #[cfg(not(target_arch = "wasm32"))]
+            WindowBytes::Staged(_, len, _) => *len,
             #[cfg(target_arch = "wasm32")]
             WindowBytes::Js(j) => j.len,
         }
@@ -44,6 +55,8 @@ impl WindowBytes {
     pub fn file_offset(&self) -> Option<u64> {
         match self {
             WindowBytes::Host(_) | WindowBytes::HostWalked(..) => None,
+            #[cfg(not(target_arch = "wasm32"))]
+            WindowBytes::Staged(..) => None,
             WindowBytes::HostSpan(_, lo) => Some(*lo),
             #[cfg(target_arch = "wasm32")]
             WindowBytes::Js(j) => Some(j.file_offset),
@@ -54,19 +67,33 @@ impl WindowBytes {
     pub fn walked(&self) -> Option<&Walked> {
         match self {
             WindowBytes::Host(_) | WindowBytes::HostWalked(..) | WindowBytes::HostSpan(..) => None,
+            #[cfg(not(target_arch = "wasm32"))]
+            WindowBytes::Staged(..) => None,
             #[cfg(target_arch = "wasm32")]
             WindowBytes::Js(j) => j.walked.as_ref(),
         }
     }
 
-    /// The bytes, where they are in this process's memory (natively, always).
+    /// The bytes, where they are in this process's readable memory (natively, unless
+    /// staged already).
     pub fn host_bytes(&self) -> Option<&[u8]> {
         match self {
             WindowBytes::Host(v) | WindowBytes::HostWalked(v, _) | WindowBytes::HostSpan(v, _) => {
                 Some(v)
             }
+            #[cfg(not(target_arch = "wasm32"))]
+            WindowBytes::Staged(..) => None,
             #[cfg(target_arch = "wasm32")]
             WindowBytes::Js(_) => None,
+        }
+    }
+
+    /// Natively, the staging slot the window was read into, taken out (once).
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn take_staged(&mut self) -> Option<crate::upload::host_staging::Lent> {
+        match self {
+            WindowBytes::Staged(slot, ..) => slot.take(),
+            _ => None,
         }
     }
 
@@ -75,6 +102,8 @@ impl WindowBytes {
     pub fn take_walks(&mut self) -> Vec<ChunkWalk> {
         match self {
             WindowBytes::HostWalked(_, walks) => std::mem::take(walks),
+            #[cfg(not(target_arch = "wasm32"))]
+            WindowBytes::Staged(_, _, walks) => std::mem::take(walks),
             _ => Vec::new(),
         }
     }
@@ -83,17 +112,21 @@ impl WindowBytes {
     pub fn is_file_api(&self) -> bool {
         match self {
             WindowBytes::Host(_) | WindowBytes::HostWalked(..) | WindowBytes::HostSpan(..) => false,
+            #[cfg(not(target_arch = "wasm32"))]
+            WindowBytes::Staged(..) => false,
             #[cfg(target_arch = "wasm32")]
             WindowBytes::Js(_) => true,
         }
     }
 
-    /// A copy of the `len` bytes at `at`, if the window holds them.
+    /// A copy of the `len` bytes at `at`, if the window holds them where they can be read.
     pub fn copy_out(&self, at: usize, len: usize) -> Option<Vec<u8>> {
         match self {
             WindowBytes::Host(v) | WindowBytes::HostWalked(v, _) | WindowBytes::HostSpan(v, _) => {
                 v.get(at..at.checked_add(len)?).map(<[u8]>::to_vec)
             }
+            #[cfg(not(target_arch = "wasm32"))]
+            WindowBytes::Staged(..) => None,
             #[cfg(target_arch = "wasm32")]
             WindowBytes::Js(j) => j.copy_out(at, len),
         }
@@ -114,6 +147,8 @@ impl WindowBytes {
             WindowBytes::Host(v) | WindowBytes::HostWalked(v, _) | WindowBytes::HostSpan(v, _) => {
                 crate::source::recycle(v)
             }
+            #[cfg(not(target_arch = "wasm32"))]
+            WindowBytes::Staged(..) => {}
             #[cfg(target_arch = "wasm32")]
             WindowBytes::Js(_) => {}
         }
@@ -154,6 +189,9 @@ impl Stored for WindowBytes {
             WindowBytes::Host(v) | WindowBytes::HostWalked(v, _) | WindowBytes::HostSpan(v, _) => {
                 v[..].be_u32_at(at)
             }
+            // Staging memory is written, never read back.
+            #[cfg(not(target_arch = "wasm32"))]
+            WindowBytes::Staged(..) => None,
             #[cfg(target_arch = "wasm32")]
             WindowBytes::Js(j) => j.be_u32_at(at),
         }

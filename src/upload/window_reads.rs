@@ -2,7 +2,8 @@
 //! file within the window's budgets ([`pick_window`]), read ahead of the window being built
 //! ([`read_ahead`]), in the browser as spans of the File API's buffers whose pieces the
 //! reading Workers walk ([`read_window`]), natively on a thread of its own per window that
-//! walks the chunk headers too ([`walk_chunks`]).
+//! walks the chunk headers too and writes the bytes straight into a staging slot lent to it
+//! ([`read_staged`]).
 
 use crate::error::Result;
 use crate::formats::Acquisition;
@@ -316,11 +317,27 @@ pub(crate) fn walk_chunks(
 /// pool's Workers while the host builds the window before), finished when awaited.
 pub(crate) type Prefetch<'a> = crate::source::Started<'a, Result<WindowBytes>>;
 
+/// Natively, a staging slot lent to the thread that reads a window ahead (`SrcSlots::lend`);
+/// the browser's windows are staged as they are built.
+#[cfg(not(target_arch = "wasm32"))]
+pub(crate) type StageSlot = crate::upload::host_staging::Lent;
+#[cfg(target_arch = "wasm32")]
+pub(crate) type StageSlot = std::convert::Infallible;
+
+/// What lends a window read ahead its staging slot, given the window's stored bytes; `None`
+/// where the window is staged as it is built.
+pub(crate) type Lend<'l> = dyn FnMut(u64) -> Option<Result<StageSlot>> + 'l;
+
 /// Start reading the window of `slots` (its own list: the caller's may grow meanwhile).
 /// Natively on a thread of its own, so the window's reads overlap the building and copying
 /// of the windows before it (the host's reads took a third of the 5.6 GB file's load when
-/// they ran in turn: decision 0024).
-fn prefetch<'a>(acq: &'a Acquisition, slots: Vec<&'a ChunkSlot<'a>>, limit: u64) -> Prefetch<'a> {
+/// they ran in turn: decision 0024), into the staging slot `lend` gives where it gives one.
+fn prefetch<'a>(
+    acq: &'a Acquisition,
+    slots: Vec<&'a ChunkSlot<'a>>,
+    limit: u64,
+    lend: &mut Lend<'_>,
+) -> Prefetch<'a> {
     #[cfg(not(target_arch = "wasm32"))]
     {
         let _ = limit;
@@ -328,13 +345,17 @@ fn prefetch<'a>(acq: &'a Acquisition, slots: Vec<&'a ChunkSlot<'a>>, limit: u64)
             .iter()
             .map(|s| (s.part.source.clone(), s.chunk.offset, s.chunk.size))
             .collect();
+        let slot = lend(ranges.iter().map(|r| r.2).sum());
         // The chunks' header walks too, once read: off the thread that builds the windows.
         let (elem, jobs) = (acq.dtype.size(), walk_jobs(acq, &slots, None));
-        let reading = std::thread::spawn(move || {
-            let refs: Vec<_> = ranges.iter().map(|(s, o, n)| (s, *o, *n)).collect();
-            let bytes = pollster::block_on(crate::source::read_coalesced(&refs))?;
-            let walked = walk_chunks(&bytes, elem, jobs);
-            Ok(WindowBytes::HostWalked(bytes, walked))
+        let reading = std::thread::spawn(move || match slot {
+            Some(slot) => read_staged(&ranges, elem, &jobs, slot?),
+            None => {
+                let refs: Vec<_> = ranges.iter().map(|(s, o, n)| (s, *o, *n)).collect();
+                let bytes = pollster::block_on(crate::source::read_coalesced(&refs))?;
+                let walked = walk_chunks(&bytes, elem, jobs);
+                Ok(WindowBytes::HostWalked(bytes, walked))
+            }
         });
         // Joined when awaited, never before (`Started::Running` is not polled at once).
         crate::source::Started::Running(Box::pin(async move {
@@ -346,22 +367,106 @@ fn prefetch<'a>(acq: &'a Acquisition, slots: Vec<&'a ChunkSlot<'a>>, limit: u64)
         }))
     }
     #[cfg(target_arch = "wasm32")]
-    crate::source::Started::new(Box::pin(
-        async move { read_window(acq, &slots, limit).await },
-    ))
+    {
+        let _ = lend;
+        crate::source::Started::new(Box::pin(
+            async move { read_window(acq, &slots, limit).await },
+        ))
+    }
+}
+
+/// Stored bytes one thread reads, walks and stages at a time in [`read_staged`] (a chunk
+/// larger is taken whole): within a core's L2 cache, as the prepared reopen's pieces are.
+#[cfg(not(target_arch = "wasm32"))]
+const STAGE_PIECE: usize = 1 << 20;
+
+/// The chunks `ranges` of a window, back to back, read straight into the staging slot
+/// `slot` (the padding to its last word zeroed) with their header walks `jobs`
+/// ([`walk_jobs`]): in groups of whole chunks that lie back to back in their file, each
+/// read by one thread into a buffer of its own, walked there and copied into the slot.
+/// The bytes cross the host's memory once on their way to the GPU; read into a window's
+/// buffer and copied into the slot by the thread that builds the windows, they crossed it
+/// twice, and that copy was a third of the 5.6 GB file's load (decision 0053).
+#[cfg(not(target_arch = "wasm32"))]
+fn read_staged(
+    ranges: &[(std::sync::Arc<dyn crate::source::ByteSource>, u64, u64)],
+    elem: usize,
+    jobs: &[(std::ops::Range<usize>, usize, u32)],
+    mut slot: StageSlot,
+) -> Result<WindowBytes> {
+    let mut groups: Vec<std::ops::Range<usize>> = Vec::new();
+    for (k, (source, offset, _)) in ranges.iter().enumerate() {
+        let joins = groups.last().is_some_and(|g| {
+            let (s, o, n) = &ranges[k - 1];
+            std::sync::Arc::ptr_eq(s, source)
+                && o + n == *offset
+                && jobs[k].0.end - jobs[g.start].0.start <= STAGE_PIECE
+        });
+        match groups.last_mut() {
+            Some(g) if joins => g.end = k + 1,
+            _ => groups.push(k..k + 1),
+        }
+    }
+    let total = jobs.last().map_or(0, |j| j.0.end);
+    let ends = groups.iter().map(|g| jobs[g.end - 1].0.end);
+    let walks =
+        crate::upload::host_staging::fill_in_parallel(slot.view.slice(..), ends, |i, dst| {
+            let g = groups[i].clone();
+            let at = jobs[g.start].0.start;
+            let (source, offset, _) = &ranges[g.start];
+            with_piece_buffer(jobs[g.end - 1].0.end - at, |bytes| {
+                source.read_at(*offset, bytes)?;
+                dst.copy_from_slice(bytes);
+                Ok(jobs[g]
+                    .iter()
+                    .map(|(stored, logical, kind)| {
+                        let mine = stored.start - at..stored.end - at;
+                        walk::chunk_layout(&bytes[mine], elem, *logical, *kind)
+                    })
+                    .collect::<Vec<_>>())
+            })
+        });
+    let mut walked = Vec::with_capacity(jobs.len());
+    for w in walks {
+        walked.extend(w?);
+    }
+    Ok(WindowBytes::Staged(Some(slot), total, walked))
+}
+
+/// `f` of a buffer of `len` bytes: the thread's own, kept for its next piece, where `len`
+/// is within [`STAGE_PIECE`]; a chunk larger is read into one of its own.
+#[cfg(not(target_arch = "wasm32"))]
+fn with_piece_buffer<T>(len: usize, f: impl FnOnce(&mut [u8]) -> T) -> T {
+    thread_local! {
+        static PIECE: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+    }
+    if len > STAGE_PIECE {
+        let mut own = crate::source::buffer(len);
+        let out = f(&mut own);
+        crate::source::recycle(own);
+        return out;
+    }
+    PIECE.with(|p| {
+        let mut p = p.borrow_mut();
+        if p.len() < len {
+            p.resize(STAGE_PIECE, 0);
+        }
+        f(&mut p[..len])
+    })
 }
 
 /// Windows whose reads are in flight while the host builds the current one: two keep the
 /// pool's Workers reading through the block tables, the copy and the wait for the GPU
 /// (three, four, six and eight loaded the 5.6 GB file on the H200 no faster: decision 0013).
-const READ_AHEAD: usize = 2;
+pub(crate) const READ_AHEAD: usize = 2;
 
 /// Windows of `mine` whose bytes were read already, as leaf spans (`chunk_slots`): the
 /// window's first slot, its slots, and its bytes (their headers perhaps still walked).
 pub(crate) type ReadWindows<'a> = std::collections::VecDeque<(usize, usize, Prefetch<'a>)>;
 
-/// Start reading the windows after `mine[*i]` until [`READ_AHEAD`] are in flight; a window
-/// read already (`done`) is taken as it is. Returns how many were.
+/// Start reading the windows after `mine[*i]` until [`READ_AHEAD`] are in flight, each into
+/// the staging slot `lend` gives it where it gives one; a window read already (`done`) is
+/// taken as it is. Returns how many were.
 pub(crate) fn read_ahead<'a>(
     limit: u64,
     acq: &'a Acquisition,
@@ -369,6 +474,7 @@ pub(crate) fn read_ahead<'a>(
     done: &mut ReadWindows<'a>,
     i: &mut usize,
     ahead: &mut std::collections::VecDeque<(std::ops::Range<usize>, Prefetch<'a>)>,
+    lend: &mut Lend<'_>,
 ) -> u32 {
     let mut taken = 0;
     while ahead.len() < READ_AHEAD && *i < mine.len() {
@@ -386,7 +492,8 @@ pub(crate) fn read_ahead<'a>(
         // Windows to pick stop where a window read already starts.
         let stop = done.front().map_or(mine.len(), |d| d.0.min(mine.len()));
         let range = pick_window(limit, acq, &mine[..stop], i);
-        ahead.push_back((range.clone(), prefetch(acq, mine[range].to_vec(), limit)));
+        let reading = prefetch(acq, mine[range.clone()].to_vec(), limit, lend);
+        ahead.push_back((range, reading));
     }
     taken
 }
@@ -400,6 +507,118 @@ pub(crate) fn slots_wanted(limit: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A window of bitshuffle/LZ4 chunks from two files — small ones back to back, one
+    /// larger than a piece, gaps between, one that is not bitshuffle/LZ4 at all — read into
+    /// a staging slot reaches the GPU as the chunks back to back, the padding zeroed, with
+    /// the walks the window's buffer would have had.
+    #[cfg(not(target_arch = "wasm32"))]
+    #[test]
+    fn a_window_read_into_its_staging_slot_is_its_chunks_with_their_walks() {
+        use crate::source::{ByteSource, MemSource};
+        use std::sync::Arc;
+        let Some(engine) = crate::upload::host_staging::test_engine() else {
+            return;
+        };
+        let elem = 2;
+        // Frame k: samples that compress a little and differ from every other frame's.
+        let frame = |k: usize, samples: usize| -> Vec<u8> {
+            (0..samples)
+                .flat_map(|i| (((i * 7919 + k * 104_729) % 4099) as u16).to_le_bytes())
+                .collect()
+        };
+        // Samples that hardly compress: the chunk stays larger than a piece.
+        let noise = |samples: usize| -> Vec<u8> {
+            let mut x = 0x2545_f491_4f6c_dd1du64;
+            (0..samples)
+                .flat_map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    (x as u16).to_le_bytes()
+                })
+                .collect()
+        };
+        let mut chunks = Vec::new();
+        for k in 0..57 {
+            chunks.push(crate::decode::bslz4::encode(&frame(k, 333 + k), elem, 64));
+        }
+        // Larger than a piece: read on its own.
+        chunks.insert(
+            20,
+            crate::decode::bslz4::encode(&noise(700_001), elem, 2048),
+        );
+        assert!(chunks[20].len() > STAGE_PIECE);
+        let junk = b"not a bitshuffle/LZ4 chunk";
+        chunks.insert(31, junk.to_vec());
+        // The decoded size a chunk's header gives (the junk's: anything).
+        let logical = |c: &[u8]| match c.first_chunk::<8>() {
+            Some(h) if c != junk => u64::from_be_bytes(*h) as usize,
+            _ => 64,
+        };
+        // Files: chunks 0..40 in a (a gap before 25), the rest in b (a gap before 50).
+        let (mut a, mut b, mut ranges) = (vec![7u8; 5], vec![9u8; 3], Vec::new());
+        for (k, c) in chunks.iter().enumerate() {
+            let file = if k < 40 { &mut a } else { &mut b };
+            if k == 25 || k == 50 {
+                file.extend_from_slice(&[1, 2, 3]);
+            }
+            ranges.push((k < 40, file.len() as u64, c.len() as u64));
+            file.extend_from_slice(c);
+        }
+        let a: Arc<dyn ByteSource> = Arc::new(MemSource::new("a.h5", a));
+        let b: Arc<dyn ByteSource> = Arc::new(MemSource::new("b.h5", b));
+        let ranges: Vec<_> = ranges
+            .into_iter()
+            .map(|(in_a, o, n)| (if in_a { a.clone() } else { b.clone() }, o, n))
+            .collect();
+        let mut at = 0;
+        let jobs: Vec<_> = chunks
+            .iter()
+            .map(|c| {
+                at += c.len();
+                (at - c.len()..at, logical(c), walk::KIND_BSLZ4)
+            })
+            .collect();
+        let want = chunks.concat();
+        let need = (want.len() as u64).next_multiple_of(4) + 4;
+        let mut ring = crate::upload::host_staging::HostStaging::new("test staging", 64);
+        // The slot held other bytes before: the padding is zeroed, not left as it was.
+        let mut slot = ring.take(&engine, 0, need).expect("a staging slot");
+        let before = vec![0xab; need as usize];
+        crate::upload::host_staging::copy_in_parallel(slot.view.slice(..), &before);
+        ring.written(slot);
+        let slot = ring.take(&engine, 0, need).expect("the staging slot again");
+        let mut read = read_staged(&ranges, elem, &jobs, slot).expect("the window read");
+        assert_eq!(read.len(), want.len());
+        assert_eq!(read.take_walks(), walk_chunks(&want, elem, jobs.clone()));
+        let staged = ring.written(read.take_staged().expect("its staging slot"));
+        let dst = engine.storage("test destination", need);
+        let mut enc = engine.device.create_command_encoder(&Default::default());
+        enc.copy_buffer_to_buffer(&staged, 0, &dst, 0, need);
+        engine.queue.submit([enc.finish()]);
+        let got = pollster::block_on(engine.read_back(&dst, need)).expect("read back");
+        let mut padded = want.clone();
+        padded.resize(need as usize, 0);
+        let differs = got.iter().zip(&padded).position(|(g, w)| g != w);
+        assert_eq!(
+            (got.len(), differs),
+            (padded.len(), None),
+            "the staged bytes"
+        );
+        // A chunk past the end of its file is an error naming the file.
+        let mut short = ranges.clone();
+        short[45].2 += 1 << 20;
+        let mut long_jobs = jobs.clone();
+        long_jobs[45].0.end += 1 << 20;
+        let slot = ring
+            .take(&engine, 1, need + (1 << 20))
+            .expect("a staging slot");
+        match read_staged(&short[..46], elem, &long_jobs[..46], slot) {
+            Err(e) => assert!(e.to_string().contains("b.h5"), "{e}"),
+            Ok(_) => panic!("a read past the end of b.h5 was taken"),
+        }
+    }
 
     fn chunk(offset: u64, size: u64) -> WindowChunk {
         WindowChunk {
