@@ -160,7 +160,9 @@ impl SrcSlots {
             let lent = match bytes.take_staged() {
                 Some(lent) => lent,
                 None => {
-                    let host = bytes.host_bytes().unwrap_or_default();
+                    let host = bytes.host_bytes().ok_or_else(|| {
+                        crate::error::Error::Gpu("a window's staging slot was given back".into())
+                    })?;
                     let mut lent = self.lend_next(engine, need)?;
                     times.lap("staging slot waits", t);
                     crate::upload::host_staging::copy_in_parallel(lent.view.slice(..), host);
