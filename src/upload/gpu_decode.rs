@@ -358,19 +358,11 @@ pub async fn start_reads(engine: &Engine, acq: &Acquisition, corr: Correction) -
     let mut stream = SlotStream::new(acq, None, &order, &cells, (plan.max_binding, s0));
     let mut carried: Vec<&ChunkSlot> = Vec::new();
     let mut segment = SegmentSlots::new(acq, plan.max_binding, s0..s1, &mut carried);
-    let (mut i, mut ahead) = (0, std::collections::VecDeque::new());
     let mut times = UploadTimes::default();
     // The browser's windows take no staging slot as their reads start.
     let stage = (engine, &mut SrcSlots::new());
     segment
-        .advance(
-            &mut stream,
-            &mut carried,
-            &mut i,
-            &mut ahead,
-            stage,
-            &mut times,
-        )
+        .advance(&mut stream, &mut carried, stage, &mut times)
         .await?;
     Ok(())
 }
@@ -435,22 +427,13 @@ async fn upload_through(
             offset + seg.first_frame + seg.frames,
         );
         let mut segment = SegmentSlots::new(acq, plan.max_binding, s0..s1, &mut carried);
-        let mut i = 0;
-        let mut ahead = std::collections::VecDeque::new();
         if !segment
-            .advance(
-                &mut stream,
-                &mut carried,
-                &mut i,
-                &mut ahead,
-                (engine, slots),
-                &mut times,
-            )
+            .advance(&mut stream, &mut carried, (engine, slots), &mut times)
             .await?
         {
             return finish_in_flight(engine, in_flight).await;
         }
-        while let Some((range, reading)) = ahead.pop_front() {
+        while let Some((range, reading)) = segment.ahead.pop_front() {
             let mut t = crate::clock::now_ms();
             let src = reading.finish().await?;
             times.lap("read (not overlapped)", &mut t);
@@ -458,14 +441,7 @@ async fn upload_through(
             walked_windows += src.walked().is_some() as u32;
             // The next windows' reads run while this one is built and submitted.
             if !segment
-                .advance(
-                    &mut stream,
-                    &mut carried,
-                    &mut i,
-                    &mut ahead,
-                    (engine, slots),
-                    &mut times,
-                )
+                .advance(&mut stream, &mut carried, (engine, slots), &mut times)
                 .await?
             {
                 return finish_in_flight(engine, in_flight).await;

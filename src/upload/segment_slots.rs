@@ -24,6 +24,10 @@ pub(crate) struct SegmentSlots<'s, 'a> {
     read: ReadWindows<'s>,
     /// The stream has handed out every slot of the segment.
     complete: bool,
+    /// The next of `mine` to read.
+    next_read: usize,
+    /// Windows being read, in order: their slots in `mine` and their reads.
+    pub(crate) ahead: std::collections::VecDeque<(std::ops::Range<usize>, Prefetch<'s>)>,
 }
 
 impl<'s, 'a: 's> SegmentSlots<'s, 'a> {
@@ -44,6 +48,8 @@ impl<'s, 'a: 's> SegmentSlots<'s, 'a> {
             mine: Vec::new(),
             read: ReadWindows::new(),
             complete: false,
+            next_read: 0,
+            ahead: std::collections::VecDeque::new(),
         };
         for s in std::mem::take(carried) {
             seg.take(s, carried);
@@ -64,25 +70,25 @@ impl<'s, 'a: 's> SegmentSlots<'s, 'a> {
         }
     }
 
-    /// Take slots from `stream` until those from `mine[*i]` on hold enough stored bytes for
-    /// the windows read ahead ([`slots_wanted`]) or the segment has them all, then start
-    /// reading those windows; false when the stream found a chunk not as planned.
+    /// Take slots from `stream` until those not yet read hold enough stored bytes for the
+    /// windows read ahead ([`slots_wanted`]) or the segment has them all, then start reading
+    /// those windows into [`SegmentSlots::ahead`] (natively each into a staging slot of
+    /// `slots`); false when the stream found a chunk not as planned.
     pub(crate) async fn advance(
         &mut self,
         stream: &mut SlotStream<'s, 'a>,
         later: &mut Vec<&'s ChunkSlot<'a>>,
-        i: &mut usize,
-        ahead: &mut std::collections::VecDeque<(std::ops::Range<usize>, Prefetch<'s>)>,
         (engine, slots): (&Engine, &mut SrcSlots),
         times: &mut UploadTimes,
     ) -> Result<bool> {
-        if !self.fill(stream, *i, later, times).await? {
+        if !self.fill(stream, self.next_read, later, times).await? {
             return Ok(false);
         }
         let (acq, limit) = (self.acq, self.limit);
         let mut t = crate::clock::now_ms();
         let lend = &mut |bytes| slots.lend(engine, bytes);
-        self.span_windows += read_ahead(limit, acq, &self.mine, &mut self.read, i, ahead, lend);
+        let (read, i, ahead) = (&mut self.read, &mut self.next_read, &mut self.ahead);
+        self.span_windows += read_ahead(limit, acq, &self.mine, read, i, ahead, lend);
         // Reads that finish as they start (native files) are done here.
         times.lap("start reads", &mut t);
         Ok(true)
