@@ -89,20 +89,20 @@ impl SrcSlots {
     }
 
     /// Natively, the staging slot of a window read ahead of `stored_bytes` (its reading
-    /// thread fills it); in the browser none (its windows are staged as they are built).
+    /// thread fills it); in the browser nothing (its windows are staged as they are built).
     pub(crate) fn lend(
         &mut self,
         engine: &Engine,
         stored_bytes: u64,
-    ) -> Option<Result<crate::upload::window_reads::StageSlot>> {
+    ) -> Result<crate::upload::window_reads::StageSlot> {
         #[cfg(not(target_arch = "wasm32"))]
         {
-            Some(self.lend_next(engine, stored_bytes.next_multiple_of(4).max(4)))
+            self.lend_next(engine, stored_bytes.next_multiple_of(4).max(4))
         }
         #[cfg(target_arch = "wasm32")]
         {
             let _ = (engine, stored_bytes);
-            None
+            Ok(())
         }
     }
 

@@ -18,10 +18,6 @@ pub type ChunkWalk =
 pub enum WindowBytes {
     /// Chunks back to back.
     Host(Vec<u8>),
-    /// Chunks back to back, with their header walks, done by the thread that read them
-    /// (natively: `window_reads::prefetch`), one per chunk.
-    #[cfg_attr(target_arch = "wasm32", allow(dead_code))]
-    HostWalked(Vec<u8>, Vec<ChunkWalk>),
     /// A span of the file as it is, from this offset.
     HostSpan(Vec<u8>, u64),
     /// Natively, chunks back to back (this many bytes) already in a lent staging slot (until
@@ -40,9 +36,7 @@ pub enum WindowBytes {
 impl WindowBytes {
     pub fn len(&self) -> usize {
         match self {
-            WindowBytes::Host(v) | WindowBytes::HostWalked(v, _) | WindowBytes::HostSpan(v, _) => {
-                v.len()
-            }
+            WindowBytes::Host(v) | WindowBytes::HostSpan(v, _) => v.len(),
             #[cfg(not(target_arch = "wasm32"))]
             WindowBytes::Staged(_, len, _) => *len,
             #[cfg(target_arch = "wasm32")]
@@ -54,7 +48,7 @@ impl WindowBytes {
     /// bytes between chunks included); `None` when its chunks lie back to back.
     pub fn file_offset(&self) -> Option<u64> {
         match self {
-            WindowBytes::Host(_) | WindowBytes::HostWalked(..) => None,
+            WindowBytes::Host(_) => None,
             #[cfg(not(target_arch = "wasm32"))]
             WindowBytes::Staged(..) => None,
             WindowBytes::HostSpan(_, lo) => Some(*lo),
@@ -66,7 +60,7 @@ impl WindowBytes {
     /// The header walks of the window's chunks, where the Workers that read it did them.
     pub fn walked(&self) -> Option<&Walked> {
         match self {
-            WindowBytes::Host(_) | WindowBytes::HostWalked(..) | WindowBytes::HostSpan(..) => None,
+            WindowBytes::Host(_) | WindowBytes::HostSpan(..) => None,
             #[cfg(not(target_arch = "wasm32"))]
             WindowBytes::Staged(..) => None,
             #[cfg(target_arch = "wasm32")]
@@ -78,9 +72,7 @@ impl WindowBytes {
     /// staged already).
     pub fn host_bytes(&self) -> Option<&[u8]> {
         match self {
-            WindowBytes::Host(v) | WindowBytes::HostWalked(v, _) | WindowBytes::HostSpan(v, _) => {
-                Some(v)
-            }
+            WindowBytes::Host(v) | WindowBytes::HostSpan(v, _) => Some(v),
             #[cfg(not(target_arch = "wasm32"))]
             WindowBytes::Staged(..) => None,
             #[cfg(target_arch = "wasm32")]
@@ -101,7 +93,6 @@ impl WindowBytes {
     /// empty where it did none.
     pub fn take_walks(&mut self) -> Vec<ChunkWalk> {
         match self {
-            WindowBytes::HostWalked(_, walks) => std::mem::take(walks),
             #[cfg(not(target_arch = "wasm32"))]
             WindowBytes::Staged(_, _, walks) => std::mem::take(walks),
             _ => Vec::new(),
@@ -111,7 +102,7 @@ impl WindowBytes {
     /// Whether the bytes are the File API's own buffers (the browser's reads).
     pub fn is_file_api(&self) -> bool {
         match self {
-            WindowBytes::Host(_) | WindowBytes::HostWalked(..) | WindowBytes::HostSpan(..) => false,
+            WindowBytes::Host(_) | WindowBytes::HostSpan(..) => false,
             #[cfg(not(target_arch = "wasm32"))]
             WindowBytes::Staged(..) => false,
             #[cfg(target_arch = "wasm32")]
@@ -122,7 +113,7 @@ impl WindowBytes {
     /// A copy of the `len` bytes at `at`, if the window holds them where they can be read.
     pub fn copy_out(&self, at: usize, len: usize) -> Option<Vec<u8>> {
         match self {
-            WindowBytes::Host(v) | WindowBytes::HostWalked(v, _) | WindowBytes::HostSpan(v, _) => {
+            WindowBytes::Host(v) | WindowBytes::HostSpan(v, _) => {
                 v.get(at..at.checked_add(len)?).map(<[u8]>::to_vec)
             }
             #[cfg(not(target_arch = "wasm32"))]
@@ -144,9 +135,7 @@ impl WindowBytes {
     /// Let the window go, its host buffer kept for the next read (`source::recycle`).
     pub fn recycle(self) {
         match self {
-            WindowBytes::Host(v) | WindowBytes::HostWalked(v, _) | WindowBytes::HostSpan(v, _) => {
-                crate::source::recycle(v)
-            }
+            WindowBytes::Host(v) | WindowBytes::HostSpan(v, _) => crate::source::recycle(v),
             #[cfg(not(target_arch = "wasm32"))]
             WindowBytes::Staged(..) => {}
             #[cfg(target_arch = "wasm32")]
@@ -159,9 +148,7 @@ impl WindowBytes {
     #[cfg(target_arch = "wasm32")]
     pub fn write_to(&self, queue: &wgpu::Queue, buffer: &wgpu::Buffer) {
         match self {
-            WindowBytes::Host(v) | WindowBytes::HostWalked(v, _) | WindowBytes::HostSpan(v, _) => {
-                write_words(queue, buffer, 0, v)
-            }
+            WindowBytes::Host(v) | WindowBytes::HostSpan(v, _) => write_words(queue, buffer, 0, v),
             WindowBytes::Js(j) => j.write_to(queue, buffer),
         }
     }
@@ -186,9 +173,7 @@ impl Stored for WindowBytes {
 
     fn be_u32_at(&self, at: usize) -> Option<u32> {
         match self {
-            WindowBytes::Host(v) | WindowBytes::HostWalked(v, _) | WindowBytes::HostSpan(v, _) => {
-                v[..].be_u32_at(at)
-            }
+            WindowBytes::Host(v) | WindowBytes::HostSpan(v, _) => v[..].be_u32_at(at),
             // Staging memory is written, never read back.
             #[cfg(not(target_arch = "wasm32"))]
             WindowBytes::Staged(..) => None,

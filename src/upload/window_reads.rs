@@ -318,20 +318,19 @@ pub(crate) fn walk_chunks(
 pub(crate) type Prefetch<'a> = crate::source::Started<'a, Result<WindowBytes>>;
 
 /// Natively, a staging slot lent to the thread that reads a window ahead (`SrcSlots::lend`);
-/// the browser's windows are staged as they are built.
+/// in the browser nothing: its windows are staged as they are built, and none is asked for.
 #[cfg(not(target_arch = "wasm32"))]
 pub(crate) type StageSlot = crate::upload::host_staging::Lent;
 #[cfg(target_arch = "wasm32")]
-pub(crate) type StageSlot = std::convert::Infallible;
+pub(crate) type StageSlot = ();
 
-/// What lends a window read ahead its staging slot, given the window's stored bytes; `None`
-/// where the window is staged as it is built.
-pub(crate) type Lend<'l> = dyn FnMut(u64) -> Option<Result<StageSlot>> + 'l;
+/// What lends a window read ahead its staging slot, given the window's stored bytes.
+pub(crate) type Lend<'l> = dyn FnMut(u64) -> Result<StageSlot> + 'l;
 
 /// Start reading the window of `slots` (its own list: the caller's may grow meanwhile).
 /// Natively on a thread of its own, so the window's reads overlap the building and copying
 /// of the windows before it (the host's reads took a third of the 5.6 GB file's load when
-/// they ran in turn: decision 0024), into the staging slot `lend` gives where it gives one.
+/// they ran in turn: decision 0024), into the staging slot `lend` gives it.
 fn prefetch<'a>(
     acq: &'a Acquisition,
     slots: Vec<&'a ChunkSlot<'a>>,
@@ -348,15 +347,7 @@ fn prefetch<'a>(
         let slot = lend(ranges.iter().map(|r| r.2).sum());
         // The chunks' header walks too, once read: off the thread that builds the windows.
         let (elem, jobs) = (acq.dtype.size(), walk_jobs(acq, &slots, None));
-        let reading = std::thread::spawn(move || match slot {
-            Some(slot) => read_staged(&ranges, elem, &jobs, slot?),
-            None => {
-                let refs: Vec<_> = ranges.iter().map(|(s, o, n)| (s, *o, *n)).collect();
-                let bytes = pollster::block_on(crate::source::read_coalesced(&refs))?;
-                let walked = walk_chunks(&bytes, elem, jobs);
-                Ok(WindowBytes::HostWalked(bytes, walked))
-            }
-        });
+        let reading = std::thread::spawn(move || read_staged(&ranges, elem, &jobs, slot?));
         // Joined when awaited, never before (`Started::Running` is not polled at once).
         crate::source::Started::Running(Box::pin(async move {
             reading.join().unwrap_or_else(|_| {
@@ -464,9 +455,9 @@ pub(crate) const READ_AHEAD: usize = 2;
 /// window's first slot, its slots, and its bytes (their headers perhaps still walked).
 pub(crate) type ReadWindows<'a> = std::collections::VecDeque<(usize, usize, Prefetch<'a>)>;
 
-/// Start reading the windows after `mine[*i]` until [`READ_AHEAD`] are in flight, each into
-/// the staging slot `lend` gives it where it gives one; a window read already (`done`) is
-/// taken as it is. Returns how many were.
+/// Start reading the windows after `mine[*i]` until [`READ_AHEAD`] are in flight (natively
+/// each into the staging slot `lend` gives it); a window read already (`done`) is taken as
+/// it is. Returns how many were.
 pub(crate) fn read_ahead<'a>(
     limit: u64,
     acq: &'a Acquisition,
