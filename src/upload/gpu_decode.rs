@@ -231,8 +231,8 @@ async fn make_window(
     let (src_buffer, staged) = slots
         .fill(engine, &mut src, window_bytes, times, &mut t)
         .await?;
-    // Apart from the tables' buffers below, which wait for the driver's allocator while the
-    // resident's buffers are being made (decision 0053).
+    // Timed apart from the tables' buffers below, which may wait for the driver's allocator
+    // while the resident's buffers are being made: not yet measured (decision 0053).
     times.lap("window slots", &mut t);
     src.recycle();
     let [scratch, seqs] = slots.work_buffers(engine, dst_bytes.max(16), (seq_entries * 8).max(16));
