@@ -183,6 +183,122 @@ fn a_prepared_acquisition_gives_the_products_of_its_files() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A packed payload reopened as a compressed resident is kept as it is (decision 0055):
+/// its blocks joined into segments, their indexes moved, the file's bad pixels and
+/// saturation sentinels zeroed in place where masking is on; every product the same bytes
+/// as from the compressed resident the files build, and as the raw resident's.
+#[test]
+fn a_packed_payload_kept_packed_gives_the_products_of_its_files() {
+    use stem4d::products::{ProductKind, ProductParams};
+    let Some(engine) = engine() else { return };
+    let dir = temp_dir("kept");
+    let masked = Correction {
+        mask_bad_pixels: true,
+        bin: 1,
+    };
+    for name in FIXTURES {
+        let fx = fixture_named(name);
+        let acq = open_fixture(&fx);
+        if acq.dtype.is_float() {
+            continue;
+        }
+        let back = prepared_a_tile_a_block(&acq, &dir.join(format!("{name}.stem4d")));
+        for corr in [Correction::default(), masked] {
+            let products: Vec<ProductParams> = fx["products"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|p| params(p["kind"].as_str().unwrap(), &p["params"]))
+                .filter(|(_, c)| *c == corr)
+                .map(|(p, _)| p)
+                .collect();
+            let segments = kept_as_built(&engine, name, (&acq, &back), corr, &products);
+            assert_eq!(segments, 1, "{name}: a few tiles, one segment");
+        }
+    }
+    // 22 tiles of 16 positions, a block each: segments of 16 blocks and of 6.
+    let acq = stem4d::formats::synthetic::open_compressed([13, 27, 9, 11]).unwrap();
+    let back = prepared_a_tile_a_block(&acq, &dir.join("synthetic.stem4d"));
+    let mut products = Vec::new();
+    for kind in [
+        ProductKind::Total,
+        ProductKind::Bf,
+        ProductKind::Com,
+        ProductKind::MeanDp,
+        ProductKind::MaxDp,
+    ] {
+        let mut p = ProductParams::new(kind);
+        p.center = Some([4.3, 5.6]);
+        p.radius = Some(2.5);
+        products.push(p);
+    }
+    for corr in [Correction::default(), masked] {
+        let segments = kept_as_built(&engine, "synthetic", (&acq, &back), corr, &products);
+        assert_eq!(segments, 2, "synthetic: 22 blocks");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `acq` written at `out` with a packed payload, a tile a block, and opened again.
+fn prepared_a_tile_a_block(acq: &Acquisition, out: &Path) -> Acquisition {
+    let one_tile = Preparer::with_payload(acq.clone(), 1, Payload::Smallest);
+    write_with(one_tile, out, &mut |_, _| {}).unwrap();
+    open_prepared(out).unwrap()
+}
+
+/// The compressed residents of `acq` (built from its files) and of `back` (its prepared
+/// file, kept) under `corr` give the raw resident's bytes for every one of `products`;
+/// the kept one's segments.
+fn kept_as_built(
+    engine: &stem4d::gpu::Engine,
+    name: &str,
+    (acq, back): (&Acquisition, &Acquisition),
+    corr: Correction,
+    products: &[stem4d::products::ProductParams],
+) -> usize {
+    let tile = 256 / stem4d::formats::prepared::bits_of(acq.dtype) as usize;
+    let rows = stem4d::upload::packed::block_rows(2, acq.shape.scan[1], tile);
+    let compressed = |a: &Acquisition| {
+        let quiet = &mut |_, _| {};
+        pollster::block_on(engine.upload_packed((a, None), corr, rows, false, None, quiet))
+            .unwrap_or_else(|e| panic!("{name} {corr:?}: {e}"))
+    };
+    let (built, kept) = (compressed(acq), compressed(back));
+    let raw = pollster::block_on(engine.upload(acq, corr)).unwrap();
+    // Kept: read, checked and copied, never decoded or encoded.
+    let steps: Vec<&str> = kept.upload_times.0.iter().map(|(s, _)| *s).collect();
+    assert!(
+        steps.iter().any(|s| s.starts_with("read + check")) && !steps.contains(&"encode"),
+        "{name}: {steps:?}"
+    );
+    let (b, k) = (
+        built.packed.as_ref().unwrap(),
+        kept.packed.as_ref().unwrap(),
+    );
+    assert_eq!(b.raw_bytes, k.raw_bytes, "{name}");
+    assert_eq!(kept.plan.shape, raw.plan.shape, "{name}");
+    for params in products {
+        let run = |a: &Acquisition, res| {
+            pollster::block_on(stem4d::products::gpu::compute_resident(
+                engine, a, res, params,
+            ))
+        };
+        let want = run(acq, &raw);
+        for (what, got) in [("built", run(acq, &built)), ("kept", run(back, &kept))] {
+            let kind = params.kind;
+            match (&want, got) {
+                (Ok(x), Ok(y)) => assert!(
+                    to_bytes(x) == to_bytes(&y),
+                    "{name} {corr:?} {kind:?} {what}: GPU differs"
+                ),
+                (Err(x), Err(y)) => assert_eq!(x.to_string(), y.to_string()),
+                (x, y) => panic!("{name} {kind:?} {what}: {x:?} against {y:?}"),
+            }
+        }
+    }
+    kept.plan.segments.len()
+}
+
 /// Flip one byte at `at` of `path`.
 fn flip(path: &Path, at: u64) {
     let mut bytes = std::fs::read(path).unwrap();
@@ -221,6 +337,19 @@ fn a_damaged_prepared_acquisition_is_refused_by_name() {
             engine.upload(&acq_bad, Correction::default()),
         ));
         assert!(e.contains("payload block 1"), "{e}");
+        // Kept packed as a compressed resident, refused alike.
+        let e = refused(pollster::block_on(engine.upload_packed(
+            (&acq_bad, None),
+            Correction::default(),
+            1,
+            false,
+            None,
+            &mut |_, _| {},
+        )));
+        assert!(
+            e.contains("corrupt.stem4d") && e.contains("payload block 1"),
+            "{e}"
+        );
         // The engine goes on: the whole file uploads after the refused one (the refused
         // upload's staged writes went to buffers let go with it).
         let whole = open_prepared(&good).expect("the good file opens");

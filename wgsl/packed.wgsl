@@ -14,6 +14,8 @@
 //
 // `packed_codes` and `packed_write` encode a raw segment (two passes: the sizes, their
 // prefix sums per workgroup and, on the host, across workgroups; then the words);
+// `packed_rebase` and `packed_zero_sentinels` finish a prepared block kept packed (its index
+// moved into a larger segment, its saturation sentinels zeroed in place);
 // `packed` (the unpack) writes raw sectors back into a raw-layout scratch segment for the
 // listed pixels only, zeroing the pixels found bad after the upload, so the product kernels
 // read the scratch as they read a raw resident and the unpacked acquisition never exists
@@ -33,7 +35,8 @@ struct PackedParams {
     // `packed`: the tile of `scratch` tile `first_tile` lands on (0 for a product's read;
     // a prepared reopen expands a block into a run of a raw resident segment's tiles).
     out_tile: u32,
-    _pad0: u32,
+    // `packed_rebase`: words added to each group's data start.
+    rebase: u32,
     _pad1: u32,
     _pad2: u32,
 }
@@ -210,5 +213,60 @@ fn packed(@builtin(global_invocation_id) gid: vec3<u32>) {
     var r = bit_reader(s.word, s.bit);
     for (var j = 0u; j < 8u; j += 1u) {
         scratch[out + j] = read_raw_word(&r, s.width, pp.bits);
+    }
+}
+
+// A prepared payload's block placed in a compressed resident's segment (decision 0055): its
+// index lies at tiles `first_tile` to `first_tile + tiles` of the segment's index, its data
+// `rebase` words further on than the block's own index said (wrapping arithmetic).
+@compute @workgroup_size(256)
+fn packed_rebase(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let id = gid.x + gid.y * pp.groups_x * 256u;
+    if (id >= pp.tiles * pp.groups_per_tile) {
+        return;
+    }
+    let g = pp.first_tile * pp.groups_per_tile + id;
+    packed_out[2u * g] += pp.rebase;
+}
+
+// The samples of `tiles` tiles of a packed segment that equal the saturation sentinel of
+// `bits`-bit samples (all bits set) set to 0 in place, as the decode masks them (C-BAD).
+// Only a sector at the full width (code 15) can hold one; its width code stays, so the
+// sector decodes to the same samples with those zeroed. One invocation a group: a group's
+// words are its own (its data padded to a whole word).
+@compute @workgroup_size(256)
+fn packed_zero_sentinels(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let g = gid.x + gid.y * pp.groups_x * 256u;
+    if (g >= pp.tiles * pp.groups_per_tile) {
+        return;
+    }
+    let start = packed_out[2u * g];
+    let codes = packed_out[2u * g + 1u];
+    let w = pp.bits;
+    let ones = select((1u << w) - 1u, 0xffffffffu, w == 32u);
+    let per_sector = 256u / w;
+    for (var i = 0u; i < 8u; i += 1u) {
+        if (((codes >> (4u * i)) & 15u) != 15u) {
+            continue;
+        }
+        let first = packed_widths_before(codes, i, w) * per_sector;
+        for (var p = 0u; p < per_sector; p += 1u) {
+            let bit = first + p * w;
+            let at = start + bit / 32u;
+            let s = bit % 32u;
+            let spills = s + w > 32u;
+            let lo = packed_out[at];
+            var v = lo >> s;
+            if (spills) {
+                v |= packed_out[at + 1u] << (32u - s);
+            }
+            if ((v & ones) != ones) {
+                continue;
+            }
+            packed_out[at] = lo & ~(ones << s);
+            if (spills) {
+                packed_out[at + 1u] &= ~(ones >> (32u - s));
+            }
+        }
     }
 }

@@ -48,7 +48,8 @@ pub struct Packed {
     pub raw_bytes: u64,
     /// Bytes of the scratch segment.
     pub scratch_bytes: u64,
-    /// One bit per detector pixel: pixels found bad after the upload, unpacked as 0.
+    /// One bit per detector pixel: pixels read as 0 (found bad after the upload, or a kept
+    /// prepared payload's bad pixels where masking is on).
     pub zeroed: wgpu::Buffer,
     pub zeroed_bits: Vec<u32>,
 }
@@ -284,7 +285,12 @@ impl Engine {
     /// buffers set aside, keep those its segments can reuse and free the others, before
     /// [`Engine::resident_buffer`] makes new ones.
     pub(crate) fn start_resident(&self, plan: &ResidentPlan) {
-        self.set_aside
-            .keep_only(plan.segments.iter().map(|s| resident_size(s.bytes)));
+        self.start_buffers(plan.segments.iter().map(|s| s.bytes));
+    }
+
+    /// [`Engine::start_resident`] for buffers of `sizes` bytes (a compressed resident's
+    /// packed segments).
+    pub(crate) fn start_buffers(&self, sizes: impl Iterator<Item = u64>) {
+        self.set_aside.keep_only(sizes.map(resident_size));
     }
 }

@@ -25,15 +25,24 @@ impl Engine {
         label: &'static str,
         plan: &ResidentPlan,
     ) -> ResidentBuffers {
-        let next: std::collections::VecDeque<_> = plan
-            .segments
-            .iter()
-            .map(|s| {
-                let size = resident::resident_size(s.bytes);
+        let sizes = plan.segments.iter().map(|s| s.bytes);
+        self.buffers_ahead(label, sizes, out_of_memory(plan))
+    }
+
+    /// Buffers of `sizes` bytes in turn, as [`Engine::resident_buffers`] hands them out;
+    /// `oom` says what a failure to make one means.
+    pub(crate) fn buffers_ahead(
+        &self,
+        label: &'static str,
+        sizes: impl Iterator<Item = u64>,
+        oom: String,
+    ) -> ResidentBuffers {
+        let next: std::collections::VecDeque<_> = sizes
+            .map(|bytes| {
+                let size = resident::resident_size(bytes);
                 (size, self.set_aside.take(size))
             })
             .collect();
-        let oom = out_of_memory(plan);
         #[cfg(not(target_arch = "wasm32"))]
         let made = {
             let sizes: Vec<u64> = next

@@ -26,7 +26,8 @@ uniform! {
         pub n_list: u32,
         /// `packed`: the tile of the scratch its first tile is written to.
         pub out_tile: u32,
-        pub _pad0: u32,
+        /// `packed_rebase`: words added to each group's data start.
+        pub rebase: u32,
         pub _pad1: u32,
         pub _pad2: u32,
     }
@@ -182,4 +183,61 @@ pub(crate) fn add_unpack(
         &[(0, &p), (7, packed), (8, list), (9, zeroed), (10, scratch)],
         groups,
     )
+}
+
+/// One invocation a group of `tiles` tiles from `first_tile` of a packed segment, `p`'s
+/// other fields set by `with`, recorded into `batch`.
+fn add_over_groups(
+    engine: &Engine,
+    batch: &mut Batch,
+    (plan, segment): (&ResidentPlan, &wgpu::Buffer),
+    k: &kernels::Kernel,
+    (first_tile, tiles): (u32, u32),
+    with: impl FnOnce(&mut PackedParams),
+) -> Result<()> {
+    let groups = tiles as u64 * groups_per_tile(plan.shape.det_len()) as u64;
+    if groups == 0 {
+        return Ok(());
+    }
+    let n = u32::try_from(groups.div_ceil(256))
+        .map_err(|_| Error::Gpu("a packed segment has too many groups".into()))?;
+    let grid = grid(n);
+    let mut p = params(plan, tiles, grid);
+    p.first_tile = first_tile;
+    with(&mut p);
+    let p = engine.uniform(&p);
+    batch.add(engine, k, &[(0, &p), (6, segment)], grid)
+}
+
+/// Queue the move of a prepared block's index, copied to tiles `[first_tile, first_tile +
+/// tiles)` of the packed segment `segment`, to data `rebase` words further on (decision
+/// 0055).
+pub(crate) fn add_rebase(
+    engine: &Engine,
+    batch: &mut Batch,
+    (plan, segment): (&ResidentPlan, &wgpu::Buffer),
+    (first_tile, tiles): (u32, u32),
+    rebase: u32,
+) -> Result<()> {
+    let k = &kernels::PACKED_REBASE;
+    add_over_groups(
+        engine,
+        batch,
+        (plan, segment),
+        k,
+        (first_tile, tiles),
+        |p| p.rebase = rebase,
+    )
+}
+
+/// Queue the zeroing of the saturation sentinels of the first `tiles` tiles of the packed
+/// segment `segment`, in place (C-BAD, as the decode masks them).
+pub(crate) fn add_zero_sentinels(
+    engine: &Engine,
+    batch: &mut Batch,
+    (plan, segment): (&ResidentPlan, &wgpu::Buffer),
+    tiles: u32,
+) -> Result<()> {
+    let k = &kernels::PACKED_ZERO_SENTINELS;
+    add_over_groups(engine, batch, (plan, segment), k, (0, tiles), |_| {})
 }

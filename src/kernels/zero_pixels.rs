@@ -34,14 +34,29 @@ impl Engine {
     /// Zero the samples of an integer resident equal to the saturation sentinel of its
     /// `bits`-bit samples (the largest value): with the file's bad pixels
     /// ([`Engine::zero_pixels`]), the masking the decode applies (C-BAD), for a resident
-    /// copied in as stored (a prepared acquisition, decision 0037).
+    /// copied in as stored (a prepared acquisition, decision 0037). A compressed resident's
+    /// are zeroed in its packed sectors, in place (decision 0055).
     pub fn zero_sentinels(&self, res: &mut Resident) -> Result<()> {
-        if res.packed.is_some() || res.float.is_some() {
+        if res.float.is_some() {
             return Err(crate::error::Error::Gpu(
-                "sentinel samples are zeroed in raw integer residents only".into(),
+                "sentinel samples are zeroed in integer residents only".into(),
             ));
         }
         let mut enc = self.device.create_command_encoder(&Default::default());
+        if let Some(packed) = &res.packed {
+            let mut batch = crate::gpu::Batch::default();
+            for (seg, buffer) in res.plan.segments.iter().zip(&packed.buffers) {
+                let tiles =
+                    u32::try_from(seg.frames.div_ceil(res.plan.tile as usize)).map_err(|_| {
+                        crate::error::Error::Gpu("a packed segment of too many tiles".into())
+                    })?;
+                kernels::packed::add_zero_sentinels(self, &mut batch, (&res.plan, buffer), tiles)?;
+            }
+            batch.flush(&mut enc);
+            self.queue.submit([enc.finish()]);
+            res.radial = None;
+            return Ok(());
+        }
         for (seg, buffer) in res.plan.segments.iter().zip(&res.buffers) {
             let words = u32::try_from(seg.bytes / 4).map_err(|_| {
                 crate::error::Error::Gpu("a resident segment of over 2^32 words".into())

@@ -70,7 +70,8 @@ impl Engine {
     }
 
     /// The compressed resident of `acq` under `corr`, built in blocks of `block_rows` scan
-    /// rows (their frames a whole number of tiles, but for the last). Refused, by name, for
+    /// rows (their frames a whole number of tiles, but for the last); a prepared
+    /// acquisition's packed payload is kept as it is instead (`Engine::reopen_packed`). Refused, by name, for
     /// float32 data (kept raw) and as out of memory when the packed segments and the scratch
     /// pass `budget` (or, where it says so, are projected to pass it twice over). Where the
     /// open deferred `acq`'s B-tree leaves, `feed` lists them and the GPU-decoded blocks read
@@ -91,6 +92,10 @@ impl Engine {
             return Err(Error::GpuUnsupported(format!(
                 "{file}: float32 data is kept raw (a compressed resident holds integer counts)"
             )));
+        }
+        // A prepared acquisition packed as this resident packs is kept as it is.
+        if let Some(res) = self.reopen_packed(acq, corr, budget, progress).await? {
+            return Ok(res);
         }
         let whole = crate::gpu::plan_of(acq, corr.bin, self.adapter.limits)?;
         let [rows, cols] = whole.shape.scan;

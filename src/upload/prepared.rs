@@ -14,12 +14,14 @@ use crate::formats::prepared::TiledPayload;
 use crate::formats::{Acquisition, Part, PartKind};
 use crate::frames::Correction;
 use crate::gpu::{Engine, Resident, UploadTimes};
-#[cfg(not(target_arch = "wasm32"))]
 use crate::source::ByteSource;
 use crate::upload::plan::{FloatRange, ResidentPlan};
 
 #[cfg(target_arch = "wasm32")]
 mod browser;
+mod placing;
+
+use placing::{Expander, Kept, Placing};
 
 /// Blocks read (and checked) together before they are copied: natively one per core.
 const BLOCKS_AT_ONCE: usize = 16;
@@ -69,145 +71,71 @@ impl SlotSets {
 /// A resident segment: its first and last tile in the payload.
 type Segment = (u64, u64);
 
-/// Where some of a block's tiles go: the tiles (counted in the block), the segment and the
-/// tile of the segment the first of them lands on.
-struct Target {
-    tiles: std::ops::Range<u64>,
-    segment: usize,
-    at_tile: u64,
+/// What a reopen's blocks are written into: the resident's `plan` (the raw one's layout
+/// either way), each buffer's first and last tile in the payload, the buffers made so far
+/// and those still to come, and how a block is placed.
+struct Destination<'p> {
+    plan: &'p ResidentPlan,
+    segments: Vec<Segment>,
+    buffers: Vec<wgpu::Buffer>,
+    made: crate::gpu::resident_buffers::ResidentBuffers,
+    placing: Placing,
 }
 
-impl Target {
-    /// The bytes of a position-tiled block these tiles are, and where they go in the
-    /// segment's buffer.
-    fn bytes(&self, tile_bytes: u64) -> (std::ops::Range<usize>, u64) {
-        let (a, z) = (self.tiles.start * tile_bytes, self.tiles.end * tile_bytes);
-        (a as usize..z as usize, self.at_tile * tile_bytes)
-    }
-}
-
-/// Where block `k`'s tiles go, per segment it overlaps.
-fn block_targets(payload: &TiledPayload, k: usize, segments: &[Segment]) -> Vec<Target> {
-    let b = &payload.blocks[k];
-    let (b0, b1) = (b.first_tile, b.first_tile + b.tiles);
-    let mut out = Vec::new();
-    for (i, (s0, s1)) in segments.iter().enumerate() {
-        let (a, z) = (b0.max(*s0), b1.min(*s1));
-        if a < z {
-            out.push(Target {
-                tiles: a - b0..z - b0,
-                segment: i,
-                at_tile: a - s0,
-            });
+impl Destination<'_> {
+    /// Wait for the buffers of the segments that start before payload tile `tile`.
+    fn reach(&mut self, engine: &Engine, tile: u64) -> Result<()> {
+        let segments = &self.segments;
+        while self.buffers.len() < segments.len() && segments[self.buffers.len()].0 < tile {
+            self.buffers.push(self.made.next(engine)?);
         }
-    }
-    out
-}
-
-/// The GPU side of a packed payload's reopen: each checked block copied (natively) or
-/// written (in the browser) into one of two block buffers, and expanded from there by the
-/// unpack kernel into the raw tiles of the segments it covers. Two buffers, so that one
-/// block's copy need not wait for the expansion of the block before.
-struct Expander {
-    blocks: [wgpu::Buffer; 2],
-    next: usize,
-    /// The unpack's mask of pixels read as zero: none (masking comes after, as for a
-    /// position-tiled payload).
-    none_zeroed: wgpu::Buffer,
-}
-
-impl Expander {
-    /// The block buffers for the blocks of `payload`; `None` where one passes the adapter's
-    /// binding limit (the frames are then read out of the blocks on the CPU).
-    fn new(engine: &Engine, payload: &TiledPayload, plan: &ResidentPlan) -> Option<Expander> {
-        let largest = payload.largest_block_bytes();
-        if largest > plan.max_binding {
-            return None;
-        }
-        let words = crate::kernels::packed::zeroed_words(plan.shape.det_len());
-        Some(Expander {
-            blocks: [0, 1].map(|_| engine.storage("prepared packed block", largest)),
-            next: 0,
-            none_zeroed: engine.storage("prepared: no pixel zeroed", words as u64 * 4),
-        })
-    }
-
-    /// The block buffer the next block goes into.
-    fn take(&mut self) -> &wgpu::Buffer {
-        self.next = (self.next + 1) % 2;
-        &self.blocks[self.next]
-    }
-
-    /// Record the expansion of the block in the block buffer last taken into `targets`.
-    fn expand(
-        &self,
-        engine: &Engine,
-        encoder: &mut wgpu::CommandEncoder,
-        plan: &ResidentPlan,
-        targets: Vec<Target>,
-        buffers: &[wgpu::Buffer],
-    ) -> Result<()> {
-        use crate::kernels::packed::{add_unpack, Unpack};
-        let narrow = |v: u64| {
-            u32::try_from(v).map_err(|_| {
-                crate::error::Error::Gpu("a prepared block has too many tiles to expand".into())
-            })
-        };
-        let mut batch = crate::gpu::Batch::default();
-        for t in targets {
-            let what = Unpack {
-                list: None,
-                tiles: (narrow(t.tiles.start)?, narrow(t.tiles.end)?),
-                out_tile: narrow(t.at_tile)?,
-            };
-            let block = &self.blocks[self.next];
-            add_unpack(
-                engine,
-                &mut batch,
-                plan,
-                block,
-                &self.none_zeroed,
-                &buffers[t.segment],
-                what,
-            )?;
-        }
-        batch.flush(encoder);
         Ok(())
+    }
+
+    /// Record checked block `k`, whose bytes `put` copies or writes, into its place.
+    fn place(
+        &mut self,
+        engine: &Engine,
+        enc: &mut wgpu::CommandEncoder,
+        payload: &TiledPayload,
+        k: usize,
+        put: &mut placing::Put<'_>,
+    ) -> Result<()> {
+        let (segments, buffers) = (&self.segments, &self.buffers);
+        self.placing
+            .place(engine, enc, (payload, self.plan), k, segments, buffers, put)
+    }
+
+    /// Every buffer, those no block reached made now.
+    fn all_buffers(mut self, engine: &Engine) -> Result<Vec<wgpu::Buffer>> {
+        self.reach(engine, u64::MAX)?;
+        Ok(self.buffers)
     }
 }
 
 /// Natively: blocks `ks` read, checked and staged on every core, each block by one thread
 /// in pieces that go from the read through the hash into the staging ring while they are in
-/// the CPU's caches; then, every block checked, copied on the GPU into the segments they
-/// cover (nothing of a block that fails its SHA-256 reaches a segment). Every batch takes
+/// the CPU's caches; then, every block checked, copied on the GPU into their places
+/// (nothing of a block that fails its SHA-256 reaches a segment). Every batch takes
 /// the same slots, one per block: where the adapter maps them in device memory they count
 /// in the plan's peak as the queue's staging of a batch did, and their copies are between
 /// GPU buffers. Before, blocks were read whole, hashed, and copied into the queue's fresh
-/// staging memory (decision 0043). The resident's buffers the batch reaches are waited for
-/// only once it is read and checked: a packed payload is read faster than the driver makes
-/// them (decision 0044). The float32 range of each block where `float`.
+/// staging memory (decision 0043). The resident's buffers the batch reaches (to payload
+/// tile `reach`) are waited for only once it is read and checked: a packed payload is read
+/// faster than the driver makes them (decision 0044). The float32 range of each block
+/// where `float`.
 #[cfg(not(target_arch = "wasm32"))]
 #[allow(clippy::too_many_arguments)]
 fn copy_blocks(
     engine: &Engine,
-    ring: &mut crate::upload::host_staging::HostStaging,
-    sets: &mut SlotSets,
+    (ring, sets): (&mut crate::upload::host_staging::HostStaging, &mut SlotSets),
     times: &mut UploadTimes,
-    payload: &TiledPayload,
-    src: &dyn ByteSource,
+    (payload, src): (&TiledPayload, &dyn ByteSource),
     ks: std::ops::Range<usize>,
-    segments: &[Segment],
-    (buffers, made, reach): (
-        &mut Vec<wgpu::Buffer>,
-        &mut crate::gpu::resident_buffers::ResidentBuffers,
-        u64,
-    ),
-    plan: &ResidentPlan,
-    mut expander: Option<&mut Expander>,
+    (dest, reach): (&mut Destination, u64),
     clock: Option<&mut crate::gpu::batch_clock::BatchClock>,
     float: bool,
 ) -> Result<Vec<Option<FloatRange>>> {
-    let tile_bytes = plan.tile_words as u64 * 4;
     use rayon::prelude::*;
     /// Bytes read, hashed and staged at a time: within a core's L2 cache.
     const PIECE: usize = 1 << 20;
@@ -234,9 +162,7 @@ fn copy_blocks(
         })
         .collect::<Result<Vec<_>>>()?;
     times.lap("read + check + stage", &mut t);
-    while buffers.len() < segments.len() && segments[buffers.len()].0 < reach {
-        buffers.push(made.next(engine)?);
-    }
+    dest.reach(engine, reach)?;
     times.lap("resident buffers", &mut t);
     let mut enc = engine.device.create_command_encoder(&Default::default());
     let mut slots = Vec::with_capacity(lent.len());
@@ -244,18 +170,14 @@ fn copy_blocks(
         for (k, l) in lent {
             slots.push(l.slot);
             let staged = ring.written(l);
-            let targets = block_targets(payload, k, segments);
-            if let Some(x) = expander.as_deref_mut() {
-                let block = x.take();
-                enc.copy_buffer_to_buffer(&staged, 0, block, 0, payload.blocks[k].bytes);
-                x.expand(engine, enc, plan, targets, buffers)?;
-                continue;
-            }
-            for t in targets {
-                let (bytes, at) = t.bytes(tile_bytes);
-                let (len, dst) = (bytes.len() as u64, &buffers[t.segment]);
-                enc.copy_buffer_to_buffer(&staged, bytes.start as u64, dst, at, len);
-            }
+            let mut put = |enc: &mut wgpu::CommandEncoder,
+                           to: &wgpu::Buffer,
+                           at,
+                           r: std::ops::Range<usize>| {
+                let len = (r.end - r.start) as u64;
+                enc.copy_buffer_to_buffer(&staged, r.start as u64, to, at, len)
+            };
+            dest.place(engine, enc, payload, k, &mut put)?;
         }
         Ok(())
     })?;
@@ -265,6 +187,27 @@ fn copy_blocks(
     }
     times.lap("record + submit", &mut t);
     Ok(ranges)
+}
+
+/// A prepared acquisition's one part: its payload and where it is read from.
+fn tiled_part(acq: &Acquisition) -> Option<(&TiledPayload, &dyn crate::source::ByteSource)> {
+    match acq.parts.as_slice() {
+        [Part {
+            kind: PartKind::Tiled(payload),
+            source,
+            ..
+        }] => Some((payload, source.as_ref())),
+        _ => None,
+    }
+}
+
+/// What copying a payload's blocks gave beside the buffers: where the time went, the GPU's
+/// side of the batches (natively, where timed), and the range of float32 samples.
+struct Copied {
+    times: UploadTimes,
+    #[cfg(not(target_arch = "wasm32"))]
+    clock: Option<crate::gpu::batch_clock::BatchClock>,
+    float: Option<FloatRange>,
 }
 
 impl Engine {
@@ -277,12 +220,7 @@ impl Engine {
         plan: &ResidentPlan,
         progress: &mut dyn FnMut(usize, usize),
     ) -> Result<Option<Resident>> {
-        let [Part {
-            kind: PartKind::Tiled(payload),
-            source,
-            ..
-        }] = acq.parts.as_slice()
-        else {
+        let Some((payload, src)) = tiled_part(acq) else {
             return Ok(None);
         };
         let tile_bytes = plan.tile_words as u64 * 4;
@@ -309,7 +247,13 @@ impl Engine {
                 f0 / tile
             }
         };
-        let total = plan.shape.frames();
+        let placing = match payload.layout.is_packed() {
+            true => match Expander::new(self, payload, plan) {
+                Some(x) => Placing::Expand(x),
+                None => return Ok(None),
+            },
+            false => Placing::Tiles,
+        };
         let scope = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
         // Each segment's first and last tile in the payload.
         let segments: Vec<Segment> = plan
@@ -320,13 +264,157 @@ impl Engine {
                 (first, first + s.bytes / tile_bytes)
             })
             .collect();
-        let mut times = UploadTimes::default();
-        let mut float = acq.dtype.is_float().then(FloatRange::default);
-        // The blocks holding the resident's tiles (in tile order, as the open checked).
-        let (lo, hi) = (
+        let lo_hi = (
             segments.first().map_or(0, |s| s.0),
             segments.last().map_or(0, |s| s.1),
         );
+        let dest = || Destination {
+            plan,
+            segments,
+            buffers: Vec::new(),
+            made: self.resident_buffers("resident", plan),
+            placing,
+        };
+        let float = acq.dtype.is_float();
+        let copied = self.copy_payload((payload, src), lo_hi, dest, float, progress);
+        let Some((buffers, mut copied)) = copied.await? else {
+            return Ok(None);
+        };
+        let mut t = crate::clock::now_ms();
+        let mut res = self
+            .finish_resident(scope, plan.clone(), buffers, corr)
+            .await?;
+        copied.times.lap("finish", &mut t);
+        self.finish_copied(acq, corr, copied, &mut res).await?;
+        Ok(Some(res))
+    }
+
+    /// The compressed resident of a prepared acquisition whose payload is packed, its blocks
+    /// kept as they are (decision 0055): each checked block's index and data copied into
+    /// the segment it joins, its index moved to the segment's data; nothing decoded,
+    /// expanded or encoded again. `None` where this path does not take it (a bin, a crop, a
+    /// position-tiled payload, a block past the binding limit); refused as out of memory
+    /// where its segments and scratch pass `budget`, known exactly before anything is made.
+    pub(crate) async fn reopen_packed(
+        &self,
+        acq: &Acquisition,
+        corr: Correction,
+        budget: Option<crate::upload::packed::PackBudget>,
+        progress: &mut dyn FnMut(usize, usize),
+    ) -> Result<Option<Resident>> {
+        use crate::upload::packed::kept_scratch_bytes;
+        let Some((payload, src)) = tiled_part(acq) else {
+            return Ok(None);
+        };
+        if !payload.layout.is_packed() || corr.bin != 1 || acq.crop.is_some() {
+            return Ok(None);
+        }
+        let whole = crate::gpu::plan_of(acq, 1, self.adapter.limits)?;
+        let (tile, frames) = (whole.tile as usize, whole.shape.frames());
+        let tile_bytes = whole.tile_words as u64 * 4;
+        let Some(kept) = Kept::of(&payload.blocks, &whole) else {
+            return Ok(None);
+        };
+        let all_tiles = frames.div_ceil(tile) as u64;
+        if payload.layout.bits != whole.bits
+            || payload.layout.tile_bytes != tile_bytes
+            || kept.segments.last().map(|s| s.1) != Some(all_tiles)
+        {
+            return Ok(None);
+        }
+        let file = acq.primary.as_str();
+        let segments: Vec<crate::upload::plan::Segment> = kept
+            .segments
+            .iter()
+            .map(|&(t0, t1)| {
+                let first_frame = t0 as usize * tile;
+                crate::upload::plan::Segment {
+                    first_frame,
+                    frames: (t1 as usize * tile).min(frames) - first_frame,
+                    bytes: (t1 - t0) * tile_bytes,
+                }
+            })
+            .collect();
+        let packed_bytes: u64 = kept.bytes.iter().sum();
+        let scratch_bytes = segments
+            .iter()
+            .map(|s| kept_scratch_bytes(whole.tile_words, s.bytes))
+            .max()
+            .unwrap_or(16);
+        let held = packed_bytes + scratch_bytes;
+        if let Some(b) = budget {
+            let rows = whole.shape.scan[0];
+            b.check(file, held, (rows, rows))?;
+        }
+        let ceiling = self
+            .memory_ceiling
+            .load(std::sync::atomic::Ordering::Relaxed);
+        if held > ceiling {
+            return Err(crate::error::Error::GpuOutOfMemory(format!(
+                "{file}: {held} bytes of compressed resident do not fit a GPU simulated with {ceiling} bytes"
+            )));
+        }
+        self.check_alive()?;
+        let plan = ResidentPlan {
+            segments,
+            payload_bytes: held,
+            peak_bytes: whole.peak_bytes - whole.payload_bytes + held,
+            ..whole.clone()
+        };
+        self.start_buffers(kept.bytes.iter().copied());
+        let scope = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+        let oom = format!(
+            "out of GPU memory for the compressed resident of {file}: {packed_bytes} bytes \
+             packed and a scratch of {scratch_bytes}"
+        );
+        let (tiles, sizes) = (kept.segments.clone(), kept.bytes.clone());
+        let dest = || Destination {
+            plan: &plan,
+            segments: tiles,
+            buffers: Vec::new(),
+            made: self.buffers_ahead("packed resident", sizes.into_iter(), oom),
+            placing: Placing::Keep(kept),
+        };
+        let copied = self.copy_payload((payload, src), (0, all_tiles), dest, false, progress);
+        let Some((packed, mut copied)) = copied.await? else {
+            return Ok(None);
+        };
+        let mut t = crate::clock::now_ms();
+        let scratch = self.storage("packed scratch", scratch_bytes);
+        let zeroed_bits = vec![0u32; crate::kernels::packed::zeroed_words(plan.shape.det_len())];
+        let zeroed = self.storage("packed zeroed pixels", zeroed_bits.len() as u64 * 4);
+        let n = plan.segments.len();
+        let mut res = self
+            .finish_resident(scope, plan, vec![scratch; n], corr)
+            .await?;
+        res.packed = Some(crate::gpu::Packed {
+            buffers: packed,
+            packed_bytes,
+            raw_bytes: whole.payload_bytes,
+            scratch_bytes,
+            zeroed,
+            zeroed_bits,
+        });
+        copied.times.lap("finish", &mut t);
+        self.finish_copied(acq, corr, copied, &mut res).await?;
+        Ok(Some(res))
+    }
+
+    /// Copy the blocks of `payload` that hold its tiles `[lo, hi)` (those of `dest()`'s
+    /// segments) into them, batch by batch (natively, its staging slots made before `dest()`
+    /// starts making the resident's buffers, decision 0052); the buffers, with every one
+    /// made. `None` where the payload lacks those tiles.
+    async fn copy_payload<'p>(
+        &self,
+        (payload, src): (&TiledPayload, &dyn ByteSource),
+        (lo, hi): (u64, u64),
+        dest: impl FnOnce() -> Destination<'p>,
+        float: bool,
+        progress: &mut dyn FnMut(usize, usize),
+    ) -> Result<Option<(Vec<wgpu::Buffer>, Copied)>> {
+        let mut times = UploadTimes::default();
+        let mut float = float.then(FloatRange::default);
+        // The blocks holding tiles `[lo, hi)` (in tile order, as the open checked).
         let blocks = &payload.blocks;
         let (Some(first_block), Some(last_block)) = (
             blocks.iter().position(|b| b.first_tile + b.tiles > lo),
@@ -335,15 +423,8 @@ impl Engine {
             return Ok(None);
         };
         let n = last_block + 1;
-        let mut expander = match payload.layout.is_packed() {
-            true => match Expander::new(self, payload, plan) {
-                Some(x) => Some(x),
-                None => return Ok(None),
-            },
-            false => None,
-        };
-        // Natively the staging slots are made first, then the thread making the segments'
-        // buffers starts.
+        // Natively the staging slots come first: made before the thread making the
+        // segments' buffers starts, none waits behind a large allocation.
         #[cfg(not(target_arch = "wasm32"))]
         let (mut ring, mut sets) = {
             let mut t = crate::clock::now_ms();
@@ -353,9 +434,8 @@ impl Engine {
             times.lap("staging slots made", &mut t);
             (ring, sets)
         };
-        // The segments' buffers, taken as the blocks reach them.
-        let mut made = self.resident_buffers("resident", plan);
-        let mut buffers = Vec::with_capacity(segments.len());
+        let mut dest = dest();
+        let (tile, total) = (dest.plan.tile as u64, dest.plan.shape.frames());
         // Natively the GPU's side of each batch (the browser has no timestamps in encoders).
         #[cfg(not(target_arch = "wasm32"))]
         let mut clock = crate::gpu::batch_clock::BatchClock::new(
@@ -363,13 +443,8 @@ impl Engine {
             (n - first_block).div_ceil(BLOCKS_AT_ONCE),
         );
         #[cfg(target_arch = "wasm32")]
-        let mut reads = browser::BlockReads::new(
-            self,
-            payload,
-            source.as_ref(),
-            first_block..n,
-            float.is_some(),
-        );
+        let mut reads =
+            browser::BlockReads::new(self, payload, src, first_block..n, float.is_some());
         let mut k0 = first_block;
         while k0 < n {
             let k1 = (k0 + BLOCKS_AT_ONCE).min(n);
@@ -379,16 +454,11 @@ impl Engine {
             {
                 let ranges = copy_blocks(
                     self,
-                    &mut ring,
-                    &mut sets,
+                    (&mut ring, &mut sets),
                     &mut times,
-                    payload,
-                    source.as_ref(),
+                    (payload, src),
                     k0..k1,
-                    &segments,
-                    (&mut buffers, &mut made, reach),
-                    plan,
-                    expander.as_mut(),
+                    (&mut dest, reach),
                     clock.as_mut(),
                     float.is_some(),
                 )?;
@@ -399,18 +469,10 @@ impl Engine {
             #[cfg(target_arch = "wasm32")]
             {
                 let mut t = crate::clock::now_ms();
-                while buffers.len() < segments.len() && segments[buffers.len()].0 < reach {
-                    buffers.push(made.next(self)?);
-                }
+                dest.reach(self, reach)?;
                 times.lap("resident buffers", &mut t);
-                let batch = browser::Batch {
-                    ks: k0..k1,
-                    segments: &segments,
-                    buffers: &buffers,
-                    plan,
-                };
                 reads
-                    .copy(&mut times, batch, expander.as_mut(), float.as_mut())
+                    .copy(&mut times, k0..k1, &mut dest, float.as_mut())
                     .await?;
             }
             k0 = k1;
@@ -424,31 +486,46 @@ impl Engine {
             )?;
         }
         let mut t = crate::clock::now_ms();
-        while buffers.len() < segments.len() {
-            buffers.push(made.next(self)?);
-        }
-        let mut res = self
-            .finish_resident(scope, plan.clone(), buffers, corr)
-            .await?;
-        times.lap("finish", &mut t);
+        let buffers = dest.all_buffers(self)?;
+        times.lap("resident buffers", &mut t);
+        let copied = Copied {
+            times,
+            #[cfg(not(target_arch = "wasm32"))]
+            clock,
+            float,
+        };
+        Ok(Some((buffers, copied)))
+    }
+
+    /// The copy's times, batches and float range handed to `res`, then bad-pixel masking
+    /// as the decode applies it (C-BAD): the file's pixels and sentinel samples zeroed.
+    async fn finish_copied(
+        &self,
+        acq: &Acquisition,
+        corr: Correction,
+        copied: Copied,
+        res: &mut Resident,
+    ) -> Result<()> {
+        let Copied {
+            mut times, float, ..
+        } = copied;
         // A diagnostic: a failure to read the timestamps back leaves them out.
         #[cfg(not(target_arch = "wasm32"))]
-        if let Some(c) = clock {
+        if let Some(c) = copied.clock {
             res.gpu_batches = c.times(self).await.ok();
         }
         res.float = float;
         if corr.mask_bad_pixels {
-            // As the decode masks (C-BAD): the file's bad pixels, and sentinel samples.
             let mut t = crate::clock::now_ms();
             if let Some(mask) = &acq.pixel_mask {
-                self.zero_pixels(&mut res, &crate::contract::mask_pixels(mask))?;
+                self.zero_pixels(res, &crate::contract::mask_pixels(mask))?;
             }
             if acq.dtype.sentinel().is_some() {
-                self.zero_sentinels(&mut res)?;
+                self.zero_sentinels(res)?;
             }
             times.lap("bad pixels zeroed", &mut t);
         }
         res.upload_times = times;
-        Ok(Some(res))
+        Ok(())
     }
 }

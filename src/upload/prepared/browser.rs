@@ -11,12 +11,12 @@
 
 use std::ops::Range;
 
-use super::{block_targets, Expander, Segment};
+use super::Destination;
 use crate::error::Result;
 use crate::formats::prepared::TiledPayload;
 use crate::gpu::{Engine, UploadTimes};
 use crate::source::{ByteSource, JsPiece, JsRead, PieceCheck, Started};
-use crate::upload::plan::{FloatRange, ResidentPlan, DECODE_WINDOW};
+use crate::upload::plan::{FloatRange, DECODE_WINDOW};
 use crate::upload::window_bytes::{JsBytes, Staging, WindowBytes};
 
 /// The reads of a few blocks by the pool's Workers, posted.
@@ -31,14 +31,6 @@ const AHEAD_BYTES: u64 = 1 << 30;
 
 /// Blocks posted to the pool in one call.
 const POSTED_TOGETHER: usize = 4;
-
-/// One batch of blocks of a reopen: the blocks and where their tiles go.
-pub(super) struct Batch<'b> {
-    pub ks: Range<usize>,
-    pub segments: &'b [Segment],
-    pub buffers: &'b [wgpu::Buffer],
-    pub plan: &'b ResidentPlan,
-}
 
 /// The blocks of one reopen, batch by batch.
 pub(super) struct BlockReads<'a> {
@@ -129,27 +121,26 @@ impl<'a> BlockReads<'a> {
         }
     }
 
-    /// Read, check and copy the blocks of `batch` into the block buffers of `expander` (a
-    /// packed payload) or the segments; the range of float32 samples merged into `float`.
+    /// Read, check and copy blocks `ks` into their places in `dest`; the range of float32
+    /// samples merged into `float`.
     pub async fn copy(
         &mut self,
         times: &mut UploadTimes,
-        batch: Batch<'_>,
-        expander: Option<&mut Expander>,
+        ks: Range<usize>,
+        dest: &mut Destination<'_>,
         float: Option<&mut FloatRange>,
     ) -> Result<()> {
         let mut t = crate::clock::now_ms();
         let Some((staging, ahead)) = self.pooled.as_mut() else {
-            let read = read_blocks(self.payload, self.src, batch.ks.clone(), float.is_some()).await;
+            let read = read_blocks(self.payload, self.src, ks.clone(), float.is_some()).await;
             times.lap("read + check", &mut t);
-            return self.write_blocks(batch, read, expander, float, times, &mut t);
+            return self.write_blocks(ks, dest, read, float, times, &mut t);
         };
         let (payload, src, file) = (self.payload, self.src, self.src.name());
-        let mut expander = expander;
         // Checked blocks staged together, up to a staging buffer's worth: one map of the
         // ring and one submission for several packed blocks.
         let mut group: Vec<(usize, JsRead)> = Vec::new();
-        for k in batch.ks.clone() {
+        for k in ks {
             let read = ahead.take(k, payload, src).await?;
             times.lap("read + check in the pool (waited)", &mut t);
             let read = checked(payload, file, k, read).await?;
@@ -161,9 +152,8 @@ impl<'a> BlockReads<'a> {
                 Self::stage(
                     (self.engine, payload),
                     staging,
-                    &batch,
+                    dest,
                     std::mem::take(&mut group),
-                    expander.as_deref_mut(),
                     times,
                     &mut t,
                 )
@@ -171,27 +161,16 @@ impl<'a> BlockReads<'a> {
             }
             group.push((k, read));
         }
-        Self::stage(
-            (self.engine, payload),
-            staging,
-            &batch,
-            group,
-            expander,
-            times,
-            &mut t,
-        )
-        .await
+        Self::stage((self.engine, payload), staging, dest, group, times, &mut t).await
     }
 
     /// Copy the checked blocks of `group` (consecutive, each of whole words but perhaps the
-    /// last) through one staging buffer into their block buffers and expansions, or
-    /// segments, in one submission.
+    /// last) through one staging buffer into their places in `dest`, in one submission.
     async fn stage(
         (engine, payload): (&Engine, &TiledPayload),
         staging: &mut Staging,
-        batch: &Batch<'_>,
+        dest: &mut Destination<'_>,
         group: Vec<(usize, JsRead)>,
-        mut expander: Option<&mut Expander>,
         times: &mut UploadTimes,
         t: &mut f64,
     ) -> Result<()> {
@@ -205,9 +184,8 @@ impl<'a> BlockReads<'a> {
         match staging.fill(&engine.device, &bytes, times, t).await? {
             Some((staged, _)) => {
                 for k in ks {
-                    let x = expander.as_deref_mut();
                     let staged = BlockBytes::Staged(&staged, from);
-                    place_block(engine, payload, &mut enc, batch, k, staged, x)?;
+                    place_block(engine, payload, &mut enc, dest, k, staged)?;
                     from += payload.blocks[k].bytes;
                 }
             }
@@ -219,16 +197,8 @@ impl<'a> BlockReads<'a> {
                     let host = whole
                         .copy_out(from as usize, n)
                         .ok_or_else(|| crate::error::Error::Gpu("a block's bytes".into()))?;
-                    let x = expander.as_deref_mut();
-                    place_block(
-                        engine,
-                        payload,
-                        &mut enc,
-                        batch,
-                        k,
-                        BlockBytes::Host(&host),
-                        x,
-                    )?;
+                    let host = BlockBytes::Host(&host);
+                    place_block(engine, payload, &mut enc, dest, k, host)?;
                     // Queue writes land at the next submission: one a block, so that a
                     // block buffer is expanded before it is written again.
                     engine.queue.submit([std::mem::replace(
@@ -249,14 +219,14 @@ impl<'a> BlockReads<'a> {
     /// The blocks read by the viewer's Worker, written through the queue.
     fn write_blocks(
         &self,
-        batch: Batch<'_>,
+        ks: Range<usize>,
+        dest: &mut Destination<'_>,
         read: Vec<Read>,
-        mut expander: Option<&mut Expander>,
         mut float: Option<&mut FloatRange>,
         times: &mut UploadTimes,
         t: &mut f64,
     ) -> Result<()> {
-        for (k, block) in batch.ks.clone().zip(read) {
+        for (k, block) in ks.zip(read) {
             let (bytes, range) = block?;
             if let (Some(all), Some(r)) = (float.as_deref_mut(), range) {
                 all.merge(r);
@@ -265,9 +235,8 @@ impl<'a> BlockReads<'a> {
                 .engine
                 .device
                 .create_command_encoder(&Default::default());
-            let x = expander.as_deref_mut();
             let host = BlockBytes::Host(&bytes);
-            place_block(self.engine, self.payload, &mut enc, &batch, k, host, x)?;
+            place_block(self.engine, self.payload, &mut enc, dest, k, host)?;
             self.engine.queue.submit([enc.finish()]);
         }
         times.lap("write to the GPU", t);
@@ -338,43 +307,27 @@ enum BlockBytes<'b> {
     Host(&'b [u8]),
 }
 
-/// Record the copy of block `k` into its block buffer and its expansion (a packed
-/// payload), or into the segments its tiles go to. Bytes in wasm memory are written
-/// through the queue, landing at the next submission, before what `enc` records.
+/// Record the copy of block `k` into its place in `dest` and what the GPU does with it
+/// there. Bytes in wasm memory are written through the queue, landing at the next
+/// submission, before what `enc` records.
 fn place_block(
     engine: &Engine,
     payload: &TiledPayload,
     enc: &mut wgpu::CommandEncoder,
-    batch: &Batch<'_>,
+    dest: &mut Destination<'_>,
     k: usize,
     bytes: BlockBytes<'_>,
-    expander: Option<&mut Expander>,
 ) -> Result<()> {
-    let put =
+    let mut put =
         |enc: &mut wgpu::CommandEncoder, to: &wgpu::Buffer, at: u64, r: Range<usize>| match bytes {
             BlockBytes::Staged(from, start) => {
-                let len = (r.end - r.start) as u64;
+                // A copy between buffers moves whole words (staged with its padding).
+                let len = (r.end - r.start).next_multiple_of(4) as u64;
                 enc.copy_buffer_to_buffer(from, start + r.start as u64, to, at, len)
             }
             BlockBytes::Host(host) => engine.queue.write_buffer(to, at, &host[r]),
         };
-    let targets = block_targets(payload, k, batch.segments);
-    if let Some(x) = expander {
-        let n = payload.blocks[k].bytes as usize;
-        let whole = match bytes {
-            // A copy between buffers moves whole words (staged with its padding).
-            BlockBytes::Staged(..) => 0..n.next_multiple_of(4),
-            BlockBytes::Host(_) => 0..n,
-        };
-        put(enc, x.take(), 0, whole);
-        return x.expand(engine, enc, batch.plan, targets, batch.buffers);
-    }
-    let tile_bytes = batch.plan.tile_words as u64 * 4;
-    for t in targets {
-        let (r, at) = t.bytes(tile_bytes);
-        put(enc, &batch.buffers[t.segment], at, r);
-    }
-    Ok(())
+    dest.place(engine, enc, payload, k, &mut put)
 }
 
 /// A block read and checked, and the range of its samples where they are float32 (the
