@@ -190,6 +190,17 @@ async function preparedAcquisition(manifest, check) {
     check(sameProduct(await window.stem4d.product(asked[k]), want[k]),
       `prepared acquisition ${asked[k].kind}: the same bytes as from its files`);
   }
+  // Its packed payload kept packed as a compressed resident (decision 0055): copied from
+  // the pool's reads into the segments, nothing decoded, the same products.
+  await window.stem4d.open([new File([bytes], 'arina_u16.stem4d')], { memoryPlan: 'compressed' });
+  const kept = await window.stem4d.profile();
+  check(kept.memory_plan.kind === 'compressed' && kept.memory_plan.note.includes('kept packed')
+    && kept.stages.some((s) => s.name === 'of which read + check in the pool (waited)'),
+    `a prepared acquisition's packed payload is kept (${JSON.stringify(kept.memory_plan)})`);
+  for (let k = 0; k < asked.length; k++) {
+    check(sameProduct(await window.stem4d.product(asked[k]), want[k]),
+      `prepared acquisition kept packed ${asked[k].kind}: the same bytes as from its files`);
+  }
   const damaged = bytes.slice();
   damaged[4096 + 100] ^= 0x40;
   let said = null;

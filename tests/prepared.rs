@@ -239,6 +239,80 @@ fn a_packed_payload_kept_packed_gives_the_products_of_its_files() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A packed payload's first memory plan is the compressed resident that keeps it, its sizes
+/// exact; a raw payload, a bin or a budget it passes leave the plans as they were, and a
+/// session opens the packed file kept unless the resident plan is named.
+#[test]
+fn a_packed_payload_is_kept_unless_the_resident_is_asked_for() {
+    use stem4d::session::{OpenRequest, Session};
+    use stem4d::upload::memory::PlanKind;
+    let Some(engine) = engine() else { return };
+    let dir = temp_dir("kept-plan");
+    // 64 tiles, a block each: four segments, whose scratch is a quarter of the raw bytes.
+    let acq = stem4d::formats::synthetic::open_compressed([32, 32, 9, 11]).unwrap();
+    let (packed, raw) = (dir.join("packed.stem4d"), dir.join("raw.stem4d"));
+    prepared_a_tile_a_block(&acq, &packed);
+    write_as(&acq, &raw, Payload::Raw).unwrap();
+    let limits = engine.adapter.limits;
+    let plans = |path: &Path, bin, budget| {
+        let a = open_prepared(path).unwrap();
+        let corr = Correction {
+            mask_bad_pixels: false,
+            bin,
+        };
+        stem4d::gpu::memory_plans(&a, corr, limits, budget)
+    };
+    let kept = plans(&packed, 1, None);
+    assert_eq!(kept[0].kind, PlanKind::Compressed, "{kept:?}");
+    assert!(
+        kept[0].fits && kept[0].note.contains("kept packed"),
+        "{kept:?}"
+    );
+    assert_eq!(kept[1].kind, PlanKind::Resident, "{kept:?}");
+    assert!(kept[0].payload_bytes < kept[1].payload_bytes, "{kept:?}");
+    assert_eq!(
+        kept.iter()
+            .filter(|p| p.kind == PlanKind::Compressed)
+            .count(),
+        1
+    );
+    assert_eq!(plans(&raw, 1, None)[0].kind, PlanKind::Resident);
+    assert_eq!(plans(&packed, 2, None)[0].kind, PlanKind::Resident);
+    let tight = plans(&packed, 1, Some(kept[0].peak_bytes - 1));
+    assert!(
+        !tight[0].fits && tight[0].kind == PlanKind::Compressed,
+        "{tight:?}"
+    );
+    let open = |plan| {
+        let req = OpenRequest {
+            bin: 1,
+            memory_plan: plan,
+            ..Default::default()
+        };
+        let back = open_prepared(&packed).unwrap();
+        pollster::block_on(Session::open(&engine, back, &req, 0.0, &mut |_, _, _| {})).unwrap()
+    };
+    let (mut by_default, mut resident) = (open(None), open(Some(PlanKind::Resident)));
+    // A small acquisition, whose scratch is most of its raw bytes, is resident first.
+    let small = dir.join("small.stem4d");
+    write_as(
+        &open_fixture(&fixture_named("arina_u16")),
+        &small,
+        Payload::Smallest,
+    )
+    .unwrap();
+    let order: Vec<_> = plans(&small, 1, None).iter().map(|p| p.kind).collect();
+    assert_eq!(order[..2], [PlanKind::Resident, PlanKind::Compressed]);
+    assert_eq!(by_default.profile.memory_plan.kind, PlanKind::Compressed);
+    assert_eq!(resident.profile.memory_plan.kind, PlanKind::Resident);
+    let p = stem4d::products::ProductParams::new(stem4d::products::ProductKind::Com);
+    let corr = Correction::default();
+    let a = pollster::block_on(by_default.product(&engine, &p, corr)).unwrap();
+    let b = pollster::block_on(resident.product(&engine, &p, corr)).unwrap();
+    assert!(to_bytes(&a) == to_bytes(&b), "kept and expanded differ");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// `acq` written at `out` with a packed payload, a tile a block, and opened again.
 fn prepared_a_tile_a_block(acq: &Acquisition, out: &Path) -> Acquisition {
     let one_tile = Preparer::with_payload(acq.clone(), 1, Payload::Smallest);

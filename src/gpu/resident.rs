@@ -141,8 +141,38 @@ pub fn plan_of(acq: &Acquisition, bin: usize, limits: DeviceLimits) -> Result<Re
 }
 
 /// The memory plans of `acq` under `corr` on this adapter within `budget` bytes (`None`:
-/// the adapter's own), in order of preference (`upload::memory`).
+/// the adapter's own), in order of preference (`upload::memory`). A prepared acquisition
+/// with a packed payload prefers it kept packed, as it was saved (decision 0055): exact
+/// sizes, nothing decoded, about a quarter of the raw resident's memory; the raw resident,
+/// which expands it, comes next.
 pub fn memory_plans(
+    acq: &Acquisition,
+    corr: Correction,
+    limits: DeviceLimits,
+    budget: Option<u64>,
+) -> Vec<crate::upload::memory::MemoryPlan> {
+    use crate::upload::memory::PlanKind;
+    let mut plans = computed_plans(acq, corr, limits, budget);
+    if let Some(kept) = crate::upload::prepared::kept_memory_plan(acq, corr, limits, budget) {
+        let Some(at) = plans
+            .iter()
+            .position(|p| p.kind == PlanKind::Compressed && p.bin == kept.bin)
+        else {
+            return plans;
+        };
+        plans.remove(at);
+        // First where it holds less than the raw resident (a small acquisition's scratch
+        // may be most of it), else where the computed plan was.
+        let raw = plans
+            .iter()
+            .find(|p| p.kind == PlanKind::Resident && p.bin == kept.bin);
+        let smaller = raw.is_none_or(|r| kept.payload_bytes < r.payload_bytes);
+        plans.insert(if smaller { 0 } else { at }, kept);
+    }
+    plans
+}
+
+fn computed_plans(
     acq: &Acquisition,
     corr: Correction,
     limits: DeviceLimits,

@@ -12,7 +12,7 @@ pub mod memory;
 pub mod packed;
 pub mod plan;
 pub mod prepare;
-mod prepared;
+pub(crate) mod prepared;
 pub(crate) mod segment_slots;
 pub(crate) mod set_aside;
 pub(crate) mod src_slots;

@@ -142,7 +142,7 @@ impl ResidentPlan {
     }
 
     /// The product buffers beside the resident: per-position sums and moments, per-pixel sums.
-    fn product_bytes(&self) -> u64 {
+    pub(crate) fn product_bytes(&self) -> u64 {
         self.shape.frames() as u64 * 3 * 8 + self.shape.det_len() as u64 * 16
     }
 

@@ -26,10 +26,9 @@ use placing::{Expander, Kept, Placing};
 /// Blocks read (and checked) together before they are copied: natively one per core.
 const BLOCKS_AT_ONCE: usize = 16;
 
-/// Natively, the staging the ring may hold: one batch of raw blocks
-/// (`BLOCKS_AT_ONCE · prepare::BLOCK_BYTES`), within the plan's peak where the adapter maps
-/// it in device memory (decision 0043).
-#[cfg(not(target_arch = "wasm32"))]
+/// The staging the ring may hold: one batch of raw blocks (`BLOCKS_AT_ONCE ·
+/// prepare::BLOCK_BYTES`), within the plan's peak where the adapter maps it in device
+/// memory (decision 0043).
 const STAGING_BYTES: u64 = BLOCKS_AT_ONCE as u64 * crate::upload::prepare::BLOCK_BYTES;
 
 /// Natively, how a reopen stages its blocks: every slot the size of the largest block (so
@@ -210,6 +209,118 @@ struct Copied {
     float: Option<FloatRange>,
 }
 
+/// A packed payload kept packed (decision 0055): where its blocks go, the compressed
+/// resident's plan (its segments' raw tiles; payload and peak its packed bytes and scratch),
+/// and its sizes.
+struct KeptPlan {
+    kept: Kept,
+    plan: ResidentPlan,
+    packed_bytes: u64,
+    scratch_bytes: u64,
+    raw_bytes: u64,
+}
+
+impl KeptPlan {
+    /// The kept plan of `acq` under `corr` on an adapter of `limits`: `None` unless `acq`
+    /// is a whole prepared acquisition with a packed payload, taken at native sampling,
+    /// whose blocks each fit a binding.
+    fn of(
+        acq: &Acquisition,
+        corr: Correction,
+        limits: crate::upload::plan::DeviceLimits,
+    ) -> Option<KeptPlan> {
+        use crate::upload::packed::kept_scratch_bytes;
+        let (payload, _) = tiled_part(acq)?;
+        if !payload.layout.is_packed() || corr.bin != 1 || acq.crop.is_some() {
+            return None;
+        }
+        let whole = crate::gpu::plan_of(acq, 1, limits).ok()?;
+        let (tile, frames) = (whole.tile as usize, whole.shape.frames());
+        let tile_bytes = whole.tile_words as u64 * 4;
+        let kept = Kept::of(&payload.blocks, &whole)?;
+        let all_tiles = frames.div_ceil(tile) as u64;
+        if payload.layout.bits != whole.bits
+            || payload.layout.tile_bytes != tile_bytes
+            || kept.segments.last().map(|s| s.1) != Some(all_tiles)
+        {
+            return None;
+        }
+        let segments: Vec<crate::upload::plan::Segment> = kept
+            .segments
+            .iter()
+            .map(|&(t0, t1)| {
+                let first_frame = t0 as usize * tile;
+                crate::upload::plan::Segment {
+                    first_frame,
+                    frames: (t1 as usize * tile).min(frames) - first_frame,
+                    bytes: (t1 - t0) * tile_bytes,
+                }
+            })
+            .collect();
+        let packed_bytes: u64 = kept.bytes.iter().sum();
+        let scratch_bytes = segments
+            .iter()
+            .map(|s| kept_scratch_bytes(whole.tile_words, s.bytes))
+            .max()
+            .unwrap_or(16);
+        let held = packed_bytes + scratch_bytes;
+        // Beside it at the peak: the staging slots (counted as if in device memory, where
+        // adapters that map it put them) and the product buffers.
+        let slot_bytes = payload.largest_block_bytes().next_multiple_of(4);
+        let per_set = slot_bytes * BLOCKS_AT_ONCE as u64;
+        let sets = (STAGING_BYTES / per_set.max(1)).clamp(1, 2) as usize;
+        let slots = (sets * BLOCKS_AT_ONCE).min(payload.blocks.len()) as u64;
+        let plan = ResidentPlan {
+            segments,
+            payload_bytes: held,
+            peak_bytes: held + slots * slot_bytes + whole.product_bytes(),
+            ..whole.clone()
+        };
+        Some(KeptPlan {
+            kept,
+            plan,
+            packed_bytes,
+            scratch_bytes,
+            raw_bytes: whole.payload_bytes,
+        })
+    }
+}
+
+/// The memory plan of a prepared acquisition whose packed payload a compressed resident
+/// keeps as it is (decision 0055), its sizes exact; `None` where it is not kept (see
+/// [`Engine::reopen_packed`]).
+pub(crate) fn kept_memory_plan(
+    acq: &Acquisition,
+    corr: Correction,
+    limits: crate::upload::plan::DeviceLimits,
+    budget: Option<u64>,
+) -> Option<crate::upload::memory::MemoryPlan> {
+    let k = KeptPlan::of(acq, corr, limits)?;
+    let (payload, peak) = (k.plan.payload_bytes, k.plan.peak_bytes);
+    let fits = budget.is_none_or(|b| peak <= b);
+    let ratio = k.raw_bytes as f64 / k.packed_bytes.max(1) as f64;
+    Some(crate::upload::memory::MemoryPlan {
+        kind: crate::upload::memory::PlanKind::Compressed,
+        bin: 1,
+        payload_bytes: payload,
+        peak_bytes: peak,
+        rows_per_block: None,
+        blocks: Some(k.plan.segments.len()),
+        gpu_decode: false,
+        ring_sums_bytes: None,
+        fits,
+        note: match fits {
+            true => format!(
+                "the prepared payload kept packed as it was saved: {} bytes for {} raw ({ratio:.2}x), nothing decoded; frames read back pass through a scratch of {} bytes",
+                k.packed_bytes, k.raw_bytes, k.scratch_bytes
+            ),
+            false => format!(
+                "the prepared payload kept packed: its peak of {peak} bytes passes the budget"
+            ),
+        },
+    })
+}
+
 impl Engine {
     /// The resident of a prepared acquisition copied from its blocks along `plan`; `None`
     /// where this path does not take it (see the module).
@@ -302,48 +413,24 @@ impl Engine {
         budget: Option<crate::upload::packed::PackBudget>,
         progress: &mut dyn FnMut(usize, usize),
     ) -> Result<Option<Resident>> {
-        use crate::upload::packed::kept_scratch_bytes;
         let Some((payload, src)) = tiled_part(acq) else {
             return Ok(None);
         };
-        if !payload.layout.is_packed() || corr.bin != 1 || acq.crop.is_some() {
-            return Ok(None);
-        }
-        let whole = crate::gpu::plan_of(acq, 1, self.adapter.limits)?;
-        let (tile, frames) = (whole.tile as usize, whole.shape.frames());
-        let tile_bytes = whole.tile_words as u64 * 4;
-        let Some(kept) = Kept::of(&payload.blocks, &whole) else {
+        let Some(KeptPlan {
+            kept,
+            plan,
+            packed_bytes,
+            scratch_bytes,
+            raw_bytes,
+        }) = KeptPlan::of(acq, corr, self.adapter.limits)
+        else {
             return Ok(None);
         };
-        let all_tiles = frames.div_ceil(tile) as u64;
-        if payload.layout.bits != whole.bits
-            || payload.layout.tile_bytes != tile_bytes
-            || kept.segments.last().map(|s| s.1) != Some(all_tiles)
-        {
-            return Ok(None);
-        }
+        let all_tiles = plan.shape.frames().div_ceil(plan.tile as usize) as u64;
         let file = acq.primary.as_str();
-        let segments: Vec<crate::upload::plan::Segment> = kept
-            .segments
-            .iter()
-            .map(|&(t0, t1)| {
-                let first_frame = t0 as usize * tile;
-                crate::upload::plan::Segment {
-                    first_frame,
-                    frames: (t1 as usize * tile).min(frames) - first_frame,
-                    bytes: (t1 - t0) * tile_bytes,
-                }
-            })
-            .collect();
-        let packed_bytes: u64 = kept.bytes.iter().sum();
-        let scratch_bytes = segments
-            .iter()
-            .map(|s| kept_scratch_bytes(whole.tile_words, s.bytes))
-            .max()
-            .unwrap_or(16);
-        let held = packed_bytes + scratch_bytes;
+        let held = plan.payload_bytes;
         if let Some(b) = budget {
-            let rows = whole.shape.scan[0];
+            let rows = plan.shape.scan[0];
             b.check(file, held, (rows, rows))?;
         }
         let ceiling = self
@@ -355,12 +442,6 @@ impl Engine {
             )));
         }
         self.check_alive()?;
-        let plan = ResidentPlan {
-            segments,
-            payload_bytes: held,
-            peak_bytes: whole.peak_bytes - whole.payload_bytes + held,
-            ..whole.clone()
-        };
         self.start_buffers(kept.bytes.iter().copied());
         let scope = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
         let oom = format!(
@@ -390,7 +471,7 @@ impl Engine {
         res.packed = Some(crate::gpu::Packed {
             buffers: packed,
             packed_bytes,
-            raw_bytes: whole.payload_bytes,
+            raw_bytes,
             scratch_bytes,
             zeroed,
             zeroed_bits,
