@@ -250,7 +250,14 @@ pub(super) fn bench_gpu(
         Some((plan, all)) => {
             use crate::planned::Compressed;
             let corr = crate::frames::Correction::default();
-            match super::memory::compressed_resident(&engine, &acq, corr, (plan, all), budget)? {
+            // A kept prepared payload (no blocks of rows to build) is one reopen: its
+            // batches timed as a resident upload's are.
+            let kept = plan.rows_per_block.is_none();
+            engine.time_upload_batches(kept);
+            let built =
+                super::memory::compressed_resident(&engine, &acq, corr, (plan, all), budget);
+            engine.time_upload_batches(false);
+            match built? {
                 Compressed::Built(res) => {
                     report.push("memory plan", "compressed");
                     *res
