@@ -12,6 +12,7 @@ pub mod pattern_reduce;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod reflect;
 pub mod ring_sum;
+pub mod sha256;
 pub mod synthetic;
 pub mod tile_frames;
 pub mod zero_pixels;
@@ -29,6 +30,7 @@ pub use pattern_reduce::{pattern_chunk_tiles, PatternParams, PATTERN_INVOCATIONS
 #[cfg(not(target_arch = "wasm32"))]
 pub use reflect::{overrides_from, workgroup_bytes, EntryModule};
 pub use ring_sum::RingSumParams;
+pub use sha256::HashParams;
 pub use synthetic::SynthParams;
 pub use tile_frames::TileParams;
 pub use zero_pixels::{SentinelParams, ZeroParams};
@@ -132,7 +134,7 @@ pub fn grid(n: u32) -> (u32, u32) {
 /// Every uniform struct the kernels read, as [`uniform!`] laid it out: the layout test
 /// (`tests/shader_validation.rs`) finds each in the WGSL by name and compares size, field
 /// names and offsets with naga's.
-pub const UNIFORMS: [UniformLayout; 15] = [
+pub const UNIFORMS: [UniformLayout; 16] = [
     CurlParams::LAYOUT,
     MaskedSumParams::LAYOUT,
     PackedParams::LAYOUT,
@@ -148,6 +150,7 @@ pub const UNIFORMS: [UniformLayout; 15] = [
     PrepParams::LAYOUT,
     StatsParams::LAYOUT,
     View::LAYOUT,
+    HashParams::LAYOUT,
 ];
 
 #[cfg(test)]

@@ -159,6 +159,7 @@ impl Preparer {
             first_tile: t0,
             tiles: t1 - t0,
             sha256: hex(&Sha256::digest(&bytes)),
+            pieces_sha256: hex(&crate::formats::prepared::pieces_sha256(&bytes)),
         });
         self.at = (at + bytes.len() as u64).next_multiple_of(ALIGN);
         self.next_tile = t1;

@@ -22,6 +22,7 @@ mod parity;
 mod pattern_reduce;
 mod residents;
 mod ring_sum;
+mod sha256;
 mod source_reads;
 mod streaming;
 mod synthetic;

@@ -40,6 +40,28 @@ pub const VERSION: u32 = 2;
 pub const ALIGN: u64 = 4096;
 /// The file name ending the CLI and the page give prepared acquisitions.
 pub const EXTENSION: &str = ".stem4d";
+/// Bytes of the pieces a block's pieces SHA-256 hashes apart, and the piece digests each
+/// run of the level above hashes together (decision 0056).
+pub const PIECE_BYTES: usize = 4096;
+pub const RUN_DIGESTS: usize = 64;
+
+/// A block's pieces SHA-256 (decision 0056): the SHA-256 of the digests of runs of
+/// [`RUN_DIGESTS`] consecutive digests of its pieces of [`PIECE_BYTES`] (the last piece and
+/// run shorter; an empty block is one empty piece), each a SHA-256, so that a GPU hashes
+/// the pieces and the runs side by side where the block was copied (`wgsl/sha256.wgsl`).
+pub fn pieces_sha256(bytes: &[u8]) -> [u8; 32] {
+    let pieces: Vec<_> = match bytes.is_empty() {
+        true => vec![Sha256::digest(bytes)],
+        false => bytes.chunks(PIECE_BYTES).map(Sha256::digest).collect(),
+    };
+    let mut root = Sha256::new();
+    for run in pieces.chunks(RUN_DIGESTS) {
+        let mut h = Sha256::new();
+        run.iter().for_each(|d| h.update(d));
+        root.update(h.finalize());
+    }
+    root.finalize().into()
+}
 
 /// The description: what the payload is and where it came from.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -156,6 +178,10 @@ pub struct BlockEntry {
     pub first_tile: u64,
     pub tiles: u64,
     pub sha256: String,
+    /// Its pieces SHA-256 ([`pieces_sha256`]): what a GPU checks the block against where it
+    /// was copied. Files written before it lack it; their blocks are checked on the CPU.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub pieces_sha256: String,
 }
 
 /// What a prepared acquisition was made from.

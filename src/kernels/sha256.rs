@@ -1,0 +1,205 @@
+//! SHA-256 of prepared payload blocks on the GPU (`wgsl/sha256.wgsl`, decision 0056): each
+//! block's pieces SHA-256 ([`crate::formats::prepared::pieces_sha256`]) computed where the
+//! block was copied, and compared with the one its description states.
+//!
+//! Its parity test: `tests/gpu_parity/sha256.rs`.
+
+use bytemuck::{Pod, Zeroable};
+
+use crate::error::{Error, Result};
+use crate::formats::prepared::{PIECE_BYTES, RUN_DIGESTS};
+use crate::gpu::{Batch, Engine};
+use crate::kernels::{self, grid, uniform};
+
+uniform! {
+    #[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+    pub struct HashParams {
+        pub words: u32,
+        pub run_words: u32,
+        pub runs: u32,
+        pub from_block: u32,
+        pub in_at: u32,
+        pub out_at: u32,
+        pub root: u32,
+        pub block: u32,
+        pub head_words: u32,
+        pub head_at: u32,
+        pub tail_at: u32,
+        pub groups_x: u32,
+    }
+}
+
+/// Where a block's words lie in a buffer: its first `head_words` from word `head_at`, the
+/// rest from word `tail_at` (all at `head_at` where `head_words` is `words`).
+#[derive(Clone, Copy, Debug)]
+pub struct BlockView {
+    pub words: u32,
+    pub head_words: u32,
+    pub head_at: u32,
+    pub tail_at: u32,
+}
+
+impl BlockView {
+    /// A block of `bytes` (whole words) lying whole from byte `at`.
+    pub fn whole(bytes: u64, at: u64) -> Result<BlockView> {
+        let words = words_of(bytes)?;
+        let at = words_of(at)?;
+        Ok(BlockView {
+            words,
+            head_words: words,
+            head_at: at,
+            tail_at: at,
+        })
+    }
+}
+
+fn words_of(bytes: u64) -> Result<u32> {
+    if bytes % 4 != 0 {
+        return Err(Error::Gpu(
+            "a block hashed on the GPU is not whole words".into(),
+        ));
+    }
+    u32::try_from(bytes / 4).map_err(|_| Error::Gpu("a block of over 2^32 words".into()))
+}
+
+/// The expected digests of a payload's blocks, what the GPU computed of those hashed, and
+/// its verdicts (0 not hashed, 1 equal, 2 differs).
+pub struct BlockHashes {
+    digests: wgpu::Buffer,
+    expected: wgpu::Buffer,
+    roots: wgpu::Buffer,
+    verdicts: wgpu::Buffer,
+    blocks: usize,
+    max_pieces: u64,
+}
+
+/// Pieces of a block of `bytes`, and runs of their digests.
+fn levels(bytes: u64) -> (u64, u64) {
+    let pieces = bytes.div_ceil(PIECE_BYTES as u64).max(1);
+    (pieces, pieces.div_ceil(RUN_DIGESTS as u64))
+}
+
+impl BlockHashes {
+    /// For blocks whose expected digests are `expected` (32 bytes each), the largest
+    /// `largest_bytes` long.
+    pub fn new(engine: &Engine, expected: &[[u8; 32]], largest_bytes: u64) -> BlockHashes {
+        let words: Vec<u32> = expected
+            .iter()
+            .flat_map(|d| {
+                d.chunks_exact(4)
+                    .map(|w| u32::from_be_bytes([w[0], w[1], w[2], w[3]]))
+            })
+            .collect();
+        let (max_pieces, max_runs) = levels(largest_bytes);
+        let slots = (expected.len() as u64 * 4).max(4);
+        BlockHashes {
+            digests: engine.storage("piece digests", (max_pieces + max_runs) * 32),
+            expected: engine.input(&words),
+            roots: engine.storage("block digests", slots * 8),
+            verdicts: engine.storage("block verdicts", slots),
+            blocks: expected.len(),
+            max_pieces,
+        }
+    }
+
+    /// Hash blocks `blocks` (each lying in `src` as its view says) and compare them, in
+    /// one submission.
+    pub fn submit(
+        &self,
+        engine: &Engine,
+        src: &wgpu::Buffer,
+        blocks: &[(BlockView, usize)],
+    ) -> Result<()> {
+        let mut batch = Batch::default();
+        for (view, block) in blocks {
+            self.add(engine, &mut batch, src, *view, *block)?;
+        }
+        let mut enc = engine.device.create_command_encoder(&Default::default());
+        batch.flush(&mut enc);
+        engine.queue.submit([enc.finish()]);
+        Ok(())
+    }
+
+    /// Queue the hash of block `block`, lying in `src` as `view` says, and its comparison.
+    pub(crate) fn add(
+        &self,
+        engine: &Engine,
+        batch: &mut Batch,
+        src: &wgpu::Buffer,
+        view: BlockView,
+        block: usize,
+    ) -> Result<()> {
+        let (pieces, runs) = levels(view.words as u64 * 4);
+        if block >= self.blocks || pieces > self.max_pieces {
+            return Err(Error::Gpu(format!(
+                "block {block} passes its hashes' buffers"
+            )));
+        }
+        let level = HashParams {
+            block: block as u32,
+            head_words: view.head_words,
+            head_at: view.head_at,
+            tail_at: view.tail_at,
+            ..Default::default()
+        };
+        let (pieces, runs) = (pieces as u32, runs as u32);
+        // The pieces, from the block; runs of their digests; the root of the runs'.
+        let piece_words = PIECE_BYTES as u32 / 4;
+        let run_words = RUN_DIGESTS as u32 * 8;
+        let steps = [
+            (view.words, piece_words, pieces, 1, 0, 0, 0),
+            (pieces * 8, run_words, runs, 0, 0, pieces * 8, 0),
+            (runs * 8, runs * 8, 1, 0, pieces * 8, 0, 1),
+        ];
+        for (words, run_words, runs, from_block, in_at, out_at, root) in steps {
+            let g = grid(runs.div_ceil(64));
+            let p = engine.uniform(&HashParams {
+                words,
+                run_words,
+                runs,
+                from_block,
+                in_at,
+                out_at,
+                root,
+                groups_x: g.0,
+                ..level
+            });
+            let bindings = [
+                (0, &p),
+                (1, src),
+                (2, &self.digests),
+                (3, &self.expected),
+                (4, &self.roots),
+                (5, &self.verdicts),
+            ];
+            batch.add(engine, &kernels::SHA256_RUNS, &bindings, g)?;
+        }
+        Ok(())
+    }
+
+    /// The verdicts, block by block: 0 not hashed, 1 its digest the expected one, 2 not.
+    pub async fn verdicts(&self, engine: &Engine) -> Result<Vec<u32>> {
+        let bytes = engine
+            .read_back(&self.verdicts, self.blocks as u64 * 4)
+            .await?;
+        Ok(bytemuck::pod_collect_to_vec(&bytes))
+    }
+
+    /// The digests computed, block by block (zeros where not hashed).
+    pub async fn roots(&self, engine: &Engine) -> Result<Vec<[u8; 32]>> {
+        let bytes = engine
+            .read_back(&self.roots, self.blocks as u64 * 32)
+            .await?;
+        let words: Vec<u32> = bytemuck::pod_collect_to_vec(&bytes);
+        Ok(words
+            .chunks_exact(8)
+            .map(|d| {
+                let mut out = [0u8; 32];
+                for (o, w) in out.chunks_exact_mut(4).zip(d) {
+                    o.copy_from_slice(&w.to_be_bytes());
+                }
+                out
+            })
+            .collect())
+    }
+}
