@@ -424,6 +424,45 @@ fn a_damaged_prepared_acquisition_is_refused_by_name() {
             e.contains("corrupt.stem4d") && e.contains("payload block 1"),
             "{e}"
         );
+        // A byte of a block's data (past its index, which the CPU still reads): only the
+        // block's pieces SHA-256 on the GPU sees it, expanded or kept (decision 0056).
+        let in_data = copy("in_data.stem4d");
+        let det_len = acq.shape.det_len();
+        let index =
+            stem4d::formats::prepared::packed_sectors::index_bytes(d.blocks[1].tiles, det_len);
+        assert!(d.blocks[1].bytes > index + 8, "block 1 has data");
+        flip(&in_data, d.blocks[1].offset + index + 5);
+        let bad = open_prepared(&in_data).unwrap();
+        let kept = pollster::block_on(engine.upload_packed(
+            (&bad, None),
+            Correction::default(),
+            1,
+            false,
+            None,
+            &mut |_, _| {},
+        ));
+        for e in [
+            refused(pollster::block_on(
+                engine.upload(&bad, Correction::default()),
+            )),
+            refused(kept),
+        ] {
+            assert!(
+                e.contains("in_data.stem4d")
+                    && e.contains("payload block 1")
+                    && e.contains("SHA-256"),
+                "{e}"
+            );
+        }
+        // The good file's blocks are hashed there, not on the CPU.
+        let whole = open_prepared(&good).expect("the good file opens");
+        let res = pollster::block_on(engine.upload(&whole, Correction::default())).unwrap();
+        let steps: Vec<&str> = res.upload_times.0.iter().map(|(s, _)| *s).collect();
+        assert!(
+            steps.contains(&"blocks' SHA-256 on the GPU (waited)")
+                && steps.contains(&"read + check structure + stage"),
+            "{steps:?}"
+        );
         // The engine goes on: the whole file uploads after the refused one (the refused
         // upload's staged writes went to buffers let go with it).
         let whole = open_prepared(&good).expect("the good file opens");

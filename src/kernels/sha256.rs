@@ -54,7 +54,7 @@ impl BlockView {
 }
 
 fn words_of(bytes: u64) -> Result<u32> {
-    if bytes % 4 != 0 {
+    if !bytes.is_multiple_of(4) {
         return Err(Error::Gpu(
             "a block hashed on the GPU is not whole words".into(),
         ));

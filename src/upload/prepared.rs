@@ -14,6 +14,7 @@ use crate::formats::prepared::TiledPayload;
 use crate::formats::{Acquisition, Part, PartKind};
 use crate::frames::Correction;
 use crate::gpu::{Engine, Resident, UploadTimes};
+use crate::kernels::sha256::BlockHashes;
 use crate::source::ByteSource;
 use crate::upload::plan::{FloatRange, ResidentPlan};
 
@@ -92,6 +93,7 @@ impl Destination<'_> {
     }
 
     /// Record checked block `k`, whose bytes `put` copies or writes, into its place.
+    #[allow(clippy::too_many_arguments)]
     fn place(
         &mut self,
         engine: &Engine,
@@ -99,10 +101,12 @@ impl Destination<'_> {
         payload: &TiledPayload,
         k: usize,
         put: &mut placing::Put<'_>,
+        hashes: Option<&BlockHashes>,
     ) -> Result<()> {
         let (segments, buffers) = (&self.segments, &self.buffers);
+        let at = (payload, self.plan);
         self.placing
-            .place(engine, enc, (payload, self.plan), k, segments, buffers, put)
+            .place(engine, enc, at, k, segments, buffers, put, hashes)
     }
 
     /// Every buffer, those no block reached made now.
@@ -133,7 +137,7 @@ fn copy_blocks(
     ks: std::ops::Range<usize>,
     (dest, reach): (&mut Destination, u64),
     clock: Option<&mut crate::gpu::batch_clock::BatchClock>,
-    float: bool,
+    (float, hashes): (bool, Option<&BlockHashes>),
 ) -> Result<Vec<Option<FloatRange>>> {
     use rayon::prelude::*;
     /// Bytes read, hashed and staged at a time: within a core's L2 cache.
@@ -151,16 +155,27 @@ fn copy_blocks(
         .par_iter_mut()
         .map(|(k, l)| {
             let mut range = float.then(FloatRange::default);
-            payload.read_block_in_pieces(src, *k, PIECE, |at, piece| {
+            let sink = |at: usize, piece: &[u8]| {
                 l.view.slice(at..at + piece.len()).copy_from_slice(piece);
                 if let Some(r) = range.as_mut() {
                     r.merge(FloatRange::of_bytes(piece));
                 }
-            })?;
+            };
+            match hashes {
+                // Hashed on the GPU where it is copied (decision 0056).
+                Some(_) => payload.read_block_in_pieces_unhashed(src, *k, PIECE, sink)?,
+                None => payload.read_block_in_pieces(src, *k, PIECE, sink)?,
+            }
             Ok(range)
         })
         .collect::<Result<Vec<_>>>()?;
-    times.lap("read + check + stage", &mut t);
+    times.lap(
+        match hashes {
+            Some(_) => "read + check structure + stage",
+            None => "read + check + stage",
+        },
+        &mut t,
+    );
     dest.reach(engine, reach)?;
     times.lap("resident buffers", &mut t);
     let mut enc = engine.device.create_command_encoder(&Default::default());
@@ -176,7 +191,7 @@ fn copy_blocks(
                 let len = (r.end - r.start) as u64;
                 enc.copy_buffer_to_buffer(&staged, r.start as u64, to, at, len)
             };
-            dest.place(engine, enc, payload, k, &mut put)?;
+            dest.place(engine, enc, payload, k, &mut put, hashes)?;
         }
         Ok(())
     })?;
@@ -516,6 +531,16 @@ impl Engine {
             (ring, sets)
         };
         let mut dest = dest();
+        // Natively a packed payload whose blocks state their pieces SHA-256 is hashed on
+        // the GPU where each block is copied, the CPU only reading and staging it (decision
+        // 0056); the page's pool hashes on the CPU's cores.
+        #[cfg(not(target_arch = "wasm32"))]
+        let hashes = match payload.layout.is_packed() {
+            true => payload
+                .pieces_digests(0..blocks.len())
+                .map(|d| BlockHashes::new(self, &d, payload.largest_block_bytes())),
+            false => None,
+        };
         let (tile, total) = (dest.plan.tile as u64, dest.plan.shape.frames());
         // Natively the GPU's side of each batch (the browser has no timestamps in encoders).
         #[cfg(not(target_arch = "wasm32"))]
@@ -541,7 +566,7 @@ impl Engine {
                     k0..k1,
                     (&mut dest, reach),
                     clock.as_mut(),
-                    float.is_some(),
+                    (float.is_some(), hashes.as_ref()),
                 )?;
                 if let Some(all) = float.as_mut() {
                     ranges.into_iter().flatten().for_each(|r| all.merge(r));
@@ -569,6 +594,16 @@ impl Engine {
         let mut t = crate::clock::now_ms();
         let buffers = dest.all_buffers(self)?;
         times.lap("resident buffers", &mut t);
+        // Nothing of a block whose pieces SHA-256 differs is used: the whole reopen is
+        // refused, by name and block.
+        #[cfg(not(target_arch = "wasm32"))]
+        if let Some(h) = &hashes {
+            let verdicts = h.verdicts(self).await?;
+            times.lap("blocks' SHA-256 on the GPU (waited)", &mut t);
+            if let Some(k) = (first_block..n).find(|&k| verdicts.get(k) != Some(&1)) {
+                return Err(payload.corrupted(src.name(), k));
+            }
+        }
         let copied = Copied {
             times,
             #[cfg(not(target_arch = "wasm32"))]

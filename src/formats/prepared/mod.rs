@@ -210,6 +210,17 @@ pub fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// The bytes a lowercase or uppercase hexadecimal string spells; `None` where it is not one.
+pub fn unhex(s: &str) -> Option<Vec<u8>> {
+    if !s.len().is_multiple_of(2) {
+        return None;
+    }
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
+        .collect()
+}
+
 fn dtype_named(file: &str, name: &str) -> Result<Dtype> {
     Ok(match name {
         "uint8" => Dtype::U8,

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use sha2::{Digest, Sha256};
 
-use super::{hex, packed_sectors, BlockEntry, Description, Layout, SavedSession};
+use super::{hex, packed_sectors, unhex, BlockEntry, Description, Layout, SavedSession};
 use crate::error::{Error, Result};
 use crate::source::ByteSource;
 
@@ -117,30 +117,80 @@ impl TiledPayload {
         src: &dyn ByteSource,
         k: usize,
         piece: usize,
-        mut sink: impl FnMut(usize, &[u8]),
+        sink: impl FnMut(usize, &[u8]),
     ) -> Result<()> {
+        let digest = self.read_pieces(src, k, piece, true, sink)?;
+        self.check_digest(src.name(), k, &digest.unwrap_or_default())?;
+        self.checked[k].store(true, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// [`TiledPayload::read_block_in_pieces`] with the block's structure checked but not
+    /// its SHA-256: the caller checks its pieces SHA-256 where it copied the block (on the
+    /// GPU, decision 0056) before any of it is used. A block whose structure is wrong is
+    /// hashed here, so that a corrupted one is refused as such.
+    pub fn read_block_in_pieces_unhashed(
+        &self,
+        src: &dyn ByteSource,
+        k: usize,
+        piece: usize,
+        sink: impl FnMut(usize, &[u8]),
+    ) -> Result<()> {
+        match self.read_pieces(src, k, piece, false, sink) {
+            Err(Error::Format { .. }) if self.index_check(k).is_some() => {
+                self.read_block(src, k).map(|_| ())
+            }
+            other => other.map(|_| ()),
+        }
+    }
+
+    /// Block `k` read in pieces handed to `sink`, its structure checked (a packed block's
+    /// index), and its SHA-256 where `hash`.
+    fn read_pieces(
+        &self,
+        src: &dyn ByteSource,
+        k: usize,
+        piece: usize,
+        hash: bool,
+        mut sink: impl FnMut(usize, &[u8]),
+    ) -> Result<Option<Vec<u8>>> {
         let b = self.block(src.name(), k)?;
         let mut buf = vec![0u8; piece.min(b.bytes as usize).max(1)];
-        let mut hash = Sha256::new();
+        let mut digest = hash.then(Sha256::new);
         let mut index = self.index_check(k);
         let mut shaped = Ok(());
         let mut at = 0usize;
         while (at as u64) < b.bytes {
             let n = buf.len().min(b.bytes as usize - at);
             src.read_at(b.offset + at as u64, &mut buf[..n])?;
-            hash.update(&buf[..n]);
+            if let Some(h) = digest.as_mut() {
+                h.update(&buf[..n]);
+            }
             if let (Some(c), Ok(())) = (index.as_mut(), &shaped) {
                 shaped = c.feed(&buf[..n]);
             }
             sink(at, &buf[..n]);
             at += n;
         }
-        self.check_digest(src.name(), k, &hash.finalize())?;
+        let digest = digest.map(|h| h.finalize().to_vec());
+        if let Some(d) = &digest {
+            self.check_digest(src.name(), k, d)?;
+        }
         shaped
             .and_then(|_| index.as_ref().map_or(Ok(()), |c| c.finish()))
             .map_err(|m| self.malformed(src.name(), k, m))?;
-        self.checked[k].store(true, Ordering::Relaxed);
-        Ok(())
+        Ok(digest)
+    }
+
+    /// The pieces SHA-256 of each block of `ks` (decision 0056), where every one has it.
+    pub fn pieces_digests(&self, ks: std::ops::Range<usize>) -> Option<Vec<[u8; 32]>> {
+        self.blocks[ks]
+            .iter()
+            .map(|b| {
+                let bytes = unhex(&b.pieces_sha256)?;
+                <[u8; 32]>::try_from(bytes.as_slice()).ok()
+            })
+            .collect()
     }
 
     /// Block `k` as stored, to be checked by the caller before any of it is used (the
@@ -170,20 +220,26 @@ impl TiledPayload {
     /// Check block `k`'s SHA-256 `digest` (made here, or by the browser's Web Crypto)
     /// against the one the description holds.
     pub fn check_digest(&self, file: &str, k: usize, digest: &[u8]) -> Result<()> {
-        let b = &self.blocks[k];
-        if hex(digest) != b.sha256 {
-            return Err(Error::format(
-                file,
-                format!(
-                    "payload block {k} (tiles {}..{}, {} bytes at {}) does not match its SHA-256: corrupted; prepare the acquisition again",
-                    b.first_tile,
-                    b.first_tile + b.tiles,
-                    b.bytes,
-                    b.offset
-                ),
-            ));
+        if hex(digest) != self.blocks[k].sha256 {
+            return Err(self.corrupted(file, k));
         }
         Ok(())
+    }
+
+    /// Why block `k` is refused when its bytes do not match its SHA-256 (or its pieces
+    /// SHA-256, decision 0056).
+    pub fn corrupted(&self, file: &str, k: usize) -> Error {
+        let b = &self.blocks[k];
+        Error::format(
+            file,
+            format!(
+                "payload block {k} (tiles {}..{}, {} bytes at {}) does not match its SHA-256: corrupted; prepare the acquisition again",
+                b.first_tile,
+                b.first_tile + b.tiles,
+                b.bytes,
+                b.offset
+            ),
+        )
     }
 
     /// The tiles `[t0, t1)` as the position-tiled layout holds them (a packed payload's

@@ -327,7 +327,7 @@ fn place_block(
             }
             BlockBytes::Host(host) => engine.queue.write_buffer(to, at, &host[r]),
         };
-    dest.place(engine, enc, payload, k, &mut put)
+    dest.place(engine, enc, payload, k, &mut put, None)
 }
 
 /// A block read and checked, and the range of its samples where they are float32 (the

@@ -9,6 +9,7 @@ use super::Segment;
 use crate::error::{Error, Result};
 use crate::formats::prepared::{packed_sectors, BlockEntry, TiledPayload};
 use crate::gpu::{Batch, Engine};
+use crate::kernels::sha256::{BlockHashes, BlockView};
 use crate::upload::plan::ResidentPlan;
 
 /// Blocks a kept segment takes at most: 16 blocks of the 64 MiB of raw tiles `prepare`
@@ -47,9 +48,21 @@ impl Placing {
         segments: &[Segment],
         buffers: &[wgpu::Buffer],
         put: &mut Put<'_>,
+        hashes: Option<&BlockHashes>,
     ) -> Result<()> {
         let n = payload.blocks[k].bytes as usize;
+        // The block's pieces SHA-256 checked where it was copied, before anything reads it.
+        let hash = |enc: &mut wgpu::CommandEncoder, at: &wgpu::Buffer, view| -> Result<()> {
+            let Some(h) = hashes else { return Ok(()) };
+            let mut batch = Batch::default();
+            h.add(engine, &mut batch, at, view, k)?;
+            batch.flush(enc);
+            Ok(())
+        };
         match self {
+            Placing::Tiles if hashes.is_some() => Err(Error::Gpu(
+                "position-tiled blocks are checked on the CPU, not where they are copied".into(),
+            )),
             Placing::Tiles => {
                 let tile_bytes = plan.tile_words as u64 * 4;
                 for t in block_targets(payload, k, segments) {
@@ -59,7 +72,9 @@ impl Placing {
                 Ok(())
             }
             Placing::Expand(x) => {
-                put(enc, x.take(), 0, 0..n);
+                let block = x.take().clone();
+                put(enc, &block, 0, 0..n);
+                hash(enc, &block, BlockView::whole(n as u64, 0)?)?;
                 let targets = block_targets(payload, k, segments);
                 x.expand(engine, enc, plan, targets, buffers)
             }
@@ -75,6 +90,13 @@ impl Placing {
                 let index = p.index_bytes as usize;
                 put(enc, to, p.index_at, 0..index);
                 put(enc, to, p.data_at, index..n);
+                let view = BlockView {
+                    words: words_u32(n as u64)?,
+                    head_words: words_u32(p.index_bytes)?,
+                    head_at: words_u32(p.index_at)?,
+                    tail_at: words_u32(p.data_at)?,
+                };
+                hash(enc, to, view)?;
                 let mut batch = Batch::default();
                 let tiles = payload.blocks[k].tiles as u32;
                 let run = (p.first_tile, tiles);
@@ -84,6 +106,11 @@ impl Placing {
             }
         }
     }
+}
+
+/// Words of `bytes` (whole words, within a binding) as a kernel counts them.
+fn words_u32(bytes: u64) -> Result<u32> {
+    u32::try_from(bytes / 4).map_err(|_| Error::Gpu("a prepared block passes 2^32 words".into()))
 }
 
 /// Where some of a block's tiles go: the tiles (counted in the block), the segment and the
@@ -303,6 +330,7 @@ mod tests {
                 first_tile: first,
                 tiles: t,
                 sha256: String::new(),
+                pieces_sha256: String::new(),
             });
             (first, offset) = (first + t, offset + bytes);
         }
