@@ -186,6 +186,9 @@ async function preparedAcquisition(manifest, check) {
   const stages = (await window.stem4d.profile()).stages.map((s) => s.name);
   check(stages.includes('of which read + check in the pool (waited)'),
     `a prepared acquisition's blocks are read and checked in the pool (${stages.join(', ')})`);
+  // Its packed blocks' SHA-256 is checked on the GPU where they were copied (decision 0056).
+  check(stages.includes("of which blocks' SHA-256 on the GPU (waited)"),
+    `a prepared acquisition's blocks are hashed on the GPU (${stages.join(', ')})`);
   for (let k = 0; k < asked.length; k++) {
     check(sameProduct(await window.stem4d.product(asked[k]), want[k]),
       `prepared acquisition ${asked[k].kind}: the same bytes as from its files`);

@@ -32,7 +32,8 @@ async function walkAndAnswer(id, bytes, walk) {
 
 // Answer job `id` with the piece `bytes` checked as `check` asks (a prepared file's payload
 // block: the Workers check side by side, where crypto.subtle runs all of a page's digests
-// on one thread; decision 0045): its SHA-256, and with `check.index` ([bits, detLen,
+// on one thread; decision 0045): its SHA-256 (not with `check.hash` false: the GPU hashes
+// it where it is copied, decision 0056), and with `check.index` ([bits, detLen,
 // tiles]) the structure of its packed index (`malformed`: null where it passed, else why
 // not). A Worker whose wasm did not load answers with the piece alone, and the viewer's
 // Worker checks it.
@@ -40,7 +41,7 @@ async function checkAndAnswer(id, bytes, check) {
   let out;
   try {
     await ready;
-    out = { bytes, ...checkBlock(new Uint8Array(bytes), check.index) };
+    out = { bytes, ...checkBlock(new Uint8Array(bytes), check.index, check.hash !== false) };
   } catch (e) {
     self.postMessage({ id, out: bytes }, [bytes]);
     return;

@@ -240,8 +240,13 @@ impl Session {
         let (resident, plan) = if memory_plan.kind == PlanKind::Compressed {
             release_previous();
             let t = now_ms();
-            let mut report =
-                |f: usize, n: usize| progress("read, decode, compress", f as u64, n as u64);
+            // A prepared payload kept packed (no blocks of rows to build) is only read,
+            // checked and copied (decision 0055).
+            let (step, stage) = match memory_plan.rows_per_block {
+                None => ("read, check, copy", "read + check + copy (kept packed)"),
+                Some(_) => ("read, decode, compress", "read + decode + compress"),
+            };
+            let mut report = |f: usize, n: usize| progress(step, f as u64, n as u64);
             let choice = crate::planned::PlanChoice {
                 budget: req.memory_budget,
                 plan: req.memory_plan,
@@ -269,7 +274,7 @@ impl Session {
                 (Some(_), None) => {}
             }
             if let Some(res) = &built {
-                push_upload_stages(&mut stages, "read + decode + compress", t, res);
+                push_upload_stages(&mut stages, stage, t, res);
             }
             let plan = built.as_ref().map(|r| r.plan.clone());
             (built, plan)

@@ -380,8 +380,8 @@ fn has_jobs(jobs: &[u32]) -> bool {
     jobs.len() > 1
 }
 
-/// A check's job for `web/pool_worker.js`: `{index}`, the packed index's `[bits, det_len,
-/// tiles]` or undefined (SHA-256 alone).
+/// A check's job for `web/pool_worker.js`: `{index, hash}`, the packed index's `[bits,
+/// det_len, tiles]` or undefined (SHA-256 alone), and `hash: false` where the GPU hashes.
 fn check_job(c: &crate::source::PieceCheck) -> JsValue {
     let job = js_sys::Object::new();
     if let Some((bits, det_len, tiles)) = c.index {
@@ -390,6 +390,9 @@ fn check_job(c: &crate::source::PieceCheck) -> JsValue {
             .map(|&v| JsValue::from(v))
             .collect();
         let _ = js_sys::Reflect::set(&job, &"index".into(), &index);
+    }
+    if !c.hash {
+        let _ = js_sys::Reflect::set(&job, &"hash".into(), &JsValue::FALSE);
     }
     job.into()
 }

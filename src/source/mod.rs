@@ -92,15 +92,17 @@ pub struct JsPiece {
 }
 
 /// What a Worker checks of a prepared file's payload block it read (decision 0045): its
-/// SHA-256, and where `index` is given (sample bits, detector pixels, tiles) the structure
-/// of a packed block's index.
+/// SHA-256 where `hash` (not where the GPU hashes the block, decision 0056), and where
+/// `index` is given (sample bits, detector pixels, tiles) the structure of a packed
+/// block's index.
 #[cfg(target_arch = "wasm32")]
 pub struct PieceCheck {
     pub index: Option<(u32, usize, u64)>,
+    pub hash: bool,
 }
 
-/// What a Worker found of a piece it checked: its SHA-256, and the outcome of the index
-/// check where it was asked for (the reason where it failed).
+/// What a Worker found of a piece it checked: its SHA-256 (empty where not asked for), and
+/// the outcome of the index check where it was asked for (the reason where it failed).
 #[cfg(target_arch = "wasm32")]
 pub struct PieceChecked {
     pub digest: Vec<u8>,

@@ -531,10 +531,9 @@ impl Engine {
             (ring, sets)
         };
         let mut dest = dest();
-        // Natively a packed payload whose blocks state their pieces SHA-256 is hashed on
-        // the GPU where each block is copied, the CPU only reading and staging it (decision
-        // 0056); the page's pool hashes on the CPU's cores.
-        #[cfg(not(target_arch = "wasm32"))]
+        // A packed payload whose blocks state their pieces SHA-256 is hashed on the GPU
+        // where each block is copied, the CPU's cores (the page's pool) only reading,
+        // checking its structure and staging it (decision 0056).
         let hashes = match payload.layout.is_packed() {
             true => payload
                 .pieces_digests(0..blocks.len())
@@ -549,8 +548,13 @@ impl Engine {
             (n - first_block).div_ceil(BLOCKS_AT_ONCE),
         );
         #[cfg(target_arch = "wasm32")]
-        let mut reads =
-            browser::BlockReads::new(self, payload, src, first_block..n, float.is_some());
+        let (mut reads, hashes) = {
+            let how = (float.is_some(), hashes.is_some());
+            let reads = browser::BlockReads::new(self, payload, src, first_block..n, how);
+            // Read one at a time (no pool, or float32), the blocks are hashed on the CPU.
+            let hashes = hashes.filter(|_| reads.gpu_hashes());
+            (reads, hashes)
+        };
         let mut k0 = first_block;
         while k0 < n {
             let k1 = (k0 + BLOCKS_AT_ONCE).min(n);
@@ -578,7 +582,12 @@ impl Engine {
                 dest.reach(self, reach)?;
                 times.lap("resident buffers", &mut t);
                 reads
-                    .copy(&mut times, k0..k1, &mut dest, float.as_mut())
+                    .copy(
+                        &mut times,
+                        k0..k1,
+                        (&mut dest, hashes.as_ref()),
+                        float.as_mut(),
+                    )
                     .await?;
             }
             k0 = k1;
@@ -596,7 +605,6 @@ impl Engine {
         times.lap("resident buffers", &mut t);
         // Nothing of a block whose pieces SHA-256 differs is used: the whole reopen is
         // refused, by name and block.
-        #[cfg(not(target_arch = "wasm32"))]
         if let Some(h) = &hashes {
             let verdicts = h.verdicts(self).await?;
             times.lap("blocks' SHA-256 on the GPU (waited)", &mut t);

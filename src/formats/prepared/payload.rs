@@ -59,12 +59,19 @@ impl TiledPayload {
     /// table's. A file whose index something else made is refused by name, never decoded
     /// out of bounds.
     pub fn accept(&self, file: &str, k: usize, bytes: &[u8]) -> Result<()> {
+        self.check_structure(file, k, bytes)?;
+        self.checked[k].store(true, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// The structure check of [`TiledPayload::accept`] alone: block `k` is not taken as
+    /// checked (its hash is checked elsewhere, on the GPU: decision 0056).
+    pub fn check_structure(&self, file: &str, k: usize, bytes: &[u8]) -> Result<()> {
         if let Some(mut c) = self.index_check(k) {
             c.feed(bytes)
                 .and_then(|_| c.finish())
                 .map_err(|m| self.malformed(file, k, m))?;
         }
-        self.checked[k].store(true, Ordering::Relaxed);
         Ok(())
     }
 
@@ -84,9 +91,15 @@ impl TiledPayload {
     /// it: decision 0045) passed; refused by name and block as [`TiledPayload::accept`]
     /// refuses it otherwise.
     pub fn accept_judged(&self, file: &str, k: usize, judged: Result<(), String>) -> Result<()> {
-        judged.map_err(|m| self.malformed(file, k, packed_sectors::Malformed(m)))?;
+        self.judged_structure(file, k, judged)?;
         self.checked[k].store(true, Ordering::Relaxed);
         Ok(())
+    }
+
+    /// The structure verdict of [`TiledPayload::accept_judged`] alone: block `k` is not
+    /// taken as checked.
+    pub fn judged_structure(&self, file: &str, k: usize, judged: Result<(), String>) -> Result<()> {
+        judged.map_err(|m| self.malformed(file, k, packed_sectors::Malformed(m)))
     }
 
     /// What a pool Worker is told to check of block `k` beside its SHA-256: the sample bits,

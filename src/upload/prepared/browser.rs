@@ -15,6 +15,7 @@ use super::Destination;
 use crate::error::Result;
 use crate::formats::prepared::TiledPayload;
 use crate::gpu::{Engine, UploadTimes};
+use crate::kernels::sha256::BlockHashes;
 use crate::source::{ByteSource, JsPiece, JsRead, PieceCheck, Started};
 use crate::upload::plan::{FloatRange, DECODE_WINDOW};
 use crate::upload::window_bytes::{JsBytes, Staging, WindowBytes};
@@ -48,6 +49,8 @@ struct Ahead<'a> {
     read: std::collections::VecDeque<(usize, JsRead)>,
     next: usize,
     end: usize,
+    /// Whether the Workers hash the blocks (not where the GPU does, decision 0056).
+    hash: bool,
 }
 
 impl<'a> Ahead<'a> {
@@ -61,7 +64,7 @@ impl<'a> Ahead<'a> {
         };
         while self.next < self.end && held(self) < AHEAD_BYTES {
             let ks = self.next..(self.next + POSTED_TOGETHER).min(self.end);
-            let Some(reads) = pooled_reads(payload, src, ks.clone()) else {
+            let Some(reads) = pooled_reads(payload, src, ks.clone(), self.hash) else {
                 return;
             };
             self.next = ks.end;
@@ -95,19 +98,20 @@ impl<'a> Ahead<'a> {
 
 impl<'a> BlockReads<'a> {
     /// The reads of a reopen of `blocks`: the first posted to the pool now where it takes
-    /// them.
+    /// them; the Workers leave the blocks' SHA-256 to the GPU where `gpu_hashes`.
     pub fn new(
         engine: &'a Engine,
         payload: &'a TiledPayload,
         src: &'a dyn ByteSource,
         blocks: Range<usize>,
-        float: bool,
+        (float, gpu_hashes): (bool, bool),
     ) -> BlockReads<'a> {
         let mut ahead = Ahead {
             posted: Default::default(),
             read: Default::default(),
             next: blocks.start,
             end: blocks.end,
+            hash: !gpu_hashes,
         };
         if !float {
             ahead.top_up(payload, src);
@@ -121,13 +125,20 @@ impl<'a> BlockReads<'a> {
         }
     }
 
-    /// Read, check and copy blocks `ks` into their places in `dest`; the range of float32
-    /// samples merged into `float`.
+    /// Whether the pool reads the blocks and leaves their SHA-256 to the GPU (`hashes` of
+    /// [`BlockReads::copy`]): else every block is hashed on the CPU.
+    pub fn gpu_hashes(&self) -> bool {
+        self.pooled.as_ref().is_some_and(|(_, a)| !a.hash)
+    }
+
+    /// Read, check and copy blocks `ks` into their places in `dest`, each hashed on the GPU
+    /// by `hashes` where [`BlockReads::gpu_hashes`]; the range of float32 samples merged
+    /// into `float`.
     pub async fn copy(
         &mut self,
         times: &mut UploadTimes,
         ks: Range<usize>,
-        dest: &mut Destination<'_>,
+        (dest, hashes): (&mut Destination<'_>, Option<&BlockHashes>),
         float: Option<&mut FloatRange>,
     ) -> Result<()> {
         let mut t = crate::clock::now_ms();
@@ -143,7 +154,7 @@ impl<'a> BlockReads<'a> {
         for k in ks {
             let read = ahead.take(k, payload, src).await?;
             times.lap("read + check in the pool (waited)", &mut t);
-            let read = checked(payload, file, k, read).await?;
+            let read = checked(payload, file, k, read, hashes.is_some()).await?;
             times.lap("check", &mut t);
             let held: u64 = group.iter().map(|(j, _)| payload.blocks[*j].bytes).sum();
             let words = |j: usize| payload.blocks[j].bytes % 4 == 0;
@@ -152,7 +163,7 @@ impl<'a> BlockReads<'a> {
                 Self::stage(
                     (self.engine, payload),
                     staging,
-                    dest,
+                    (&mut *dest, hashes),
                     std::mem::take(&mut group),
                     times,
                     &mut t,
@@ -161,7 +172,8 @@ impl<'a> BlockReads<'a> {
             }
             group.push((k, read));
         }
-        Self::stage((self.engine, payload), staging, dest, group, times, &mut t).await
+        let to = (dest, hashes);
+        Self::stage((self.engine, payload), staging, to, group, times, &mut t).await
     }
 
     /// Copy the checked blocks of `group` (consecutive, each of whole words but perhaps the
@@ -169,7 +181,7 @@ impl<'a> BlockReads<'a> {
     async fn stage(
         (engine, payload): (&Engine, &TiledPayload),
         staging: &mut Staging,
-        dest: &mut Destination<'_>,
+        (dest, hashes): (&mut Destination<'_>, Option<&BlockHashes>),
         group: Vec<(usize, JsRead)>,
         times: &mut UploadTimes,
         t: &mut f64,
@@ -185,7 +197,7 @@ impl<'a> BlockReads<'a> {
             Some((staged, _)) => {
                 for k in ks {
                     let staged = BlockBytes::Staged(&staged, from);
-                    place_block(engine, payload, &mut enc, dest, k, staged)?;
+                    place_block(engine, payload, &mut enc, (dest, hashes), k, staged)?;
                     from += payload.blocks[k].bytes;
                 }
             }
@@ -198,7 +210,7 @@ impl<'a> BlockReads<'a> {
                         .copy_out(from as usize, n)
                         .ok_or_else(|| crate::error::Error::Gpu("a block's bytes".into()))?;
                     let host = BlockBytes::Host(&host);
-                    place_block(engine, payload, &mut enc, dest, k, host)?;
+                    place_block(engine, payload, &mut enc, (dest, hashes), k, host)?;
                     // Queue writes land at the next submission: one a block, so that a
                     // block buffer is expanded before it is written again.
                     engine.queue.submit([std::mem::replace(
@@ -236,7 +248,8 @@ impl<'a> BlockReads<'a> {
                 .device
                 .create_command_encoder(&Default::default());
             let host = BlockBytes::Host(&bytes);
-            place_block(self.engine, self.payload, &mut enc, dest, k, host)?;
+            let to = (&mut *dest, None);
+            place_block(self.engine, self.payload, &mut enc, to, k, host)?;
             self.engine.queue.submit([enc.finish()]);
         }
         times.lap("write to the GPU", t);
@@ -260,6 +273,7 @@ fn pooled_reads<'a>(
     payload: &TiledPayload,
     src: &'a dyn ByteSource,
     ks: Range<usize>,
+    hash: bool,
 ) -> Option<PooledReads<'a>> {
     let pieces = ks
         .map(|k| JsPiece {
@@ -268,6 +282,7 @@ fn pooled_reads<'a>(
             walk: None,
             check: Some(PieceCheck {
                 index: payload.index_check_of(k),
+                hash,
             }),
         })
         .collect();
@@ -278,24 +293,40 @@ fn pooled_reads<'a>(
 /// as the Worker found them; where it could not, hashed here by Web Crypto and its index
 /// (alone) copied into wasm memory and checked here. The block stays in the buffer it was
 /// read into.
-async fn checked(payload: &TiledPayload, file: &str, k: usize, read: JsRead) -> Result<JsRead> {
-    let (digest, index) = match &read.checked {
-        Some(c) => (c.digest.clone(), c.index.clone()),
-        None => (
-            finish_sha256(file, start_sha256(file, &read.bytes)?).await?,
-            None,
-        ),
+async fn checked(
+    payload: &TiledPayload,
+    file: &str,
+    k: usize,
+    read: JsRead,
+    on_gpu: bool,
+) -> Result<JsRead> {
+    let worker = read.checked.as_ref();
+    let index = worker.and_then(|c| c.index.clone());
+    // The Worker's digest where it hashed; none where the GPU hashes the block (decision
+    // 0056), unless its index failed (hashed here, so a corrupted block is said to be one);
+    // else the browser's.
+    let digest = match worker {
+        Some(c) if !c.digest.is_empty() => Some(c.digest.clone()),
+        Some(_) if on_gpu && !matches!(index, Some(Err(_))) => None,
+        _ => Some(finish_sha256(file, start_sha256(file, &read.bytes)?).await?),
     };
-    payload.check_digest(file, k, &digest)?;
+    let hashed = digest.is_some();
+    if let Some(d) = digest {
+        payload.check_digest(file, k, &d)?;
+    }
     match index {
-        Some(judged) if payload.index_check_of(k).is_some() => {
-            payload.accept_judged(file, k, judged)?
-        }
+        Some(judged) if payload.index_check_of(k).is_some() => match hashed {
+            true => payload.accept_judged(file, k, judged)?,
+            false => payload.judged_structure(file, k, judged)?,
+        },
         _ => {
             let n = (payload.accepted_prefix_bytes(k) as u32).min(read.bytes.length());
             let mut index = vec![0u8; n as usize];
             read.bytes.subarray(0, n).copy_to(&mut index);
-            payload.accept(file, k, &index)?;
+            match hashed {
+                true => payload.accept(file, k, &index)?,
+                false => payload.check_structure(file, k, &index)?,
+            }
         }
     }
     Ok(read)
@@ -314,7 +345,7 @@ fn place_block(
     engine: &Engine,
     payload: &TiledPayload,
     enc: &mut wgpu::CommandEncoder,
-    dest: &mut Destination<'_>,
+    (dest, hashes): (&mut Destination<'_>, Option<&BlockHashes>),
     k: usize,
     bytes: BlockBytes<'_>,
 ) -> Result<()> {
@@ -327,7 +358,7 @@ fn place_block(
             }
             BlockBytes::Host(host) => engine.queue.write_buffer(to, at, &host[r]),
         };
-    dest.place(engine, enc, payload, k, &mut put, None)
+    dest.place(engine, enc, payload, k, &mut put, hashes)
 }
 
 /// A block read and checked, and the range of its samples where they are float32 (the
