@@ -48,7 +48,7 @@ fn every_kernel_names_its_parity_tests_and_they_name_it() {
         );
         kernels += 1;
     }
-    assert_eq!(kernels, 12, "kernel modules found");
+    assert_eq!(kernels, 13, "kernel modules found");
 }
 
 /// The preludes prepended to other kernels (`// stem4d:after …`): no entry point of their own.

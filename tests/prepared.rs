@@ -189,7 +189,7 @@ fn a_prepared_acquisition_gives_the_products_of_its_files() {
 /// as from the compressed resident the files build, and as the raw resident's.
 #[test]
 fn a_packed_payload_kept_packed_gives_the_products_of_its_files() {
-    use stem4d::products::{ProductKind, ProductParams};
+    use stem4d::products::ProductParams;
     let Some(engine) = engine() else { return };
     let dir = temp_dir("kept");
     let masked = Correction {
@@ -219,19 +219,7 @@ fn a_packed_payload_kept_packed_gives_the_products_of_its_files() {
     // 22 tiles of 16 positions, a block each: segments of 16 blocks and of 6.
     let acq = stem4d::formats::synthetic::open_compressed([13, 27, 9, 11]).unwrap();
     let back = prepared_a_tile_a_block(&acq, &dir.join("synthetic.stem4d"));
-    let mut products = Vec::new();
-    for kind in [
-        ProductKind::Total,
-        ProductKind::Bf,
-        ProductKind::Com,
-        ProductKind::MeanDp,
-        ProductKind::MaxDp,
-    ] {
-        let mut p = ProductParams::new(kind);
-        p.center = Some([4.3, 5.6]);
-        p.radius = Some(2.5);
-        products.push(p);
-    }
+    let products = five_products([4.3, 5.6], 2.5);
     for corr in [Correction::default(), masked] {
         let segments = kept_as_built(&engine, "synthetic", (&acq, &back), corr, &products);
         assert_eq!(segments, 2, "synthetic: 22 blocks");
@@ -311,6 +299,27 @@ fn a_packed_payload_is_kept_unless_the_resident_is_asked_for() {
     let b = pollster::block_on(resident.product(&engine, &p, corr)).unwrap();
     assert!(to_bytes(&a) == to_bytes(&b), "kept and expanded differ");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Total, BF, CoM, mean and max pattern, the disk at `center` of `radius` where one is read.
+fn five_products(center: [f64; 2], radius: f64) -> Vec<stem4d::products::ProductParams> {
+    use stem4d::products::{ProductKind, ProductParams};
+    let kinds = [
+        ProductKind::Total,
+        ProductKind::Bf,
+        ProductKind::Com,
+        ProductKind::MeanDp,
+        ProductKind::MaxDp,
+    ];
+    kinds
+        .into_iter()
+        .map(|kind| {
+            let mut p = ProductParams::new(kind);
+            p.center = Some(center);
+            p.radius = Some(radius);
+            p
+        })
+        .collect()
 }
 
 /// `acq` written at `out` with a packed payload, a tile a block, and opened again.
@@ -792,16 +801,8 @@ fn a_prepared_acquisition_within_a_budget_gives_the_same_products() {
             let mut within = open(open_prepared(&out).unwrap(), Some(budget), Some(plan));
             assert_eq!(within.profile.memory_plan.kind, plan, "{name}");
             let [cr, cc, r] = plain.bf_fit;
-            for kind in [
-                ProductKind::Total,
-                ProductKind::Bf,
-                ProductKind::Com,
-                ProductKind::MeanDp,
-                ProductKind::MaxDp,
-            ] {
-                let mut p = ProductParams::new(kind);
-                p.center = Some([cr, cc]);
-                p.radius = Some(r.max(1.0));
+            for p in five_products([cr, cc], r.max(1.0)) {
+                let kind = p.kind;
                 let corr = Correction::default();
                 let a = pollster::block_on(plain.product(&engine, &p, corr)).unwrap();
                 let b = pollster::block_on(within.product(&engine, &p, corr))

@@ -2,7 +2,7 @@
 //! block's pieces SHA-256 ([`crate::formats::prepared::pieces_sha256`]) computed where the
 //! block was copied, and compared with the one its description states.
 //!
-//! Its parity test: `tests/gpu_parity/sha256.rs`.
+//! Its parity tests: `tests/gpu_parity/sha256.rs`.
 
 use bytemuck::{Pod, Zeroable};
 

@@ -132,8 +132,7 @@ impl TiledPayload {
         piece: usize,
         sink: impl FnMut(usize, &[u8]),
     ) -> Result<()> {
-        let digest = self.read_pieces(src, k, piece, true, sink)?;
-        self.check_digest(src.name(), k, &digest.unwrap_or_default())?;
+        self.read_pieces(src, k, piece, true, sink)?;
         self.checked[k].store(true, Ordering::Relaxed);
         Ok(())
     }
@@ -153,12 +152,12 @@ impl TiledPayload {
             Err(Error::Format { .. }) if self.index_check(k).is_some() => {
                 self.read_block(src, k).map(|_| ())
             }
-            other => other.map(|_| ()),
+            other => other,
         }
     }
 
     /// Block `k` read in pieces handed to `sink`, its structure checked (a packed block's
-    /// index), and its SHA-256 where `hash`.
+    /// index), and its SHA-256 where `hash` (first: a corrupted block is refused as such).
     fn read_pieces(
         &self,
         src: &dyn ByteSource,
@@ -166,7 +165,7 @@ impl TiledPayload {
         piece: usize,
         hash: bool,
         mut sink: impl FnMut(usize, &[u8]),
-    ) -> Result<Option<Vec<u8>>> {
+    ) -> Result<()> {
         let b = self.block(src.name(), k)?;
         let mut buf = vec![0u8; piece.min(b.bytes as usize).max(1)];
         let mut digest = hash.then(Sha256::new);
@@ -185,14 +184,12 @@ impl TiledPayload {
             sink(at, &buf[..n]);
             at += n;
         }
-        let digest = digest.map(|h| h.finalize().to_vec());
-        if let Some(d) = &digest {
-            self.check_digest(src.name(), k, d)?;
+        if let Some(h) = digest {
+            self.check_digest(src.name(), k, &h.finalize())?;
         }
         shaped
             .and_then(|_| index.as_ref().map_or(Ok(()), |c| c.finish()))
-            .map_err(|m| self.malformed(src.name(), k, m))?;
-        Ok(digest)
+            .map_err(|m| self.malformed(src.name(), k, m))
     }
 
     /// The pieces SHA-256 of each block of `ks` (decision 0056), where every one has it.
