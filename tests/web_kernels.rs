@@ -242,7 +242,7 @@ fn checked_read(span: &[u8], check: PieceCheck, delivery: Delivery, k: usize) ->
         Delivery::Split(_) => false,
     };
     let checked = can.then(|| {
-        let mut found = stem4d::web::check_piece(&bytes, check.index);
+        let mut found = stem4d::web::check_piece(&bytes, check.index, check.hash);
         if delivery == Delivery::Refusing && k == 1 {
             found.index = Some(Err("a test's verdict".into()));
         }
@@ -652,7 +652,8 @@ async fn prepared_blocks_checked_in_the_pool_upload_exactly() {
     let b = &payload.blocks[0];
     let mut block = blocks.1[b.offset as usize..(b.offset + b.bytes) as usize].to_vec();
     let index = payload.index_check_of(0);
-    let worker = |block: &[u8]| stem4d::web::check_piece(&js_sys::Uint8Array::from(block), index);
+    let worker =
+        |block: &[u8]| stem4d::web::check_piece(&js_sys::Uint8Array::from(block), index, true);
     assert_eq!(worker(&block).index, Some(Ok(())));
     // Group 1's data start moved.
     block[8] ^= 1;
