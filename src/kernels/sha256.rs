@@ -42,13 +42,17 @@ pub struct BlockView {
 impl BlockView {
     /// A block of `bytes` (whole words) lying whole from byte `at`.
     pub fn whole(bytes: u64, at: u64) -> Result<BlockView> {
-        let words = words_of(bytes)?;
-        let at = words_of(at)?;
+        BlockView::split(bytes, (bytes, at), at)
+    }
+
+    /// A block of `bytes` whose first `head` bytes lie from byte `head_at`, the rest from
+    /// byte `tail_at` (all whole words).
+    pub fn split(bytes: u64, (head, head_at): (u64, u64), tail_at: u64) -> Result<BlockView> {
         Ok(BlockView {
-            words,
-            head_words: words,
-            head_at: at,
-            tail_at: at,
+            words: words_of(bytes)?,
+            head_words: words_of(head)?,
+            head_at: words_of(head_at)?,
+            tail_at: words_of(tail_at)?,
         })
     }
 }

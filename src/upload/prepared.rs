@@ -20,9 +20,12 @@ use crate::upload::plan::{FloatRange, ResidentPlan};
 
 #[cfg(target_arch = "wasm32")]
 mod browser;
+mod kept;
 mod placing;
 
-use placing::{Expander, Kept, Placing};
+pub(crate) use kept::kept_memory_plan;
+use kept::KeptPlan;
+use placing::{Expander, Placing};
 
 /// Blocks read (and checked) together before they are copied: natively one per core.
 const BLOCKS_AT_ONCE: usize = 16;
@@ -36,14 +39,14 @@ const STAGING_BYTES: u64 = BLOCKS_AT_ONCE as u64 * crate::upload::prepare::BLOCK
 /// that none is made again for a larger one), and the sets of `BLOCKS_AT_ONCE` slots that
 /// batches take in turn: two where they fit [`STAGING_BYTES`] (packed blocks), so that a
 /// batch is read while the GPU copies and expands the one before; else one (decision 0044).
-#[cfg(not(target_arch = "wasm32"))]
+/// (The kept plan counts the same slots in its peak, on either target.)
 struct SlotSets {
     slot_bytes: u64,
     sets: usize,
+    #[cfg(not(target_arch = "wasm32"))]
     next: usize,
 }
 
-#[cfg(not(target_arch = "wasm32"))]
 impl SlotSets {
     fn new(payload: &TiledPayload) -> SlotSets {
         let slot_bytes = payload.largest_block_bytes().next_multiple_of(4).max(4);
@@ -51,6 +54,7 @@ impl SlotSets {
         SlotSets {
             slot_bytes,
             sets: (STAGING_BYTES / per_set).clamp(1, 2) as usize,
+            #[cfg(not(target_arch = "wasm32"))]
             next: 0,
         }
     }
@@ -61,6 +65,7 @@ impl SlotSets {
     }
 
     /// The first slot of the next batch's set.
+    #[cfg(not(target_arch = "wasm32"))]
     fn next_set(&mut self) -> usize {
         let first = self.next * BLOCKS_AT_ONCE;
         self.next = (self.next + 1) % self.sets;
@@ -224,118 +229,6 @@ struct Copied {
     float: Option<FloatRange>,
 }
 
-/// A packed payload kept packed (decision 0055): where its blocks go, the compressed
-/// resident's plan (its segments' raw tiles; payload and peak its packed bytes and scratch),
-/// and its sizes.
-struct KeptPlan {
-    kept: Kept,
-    plan: ResidentPlan,
-    packed_bytes: u64,
-    scratch_bytes: u64,
-    raw_bytes: u64,
-}
-
-impl KeptPlan {
-    /// The kept plan of `acq` under `corr` on an adapter of `limits`: `None` unless `acq`
-    /// is a whole prepared acquisition with a packed payload, taken at native sampling,
-    /// whose blocks each fit a binding.
-    fn of(
-        acq: &Acquisition,
-        corr: Correction,
-        limits: crate::upload::plan::DeviceLimits,
-    ) -> Option<KeptPlan> {
-        use crate::upload::packed::kept_scratch_bytes;
-        let (payload, _) = tiled_part(acq)?;
-        if !payload.layout.is_packed() || corr.bin != 1 || acq.crop.is_some() {
-            return None;
-        }
-        let whole = crate::gpu::plan_of(acq, 1, limits).ok()?;
-        let (tile, frames) = (whole.tile as usize, whole.shape.frames());
-        let tile_bytes = whole.tile_words as u64 * 4;
-        let kept = Kept::of(&payload.blocks, &whole)?;
-        let all_tiles = frames.div_ceil(tile) as u64;
-        if payload.layout.bits != whole.bits
-            || payload.layout.tile_bytes != tile_bytes
-            || kept.segments.last().map(|s| s.1) != Some(all_tiles)
-        {
-            return None;
-        }
-        let segments: Vec<crate::upload::plan::Segment> = kept
-            .segments
-            .iter()
-            .map(|&(t0, t1)| {
-                let first_frame = t0 as usize * tile;
-                crate::upload::plan::Segment {
-                    first_frame,
-                    frames: (t1 as usize * tile).min(frames) - first_frame,
-                    bytes: (t1 - t0) * tile_bytes,
-                }
-            })
-            .collect();
-        let packed_bytes: u64 = kept.bytes.iter().sum();
-        let scratch_bytes = segments
-            .iter()
-            .map(|s| kept_scratch_bytes(whole.tile_words, s.bytes))
-            .max()
-            .unwrap_or(16);
-        let held = packed_bytes + scratch_bytes;
-        // Beside it at the peak: the staging slots (counted as if in device memory, where
-        // adapters that map it put them) and the product buffers.
-        let slot_bytes = payload.largest_block_bytes().next_multiple_of(4);
-        let per_set = slot_bytes * BLOCKS_AT_ONCE as u64;
-        let sets = (STAGING_BYTES / per_set.max(1)).clamp(1, 2) as usize;
-        let slots = (sets * BLOCKS_AT_ONCE).min(payload.blocks.len()) as u64;
-        let plan = ResidentPlan {
-            segments,
-            payload_bytes: held,
-            peak_bytes: held + slots * slot_bytes + whole.product_bytes(),
-            ..whole.clone()
-        };
-        Some(KeptPlan {
-            kept,
-            plan,
-            packed_bytes,
-            scratch_bytes,
-            raw_bytes: whole.payload_bytes,
-        })
-    }
-}
-
-/// The memory plan of a prepared acquisition whose packed payload a compressed resident
-/// keeps as it is (decision 0055), its sizes exact; `None` where it is not kept (see
-/// [`Engine::reopen_packed`]).
-pub(crate) fn kept_memory_plan(
-    acq: &Acquisition,
-    corr: Correction,
-    limits: crate::upload::plan::DeviceLimits,
-    budget: Option<u64>,
-) -> Option<crate::upload::memory::MemoryPlan> {
-    let k = KeptPlan::of(acq, corr, limits)?;
-    let (payload, peak) = (k.plan.payload_bytes, k.plan.peak_bytes);
-    let fits = budget.is_none_or(|b| peak <= b);
-    let ratio = k.raw_bytes as f64 / k.packed_bytes.max(1) as f64;
-    Some(crate::upload::memory::MemoryPlan {
-        kind: crate::upload::memory::PlanKind::Compressed,
-        bin: 1,
-        payload_bytes: payload,
-        peak_bytes: peak,
-        rows_per_block: None,
-        blocks: Some(k.plan.segments.len()),
-        gpu_decode: false,
-        ring_sums_bytes: None,
-        fits,
-        note: match fits {
-            true => format!(
-                "the prepared payload kept packed as it was saved: {} bytes for {} raw ({ratio:.2}x), nothing decoded; frames read back pass through a scratch of {} bytes",
-                k.packed_bytes, k.raw_bytes, k.scratch_bytes
-            ),
-            false => format!(
-                "the prepared payload kept packed: its peak of {peak} bytes passes the budget"
-            ),
-        },
-    })
-}
-
 impl Engine {
     /// The resident of a prepared acquisition copied from its blocks along `plan`; `None`
     /// where this path does not take it (see the module).
@@ -448,10 +341,7 @@ impl Engine {
             let rows = plan.shape.scan[0];
             b.check(file, held, (rows, rows))?;
         }
-        let ceiling = self
-            .memory_ceiling
-            .load(std::sync::atomic::Ordering::Relaxed);
-        if held > ceiling {
+        if let Some(ceiling) = self.simulated_ceiling_passed(held) {
             return Err(crate::error::Error::GpuOutOfMemory(format!(
                 "{file}: {held} bytes of compressed resident do not fit a GPU simulated with {ceiling} bytes"
             )));
@@ -536,7 +426,7 @@ impl Engine {
         // checking its structure and staging it (decision 0056).
         let hashes = match payload.layout.is_packed() {
             true => payload
-                .pieces_digests(0..blocks.len())
+                .pieces_digests()
                 .map(|d| BlockHashes::new(self, &d, payload.largest_block_bytes())),
             false => None,
         };

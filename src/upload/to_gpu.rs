@@ -59,6 +59,14 @@ impl Engine {
         );
     }
 
+    /// The ceiling of a simulated GPU memory where `bytes` held would pass it.
+    pub(crate) fn simulated_ceiling_passed(&self, bytes: u64) -> Option<u64> {
+        let ceiling = self
+            .memory_ceiling
+            .load(std::sync::atomic::Ordering::Relaxed);
+        (bytes > ceiling).then_some(ceiling)
+    }
+
     /// A block of a streamed pass or a compressed build (a crop of scan rows) uploaded as
     /// [`Engine::upload`] uploads it; where its open deferred B-tree leaves, the GPU decoder
     /// reads them from `*feed` as it goes (decision 0047). Where the feed's chunks are not
@@ -156,10 +164,7 @@ impl Engine {
         gpu_decode: bool,
     ) -> Result<Option<Resident>> {
         self.check_alive()?;
-        let ceiling = self
-            .memory_ceiling
-            .load(std::sync::atomic::Ordering::Relaxed);
-        if plan.payload_bytes > ceiling {
+        if let Some(ceiling) = self.simulated_ceiling_passed(plan.payload_bytes) {
             return Err(Error::GpuOutOfMemory(format!(
                 "{} bytes resident do not fit a GPU simulated with {ceiling} bytes: {}",
                 plan.payload_bytes,

@@ -192,9 +192,9 @@ impl TiledPayload {
             .map_err(|m| self.malformed(src.name(), k, m))
     }
 
-    /// The pieces SHA-256 of each block of `ks` (decision 0056), where every one has it.
-    pub fn pieces_digests(&self, ks: std::ops::Range<usize>) -> Option<Vec<[u8; 32]>> {
-        self.blocks[ks]
+    /// The pieces SHA-256 of each block (decision 0056), where every one has it.
+    pub fn pieces_digests(&self) -> Option<Vec<[u8; 32]>> {
+        self.blocks
             .iter()
             .map(|b| {
                 let bytes = unhex(&b.pieces_sha256)?;
