@@ -463,14 +463,32 @@ fn a_damaged_prepared_acquisition_is_refused_by_name() {
                 "{e}"
             );
         }
-        // The good file's blocks are hashed there, not on the CPU.
+        // The good file's blocks are hashed on the GPU where they are kept, on the CPU
+        // where they are expanded (decision 0057).
         let whole = open_prepared(&good).expect("the good file opens");
-        let res = pollster::block_on(engine.upload(&whole, Correction::default())).unwrap();
-        let steps: Vec<&str> = res.upload_times.0.iter().map(|(s, _)| *s).collect();
+        let kept = pollster::block_on(engine.upload_packed(
+            (&whole, None),
+            Correction::default(),
+            1,
+            false,
+            None,
+            &mut |_, _| {},
+        ))
+        .unwrap();
+        let expanded = pollster::block_on(engine.upload(&whole, Correction::default())).unwrap();
+        let steps = |res: &stem4d::gpu::Resident| -> Vec<&'static str> {
+            res.upload_times.0.iter().map(|(s, _)| *s).collect()
+        };
+        let (on_gpu, on_cpu) = (steps(&kept), steps(&expanded));
         assert!(
-            steps.contains(&"blocks' SHA-256 on the GPU (waited)")
-                && steps.contains(&"read + check structure + stage"),
-            "{steps:?}"
+            on_gpu.contains(&"blocks' SHA-256 on the GPU (waited)")
+                && on_gpu.contains(&"read + check structure + stage"),
+            "{on_gpu:?}"
+        );
+        assert!(
+            on_cpu.contains(&"read + check + stage")
+                && !on_cpu.contains(&"blocks' SHA-256 on the GPU (waited)"),
+            "{on_cpu:?}"
         );
         // The engine goes on: the whole file uploads after the refused one (the refused
         // upload's staged writes went to buffers let go with it).

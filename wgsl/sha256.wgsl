@@ -1,41 +1,52 @@
-// SHA-256 of a prepared payload's block on the GPU (`src/kernels/sha256.rs`, decision 0056):
-// the block's "pieces SHA-256" as `formats::prepared::pieces_sha256` computes it on the CPU:
+// SHA-256 of prepared payload blocks on the GPU (`src/kernels/sha256.rs`, decision 0056):
+// each block's "pieces SHA-256" as `formats::prepared::pieces_sha256` computes it on the CPU:
 // the SHA-256 of each piece of `PIECE_BYTES` (the last shorter), of each run of
-// `RUN_DIGESTS` consecutive piece digests, and of those runs' digests, the root. A block is
-// whole words; its first `head_words` words lie from word `head_at` of `src`, the rest
-// from `tail_at` (a packed block kept in a compressed resident's segment: its index, then
-// its data). `sha256_runs` hashes runs of a level side by side, one invocation a run: the
-// block's pieces (`from_block`), or runs of the digests of the level before; the last level
-// (one run) is the root, compared with the block's expected digest.
+// `RUN_DIGESTS` consecutive piece digests, and of those runs' digests, the root. A group of
+// blocks lying in one buffer is hashed together, one dispatch a level, one invocation a
+// piece, a run or a block (decision 0057): a block's pieces are far too few to fill the GPU
+// alone. Each block is whole words; its first `head_words` words lie from word `head_at`
+// of `src`, the rest from `tail_at` (a packed block kept in a compressed resident's
+// segment: its index, then its data). The root is compared with the block's expected digest.
 
 struct HashParams {
-    // The level's input words, and the words of each run of it.
-    words: u32,
-    run_words: u32,
-    runs: u32,
-    // 1: the input is the block (its bytes, read as SHA-256 reads them); 0: the digests
-    // from word `in_at` of `digests`.
-    from_block: u32,
-    in_at: u32,
-    // Where the runs' digests go in `digests`; for the root, `roots` and `verdicts` instead.
-    out_at: u32,
-    root: u32,
+    // 0: the blocks' pieces; 1: runs of their piece digests; 2: each block's root.
+    level: u32,
+    // Invocations of this level: the group's pieces, runs or blocks.
+    items: u32,
+    // Blocks in `table`.
+    blocks: u32,
+    // Word of `digests` where the runs' digests start (after every piece digest's).
+    runs_at: u32,
+    // Words of a piece, and digests of a run (`PIECE_BYTES` / 4, `RUN_DIGESTS`).
+    piece_words: u32,
+    run_digests: u32,
+    groups_x: u32,
+    _pad0: u32,
+}
+
+// One block of the group: where its words lie, and where its pieces' and runs' digests go
+// (counted in digests, from the group's first).
+struct Entry {
     block: u32,
+    words: u32,
     head_words: u32,
     head_at: u32,
     tail_at: u32,
-    groups_x: u32,
+    first_piece: u32,
+    first_run: u32,
+    pieces: u32,
 }
 
 @group(0) @binding(0) var<uniform> hp: HashParams;
 @group(0) @binding(1) var<storage, read> src: array<u32>;
-// The digests of the block's pieces and runs, 8 words each (one block at a time).
+// The digests of the group's pieces, then of its runs, 8 words each.
 @group(0) @binding(2) var<storage, read_write> digests: array<u32>;
 // Per block: the expected digest, 8 words (big-endian words, as SHA-256 states them).
 @group(0) @binding(3) var<storage, read> expected: array<u32>;
 // Per block: the digest computed, and 1 where it is the expected one (else 2).
 @group(0) @binding(4) var<storage, read_write> roots: array<u32>;
 @group(0) @binding(5) var<storage, read_write> verdicts: array<u32>;
+@group(0) @binding(6) var<storage, read> table: array<Entry>;
 
 var<private> K: array<u32, 64> = array<u32, 64>(
     0x428a2f98u, 0x71374491u, 0xb5c0fbcfu, 0xe9b5dba5u, 0x3956c25bu, 0x59f111f1u, 0x923f82a4u, 0xab1c5ed5u,
@@ -107,18 +118,6 @@ fn be(x: u32) -> u32 {
     return (x >> 24u) | ((x >> 8u) & 0xff00u) | ((x << 8u) & 0xff0000u) | (x << 24u);
 }
 
-// Word `i` of the level's input, as SHA-256 reads it.
-fn input_word(i: u32) -> u32 {
-    if (hp.from_block == 0u) {
-        // The digests' bytes are their words big-endian: the words as they are.
-        return digests[hp.in_at + i];
-    }
-    if (i < hp.head_words) {
-        return be(src[hp.head_at + i]);
-    }
-    return be(src[hp.tail_at + i - hp.head_words]);
-}
-
 // Message word `i` of a message of `n` words (`word` where `i` < `n`), padded: 0x80 after
 // the last byte, then zeros, then the length in bits in the last two words of the last of
 // its `chunks` chunks.
@@ -139,15 +138,18 @@ fn padded_word(i: u32, n: u32, chunks: u32, word: u32) -> u32 {
     return 0u;
 }
 
-@compute @workgroup_size(64)
-fn sha256_runs(@builtin(global_invocation_id) gid: vec3<u32>) {
-    let r = gid.x + gid.y * hp.groups_x * 64u;
-    if (r >= hp.runs) {
-        return;
+// The block's word `i` as SHA-256 reads it (the file's bytes, little-endian words).
+fn block_word(e: Entry, i: u32) -> u32 {
+    if (i < e.head_words) {
+        return be(src[e.head_at + i]);
     }
-    let first = r * hp.run_words;
-    let n = min(hp.run_words, hp.words - first);
-    // Chunks of the padded run: its words, the 0x80 word and the two length words.
+    return be(src[e.tail_at + i - e.head_words]);
+}
+
+// The SHA-256 of `n` words: of block `e` from its word `at` (`from_block`), else of
+// `digests` from word `at` (a digest's bytes are its words big-endian: as they are).
+fn sha_words(e: Entry, from_block: bool, at: u32, n: u32) -> array<u32, 8> {
+    // Chunks of the padded message: its words, the 0x80 word and the two length words.
     let chunks = (n + 1u + 2u + 15u) / 16u;
     var h = sha_start();
     for (var c = 0u; c < chunks; c += 1u) {
@@ -156,22 +158,63 @@ fn sha256_runs(@builtin(global_invocation_id) gid: vec3<u32>) {
             let i = c * 16u + j;
             var word = 0u;
             if (i < n) {
-                word = input_word(first + i);
+                if (from_block) {
+                    word = block_word(e, at + i);
+                } else {
+                    word = digests[at + i];
+                }
             }
             w[j] = padded_word(i, n, chunks, word);
         }
         sha_chunk(&h, w);
     }
-    if (hp.root == 0u) {
+    return h;
+}
+
+// The entry whose items (pieces at level 0, runs at level 1) hold item `i`.
+fn entry_of(i: u32) -> Entry {
+    var k = 0u;
+    for (var j = 1u; j < hp.blocks; j += 1u) {
+        let first = select(table[j].first_run, table[j].first_piece, hp.level == 0u);
+        if (first <= i) {
+            k = j;
+        }
+    }
+    return table[k];
+}
+
+@compute @workgroup_size(64)
+fn sha256_runs(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let i = gid.x + gid.y * hp.groups_x * 64u;
+    if (i >= hp.items) {
+        return;
+    }
+    if (hp.level == 0u) {
+        let e = entry_of(i);
+        let first = (i - e.first_piece) * hp.piece_words;
+        let h = sha_words(e, true, first, min(hp.piece_words, e.words - first));
         for (var j = 0u; j < 8u; j += 1u) {
-            digests[hp.out_at + r * 8u + j] = h[j];
+            digests[i * 8u + j] = h[j];
         }
         return;
     }
+    if (hp.level == 1u) {
+        let e = entry_of(i);
+        let piece = (i - e.first_run) * hp.run_digests;
+        let at = (e.first_piece + piece) * 8u;
+        let h = sha_words(e, false, at, min(hp.run_digests, e.pieces - piece) * 8u);
+        for (var j = 0u; j < 8u; j += 1u) {
+            digests[hp.runs_at + i * 8u + j] = h[j];
+        }
+        return;
+    }
+    let e = table[i];
+    let runs = (e.pieces + hp.run_digests - 1u) / hp.run_digests;
+    let h = sha_words(e, false, hp.runs_at + e.first_run * 8u, runs * 8u);
     var same = true;
     for (var j = 0u; j < 8u; j += 1u) {
-        roots[hp.block * 8u + j] = h[j];
-        same = same && h[j] == expected[hp.block * 8u + j];
+        roots[e.block * 8u + j] = h[j];
+        same = same && h[j] == expected[e.block * 8u + j];
     }
-    verdicts[hp.block] = select(2u, 1u, same);
+    verdicts[e.block] = select(2u, 1u, same);
 }

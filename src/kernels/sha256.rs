@@ -14,18 +14,14 @@ use crate::kernels::{self, grid, uniform};
 uniform! {
     #[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
     pub struct HashParams {
-        pub words: u32,
-        pub run_words: u32,
-        pub runs: u32,
-        pub from_block: u32,
-        pub in_at: u32,
-        pub out_at: u32,
-        pub root: u32,
-        pub block: u32,
-        pub head_words: u32,
-        pub head_at: u32,
-        pub tail_at: u32,
+        pub level: u32,
+        pub items: u32,
+        pub blocks: u32,
+        pub runs_at: u32,
+        pub piece_words: u32,
+        pub run_digests: u32,
         pub groups_x: u32,
+        pub _pad0: u32,
     }
 }
 
@@ -75,6 +71,8 @@ pub struct BlockHashes {
     verdicts: wgpu::Buffer,
     blocks: usize,
     max_pieces: u64,
+    /// Blocks hashed together at most (the digests' scratch holds theirs).
+    most_at_once: usize,
 }
 
 /// Pieces of a block of `bytes`, and runs of their digests.
@@ -85,8 +83,13 @@ fn levels(bytes: u64) -> (u64, u64) {
 
 impl BlockHashes {
     /// For blocks whose expected digests are `expected` (32 bytes each), the largest
-    /// `largest_bytes` long.
-    pub fn new(engine: &Engine, expected: &[[u8; 32]], largest_bytes: u64) -> BlockHashes {
+    /// `largest_bytes` long, up to `most_at_once` of them hashed together.
+    pub fn new(
+        engine: &Engine,
+        expected: &[[u8; 32]],
+        largest_bytes: u64,
+        most_at_once: usize,
+    ) -> BlockHashes {
         let words: Vec<u32> = expected
             .iter()
             .flat_map(|d| {
@@ -95,14 +98,17 @@ impl BlockHashes {
             })
             .collect();
         let (max_pieces, max_runs) = levels(largest_bytes);
+        let most_at_once = most_at_once.max(1);
+        let scratch = (max_pieces + max_runs) * 32 * most_at_once as u64;
         let slots = (expected.len() as u64 * 4).max(4);
         BlockHashes {
-            digests: engine.storage("piece digests", (max_pieces + max_runs) * 32),
+            digests: engine.storage("piece digests", scratch),
             expected: engine.input(&words),
             roots: engine.storage("block digests", slots * 8),
             verdicts: engine.storage("block verdicts", slots),
             blocks: expected.len(),
             max_pieces,
+            most_at_once,
         }
     }
 
@@ -115,58 +121,62 @@ impl BlockHashes {
         blocks: &[(BlockView, usize)],
     ) -> Result<()> {
         let mut batch = Batch::default();
-        for (view, block) in blocks {
-            self.add(engine, &mut batch, src, *view, *block)?;
-        }
+        self.add(engine, &mut batch, src, blocks)?;
         let mut enc = engine.device.create_command_encoder(&Default::default());
         batch.flush(&mut enc);
         engine.queue.submit([enc.finish()]);
         Ok(())
     }
 
-    /// Queue the hash of block `block`, lying in `src` as `view` says, and its comparison.
+    /// Queue the hashes of `blocks` (each lying in `src` as its view says, up to
+    /// `most_at_once` of them) and their comparisons: three dispatches, whatever their
+    /// number (decision 0057).
     pub(crate) fn add(
         &self,
         engine: &Engine,
         batch: &mut Batch,
         src: &wgpu::Buffer,
-        view: BlockView,
-        block: usize,
+        blocks: &[(BlockView, usize)],
     ) -> Result<()> {
-        let (pieces, runs) = levels(view.words as u64 * 4);
-        if block >= self.blocks || pieces > self.max_pieces {
+        if blocks.is_empty() {
+            return Ok(());
+        }
+        if blocks.len() > self.most_at_once {
             return Err(Error::Gpu(format!(
-                "block {block} passes its hashes' buffers"
+                "{} blocks hashed together, more than the {} the digests' scratch holds",
+                blocks.len(),
+                self.most_at_once
             )));
         }
-        let level = HashParams {
-            block: block as u32,
-            head_words: view.head_words,
-            head_at: view.head_at,
-            tail_at: view.tail_at,
-            ..Default::default()
-        };
-        let (pieces, runs) = (pieces as u32, runs as u32);
-        // The pieces, from the block; runs of their digests; the root of the runs'.
-        let piece_words = PIECE_BYTES as u32 / 4;
-        let run_words = RUN_DIGESTS as u32 * 8;
-        let steps = [
-            (view.words, piece_words, pieces, 1, 0, 0, 0),
-            (pieces * 8, run_words, runs, 0, 0, pieces * 8, 0),
-            (runs * 8, runs * 8, 1, 0, pieces * 8, 0, 1),
-        ];
-        for (words, run_words, runs, from_block, in_at, out_at, root) in steps {
-            let g = grid(runs.div_ceil(64));
+        let mut table = Vec::with_capacity(blocks.len() * 8);
+        let (mut pieces_all, mut runs_all) = (0u32, 0u32);
+        for (view, block) in blocks {
+            let (pieces, runs) = levels(view.words as u64 * 4);
+            if *block >= self.blocks || pieces > self.max_pieces {
+                return Err(Error::Gpu(format!(
+                    "block {block} passes its hashes' buffers"
+                )));
+            }
+            let v = view;
+            table.extend([*block as u32, v.words, v.head_words, v.head_at, v.tail_at]);
+            table.extend([pieces_all, runs_all, pieces as u32]);
+            pieces_all += pieces as u32;
+            runs_all += runs as u32;
+        }
+        let table = engine.input(&table);
+        // The pieces, from the blocks; runs of their digests; each block's root.
+        let levels = [pieces_all, runs_all, blocks.len() as u32];
+        for (level, items) in levels.into_iter().enumerate() {
+            let g = grid(items.div_ceil(64));
             let p = engine.uniform(&HashParams {
-                words,
-                run_words,
-                runs,
-                from_block,
-                in_at,
-                out_at,
-                root,
+                level: level as u32,
+                items,
+                blocks: blocks.len() as u32,
+                runs_at: pieces_all * 8,
+                piece_words: PIECE_BYTES as u32 / 4,
+                run_digests: RUN_DIGESTS as u32,
                 groups_x: g.0,
-                ..level
+                _pad0: 0,
             });
             let bindings = [
                 (0, &p),
@@ -175,12 +185,12 @@ impl BlockHashes {
                 (3, &self.expected),
                 (4, &self.roots),
                 (5, &self.verdicts),
+                (6, &table),
             ];
             batch.add(engine, &kernels::SHA256_RUNS, &bindings, g)?;
         }
         Ok(())
     }
-
     /// The verdicts, block by block: 0 not hashed, 1 its digest the expected one, 2 not.
     pub async fn verdicts(&self, engine: &Engine) -> Result<Vec<u32>> {
         let bytes = engine

@@ -114,8 +114,26 @@ impl Destination<'_> {
             .place(engine, enc, at, k, segments, buffers, put, hashes)
     }
 
+    /// Record what the blocks placed since the last call still need before `enc` is
+    /// submitted ([`Placing::finish`]).
+    fn finish(
+        &mut self,
+        engine: &Engine,
+        enc: &mut wgpu::CommandEncoder,
+        payload: &TiledPayload,
+        hashes: Option<&BlockHashes>,
+    ) -> Result<()> {
+        let at = (payload, self.plan);
+        self.placing.finish(engine, enc, at, &self.buffers, hashes)
+    }
+
     /// Every buffer, those no block reached made now.
     fn all_buffers(mut self, engine: &Engine) -> Result<Vec<wgpu::Buffer>> {
+        if self.placing.unfinished() {
+            return Err(crate::error::Error::Gpu(
+                "blocks of a reopen were placed but not hashed".into(),
+            ));
+        }
         self.reach(engine, u64::MAX)?;
         Ok(self.buffers)
     }
@@ -198,7 +216,7 @@ fn copy_blocks(
             };
             dest.place(engine, enc, payload, k, &mut put, hashes)?;
         }
-        Ok(())
+        dest.finish(engine, enc, payload, hashes)
     })?;
     let index = engine.queue.submit([enc.finish()]);
     for k in slots {
@@ -359,7 +377,7 @@ impl Engine {
             segments: tiles,
             buffers: Vec::new(),
             made: self.buffers_ahead("packed resident", sizes.into_iter(), oom),
-            placing: Placing::Keep(kept),
+            placing: Placing::Keep(kept, Vec::new()),
         };
         let copied = self.copy_payload((payload, src), (0, all_tiles), dest, false, progress);
         let Some((packed, mut copied)) = copied.await? else {
@@ -421,13 +439,17 @@ impl Engine {
             (ring, sets)
         };
         let mut dest = dest();
-        // A packed payload whose blocks state their pieces SHA-256 is hashed on the GPU
-        // where each block is copied, the CPU's cores (the page's pool) only reading,
-        // checking its structure and staging it (decision 0056).
-        let hashes = match payload.layout.is_packed() {
-            true => payload
-                .pieces_digests()
-                .map(|d| BlockHashes::new(self, &d, payload.largest_block_bytes())),
+        // A packed payload kept packed whose blocks state their pieces SHA-256 is hashed
+        // on the GPU where each block is copied, the CPU's cores (the page's pool) only
+        // reading, checking its structure and staging it (decision 0056). Expanded, its
+        // blocks are hashed on the CPU: one at a time on the GPU, between expansions,
+        // they kept it busier than the CPU's cores were (decision 0057).
+        let kept = matches!(dest.placing, Placing::Keep(..));
+        let hashes = match payload.layout.is_packed() && kept {
+            true => payload.pieces_digests().map(|d| {
+                let largest = payload.largest_block_bytes();
+                BlockHashes::new(self, &d, largest, BLOCKS_AT_ONCE)
+            }),
             false => None,
         };
         let (tile, total) = (dest.plan.tile as u64, dest.plan.shape.frames());

@@ -90,9 +90,12 @@ fn block_digests_equal_the_cpus_whole_and_split() {
     }
     let largest = blocks.iter().map(|b| b.len() * 4).max().unwrap() as u64;
     let buffer = engine.input(&src);
-    for (how, views) in [("whole", &whole), ("split", &split)] {
-        let hashes = BlockHashes::new(&engine, &expected, largest);
-        hashes.submit(&engine, &buffer, views).unwrap();
+    // Whole, all the blocks hashed together; split, in groups of 4 (decision 0057).
+    for (how, views, together) in [("whole", &whole, whole.len()), ("split", &split, 4)] {
+        let hashes = BlockHashes::new(&engine, &expected, largest, together);
+        for group in views.chunks(together) {
+            hashes.submit(&engine, &buffer, group).unwrap();
+        }
         let roots = pollster::block_on(hashes.roots(&engine)).unwrap();
         let verdicts = pollster::block_on(hashes.verdicts(&engine)).unwrap();
         for (k, n) in lengths.iter().enumerate() {
@@ -101,4 +104,17 @@ fn block_digests_equal_the_cpus_whole_and_split() {
             assert_eq!(verdicts[k], right, "{how}: block of {n} words");
         }
     }
+}
+
+#[test]
+fn more_blocks_than_the_scratch_holds_are_refused() {
+    let Some(engine) = engine() else { return };
+    let views: Vec<(BlockView, usize)> = (0..3)
+        .map(|k| (BlockView::whole(64, 64 * k as u64).unwrap(), k))
+        .collect();
+    let hashes = BlockHashes::new(&engine, &[[0u8; 32]; 3], 64, 2);
+    let buffer = engine.input(&[0u32; 48]);
+    let err = hashes.submit(&engine, &buffer, &views).unwrap_err();
+    assert!(err.to_string().contains("more than the 2"), "{err}");
+    hashes.submit(&engine, &buffer, &views[..2]).unwrap();
 }

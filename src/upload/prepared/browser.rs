@@ -211,6 +211,7 @@ impl<'a> BlockReads<'a> {
                         .ok_or_else(|| crate::error::Error::Gpu("a block's bytes".into()))?;
                     let host = BlockBytes::Host(&host);
                     place_block(engine, payload, &mut enc, (dest, hashes), k, host)?;
+                    dest.finish(engine, &mut enc, payload, hashes)?;
                     // Queue writes land at the next submission: one a block, so that a
                     // block buffer is expanded before it is written again.
                     engine.queue.submit([std::mem::replace(
@@ -222,6 +223,7 @@ impl<'a> BlockReads<'a> {
                 }
             }
         }
+        dest.finish(engine, &mut enc, payload, hashes)?;
         engine.queue.submit([enc.finish()]);
         staging.release();
         times.lap("copy to the GPU", t);

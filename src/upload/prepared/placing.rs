@@ -10,7 +10,7 @@ use super::Segment;
 use crate::error::{Error, Result};
 use crate::formats::prepared::TiledPayload;
 use crate::gpu::{Batch, Engine};
-use crate::kernels::sha256::{BlockHashes, BlockView};
+use crate::kernels::sha256::BlockHashes;
 use crate::upload::plan::ResidentPlan;
 
 /// Puts bytes `r` of the block being placed into a buffer at a byte offset: a copy from the
@@ -24,8 +24,9 @@ pub(super) enum Placing {
     Tiles,
     /// Packed blocks expanded into the raw segments.
     Expand(Expander),
-    /// Packed blocks kept packed, each a run of a compressed resident's segment.
-    Keep(Kept),
+    /// Packed blocks kept packed, each a run of a compressed resident's segment; those
+    /// copied whose hash and rebase are still to be recorded ([`Placing::finish`]).
+    Keep(Kept, Vec<usize>),
 }
 
 impl Placing {
@@ -44,17 +45,9 @@ impl Placing {
         hashes: Option<&BlockHashes>,
     ) -> Result<()> {
         let n = payload.blocks[k].bytes as usize;
-        // The block's pieces SHA-256 checked where it was copied, before anything reads it.
-        let hash = |enc: &mut wgpu::CommandEncoder, at: &wgpu::Buffer, view| -> Result<()> {
-            let Some(h) = hashes else { return Ok(()) };
-            let mut batch = Batch::default();
-            h.add(engine, &mut batch, at, view, k)?;
-            batch.flush(enc);
-            Ok(())
-        };
         match self {
-            Placing::Tiles if hashes.is_some() => Err(Error::Gpu(
-                "position-tiled blocks are checked on the CPU, not where they are copied".into(),
+            Placing::Tiles | Placing::Expand(_) if hashes.is_some() => Err(Error::Gpu(
+                "only kept blocks are hashed where they are copied; others on the CPU".into(),
             )),
             Placing::Tiles => {
                 let tile_bytes = plan.tile_words as u64 * 4;
@@ -67,32 +60,111 @@ impl Placing {
             Placing::Expand(x) => {
                 let block = x.take().clone();
                 put(enc, &block, 0, 0..n);
-                hash(enc, &block, BlockView::whole(n as u64, 0)?)?;
                 let targets = block_targets(payload, k, segments);
                 x.expand(engine, enc, plan, targets, buffers)
             }
-            Placing::Keep(kept) => {
-                let p = kept.place(k).ok_or_else(|| {
-                    Error::Gpu(format!(
-                        "prepared block {k} has no place in the compressed resident"
-                    ))
-                })?;
-                let to = buffers.get(p.segment).ok_or_else(|| {
-                    Error::Gpu("a compressed resident's segment was not made".into())
-                })?;
+            Placing::Keep(kept, pending) => {
+                let p = kept_place(kept, k)?;
+                let to = segment_buffer(buffers, p.segment)?;
                 let index = p.index_bytes as usize;
                 put(enc, to, p.index_at, 0..index);
                 put(enc, to, p.data_at, index..n);
-                hash(enc, to, p.view(n as u64)?)?;
-                let mut batch = Batch::default();
-                let tiles = payload.blocks[k].tiles as u32;
-                let run = (p.first_tile, tiles);
-                crate::kernels::packed::add_rebase(engine, &mut batch, (plan, to), run, p.rebase)?;
-                batch.flush(enc);
+                match hashes {
+                    // Hashed with the blocks copied beside it, then rebased.
+                    Some(_) => pending.push(k),
+                    None => {
+                        let mut batch = Batch::default();
+                        add_rebase(engine, &mut batch, payload, plan, (p, to), k)?;
+                        batch.flush(enc);
+                    }
+                }
                 Ok(())
             }
         }
     }
+
+    /// Record what the blocks placed since the last call still need, once their copies
+    /// are recorded: kept blocks hashed where they lie, the blocks of a segment together
+    /// (three dispatches, decision 0057), and then their indices rebased (the hash reads
+    /// the index as the file holds it).
+    pub fn finish(
+        &mut self,
+        engine: &Engine,
+        enc: &mut wgpu::CommandEncoder,
+        (payload, plan): (&TiledPayload, &ResidentPlan),
+        buffers: &[wgpu::Buffer],
+        hashes: Option<&BlockHashes>,
+    ) -> Result<()> {
+        let Placing::Keep(kept, pending) = self else {
+            return Ok(());
+        };
+        if pending.is_empty() {
+            return Ok(());
+        }
+        let h = hashes
+            .ok_or_else(|| Error::Gpu("kept blocks wait for a hash that is not recorded".into()))?;
+        let mut batch = Batch::default();
+        let ks = std::mem::take(pending);
+        for group in ks.chunk_by(|a, b| {
+            let segment = |k: usize| kept.place(k).map(|p| p.segment);
+            segment(*a) == segment(*b)
+        }) {
+            let p = kept_place(kept, group[0])?;
+            let to = segment_buffer(buffers, p.segment)?;
+            let views = group
+                .iter()
+                .map(|&k| Ok((kept_place(kept, k)?.view(payload.blocks[k].bytes)?, k)))
+                .collect::<Result<Vec<_>>>()?;
+            h.add(engine, &mut batch, to, &views)?;
+            for &k in group {
+                add_rebase(
+                    engine,
+                    &mut batch,
+                    payload,
+                    plan,
+                    (kept_place(kept, k)?, to),
+                    k,
+                )?;
+            }
+        }
+        batch.flush(enc);
+        Ok(())
+    }
+
+    /// Whether blocks wait for [`Placing::finish`].
+    pub fn unfinished(&self) -> bool {
+        matches!(self, Placing::Keep(_, pending) if !pending.is_empty())
+    }
+}
+
+/// Where kept block `k` goes.
+fn kept_place(kept: &Kept, k: usize) -> Result<&super::kept::Place> {
+    kept.place(k).ok_or_else(|| {
+        Error::Gpu(format!(
+            "prepared block {k} has no place in the compressed resident"
+        ))
+    })
+}
+
+/// The buffer of a compressed resident's segment `segment`.
+fn segment_buffer(buffers: &[wgpu::Buffer], segment: usize) -> Result<&wgpu::Buffer> {
+    buffers
+        .get(segment)
+        .ok_or_else(|| Error::Gpu("a compressed resident's segment was not made".into()))
+}
+
+/// Queue the rebase of kept block `k`'s index, lying at `p` in `to`: its data starts moved
+/// to where its data now lies.
+fn add_rebase(
+    engine: &Engine,
+    batch: &mut Batch,
+    payload: &TiledPayload,
+    plan: &ResidentPlan,
+    (p, to): (&super::kept::Place, &wgpu::Buffer),
+    k: usize,
+) -> Result<()> {
+    let run = (p.first_tile, payload.blocks[k].tiles as u32);
+    crate::kernels::packed::add_rebase(engine, batch, (plan, to), run, p.rebase)
 }
 
 /// Where some of a block's tiles go: the tiles (counted in the block), the segment and the
