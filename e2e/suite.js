@@ -186,9 +186,10 @@ async function preparedAcquisition(manifest, check) {
   const stages = (await window.stem4d.profile()).stages.map((s) => s.name);
   check(stages.includes('of which read + check in the pool (waited)'),
     `a prepared acquisition's blocks are read and checked in the pool (${stages.join(', ')})`);
-  // Its packed blocks' SHA-256 is checked on the GPU where they were copied (decision 0056).
-  check(stages.includes("of which blocks' SHA-256 on the GPU (waited)"),
-    `a prepared acquisition's blocks are hashed on the GPU (${stages.join(', ')})`);
+  // Expanded into the raw resident (this small one's plan), its blocks' SHA-256 is checked
+  // by the pool's Workers, not on the GPU (decision 0057).
+  check(!stages.includes("of which blocks' SHA-256 on the GPU (waited)"),
+    `an expanded prepared acquisition's blocks are hashed by the Workers (${stages.join(', ')})`);
   for (let k = 0; k < asked.length; k++) {
     check(sameProduct(await window.stem4d.product(asked[k]), want[k]),
       `prepared acquisition ${asked[k].kind}: the same bytes as from its files`);
@@ -200,6 +201,11 @@ async function preparedAcquisition(manifest, check) {
   check(kept.memory_plan.kind === 'compressed' && kept.memory_plan.note.includes('kept packed')
     && kept.stages.some((s) => s.name === 'of which read + check in the pool (waited)'),
     `a prepared acquisition's packed payload is kept (${JSON.stringify(kept.memory_plan)})`);
+  // Kept, its blocks' SHA-256 is checked on the GPU where they were copied (decisions 0056,
+  // 0057).
+  const keptStages = kept.stages.map((s) => s.name);
+  check(keptStages.includes("of which blocks' SHA-256 on the GPU (waited)"),
+    `a kept prepared acquisition's blocks are hashed on the GPU (${keptStages.join(', ')})`);
   for (let k = 0; k < asked.length; k++) {
     check(sameProduct(await window.stem4d.product(asked[k]), want[k]),
       `prepared acquisition kept packed ${asked[k].kind}: the same bytes as from its files`);
@@ -210,6 +216,12 @@ async function preparedAcquisition(manifest, check) {
   try { await window.stem4d.open([new File([damaged], 'damaged.stem4d')]); } catch (e) { said = e.message; }
   check(said && said.includes('damaged.stem4d') && said.includes('payload block 0'),
     `a damaged prepared acquisition is refused by name and block (${said})`);
+  said = null;
+  try {
+    await window.stem4d.open([new File([damaged], 'damaged.stem4d')], { memoryPlan: 'compressed' });
+  } catch (e) { said = e.message; }
+  check(said && said.includes('damaged.stem4d') && said.includes('payload block 0'),
+    `a damaged prepared acquisition kept packed is refused by name and block (${said})`);
   const again = await window.stem4d.open([new File([bytes], 'arina_u16.stem4d')]);
   check(again.format === 'prepared', 'the page opens a prepared acquisition after refusing a damaged one');
 }

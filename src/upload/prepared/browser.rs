@@ -223,9 +223,16 @@ impl<'a> BlockReads<'a> {
                 }
             }
         }
-        dest.finish(engine, &mut enc, payload, hashes)?;
+        // The copies out of the staging buffer are a submission of their own, so that the
+        // buffer is mapped again once they are done, not once the hashes and rebases of
+        // kept blocks are too (decision 0057).
         engine.queue.submit([enc.finish()]);
         staging.release();
+        if dest.placing.unfinished() {
+            let mut after = engine.device.create_command_encoder(&Default::default());
+            dest.finish(engine, &mut after, payload, hashes)?;
+            engine.queue.submit([after.finish()]);
+        }
         times.lap("copy to the GPU", t);
         Ok(())
     }
