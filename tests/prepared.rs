@@ -383,6 +383,22 @@ fn kept_as_built(
 }
 
 /// Flip one byte at `at` of `path`.
+/// `acq` kept packed as a compressed resident, whole (a block of scan rows a reopen).
+fn kept_whole(
+    engine: &stem4d::gpu::Engine,
+    acq: &Acquisition,
+) -> stem4d::error::Result<stem4d::gpu::Resident> {
+    let quiet = &mut |_, _| {};
+    pollster::block_on(engine.upload_packed(
+        (acq, None),
+        Correction::default(),
+        1,
+        false,
+        None,
+        quiet,
+    ))
+}
+
 fn flip(path: &Path, at: u64) {
     let mut bytes = std::fs::read(path).unwrap();
     bytes[at as usize] ^= 0x40;
@@ -421,14 +437,7 @@ fn a_damaged_prepared_acquisition_is_refused_by_name() {
         ));
         assert!(e.contains("payload block 1"), "{e}");
         // Kept packed as a compressed resident, refused alike.
-        let e = refused(pollster::block_on(engine.upload_packed(
-            (&acq_bad, None),
-            Correction::default(),
-            1,
-            false,
-            None,
-            &mut |_, _| {},
-        )));
+        let e = refused(kept_whole(&engine, &acq_bad));
         assert!(
             e.contains("corrupt.stem4d") && e.contains("payload block 1"),
             "{e}"
@@ -442,14 +451,7 @@ fn a_damaged_prepared_acquisition_is_refused_by_name() {
         assert!(d.blocks[1].bytes > index + 8, "block 1 has data");
         flip(&in_data, d.blocks[1].offset + index + 5);
         let bad = open_prepared(&in_data).unwrap();
-        let kept = pollster::block_on(engine.upload_packed(
-            (&bad, None),
-            Correction::default(),
-            1,
-            false,
-            None,
-            &mut |_, _| {},
-        ));
+        let kept = kept_whole(&engine, &bad);
         for e in [
             refused(pollster::block_on(
                 engine.upload(&bad, Correction::default()),
@@ -466,15 +468,7 @@ fn a_damaged_prepared_acquisition_is_refused_by_name() {
         // The good file's blocks are hashed on the GPU where they are kept, on the CPU
         // where they are expanded (decision 0057).
         let whole = open_prepared(&good).expect("the good file opens");
-        let kept = pollster::block_on(engine.upload_packed(
-            (&whole, None),
-            Correction::default(),
-            1,
-            false,
-            None,
-            &mut |_, _| {},
-        ))
-        .unwrap();
+        let kept = kept_whole(&engine, &whole).unwrap();
         let expanded = pollster::block_on(engine.upload(&whole, Correction::default())).unwrap();
         let steps = |res: &stem4d::gpu::Resident| -> Vec<&'static str> {
             res.upload_times.0.iter().map(|(s, _)| *s).collect()
