@@ -224,6 +224,16 @@ fn a_packed_payload_kept_packed_gives_the_products_of_its_files() {
         let segments = kept_as_built(&engine, "synthetic", (&acq, &back), corr, &products);
         assert_eq!(segments, 2, "synthetic: 22 blocks");
     }
+    // Bindings of five tiles' raw bytes (3,168 bytes a tile): segments of five blocks, so
+    // a batch of 16 blocks spans four segments, hashed and rebased one segment at a time
+    // (decision 0057).
+    let mut small = common::engine().expect("the engine comes up again");
+    small.adapter.limits.max_storage_binding = 5 * 16 * 99 * 2;
+    for corr in [Correction::default(), masked] {
+        let name = "synthetic, five tiles a binding";
+        let segments = kept_as_built(&small, name, (&acq, &back), corr, &products);
+        assert_eq!(segments, 5, "{name}: 22 blocks");
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
 
