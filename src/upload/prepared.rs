@@ -131,7 +131,7 @@ impl Destination<'_> {
     fn all_buffers(mut self, engine: &Engine) -> Result<Vec<wgpu::Buffer>> {
         if self.placing.unfinished() {
             return Err(crate::error::Error::Gpu(
-                "blocks of a reopen were placed but not hashed".into(),
+                "blocks of a reopen were placed but not finished (hashed, rebased)".into(),
             ));
         }
         self.reach(engine, u64::MAX)?;
@@ -444,13 +444,9 @@ impl Engine {
         // reading, checking its structure and staging it (decision 0056). Expanded, its
         // blocks are hashed on the CPU: one at a time on the GPU, between expansions,
         // they kept it busier than the CPU's cores were (decision 0057).
-        let kept = matches!(dest.placing, Placing::Keep(..));
-        let hashes = match payload.layout.is_packed() && kept {
-            true => payload.pieces_digests().map(|d| {
-                let largest = payload.largest_block_bytes();
-                BlockHashes::new(self, &d, largest, BLOCKS_AT_ONCE)
-            }),
-            false => None,
+        let digests = match dest.placing {
+            Placing::Keep(..) => payload.pieces_digests(),
+            _ => None,
         };
         let (tile, total) = (dest.plan.tile as u64, dest.plan.shape.frames());
         // Natively the GPU's side of each batch (the browser has no timestamps in encoders).
@@ -460,13 +456,17 @@ impl Engine {
             (n - first_block).div_ceil(BLOCKS_AT_ONCE),
         );
         #[cfg(target_arch = "wasm32")]
-        let (mut reads, hashes) = {
-            let how = (float.is_some(), hashes.is_some());
+        let (mut reads, digests) = {
+            let how = (float.is_some(), digests.is_some());
             let reads = browser::BlockReads::new(self, payload, src, first_block..n, how);
             // Read one at a time (no pool, or float32), the blocks are hashed on the CPU.
-            let hashes = hashes.filter(|_| reads.gpu_hashes());
-            (reads, hashes)
+            let digests = digests.filter(|_| reads.gpu_hashes());
+            (reads, digests)
         };
+        let hashes = digests.map(|d| {
+            let largest = payload.largest_block_bytes();
+            BlockHashes::new(self, &d, largest, BLOCKS_AT_ONCE)
+        });
         let mut k0 = first_block;
         while k0 < n {
             let k1 = (k0 + BLOCKS_AT_ONCE).min(n);

@@ -259,6 +259,7 @@ impl<'a> BlockReads<'a> {
             let host = BlockBytes::Host(&bytes);
             let to = (&mut *dest, None);
             place_block(self.engine, self.payload, &mut enc, to, k, host)?;
+            dest.finish(self.engine, &mut enc, self.payload, None)?;
             self.engine.queue.submit([enc.finish()]);
         }
         times.lap("write to the GPU", t);

@@ -69,24 +69,17 @@ impl Placing {
                 let index = p.index_bytes as usize;
                 put(enc, to, p.index_at, 0..index);
                 put(enc, to, p.data_at, index..n);
-                match hashes {
-                    // Hashed with the blocks copied beside it, then rebased.
-                    Some(_) => pending.push(k),
-                    None => {
-                        let mut batch = Batch::default();
-                        add_rebase(engine, &mut batch, payload, plan, (p, to), k)?;
-                        batch.flush(enc);
-                    }
-                }
+                // Hashed (where the GPU hashes) and rebased with the blocks copied beside it.
+                pending.push(k);
                 Ok(())
             }
         }
     }
 
     /// Record what the blocks placed since the last call still need, once their copies
-    /// are recorded: kept blocks hashed where they lie, the blocks of a segment together
-    /// (three dispatches, decision 0057), and then their indices rebased (the hash reads
-    /// the index as the file holds it).
+    /// are recorded: kept blocks hashed where they lie (where `hashes`), the blocks of a
+    /// segment together (three dispatches, decision 0057), and then their indices rebased
+    /// (the hash reads the index as the file holds it).
     pub fn finish(
         &mut self,
         engine: &Engine,
@@ -98,33 +91,22 @@ impl Placing {
         let Placing::Keep(kept, pending) = self else {
             return Ok(());
         };
-        if pending.is_empty() {
-            return Ok(());
-        }
-        let h = hashes
-            .ok_or_else(|| Error::Gpu("kept blocks wait for a hash that is not recorded".into()))?;
+        let placed = std::mem::take(pending)
+            .into_iter()
+            .map(|k| Ok((k, kept_place(kept, k)?)))
+            .collect::<Result<Vec<_>>>()?;
         let mut batch = Batch::default();
-        let ks = std::mem::take(pending);
-        for group in ks.chunk_by(|a, b| {
-            let segment = |k: usize| kept.place(k).map(|p| p.segment);
-            segment(*a) == segment(*b)
-        }) {
-            let p = kept_place(kept, group[0])?;
-            let to = segment_buffer(buffers, p.segment)?;
-            let views = group
-                .iter()
-                .map(|&k| Ok((kept_place(kept, k)?.view(payload.blocks[k].bytes)?, k)))
-                .collect::<Result<Vec<_>>>()?;
-            h.add(engine, &mut batch, to, &views)?;
-            for &k in group {
-                add_rebase(
-                    engine,
-                    &mut batch,
-                    payload,
-                    plan,
-                    (kept_place(kept, k)?, to),
-                    k,
-                )?;
+        for group in placed.chunk_by(|(_, a), (_, b)| a.segment == b.segment) {
+            let to = segment_buffer(buffers, group[0].1.segment)?;
+            if let Some(h) = hashes {
+                let views = group
+                    .iter()
+                    .map(|&(k, p)| Ok((p.view(payload.blocks[k].bytes)?, k)))
+                    .collect::<Result<Vec<_>>>()?;
+                h.add(engine, &mut batch, to, &views)?;
+            }
+            for &(k, p) in group {
+                add_rebase(engine, &mut batch, payload, plan, (p, to), k)?;
             }
         }
         batch.flush(enc);
