@@ -392,7 +392,6 @@ fn kept_as_built(
     kept.plan.segments.len()
 }
 
-/// Flip one byte at `at` of `path`.
 /// `acq` kept packed as a compressed resident, whole (a block of scan rows a reopen).
 fn kept_whole(
     engine: &stem4d::gpu::Engine,
@@ -409,6 +408,7 @@ fn kept_whole(
     ))
 }
 
+/// Flip one byte at `at` of `path`.
 fn flip(path: &Path, at: u64) {
     let mut bytes = std::fs::read(path).unwrap();
     bytes[at as usize] ^= 0x40;
