@@ -16,7 +16,8 @@ run() { echo "\$ $*"; timeout 280 "$@"; echo "exit $?"; }
     rm -f /tmp/syn.chunks
   fi
   ls -l /tmp/syn.h5
-  for step in "${@:-plan 8GiB}"; do
+  [ $# -gt 0 ] || set -- plan 8GiB
+  for step in "$@"; do
     case $step in
       plan) run $S bench gpu /tmp/syn.h5 --reps 5 --memory-plan compressed --json "$OUT/compressed.json" ;;
       viewer) run $S bench viewer /tmp/syn.h5 --reps 5 --memory-budget 8GiB --json "$OUT/viewer_8GiB.json" ;;

@@ -27,7 +27,8 @@ fi
 . scripts/device_common.sh
 {
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
-  for step in "${@:-parity bench}"; do
+  [ $# -gt 0 ] || set -- parity bench
+  for step in "$@"; do
     case $step in
       parity)
         python3 - <<'PY' > /tmp/fixture_args.txt

@@ -15,7 +15,8 @@ S=.device/stem4d
 . scripts/device_common.sh
 T0=$(date +%s)
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
-for step in "${@:-kept load kernels parity}"; do
+[ $# -gt 0 ] || set -- kept load kernels parity
+for step in "$@"; do
   case $step in
     kept)
       [ -s /tmp/p.stem4d ] || run $S prepare --synthetic 512,512,192,192 --out /tmp/p.stem4d | tail -1

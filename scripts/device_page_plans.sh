@@ -47,7 +47,8 @@ PY
 }
 {
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
-  for step in "${@:-make native page}"; do
+  [ $# -gt 0 ] || set -- make native page
+  for step in "$@"; do
     case $step in
       make)
         make_file 512,512,192,192 u16 /tmp/syn.h5
