@@ -2,10 +2,12 @@
 // The masked sum without workgroup memory, for adapters with subgroups (in the browser
 // asked for apart from wgpu, which has no name for them there, and built after an `enable
 // subgroups;` directive naga does not parse: `src/gpu/web_subgroups.rs`): the engine appends
-// this entry point to `masked_sum.wgsl` (its parameters, bindings and helpers). The loop is the same (`sum_lanes`); the slots'
-// lanes meet through subgroupAdd instead of workgroup memory, and each subgroup adds its
-// part of the tile's positions into the output (one lane per position; on a subgroup
-// smaller than the workgroup, each adds its own sums). A subgroup's sum of a position is at
+// this entry point to `masked_sum.wgsl` (its parameters, bindings and helpers). The loop is
+// the same (`sum_lanes`); the slots' lanes meet through subgroupAdd (`meet_subgroup`, which
+// the compressed resident's kernel shares: `masked_sum_packed_subgroup.wgsl`) instead of
+// workgroup memory, and each subgroup adds its part of the tile's positions into the
+// output (one lane per position; on a subgroup smaller than the workgroup, each adds its
+// own sums). A subgroup's sum of a position is at
 // most the part's pixels times the largest sample, which the host keeps below 2^32. 8- and
 // 16-bit samples only.
 
@@ -60,7 +62,14 @@ fn masked_sum_subgroup(
     if (pt.tile * tile_len >= params.frames) {
         return;
     }
-    var l = sum_lanes(pt, lid, bits);
+    meet_subgroup(pt, sid, sn, bits, sum_lanes(pt, lid, bits));
+}
+
+// The slots' lanes meet through subgroupAdd, and each subgroup adds its sum of each
+// position into the output, one invocation a position.
+fn meet_subgroup(pt: Part, sid: u32, sn: u32, bits: u32, lanes: Lanes) {
+    let tile_len = 256u / bits;
+    var l = lanes;
     l.a = subgroupAdd(l.a);
     l.b = subgroupAdd(l.b);
     l.c = subgroupAdd(l.c);

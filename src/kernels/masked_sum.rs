@@ -1,6 +1,7 @@
 //! The masked sum (`wgsl/masked_sum.wgsl`; its subgroup variant
-//! `wgsl/masked_sum_subgroup.wgsl`, an atomic one, and `wgsl/masked_sum_packed.wgsl`, which
-//! decodes a compressed resident where it reads it): per scan position, the exact sum of a
+//! `wgsl/masked_sum_subgroup.wgsl`, an atomic one, and `wgsl/masked_sum_packed.wgsl` with its
+//! subgroup variant `wgsl/masked_sum_packed_subgroup.wgsl`, which decode a compressed resident
+//! where they read it): per scan position, the exact sum of a
 //! detector mask's samples (C-MASK; float32 data: C-FLOAT-GPU).
 //! Its parameters, how a mask is cut into parts, and the encoders every virtual image and
 //! total goes through.
@@ -175,17 +176,18 @@ pub fn encode_parts(
     parts: Parts,
     clear: bool,
 ) -> Result<()> {
-    // Float32 residents: 128-bit sums (16 bytes a position) at binding 4; compressed ones
-    // (always integer) are decoded in the kernel that sums them, its slots meeting in
-    // workgroup memory; otherwise 8- and 16-bit samples meet their slots through subgroups
-    // where the engine has them, otherwise in workgroup memory or atomically in the output,
-    // as the engine chose for the adapter.
+    // Float32 residents: 128-bit sums (16 bytes a position) at binding 4. 8- and 16-bit
+    // samples meet their slots through subgroups where the engine has them; compressed
+    // residents (always integer) are decoded in the kernel that sums them, whose slots
+    // otherwise meet in workgroup memory (decision 0059); raw ones otherwise meet in
+    // workgroup memory or atomically in the output, as the engine chose for the adapter.
     let bits = res.plan.bits;
-    let packed = res.packed.as_ref();
-    let subgroups = res.float.is_none() && packed.is_none() && engine.subgroups() && bits < 32;
+    let packed = res.packed.is_some();
+    let subgroups = res.float.is_none() && engine.subgroups() && bits < 32;
     let (kernel, binding, lsb) = match res.float {
         Some(r) => (&kernels::MASKED_SUM_F32, 4, r.lsb),
-        None if packed.is_some() => (&kernels::MASKED_SUM_PACKED, 3, 0),
+        None if packed && subgroups => (&kernels::MASKED_SUM_PACKED_SUBGROUP, 3, 0),
+        None if packed => (&kernels::MASKED_SUM_PACKED, 3, 0),
         None if subgroups => (&kernels::MASKED_SUM_SUBGROUP, 3, 0),
         None if engine.atomic_sums() => (&kernels::MASKED_SUM_ATOMIC, 3, 0),
         None => (&kernels::MASKED_SUM, 3, 0),

@@ -78,19 +78,28 @@ fn every_width(seed: u64) -> Vec<(String, stem4d::formats::Acquisition)> {
 
 /// Sectors of every width, 0 to the full sample, on odd shapes whose tiles are full and
 /// partial: u8 (32 positions a tile), u16 and u32, each pixel's samples drawn below its own
-/// power of two so that a tile's sectors take every width code.
+/// power of two so that a tile's sectors take every width code; the masked sums' slots
+/// meeting through subgroups and in workgroup memory.
 #[test]
 fn packed_sectors_of_every_width_equal_the_raw_ones() {
-    let Some(engine) = engine() else { return };
-    let mut tally = Tally::default();
-    for (name, acq) in every_width(0x5eed) {
-        tally.add(&engine, &acq, &name);
+    let Some(mut engine) = engine() else { return };
+    // The slots meet through subgroups where the adapter has them, and in workgroup memory.
+    for subgroups in [true, false] {
+        engine.use_subgroups(subgroups);
+        let mut tally = Tally::default();
+        for (name, acq) in every_width(0x5eed) {
+            tally.add(
+                &engine,
+                &acq,
+                &format!("{name} subgroups {}", engine.subgroups()),
+            );
+        }
+        assert!(
+            tally.compared > 100,
+            "only {} packed products compared",
+            tally.compared
+        );
     }
-    assert!(
-        tally.compared > 100,
-        "only {} packed products compared",
-        tally.compared
-    );
 }
 
 /// The tiles of `acq` as the position-tiled layout holds them (the prepared writer's raw
