@@ -7,9 +7,8 @@
 // the compressed resident's kernel shares: `masked_sum_packed_subgroup.wgsl`) instead of
 // workgroup memory, and each subgroup adds its part of the tile's positions into the
 // output (one lane per position; on a subgroup smaller than the workgroup, each adds its
-// own sums). A subgroup's sum of a position is at
-// most the part's pixels times the largest sample, which the host keeps below 2^32. 8- and
-// 16-bit samples only.
+// own sums). A subgroup's sum of a position is at most the part's pixels times the largest
+// sample, which the host keeps below 2^32. 8- and 16-bit samples only.
 
 // Component `w` of lane `k` (see `Lanes`).
 fn lane(l: Lanes, k: u32, w: u32) -> u32 {

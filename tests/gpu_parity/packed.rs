@@ -102,6 +102,50 @@ fn packed_sectors_of_every_width_equal_the_raw_ones() {
     }
 }
 
+/// Masked sums over a compressed resident with the mask cut into 1, 3 and 16 parts a tile
+/// (each part's slots meeting apart, then adding into one image) equal the raw resident's,
+/// the slots meeting through subgroups and in workgroup memory.
+#[test]
+fn packed_masked_sums_in_parts_equal_the_raw_ones() {
+    use stem4d::kernels::masked_sum::{encode_masked_sums_in_parts, DetectorList};
+    let Some(mut engine) = engine() else { return };
+    for (name, acq) in every_width(0x9a27) {
+        let det = acq.shape.det_len() as u32;
+        let picked: Vec<u32> = (0..det).filter(|k| k % 5 != 2).collect();
+        let tile = 256 / 8 / acq.dtype.size();
+        let [rows, cols] = acq.shape.scan;
+        for subgroups in [true, false] {
+            engine.use_subgroups(subgroups);
+            let raw = pollster::block_on(engine.upload(&acq, Default::default())).unwrap();
+            let packed = pollster::block_on(engine.upload_packed(
+                (&acq, None),
+                Correction::default(),
+                block_rows(rows, cols, tile),
+                true,
+                None,
+                &mut |_, _| {},
+            ))
+            .unwrap();
+            let list = DetectorList::new(&engine, &picked).unwrap();
+            let frames = acq.shape.frames() as u64;
+            let sums = |res: &stem4d::gpu::Resident, parts: u32| {
+                let out = engine.storage("sums", frames * 8);
+                let mut enc = engine.device.create_command_encoder(&Default::default());
+                encode_masked_sums_in_parts(&engine, &mut enc, res, &list, &out, parts).unwrap();
+                engine.queue.submit([enc.finish()]);
+                pollster::block_on(engine.read_back(&out, frames * 8)).unwrap()
+            };
+            for parts in [1u32, 3, 16] {
+                assert!(
+                    sums(&raw, parts) == sums(&packed, parts),
+                    "{name}, subgroups {}, {parts} parts: packed differs from raw",
+                    engine.subgroups()
+                );
+            }
+        }
+    }
+}
+
 /// The tiles of `acq` as the position-tiled layout holds them (the prepared writer's raw
 /// payload, its blocks joined).
 fn raw_tiles(acq: &stem4d::formats::Acquisition) -> Vec<u8> {
