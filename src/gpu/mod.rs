@@ -144,11 +144,13 @@ impl Engine {
     }
 
     /// How masked sums meet on this engine, in words (benchmark headers, [`Engine::summary`]).
+    /// A compressed resident's kernel has no atomic variant: without subgroups it meets in
+    /// workgroup memory.
     pub fn masked_sum_path(&self) -> &'static str {
         if self.subgroups {
             "through subgroups"
         } else if self.atomic_sums {
-            "atomically in the output"
+            "atomically in the output (a compressed resident's in workgroup memory)"
         } else {
             "in workgroup memory"
         }
