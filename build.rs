@@ -30,10 +30,9 @@ fn main() {
         format!("include_str!(concat!(env!(\"CARGO_MANIFEST_DIR\"), \"/wgsl/{file}\"))")
     };
     let concat = |parts: &[String]| format!("concat!({})", parts.join(", \"\\n\", "));
-    // A file's text as a body: its `after` preludes first, where it names any.
-    let composed = |file: &str| {
-        let text = std::fs::read_to_string(dir.join(file)).expect("a WGSL file reads");
-        let mut parts: Vec<String> = directive(&text, "after")
+    // A file (whose text is `text`) as a body: its `after` preludes first, where it names any.
+    let composed = |file: &str, text: &str| {
+        let mut parts: Vec<String> = directive(text, "after")
             .unwrap_or_default()
             .split_whitespace()
             .map(include)
@@ -48,16 +47,16 @@ fn main() {
         let text = std::fs::read_to_string(dir.join(file)).expect("a WGSL file reads");
         let (body, subgroup_part) = match (directive(&text, "after"), directive(&text, "subgroups"))
         {
-            (Some(_), None) => (composed(file), "\"\"".to_string()),
+            (Some(_), Some(_)) => panic!("wgsl/{file}: `after` and `subgroups` together"),
+            (_, None) => (composed(file, &text), "\"\"".to_string()),
             (None, Some(names)) => {
                 let mut names = names.split_whitespace();
                 let base = names.next().expect("`subgroups` names its base file");
                 let mut parts: Vec<String> = names.map(include).collect();
                 parts.push(include(file));
-                (composed(base), concat(&parts))
+                let base_text = std::fs::read_to_string(dir.join(base)).expect("a WGSL file reads");
+                (composed(base, &base_text), concat(&parts))
             }
-            (None, None) => (include(file), "\"\"".to_string()),
-            (Some(_), Some(_)) => panic!("wgsl/{file}: `after` and `subgroups` together"),
         };
         for entry in compute_entries(&text) {
             let konst = entry.to_uppercase();

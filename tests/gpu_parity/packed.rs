@@ -107,27 +107,29 @@ fn packed_sectors_of_every_width_equal_the_raw_ones() {
 /// the slots meeting through subgroups and in workgroup memory.
 #[test]
 fn packed_masked_sums_in_parts_equal_the_raw_ones() {
+    use stem4d::formats::prepared::Layout;
     use stem4d::kernels::masked_sum::{encode_masked_sums_in_parts, DetectorList};
     let Some(mut engine) = engine() else { return };
     for (name, acq) in every_width(0x9a27) {
         let det = acq.shape.det_len() as u32;
         let picked: Vec<u32> = (0..det).filter(|k| k % 5 != 2).collect();
-        let tile = 256 / 8 / acq.dtype.size();
+        let frames = acq.shape.frames() as u64;
+        let tile = Layout::of(acq.dtype, acq.shape.det_len(), acq.shape.frames()).tile as usize;
         let [rows, cols] = acq.shape.scan;
+        // The residents do not depend on how the slots meet: built once for both meets.
+        let raw = pollster::block_on(engine.upload(&acq, Default::default())).unwrap();
+        let packed = pollster::block_on(engine.upload_packed(
+            (&acq, None),
+            Correction::default(),
+            block_rows(rows, cols, tile),
+            true,
+            None,
+            &mut |_, _| {},
+        ))
+        .unwrap();
         for subgroups in [true, false] {
             engine.use_subgroups(subgroups);
-            let raw = pollster::block_on(engine.upload(&acq, Default::default())).unwrap();
-            let packed = pollster::block_on(engine.upload_packed(
-                (&acq, None),
-                Correction::default(),
-                block_rows(rows, cols, tile),
-                true,
-                None,
-                &mut |_, _| {},
-            ))
-            .unwrap();
             let list = DetectorList::new(&engine, &picked).unwrap();
-            let frames = acq.shape.frames() as u64;
             let sums = |res: &stem4d::gpu::Resident, parts: u32| {
                 let out = engine.storage("sums", frames * 8);
                 let mut enc = engine.device.create_command_encoder(&Default::default());
