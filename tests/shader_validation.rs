@@ -24,7 +24,8 @@ fn module(k: &kernels::Kernel) -> (naga::Module, naga::valid::ModuleInfo) {
                     | SubgroupOperationSet::ARITHMETIC
                     | SubgroupOperationSet::BALLOT
                     | SubgroupOperationSet::SHUFFLE
-                    | SubgroupOperationSet::SHUFFLE_RELATIVE,
+                    | SubgroupOperationSet::SHUFFLE_RELATIVE
+                    | SubgroupOperationSet::QUAD_FRAGMENT_COMPUTE,
             );
         v
     } else {

@@ -1,64 +1,15 @@
-// stem4d:after com_moments.wgsl packed_read.wgsl
-// The fused CoM moments over a compressed resident (decision 0025's layout), decoded where
-// they are read: the same workgroups, bands, slots and reductions as `com_moments` and
-// `com_moments_wide`, but each invocation reads its positions of a pixel's sector from the
-// packed bits (its `hold` consecutive samples, from bit `hold · sub · width` of the sector)
-// instead of a word of the raw resident, so the unpacked acquisition is never written
-// (decision 0031). The u32 lanes' bands are the raw kernel's: a decoded sample is the
-// stored one.
+// stem4d:after com_moments.wgsl packed_read.wgsl packed_moments.wgsl
+// The CoM moments over a compressed resident (`packed_moments.wgsl`) where every
+// invocation finds each sector it reads itself; `com_moments_packed_quad` shares that work
+// on adapters with subgroups.
 
-// The segment's packed buffer: its index, then its data.
-@group(0) @binding(4) var<storage, read> packed_in: array<u32>;
-// One bit per detector pixel: found bad after the upload, read as 0.
-@group(0) @binding(5) var<storage, read> zeroed: array<u32>;
-
-// An invocation's words of a pixel's sector: the three packed words from the one holding
-// its first sample (four samples of up to 16 bits, or two of up to 32, from any bit of the
-// first, end within them), that bit, and the sector's width (0: zeros, or a pixel found
-// bad). Every load is issued before any sample is taken, and several pixels' at once:
-// reading the bits in order, a load at a time, took 20.0 ms against 12.9 ms on the H200
-// (decision 0031).
-struct Words3 {
-    x: u32,
-    y: u32,
-    z: u32,
-    sh: u32,
-    w: u32,
+// Each invocation finds every sector it reads, when it reads it: nothing ahead.
+fn sector_ahead(w: Work, k: u32, cols: u32, lane: u32) -> vec2<u32> {
+    return vec2<u32>(0u);
 }
 
-fn load_words(w: Work, k: u32) -> Words3 {
-    let bits = params.bits;
-    let s = packed_sector(w.tile, k, params.packed_groups, bits);
-    let width = select(s.width, 0u, pixel_cleared(k));
-    // Past the samples of the invocations before this one.
-    let bit = s.bit + w.sub * w.hold * width;
-    let at = s.word + bit / 32u;
-    return Words3(packed_in[at], packed_in[at + 1u], packed_in[at + 2u], bit % 32u, width);
-}
-
-// The field of `fm`-masked bits from bit `b` (0–63) of the invocation's words.
-fn field_of(f: Words3, b: u32, fm: u32) -> u32 {
-    let first = b < 32u;
-    return funnel_bits(select(f.y, f.x, first), select(f.z, f.y, first), b % 32u, fm);
-}
-
-// The invocation's positions of the pixel, as `unpack` gives them from the raw resident:
-// its samples cut out as whole fields of at most 32 bits (four 8-bit samples, two 16-bit
-// ones, or one 32-bit one), not one at a time (decision 0041). A width of 0 reads zeros.
-fn samples_of(w: Work, f: Words3) -> vec4<u32> {
-    let bits = params.bits;
-    let m = low_mask(f.w);
-    if (bits == 8u) {
-        let x = field_of(f, f.sh, low_mask(4u * f.w));
-        return vec4<u32>(x & m, (x >> f.w) & m, (x >> (2u * f.w)) & m, x >> (3u * f.w));
-    }
-    if (bits == 16u) {
-        let fm = low_mask(2u * f.w);
-        let x = field_of(f, f.sh, fm);
-        let y = field_of(f, f.sh + 2u * f.w, fm);
-        return vec4<u32>(x & m, x >> f.w, y & m, y >> f.w);
-    }
-    return vec4<u32>(field_of(f, f.sh, m), field_of(f, f.sh + f.w, m), 0u, 0u);
+fn four_ahead(w: Work, k: u32, cols: u32, lane: u32, mine: vec2<u32>) -> Four {
+    return four_found(w, k, cols);
 }
 
 @compute @workgroup_size(256)
@@ -70,48 +21,7 @@ fn com_moments_packed(
     if (past_end(flat)) {
         return;
     }
-    let w = work_of(flat, lid);
-    let cols = params.det_cols;
-    var t = vec4<u32>(0u);
-    var mr = vec4<u32>(0u);
-    var mc = vec4<u32>(0u);
-    for (var j = w.slot; j < cols; j += w.slots) {
-        var i = w.i0;
-        while (i < w.i1) {
-            // Over rows [i, stop): S = Σ v and Q = Σ of S before each row, so that
-            // Σ row · v = (stop − 1) · S − Q (as `com_moments`).
-            let stop = min(w.i1, i + params.flush);
-            var s = vec4<u32>(0u);
-            var q = vec4<u32>(0u);
-            var k = i * cols + j;
-            // Four pixels' loads in flight.
-            for (; i + 3u < stop; i += 4u) {
-                let f0 = load_words(w, k);
-                let f1 = load_words(w, k + cols);
-                let f2 = load_words(w, k + 2u * cols);
-                let f3 = load_words(w, k + 3u * cols);
-                k += 4u * cols;
-                q += s;
-                s += samples_of(w, f0);
-                q += s;
-                s += samples_of(w, f1);
-                q += s;
-                s += samples_of(w, f2);
-                q += s;
-                s += samples_of(w, f3);
-            }
-            for (; i < stop; i += 1u) {
-                q += s;
-                s += samples_of(w, load_words(w, k));
-                k += cols;
-            }
-            t += s;
-            mr += (stop - 1u) * s - q;
-            mc += j * s;
-        }
-    }
-    let zero = vec4<u32>(0u);
-    finish(Wide4(t, zero), Wide4(mr, zero), Wide4(mc, zero), lid, w);
+    packed_moments(work_of(flat, lid), lid, 4u);
 }
 
 // The same moments with 64-bit sums per sample (as `com_moments_wide`).

@@ -9,7 +9,10 @@
 use wasm_bindgen::prelude::*;
 
 /// Put before a subgroup kernel's text in the browser only (naga rejects it natively).
-pub const SUBGROUP_DIRECTIVE: &str = "enable subgroups;\n";
+/// The uniformity analysis of subgroup calls is off: `com_moments_packed_quad` passes
+/// values within a quad, whose four invocations share their loops, inside loops that
+/// differ between quads, which the analysis cannot see.
+pub const SUBGROUP_DIRECTIVE: &str = "enable subgroups;\ndiagnostic(off, subgroup_uniformity);\n";
 
 #[wasm_bindgen(inline_js = r#"
 let granted = false;

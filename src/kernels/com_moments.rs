@@ -160,7 +160,14 @@ pub fn encode_com_moments_with(
         (Some(r), _, _) => (&kernels::COM_MOMENTS_F32, 3, r.lsb, parts),
         (None, Some(least), false) if flush > 0 => (&kernels::COM_MOMENTS, 2, 0, parts.max(least)),
         (None, Some(least), true) if flush > 0 => {
-            (&kernels::COM_MOMENTS_PACKED, 2, 0, parts.max(least))
+            // A quad of invocations shares each sector's index where the engine has
+            // subgroups (decision 0060).
+            let k = if engine.subgroups() {
+                &kernels::COM_MOMENTS_PACKED_QUAD
+            } else {
+                &kernels::COM_MOMENTS_PACKED
+            };
+            (k, 2, 0, parts.max(least))
         }
         (None, _, false) => (&kernels::COM_MOMENTS_WIDE, 2, 0, parts),
         (None, _, true) => (&kernels::COM_MOMENTS_PACKED_WIDE, 2, 0, parts),
