@@ -1,7 +1,9 @@
 //! The CoM moments (`wgsl/com_moments.wgsl`: u32 lanes, wide, float32): per scan position,
 //! the exact sums of I, I·row and I·col (C-COM; float32 data: C-FLOAT-GPU); over a
-//! compressed resident `wgsl/com_moments_packed.wgsl` decodes the sectors it reads
-//! (decision 0031). Parameters, the bounds that pick a variant, and the encoders.
+//! compressed resident the loop of `wgsl/packed_moments.wgsl` decodes the sectors it reads
+//! (decision 0031): in `wgsl/com_moments_packed.wgsl` each invocation finds its sectors, in
+//! `wgsl/com_moments_packed_quad.wgsl` (with subgroups) a quad shares them (decision 0060).
+//! Parameters, the bounds that pick a variant, and the encoders.
 //!
 //! Its parity tests: `tests/gpu_parity/com_moments.rs`.
 
