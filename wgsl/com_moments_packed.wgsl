@@ -3,12 +3,8 @@
 // invocation finds each sector it reads itself; `com_moments_packed_quad` shares that work
 // on adapters with subgroups.
 
-// Each invocation finds every sector it reads, when it reads it: nothing ahead.
-fn sector_ahead(w: Work, k: u32, cols: u32, lane: u32) -> vec2<u32> {
-    return vec2<u32>(0u);
-}
-
-fn four_ahead(w: Work, k: u32, cols: u32, lane: u32, mine: vec2<u32>) -> Four {
+// Each invocation finds every sector it reads.
+fn four_words(w: Work, k: u32, cols: u32, lane: u32) -> Four {
     return four_found(w, k, cols);
 }
 

@@ -5,21 +5,11 @@
 // the widths before it, its bad-pixel bit) and passes it to the other three, instead of
 // all four finding all four (decision 0060).
 
-// The sector of pixel k + lane · cols, the one of the four pixels from k on that quad lane
-// `lane` finds; found a group of four ahead, so that its index loads are in flight while
-// the four before are decoded. A `lane` of 4 (a quad that is not one sector's) finds
-// nothing ahead.
-fn sector_ahead(w: Work, k: u32, cols: u32, lane: u32) -> vec2<u32> {
+// Pixels k, k + cols, k + 2 · cols and k + 3 · cols: quad lane `lane` finds pixel
+// k + lane · cols; a `lane` of 4 (a quad that is not one sector's) finds each itself.
+fn four_words(w: Work, k: u32, cols: u32, lane: u32) -> Four {
     if (lane < 4u) {
-        return sector_at(w, k + lane * cols);
-    }
-    return vec2<u32>(0u);
-}
-
-// Pixels k, k + cols, k + 2 · cols and k + 3 · cols: each quad lane's sector (`mine`) passed
-// to the other three; with a `lane` of 4 each invocation finds all four itself.
-fn four_ahead(w: Work, k: u32, cols: u32, lane: u32, mine: vec2<u32>) -> Four {
-    if (lane < 4u) {
+        let mine = sector_at(w, k + lane * cols);
         return Four(
             words_of(w, quadBroadcast(mine, 0u)),
             words_of(w, quadBroadcast(mine, 1u)),

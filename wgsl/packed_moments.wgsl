@@ -6,17 +6,17 @@
 // instead of a word of the raw resident, so the unpacked acquisition is never written
 // (decision 0031). The u32 lanes' bands are the raw kernel's: a decoded sample is the
 // stored one. A prelude of `com_moments_packed` and `com_moments_packed_quad`, which differ
-// only in how the invocations of a sector find it (`sector_ahead`, `four_ahead`).
+// only in how the invocations of a sector find it (`four_words`).
 
 // The segment's packed buffer: its index, then its data.
 @group(0) @binding(4) var<storage, read> packed_in: array<u32>;
 // One bit per detector pixel: found bad after the upload, read as 0.
 @group(0) @binding(5) var<storage, read> zeroed: array<u32>;
 
-// An invocation's words of a pixel's sector: up to three packed words from the one holding
+// An invocation's words of a pixel's sector: the three packed words from the one holding
 // its first sample (four samples of up to 16 bits, or two of up to 32, from any bit of the
-// first, end within them; words they do not reach read as 0), that bit, and the sector's
-// width (0: zeros, or a pixel found bad). Every load is issued before any sample is taken,
+// first, end within them), that bit, and the sector's width (0: zeros, or a pixel found
+// bad). Every load is issued before any sample is taken,
 // and several pixels' at once: reading the bits in order, a load at a time, took 20.0 ms
 // against 12.9 ms on the H200 (decision 0031).
 struct Words3 {
@@ -43,8 +43,9 @@ fn sector_at(w: Work, k: u32) -> vec2<u32> {
     return vec2<u32>(s.word + s.bit / 32u, (s.bit % 32u) | (width << 8u));
 }
 
-// The invocation's words of the sector `sector_at` gives: past the samples of the
-// invocations before this one, only the words its own samples reach into (decision 0060).
+// The invocation's words of the sector `sector_at` gives, past the samples of the
+// invocations before this one. All three are loaded: loading only those its samples reach
+// was slower (decision 0060).
 fn words_of(w: Work, a: vec2<u32>) -> Words3 {
     let width = a.y >> 8u;
     let bit = (a.y & 0xffu) + w.sub * w.hold * width;
@@ -108,14 +109,10 @@ fn packed_moments(w: Work, lid: u32, lane: u32) {
             var s = vec4<u32>(0u);
             var q = vec4<u32>(0u);
             var k = i * cols + j;
-            // Four pixels' loads in flight, the next four's index loads issued before
-            // these are decoded.
-            // (Where fewer than four rows are left, a pixel inside them stands in.)
-            var next = sector_ahead(w, k, select(0u, cols, i + 3u < stop), lane);
+            // Four pixels' loads in flight.
             for (; i + 3u < stop; i += 4u) {
-                let f = four_ahead(w, k, cols, lane, next);
+                let f = four_words(w, k, cols, lane);
                 k += 4u * cols;
-                next = sector_ahead(w, select(k - 4u * cols, k, i + 7u < stop), cols, lane);
                 q += s;
                 s += samples_of(w, f.a);
                 q += s;
@@ -138,4 +135,3 @@ fn packed_moments(w: Work, lid: u32, lane: u32) {
     let zero = vec4<u32>(0u);
     finish(Wide4(t, zero), Wide4(mr, zero), Wide4(mc, zero), lid, w);
 }
-
