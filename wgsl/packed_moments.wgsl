@@ -16,9 +16,9 @@
 // An invocation's words of a pixel's sector: the three packed words from the one holding
 // its first sample (four samples of up to 16 bits, or two of up to 32, from any bit of the
 // first, end within them), that bit, and the sector's width (0: zeros, or a pixel found
-// bad). Every load is issued before any sample is taken,
-// and several pixels' at once: reading the bits in order, a load at a time, took 20.0 ms
-// against 12.9 ms on the H200 (decision 0031).
+// bad). Every load is issued before any sample is taken, and several pixels' at once:
+// reading the bits in order, a load at a time, took 20.0 ms against 12.9 ms on the H200
+// (decision 0031).
 struct Words3 {
     x: u32,
     y: u32,
