@@ -1,4 +1,4 @@
-// stem4d:after com_moments.wgsl packed_read.wgsl packed_moments.wgsl
+// stem4d:after com_moments.wgsl packed_read.wgsl packed_moments.wgsl packed_columns.wgsl
 // The CoM moments over a compressed resident (`packed_moments.wgsl`) where every
 // invocation finds each sector it reads itself; `com_moments_packed_quad` shares that work
 // on adapters with subgroups.

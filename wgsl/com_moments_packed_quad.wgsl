@@ -1,4 +1,4 @@
-// stem4d:subgroups packed_moments.wgsl
+// stem4d:subgroups packed_columns.wgsl
 // The CoM moments over a compressed resident (`packed_moments.wgsl`) for adapters with
 // subgroups: the invocations of a quad share a sector's positions (u16 and u32) or half
 // of them (u8), so each finds one of the four pixels in flight (its group's index words,

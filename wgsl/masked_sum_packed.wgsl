@@ -23,27 +23,33 @@ fn fetch_if(tile: u32, k: u32, bits: u32, live: bool) -> Fetched {
     return fetch_sector(s, select(0u, select(s.width, 0u, pixel_cleared(k)), live), bits);
 }
 
-// A sector of 16-bit samples added into lanes a–d: each raw word's low and high sample.
-fn add_pairs(l: ptr<function, Lanes>, r: RawSector) {
-    let m = vec4<u32>(0xffffu);
-    let sh = vec4<u32>(16u);
-    (*l).a += r.lo & m;
-    (*l).b += r.lo >> sh;
-    (*l).c += r.hi & m;
-    (*l).d += r.hi >> sh;
+// A fetched sector of 16-bit samples added into lanes a–d as the raw kernel adds each raw
+// word's low and high sample, both cut straight from the word's field (decision 0061).
+fn add_pairs(l: ptr<function, Lanes>, f: Fetched, slot: u32) {
+    let x = sector_fields(f, slot, 16u);
+    let m = vec4<u32>(low_mask(f.w));
+    let w = vec4<u32>(f.w);
+    (*l).a += x.lo & m;
+    (*l).b += x.lo >> w;
+    (*l).c += x.hi & m;
+    (*l).d += x.hi >> w;
 }
 
-// A sector of 8-bit samples added into lanes a–h: each raw word's four samples.
-fn add_bytes(l: ptr<function, Lanes>, r: RawSector) {
-    let m = vec4<u32>(0xffu);
-    (*l).a += r.lo & m;
-    (*l).b += (r.lo >> vec4<u32>(8u)) & m;
-    (*l).c += (r.lo >> vec4<u32>(16u)) & m;
-    (*l).d += r.lo >> vec4<u32>(24u);
-    (*l).e += r.hi & m;
-    (*l).f += (r.hi >> vec4<u32>(8u)) & m;
-    (*l).g += (r.hi >> vec4<u32>(16u)) & m;
-    (*l).h += r.hi >> vec4<u32>(24u);
+// A fetched sector of 8-bit samples added into lanes a–h: each raw word's four samples.
+fn add_bytes(l: ptr<function, Lanes>, f: Fetched, slot: u32) {
+    let x = sector_fields(f, slot, 8u);
+    let m = vec4<u32>(low_mask(f.w));
+    let w = vec4<u32>(f.w);
+    let w2 = 2u * w;
+    let w3 = 3u * w;
+    (*l).a += x.lo & m;
+    (*l).b += (x.lo >> w) & m;
+    (*l).c += (x.lo >> w2) & m;
+    (*l).d += x.lo >> w3;
+    (*l).e += x.hi & m;
+    (*l).f += (x.hi >> w) & m;
+    (*l).g += (x.hi >> w2) & m;
+    (*l).h += x.hi >> w3;
 }
 
 // The lanes of an invocation over its pixels of the part. Each width has its own loop, so
@@ -61,26 +67,26 @@ fn sum_packed_lanes(pt: Part, lid: u32, bits: u32) -> Lanes {
             let f1 = fetch(pt.tile, pixels[i + SLOTS], bits);
             let f2 = fetch(pt.tile, pixels[i + 2u * SLOTS], bits);
             let f3 = fetch(pt.tile, pixels[i + 3u * SLOTS], bits);
-            add_pairs(&l, decode_sector(f0, slot, bits));
-            add_pairs(&l, decode_sector(f1, slot, bits));
-            add_pairs(&l, decode_sector(f2, slot, bits));
-            add_pairs(&l, decode_sector(f3, slot, bits));
+            add_pairs(&l, f0, slot);
+            add_pairs(&l, f1, slot);
+            add_pairs(&l, f2, slot);
+            add_pairs(&l, f3, slot);
         }
         for (; i < pt.i1; i += SLOTS) {
-            add_pairs(&l, decode_sector(fetch(pt.tile, pixels[i], bits), slot, bits));
+            add_pairs(&l, fetch(pt.tile, pixels[i], bits), slot);
         }
     } else if (bits == 8u) {
         for (; i < pt.i1; i += 2u * SLOTS) {
             let f0 = fetch(pt.tile, pixels[i], bits);
             let more = i + SLOTS < pt.i1;
             let f1 = fetch_if(pt.tile, pixels[select(i, i + SLOTS, more)], bits, more);
-            add_bytes(&l, decode_sector(f0, slot, bits));
-            add_bytes(&l, decode_sector(f1, slot, bits));
+            add_bytes(&l, f0, slot);
+            add_bytes(&l, f1, slot);
         }
     } else {
         let one = vec4<u32>(1u);
         for (; i < pt.i1; i += SLOTS) {
-            let r = decode_sector(fetch(pt.tile, pixels[i], bits), slot, bits);
+            let r = sector_fields(fetch(pt.tile, pixels[i], bits), slot, bits);
             let s = l.a + r.lo;
             let t = l.b + r.hi;
             l.c += select(z, one, s < r.lo);

@@ -45,25 +45,17 @@ fn fetch_sector(s: PackedSector, w: u32, bits: u32) -> Fetched {
     return f;
 }
 
-// Raw word `j` (0–7) of a sector of width `w` whose samples start at bit `r0` of the
-// window at `slot`: its 32 / bits samples are one field of at most 32 bits.
-fn window_word(slot: u32, r0: u32, w: u32, j: u32, bits: u32) -> u32 {
-    let fw = (32u / bits) * w;
+// Field `j` (0–7) of a sector in the window at `slot` whose samples start at bit `r0`:
+// raw word j's 32 / bits samples, one after another, `fw` bits together (at most 32).
+fn window_field(slot: u32, r0: u32, fw: u32, j: u32) -> u32 {
     let bit = r0 + j * fw;
     let q = slot + bit / 32u;
-    let x = funnel_bits(window[q], window[q + 1u], bit % 32u, low_mask(fw));
-    return spread_field(x, w, bits);
+    return funnel_bits(window[q], window[q + 1u], bit % 32u, low_mask(fw));
 }
 
-// A sector's eight raw words, as the raw resident holds them: `lo` words 0–3, `hi` 4–7.
-struct RawSector {
-    lo: vec4<u32>,
-    hi: vec4<u32>,
-}
-
-// Decode a fetched sector through the window of the invocation whose slot is `slot`
+// A fetched sector's words copied into the window of the invocation whose slot is `slot`
 // (`lid · WINDOW`).
-fn decode_sector(f: Fetched, slot: u32, bits: u32) -> RawSector {
+fn fill_window(f: Fetched, slot: u32) {
     window[slot] = f.a.x;
     window[slot + 1u] = f.a.y;
     window[slot + 2u] = f.a.z;
@@ -73,18 +65,56 @@ fn decode_sector(f: Fetched, slot: u32, bits: u32) -> RawSector {
     window[slot + 6u] = f.b.z;
     window[slot + 7u] = f.b.w;
     window[slot + 8u] = f.c;
-    return RawSector(
+}
+
+// A fetched sector's eight fields through the window at `slot`: `lo` fields 0–3, `hi`
+// 4–7, each holding its raw word's samples at the sector's width.
+struct Fields {
+    lo: vec4<u32>,
+    hi: vec4<u32>,
+}
+
+fn sector_fields(f: Fetched, slot: u32, bits: u32) -> Fields {
+    fill_window(f, slot);
+    let fw = (32u / bits) * f.w;
+    return Fields(
         vec4<u32>(
-            window_word(slot, f.r0, f.w, 0u, bits),
-            window_word(slot, f.r0, f.w, 1u, bits),
-            window_word(slot, f.r0, f.w, 2u, bits),
-            window_word(slot, f.r0, f.w, 3u, bits),
+            window_field(slot, f.r0, fw, 0u),
+            window_field(slot, f.r0, fw, 1u),
+            window_field(slot, f.r0, fw, 2u),
+            window_field(slot, f.r0, fw, 3u),
         ),
         vec4<u32>(
-            window_word(slot, f.r0, f.w, 4u, bits),
-            window_word(slot, f.r0, f.w, 5u, bits),
-            window_word(slot, f.r0, f.w, 6u, bits),
-            window_word(slot, f.r0, f.w, 7u, bits),
+            window_field(slot, f.r0, fw, 4u),
+            window_field(slot, f.r0, fw, 5u),
+            window_field(slot, f.r0, fw, 6u),
+            window_field(slot, f.r0, fw, 7u),
+        ),
+    );
+}
+
+// A sector's eight raw words, as the raw resident holds them: `lo` words 0–3, `hi` 4–7.
+struct RawSector {
+    lo: vec4<u32>,
+    hi: vec4<u32>,
+}
+
+// A fetched sector decoded through the window at `slot`: each field's samples moved to
+// their places in the raw word.
+fn decode_sector(f: Fetched, slot: u32, bits: u32) -> RawSector {
+    let x = sector_fields(f, slot, bits);
+    return RawSector(
+        vec4<u32>(
+            spread_field(x.lo.x, f.w, bits),
+            spread_field(x.lo.y, f.w, bits),
+            spread_field(x.lo.z, f.w, bits),
+            spread_field(x.lo.w, f.w, bits),
+        ),
+        vec4<u32>(
+            spread_field(x.hi.x, f.w, bits),
+            spread_field(x.hi.y, f.w, bits),
+            spread_field(x.hi.z, f.w, bits),
+            spread_field(x.hi.w, f.w, bits),
         ),
     );
 }

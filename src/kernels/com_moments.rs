@@ -1,8 +1,11 @@
 //! The CoM moments (`wgsl/com_moments.wgsl`: u32 lanes, wide, float32): per scan position,
 //! the exact sums of I, I·row and I·col (C-COM; float32 data: C-FLOAT-GPU); over a
-//! compressed resident the loop of `wgsl/packed_moments.wgsl` decodes the sectors it reads
-//! (decision 0031): in `wgsl/com_moments_packed.wgsl` each invocation finds its sectors, in
-//! `wgsl/com_moments_packed_quad.wgsl` (with subgroups) a quad shares them (decision 0060).
+//! compressed resident the kernels decode the sectors they read with
+//! `wgsl/packed_moments.wgsl` (decision 0031): `wgsl/com_moments_packed_rows.wgsl` walks
+//! detector rows of whole index groups (decision 0061); on other detectors the loop of
+//! `wgsl/packed_columns.wgsl` walks columns, each invocation finding its sectors
+//! (`wgsl/com_moments_packed.wgsl`) or, with subgroups, a quad sharing them
+//! (`wgsl/com_moments_packed_quad.wgsl`, decision 0060).
 //! Parameters, the bounds that pick a variant, and the encoders.
 //!
 //! Its parity tests: `tests/gpu_parity/com_moments.rs`.
@@ -34,24 +37,35 @@ pub fn com_bands(rows: usize) -> u32 {
     rows.div_ceil(96).clamp(1, 8) as u32
 }
 
-/// Row bands per tile for the CoM kernel with u32 lanes (`com_moments`), or `None` when
-/// even one-row bands could wrap a lane (take `com_moments_wide`): an invocation sums
-/// `ceil(cols / slots)` columns over a band, each sample times a row or column index, and
-/// every sum must stay below 2^32. Otherwise [`com_bands`], or more bands when the bound
-/// needs them.
+/// Row bands per tile for the CoM kernel with u32 lanes (`com_moments`, and
+/// `com_moments_packed` with its quad form), or `None` when even one-row bands could wrap a
+/// lane (take `com_moments_wide`): an invocation sums `ceil(cols / slots)` columns over a
+/// band. [`com_bands`], or more bands when the bound needs them.
 pub fn com_parts(bits: u32, det: [usize; 2]) -> Option<u32> {
+    lane_bands(bits, det, |band, cols, slots| band * cols.div_ceil(slots))
+}
+
+/// Row bands per tile for `com_moments_packed_rows`, as [`com_parts`]: an invocation takes
+/// every `slots`-th (row, group of 8 columns) item of its band.
+pub fn com_parts_rows(bits: u32, det: [usize; 2]) -> Option<u32> {
+    lane_bands(bits, det, |band, cols, slots| {
+        (band * cols.div_ceil(8)).div_ceil(slots) * 8
+    })
+}
+
+/// The fewest row bands per tile from [`com_bands`] up whose invocations sum at most
+/// `pixels(band, cols, slots)` samples each, every one times a row or column index, below
+/// 2^32; `None` when even one-row bands could wrap a lane.
+fn lane_bands(bits: u32, det: [usize; 2], pixels: impl Fn(u64, u64, u64) -> u64) -> Option<u32> {
     if bits >= 32 {
         return None;
     }
     let [rows, cols] = [det[0].max(1) as u64, det[1].max(1) as u64];
     let slots = if bits == 8 { 32 } else { 64 };
-    let vmax = (1u64 << bits) - 1;
-    let per_row = cols.div_ceil(slots) * vmax * (rows.max(cols) - 1).max(1);
-    let band = u32::MAX as u64 / per_row;
-    if band == 0 {
-        return None;
-    }
-    Some(com_bands(det[0]).max(rows.div_ceil(band) as u32))
+    let scale = ((1u64 << bits) - 1) * (rows.max(cols) - 1).max(1);
+    (com_bands(det[0]) as u64..=rows)
+        .find(|&parts| pixels(rows.div_ceil(parts), cols, slots) * scale <= u32::MAX as u64)
+        .map(|parts| parts as u32)
 }
 
 uniform! {
@@ -162,14 +176,19 @@ pub fn encode_com_moments_with(
         (Some(r), _, _) => (&kernels::COM_MOMENTS_F32, 3, r.lsb, parts),
         (None, Some(least), false) if flush > 0 => (&kernels::COM_MOMENTS, 2, 0, parts.max(least)),
         (None, Some(least), true) if flush > 0 => {
-            // A quad of invocations shares each sector's index where the engine has
+            // Rows of whole index groups are walked along (decision 0061); otherwise a
+            // quad of invocations shares each sector's index where the engine has
             // subgroups (decision 0060).
-            let k = if engine.subgroups() {
-                &kernels::COM_MOMENTS_PACKED_QUAD
-            } else {
-                &kernels::COM_MOMENTS_PACKED
-            };
-            (k, 2, 0, parts.max(least))
+            let rows = kernels::com_parts_rows(res.plan.bits, shape.det);
+            match rows {
+                Some(least) if shape.det[1].is_multiple_of(8) => {
+                    (&kernels::COM_MOMENTS_PACKED_ROWS, 2, 0, parts.max(least))
+                }
+                _ if engine.subgroups() => {
+                    (&kernels::COM_MOMENTS_PACKED_QUAD, 2, 0, parts.max(least))
+                }
+                _ => (&kernels::COM_MOMENTS_PACKED, 2, 0, parts.max(least)),
+            }
         }
         (None, _, false) => (&kernels::COM_MOMENTS_WIDE, 2, 0, parts),
         (None, _, true) => (&kernels::COM_MOMENTS_PACKED_WIDE, 2, 0, parts),

@@ -17,7 +17,7 @@ pub mod synthetic;
 pub mod tile_frames;
 pub mod zero_pixels;
 
-pub use com_moments::{com_bands, com_parts, moment_flush, ComParams};
+pub use com_moments::{com_bands, com_parts, com_parts_rows, moment_flush, ComParams};
 pub use decode::DecodeParams;
 pub use display::{PrepParams, StatsParams, View};
 pub use dpc_curl::CurlParams;
@@ -181,6 +181,25 @@ mod tests {
         assert_eq!(com_parts(16, [256, 256]), Some(4));
         assert_eq!(com_parts(16, [7, 3000]), None);
         assert_eq!(com_parts(32, [4, 4]), None);
+        // The row walk deals a band's (row, group of 8) items to the slots in turn.
+        let rows_fit = |bits: u32, det: [usize; 2], parts: u32| {
+            let slots = if bits == 8 { 32 } else { 64 };
+            let band = det[0].div_ceil(parts as usize) as u64;
+            let items = (band * det[1].div_ceil(8) as u64).div_ceil(slots);
+            items * 8 * ((1u64 << bits) - 1) * (det[0].max(det[1]) as u64 - 1) <= u32::MAX as u64
+        };
+        for (bits, det) in [
+            (16, [192, 192]),
+            (16, [256, 256]),
+            (8, [512, 512]),
+            (16, [300, 248]),
+        ] {
+            let parts = com_parts_rows(bits, det).unwrap();
+            assert!(rows_fit(bits, det, parts), "{bits} {det:?} in {parts}");
+            assert!(parts == 1 || !rows_fit(bits, det, parts - 1) || parts == com_bands(det[0]));
+        }
+        assert_eq!(com_parts_rows(16, [192, 192]), Some(2));
+        assert_eq!(com_parts_rows(16, [8, 4096]), None);
         // n(n − 1)/2 · 65535 < 2^32 for n = 362, not 363.
         assert_eq!(moment_flush(16, [1, 1]), 362);
     }

@@ -44,14 +44,19 @@ fn packed_products_equal_the_raw_residents_on_every_fixture() {
 }
 
 /// Acquisitions of u8 (32 positions a tile), u16 and u32 samples on odd shapes whose
-/// tiles are full and partial, each pixel's samples drawn below its own power of two (pixel
-/// `k` keeps `k mod (bits + 1)` bits) so that a tile's sectors take every width code.
+/// tiles are full and partial, and u8 and u16 on detectors 48 and 32 columns wide, each
+/// pixel's samples drawn below its own power of two (pixel `k` keeps `k mod (bits + 1)`
+/// bits) so that a tile's sectors take every width code.
 fn every_width(seed: u64) -> Vec<(String, stem4d::formats::Acquisition)> {
     let mut out = Vec::new();
     for (dtype, dims) in [
         (Dtype::U8, [7, 9, 11, 13]),
         (Dtype::U16, [5, 7, 9, 17]),
         (Dtype::U32, [3, 11, 7, 5]),
+        // Rows of whole index groups: the CoM moments walk along them, several items a
+        // slot (decision 0061).
+        (Dtype::U8, [5, 9, 33, 48]),
+        (Dtype::U16, [3, 7, 40, 32]),
     ] {
         let bits = 8 * dtype.size() as u32;
         let det_len = dims[2] * dims[3];
