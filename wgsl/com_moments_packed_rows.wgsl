@@ -17,8 +17,7 @@ fn group_raw(w: Work, g: u32) -> vec3<u32> {
 // `start`, its sector `*off` bits past that word; `*off` moves past the sector. Bit n of
 // `bad` marks the pixel found bad: read as a sector of zeros, still stored at its width.
 fn group_words(w: Work, start: u32, codes: u32, bad: u32, n: u32, off: ptr<function, u32>) -> Words3 {
-    let code = (codes >> (4u * n)) & 15u;
-    let width = select(code, params.bits, code == 15u);
+    let width = packed_width((codes >> (4u * n)) & 15u, params.bits);
     let bit = *off + w.sub * w.hold * width;
     *off += width * (256u / params.bits);
     let at = start + bit / 32u;
@@ -48,8 +47,8 @@ fn add_four(w: Work, f: Four, n0: u32, s: ptr<function, vec4<u32>>, c: ptr<funct
 
 // The invocation's u32-lane moments over its items, added into the output as `com_moments`
 // adds them. An item is 8 pixels of a row: S = Σ v, C = Σ n · v over its pixels n, so that
-// Σ col · v = 8 · group · S + C. Every lane's sum stays below 2^32 where `com_parts`
-// allows the band.
+// Σ col · v = 8 · group · S + C. Every lane's sum stays below 2^32 where
+// `com_parts_rows` allows the band.
 fn packed_moments_rows(w: Work, lid: u32) {
     let gpr = params.det_cols / 8u;
     let items = (w.i1 - w.i0) * gpr;

@@ -67,17 +67,19 @@ fn fill_window(f: Fetched, slot: u32) {
     window[slot + 8u] = f.c;
 }
 
-// A fetched sector's eight fields through the window at `slot`: `lo` fields 0–3, `hi`
-// 4–7, each holding its raw word's samples at the sector's width.
-struct Fields {
+// Eight words of a sector, `lo` 0–3 and `hi` 4–7: its fields (`sector_fields`) or its raw
+// words as the raw resident holds them (`decode_sector`).
+struct SectorWords {
     lo: vec4<u32>,
     hi: vec4<u32>,
 }
 
-fn sector_fields(f: Fetched, slot: u32, bits: u32) -> Fields {
+// A fetched sector's eight fields through the window at `slot`, each holding its raw
+// word's samples at the sector's width.
+fn sector_fields(f: Fetched, slot: u32, bits: u32) -> SectorWords {
     fill_window(f, slot);
     let fw = (32u / bits) * f.w;
-    return Fields(
+    return SectorWords(
         vec4<u32>(
             window_field(slot, f.r0, fw, 0u),
             window_field(slot, f.r0, fw, 1u),
@@ -93,17 +95,11 @@ fn sector_fields(f: Fetched, slot: u32, bits: u32) -> Fields {
     );
 }
 
-// A sector's eight raw words, as the raw resident holds them: `lo` words 0–3, `hi` 4–7.
-struct RawSector {
-    lo: vec4<u32>,
-    hi: vec4<u32>,
-}
-
-// A fetched sector decoded through the window at `slot`: each field's samples moved to
-// their places in the raw word.
-fn decode_sector(f: Fetched, slot: u32, bits: u32) -> RawSector {
+// A fetched sector decoded through the window at `slot` into its raw words: each field's
+// samples moved to their places in the raw word.
+fn decode_sector(f: Fetched, slot: u32, bits: u32) -> SectorWords {
     let x = sector_fields(f, slot, bits);
-    return RawSector(
+    return SectorWords(
         vec4<u32>(
             spread_field(x.lo.x, f.w, bits),
             spread_field(x.lo.y, f.w, bits),

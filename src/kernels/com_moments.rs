@@ -179,10 +179,9 @@ pub fn encode_com_moments_with(
             // Rows of whole index groups are walked along (decision 0061); otherwise a
             // quad of invocations shares each sector's index where the engine has
             // subgroups (decision 0060).
-            let rows = kernels::com_parts_rows(res.plan.bits, shape.det);
-            match rows {
-                Some(least) if shape.det[1].is_multiple_of(8) => {
-                    (&kernels::COM_MOMENTS_PACKED_ROWS, 2, 0, parts.max(least))
+            match kernels::com_parts_rows(res.plan.bits, shape.det) {
+                Some(bands) if shape.det[1].is_multiple_of(8) => {
+                    (&kernels::COM_MOMENTS_PACKED_ROWS, 2, 0, parts.max(bands))
                 }
                 _ if engine.subgroups() => {
                     (&kernels::COM_MOMENTS_PACKED_QUAD, 2, 0, parts.max(least))
