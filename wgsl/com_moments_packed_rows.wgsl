@@ -34,15 +34,61 @@ fn group_four(w: Work, start: u32, codes: u32, bad: u32, n0: u32, off: ptr<funct
     return Four(a, b, c, d);
 }
 
-// The samples of pixels n0 to n0 + 3 of a group added into S = Σ v and C = Σ n · v.
-fn add_four(w: Work, f: Four, n0: u32, s: ptr<function, vec4<u32>>, c: ptr<function, vec4<u32>>) {
-    let a = samples_of(w, f.a);
-    let b = samples_of(w, f.b);
-    let x = samples_of(w, f.c);
-    let d = samples_of(w, f.d);
+// The samples a, b, x, d of pixels n0 to n0 + 3 of a group added into S = Σ v and
+// C = Σ n · v.
+fn add_samples(a: vec4<u32>, b: vec4<u32>, x: vec4<u32>, d: vec4<u32>, n0: u32, s: ptr<function, vec4<u32>>, c: ptr<function, vec4<u32>>) {
     let all = a + b + x + d;
     *s += all;
     *c += n0 * all + b + 2u * x + 3u * d;
+}
+
+// Pixels n0 to n0 + 3 of a group, as `group_four` gives them, added as `add_samples`.
+fn add_four(w: Work, f: Four, n0: u32, s: ptr<function, vec4<u32>>, c: ptr<function, vec4<u32>>) {
+    add_samples(samples_of(w, f.a), samples_of(w, f.b), samples_of(w, f.c), samples_of(w, f.d), n0, s, c);
+}
+
+// Whether every width code of a group is at most 8 (the codes are the widths): the
+// invocation's four samples of each sector then lie within 32 bits, in two words.
+fn narrow_group(codes: u32) -> bool {
+    let high = codes & 0x88888888u;
+    let low_set = (codes & 0x77777777u) + 0x77777777u;
+    return (high & low_set) == 0u;
+}
+
+// The invocation's two words of pixel `n` of a narrow group (`narrow_group`) whose sectors
+// start at word `start`, its sector `*off` bits past that word (moved past it), and the
+// bit of its first sample (low 8 bits) with the width above it.
+fn narrow_words(w: Work, start: u32, codes: u32, n: u32, off: ptr<function, u32>) -> vec3<u32> {
+    let width = (codes >> (4u * n)) & 15u;
+    let bit = *off + w.sub * w.hold * width;
+    *off += width * (256u / params.bits);
+    let at = start + bit / 32u;
+    return vec3<u32>(packed_in[at], packed_in[at + 1u], (bit % 32u) | (width << 8u));
+}
+
+// The four samples of `narrow_words`' words: one field of at most 32 bits.
+fn narrow_samples(v: vec3<u32>) -> vec4<u32> {
+    let r = v.z & 0xffu;
+    let width = v.z >> 8u;
+    let x = (v.x >> r) | ((v.y << 1u) << (31u - r));
+    let m = (1u << width) - 1u;
+    return vec4<u32>(x & m, (x >> width) & m, (x >> (2u * width)) & m, (x >> (3u * width)) & m);
+}
+
+// A narrow group with no pixel found bad added into S and C: two loads a sector, one
+// field cut into four samples (decision 0062).
+fn add_narrow(w: Work, start: u32, codes: u32, s: ptr<function, vec4<u32>>, c: ptr<function, vec4<u32>>) {
+    var off = 0u;
+    let v0 = narrow_words(w, start, codes, 0u, &off);
+    let v1 = narrow_words(w, start, codes, 1u, &off);
+    let v2 = narrow_words(w, start, codes, 2u, &off);
+    let v3 = narrow_words(w, start, codes, 3u, &off);
+    let v4 = narrow_words(w, start, codes, 4u, &off);
+    let v5 = narrow_words(w, start, codes, 5u, &off);
+    let v6 = narrow_words(w, start, codes, 6u, &off);
+    let v7 = narrow_words(w, start, codes, 7u, &off);
+    add_samples(narrow_samples(v0), narrow_samples(v1), narrow_samples(v2), narrow_samples(v3), 0u, s, c);
+    add_samples(narrow_samples(v4), narrow_samples(v5), narrow_samples(v6), narrow_samples(v7), 4u, s, c);
 }
 
 // The invocation's u32-lane moments over its items, added into the output as `com_moments`
@@ -73,13 +119,17 @@ fn packed_moments_rows(w: Work, lid: u32) {
         row += step_rows + select(0u, 1u, wrap);
         next = group_raw(w, select(0u, row * gpr + gr, n < items));
         let bad = cur.z >> (8u * (g % 4u));
-        var off = 0u;
-        let lo = group_four(w, cur.x, cur.y, bad, 0u, &off);
-        let hi = group_four(w, cur.x, cur.y, bad, 4u, &off);
         var s = vec4<u32>(0u);
         var c = vec4<u32>(0u);
-        add_four(w, lo, 0u, &s, &c);
-        add_four(w, hi, 4u, &s, &c);
+        if ((bad & 0xffu) == 0u && narrow_group(cur.y)) {
+            add_narrow(w, cur.x, cur.y, &s, &c);
+        } else {
+            var off = 0u;
+            let lo = group_four(w, cur.x, cur.y, bad, 0u, &off);
+            let hi = group_four(w, cur.x, cur.y, bad, 4u, &off);
+            add_four(w, lo, 0u, &s, &c);
+            add_four(w, hi, 4u, &s, &c);
+        }
         t += s;
         mr += i * s;
         mc += j0 * s + c;

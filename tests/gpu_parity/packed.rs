@@ -81,6 +81,38 @@ fn every_width(seed: u64) -> Vec<(String, stem4d::formats::Acquisition)> {
     out
 }
 
+/// u8 and u16 acquisitions on detectors of rows whose index groups are narrow (every
+/// sector at most 8 bits wide): a faint disk on a faint background, with a hot pixel off
+/// the disk and a dead one in it whose sectors are narrow too, so that bad-pixel masking
+/// zeroes pixels that the CoM moments' narrow path reads (decision 0062).
+fn narrow_with_bad_pixels(seed: u64) -> Vec<(String, stem4d::formats::Acquisition)> {
+    let mut out = Vec::new();
+    for (dtype, dims) in [(Dtype::U8, [3, 13, 16, 24]), (Dtype::U16, [5, 7, 16, 24])] {
+        let [rows, cols] = [dims[2], dims[3]];
+        let frames = dims[0] * dims[1];
+        let noise = noise_bytes(frames * rows * cols, seed ^ dims[0] as u64);
+        let mut samples = Vec::with_capacity(frames * rows * cols * dtype.size());
+        for (i, &r) in noise.iter().enumerate() {
+            let k = i % (rows * cols);
+            let (y, x) = ((k / cols) as i64 - 8, (k % cols) as i64 - 15);
+            let v = match k {
+                // Hot, off the disk.
+                k if k == 2 * cols + 3 => 150 + (r as u32 % 60),
+                // Dead, in the disk.
+                k if k == 8 * cols + 15 => 1 + (r as u32 % 2),
+                _ if y * y + x * x <= 16 => 36 + (r as u32 % 8),
+                _ => r as u32 % 4,
+            };
+            samples.extend_from_slice(&v.to_le_bytes()[..dtype.size()]);
+        }
+        out.push((
+            format!("narrow {dtype:?} {dims:?}"),
+            raw_acquisition(dtype, dims, samples),
+        ));
+    }
+    out
+}
+
 /// Sectors of every width, 0 to the full sample, on odd shapes whose tiles are full and
 /// partial: u8 (32 positions a tile), u16 and u32, each pixel's samples drawn below its own
 /// power of two so that a tile's sectors take every width code; the masked sums' slots
@@ -91,19 +123,14 @@ fn packed_sectors_of_every_width_equal_the_raw_ones() {
     // The slots meet through subgroups where the adapter has them, and in workgroup memory.
     for subgroups in [true, false] {
         engine.use_subgroups(subgroups);
-        let mut tally = Tally::default();
-        for (name, acq) in every_width(0x5eed) {
-            tally.add(
-                &engine,
-                &acq,
-                &format!("{name} subgroups {}", engine.subgroups()),
-            );
-        }
+        let tally = Tally::of(&engine, every_width(0x5eed));
         assert!(
             tally.compared > 100,
             "only {} packed products compared",
             tally.compared
         );
+        let narrow = Tally::of(&engine, narrow_with_bad_pixels(0xbad));
+        assert!(narrow.zeroed > 0, "no narrow pixel found bad and zeroed");
     }
 }
 
@@ -282,9 +309,27 @@ fn frames_of_more_tiles_than_the_scratch_holds_read_back_as_raw() {
 struct Tally {
     compared: usize,
     smaller: usize,
+    /// Compressed residents in which pixels were found bad and zeroed.
+    zeroed: usize,
 }
 
 impl Tally {
+    /// [`Tally::add`] over `acqs`, each named with whether the slots meet through subgroups.
+    fn of(
+        engine: &stem4d::gpu::Engine,
+        acqs: Vec<(String, stem4d::formats::Acquisition)>,
+    ) -> Tally {
+        let mut tally = Tally::default();
+        for (name, acq) in acqs {
+            tally.add(
+                engine,
+                &acq,
+                &format!("{name} subgroups {}", engine.subgroups()),
+            );
+        }
+        tally
+    }
+
     /// Every product of the parity matrix of `acq`, with and without bad-pixel masking, on
     /// compressed residents built in blocks of one and of all scan rows, decoded on the GPU
     /// and packed on the CPU: each equal to the raw resident's byte for byte.
@@ -334,6 +379,9 @@ impl Tally {
                             self.smaller += 1;
                         }
                         pollster::block_on(gpu::settle_bad_pixels(engine, acq, &mut res)).unwrap();
+                        if res.found_bad.is_some() {
+                            self.zeroed += 1;
+                        }
                         for (p, r) in ps.iter().zip(&raw) {
                             let got =
                                 pollster::block_on(gpu::compute_resident(engine, acq, &res, p));
