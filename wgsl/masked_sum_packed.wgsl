@@ -24,8 +24,13 @@ fn fetch_if(tile: u32, k: u32, bits: u32, live: bool) -> Fetched {
 }
 
 // A fetched sector of 16-bit samples added into lanes a–d as the raw kernel adds each raw
-// word's low and high sample, both cut straight from the word's field (decision 0061).
+// word's low and high sample, both cut straight from the word's field (decision 0061);
+// sectors at most 8 bits wide, most of a pattern's, take `add_narrow_pairs`.
 fn add_pairs(l: ptr<function, Lanes>, f: Fetched, slot: u32) {
+    if (f.w <= 8u) {
+        add_narrow_pairs(l, f, slot);
+        return;
+    }
     let x = sector_fields(f, slot, 16u);
     let m = vec4<u32>(low_mask(f.w));
     let w = vec4<u32>(f.w);
@@ -33,6 +38,27 @@ fn add_pairs(l: ptr<function, Lanes>, f: Fetched, slot: u32) {
     (*l).b += x.lo >> w;
     (*l).c += x.hi & m;
     (*l).d += x.hi >> w;
+}
+
+// A fetched sector of 16-bit samples at most 8 bits wide added as `add_pairs` adds it:
+// four fields of four samples (two raw words each) instead of eight of two, half the
+// window reads and funnel shifts (decision 0063). Field q holds samples 4q to 4q + 3: the
+// low and high samples of raw words 2q and 2q + 1.
+fn add_narrow_pairs(l: ptr<function, Lanes>, f: Fetched, slot: u32) {
+    fill_window(f, slot);
+    let fw = 4u * f.w;
+    let f0 = window_field(slot, f.r0, fw, 0u);
+    let f1 = window_field(slot, f.r0, fw, 1u);
+    let f2 = window_field(slot, f.r0, fw, 2u);
+    let f3 = window_field(slot, f.r0, fw, 3u);
+    let m = vec4<u32>(low_mask(f.w));
+    let lo = vec4<u32>(f0, f0, f1, f1) >> vec4<u32>(0u, 2u * f.w, 0u, 2u * f.w);
+    let hi = vec4<u32>(f2, f2, f3, f3) >> vec4<u32>(0u, 2u * f.w, 0u, 2u * f.w);
+    let w = vec4<u32>(f.w);
+    (*l).a += lo & m;
+    (*l).b += (lo >> w) & m;
+    (*l).c += hi & m;
+    (*l).d += (hi >> w) & m;
 }
 
 // A fetched sector of 8-bit samples added into lanes a–h: each raw word's four samples.
