@@ -13,13 +13,20 @@ fn group_raw(w: Work, g: u32) -> vec3<u32> {
     return vec3<u32>(packed_in[at], packed_in[at + 1u], zeroed[g / 4u]);
 }
 
+// The bit, from a group's first data word, of the invocation's first sample in a sector of
+// width `width` that starts `*off` bits in; `*off` moves past the sector.
+fn invocation_bit(w: Work, width: u32, off: ptr<function, u32>) -> u32 {
+    let bit = *off + w.sub * w.hold * width;
+    *off += width * (256u / params.bits);
+    return bit;
+}
+
 // The invocation's words of pixel `n` (0–7) of a group whose sectors start at word
 // `start`, its sector `*off` bits past that word; `*off` moves past the sector. Bit n of
 // `bad` marks the pixel found bad: read as a sector of zeros, still stored at its width.
 fn group_words(w: Work, start: u32, codes: u32, bad: u32, n: u32, off: ptr<function, u32>) -> Words3 {
     let width = packed_width((codes >> (4u * n)) & 15u, params.bits);
-    let bit = *off + w.sub * w.hold * width;
-    *off += width * (256u / params.bits);
+    let bit = invocation_bit(w, width, off);
     let at = start + bit / 32u;
     let read = select(width, 0u, ((bad >> n) & 1u) != 0u);
     return Words3(packed_in[at], packed_in[at + 1u], packed_in[at + 2u], bit % 32u, read);
@@ -55,24 +62,29 @@ fn narrow_group(codes: u32) -> bool {
     return (high & low_set) == 0u;
 }
 
+// An invocation's words of a sector at most 8 bits wide: the two packed words from the one
+// holding its first sample, that sample's bit in the first, and the width.
+struct Words2 {
+    x: u32,
+    y: u32,
+    sh: u32,
+    w: u32,
+}
+
 // The invocation's two words of pixel `n` of a narrow group (`narrow_group`) whose sectors
-// start at word `start`, its sector `*off` bits past that word (moved past it), and the
-// bit of its first sample (low 8 bits) with the width above it.
-fn narrow_words(w: Work, start: u32, codes: u32, n: u32, off: ptr<function, u32>) -> vec3<u32> {
+// start at word `start`, its sector `*off` bits past that word (moved past it).
+fn narrow_words(w: Work, start: u32, codes: u32, n: u32, off: ptr<function, u32>) -> Words2 {
     let width = (codes >> (4u * n)) & 15u;
-    let bit = *off + w.sub * w.hold * width;
-    *off += width * (256u / params.bits);
+    let bit = invocation_bit(w, width, off);
     let at = start + bit / 32u;
-    return vec3<u32>(packed_in[at], packed_in[at + 1u], (bit % 32u) | (width << 8u));
+    return Words2(packed_in[at], packed_in[at + 1u], bit % 32u, width);
 }
 
 // The four samples of `narrow_words`' words: one field of at most 32 bits.
-fn narrow_samples(v: vec3<u32>) -> vec4<u32> {
-    let r = v.z & 0xffu;
-    let width = v.z >> 8u;
-    let x = (v.x >> r) | ((v.y << 1u) << (31u - r));
-    let m = (1u << width) - 1u;
-    return vec4<u32>(x & m, (x >> width) & m, (x >> (2u * width)) & m, (x >> (3u * width)) & m);
+fn narrow_samples(v: Words2) -> vec4<u32> {
+    let x = funnel_bits(v.x, v.y, v.sh, 0xffffffffu);
+    let m = (1u << v.w) - 1u;
+    return vec4<u32>(x & m, (x >> v.w) & m, (x >> (2u * v.w)) & m, (x >> (3u * v.w)) & m);
 }
 
 // A narrow group with no pixel found bad added into S and C: two loads a sector, one
