@@ -235,15 +235,40 @@ fn judged(
     }
 }
 
-/// [`run`] on the CUDA backend (`cuda`): the same requests, references and verdicts, each
-/// correction uploaded once for the requests in a row that share it.
+/// How the CUDA backend holds the acquisition in a parity run: frame-major samples, or
+/// compressed (decision 0064; float32 stays raw).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CudaHeld {
+    Raw,
+    Compressed,
+}
+
+impl CudaHeld {
+    /// The backend's name in the rows.
+    pub fn name(self) -> &'static str {
+        match self {
+            CudaHeld::Raw => "cuda",
+            CudaHeld::Compressed => "cuda-compressed",
+        }
+    }
+}
+
+/// [`run`] on the CUDA backend, the acquisition held as `held` says: the same requests,
+/// references and verdicts, each correction uploaded once for the requests in a row that
+/// share it.
 #[cfg(all(feature = "cuda", not(target_arch = "wasm32")))]
 pub fn run_cuda(
     engine: &crate::cuda::CudaEngine,
     acq: &Acquisition,
     requests: &[ProductRequest],
+    held: CudaHeld,
 ) -> Vec<Row> {
-    use crate::cuda::{compute, compute_resident, CudaResident};
+    use crate::cuda::{compute_resident, CudaResident};
+    let backend = held.name();
+    let upload = |corr| match held {
+        CudaHeld::Raw => CudaResident::upload(engine, acq, corr),
+        CudaHeld::Compressed => CudaResident::upload_compressed(engine, acq, corr),
+    };
     let mut rows = Vec::new();
     let mut resident: Option<CudaResident> = None;
     for r in requests {
@@ -251,23 +276,27 @@ pub fn run_cuda(
         let reference = match crate::cpu::compute(acq, p, corr) {
             Ok(c) => c,
             Err(_) => {
-                rows.push(refused_too(&name, "cuda", compute(engine, acq, p, corr)));
+                let got = p
+                    .validate(acq.shape, corr)
+                    .and_then(|()| upload(corr))
+                    .and_then(|res| compute_resident(engine, acq, &res, p));
+                rows.push(refused_too(&name, backend, got));
                 continue;
             }
         };
         if resident.as_ref().is_none_or(|res| res.correction != corr) {
             resident = None;
-            match CudaResident::upload(engine, acq, corr) {
+            match upload(corr) {
                 Ok(res) => resident = Some(res),
                 Err(e) => {
-                    rows.push(Row::new(&name, "cuda", error_outcome(e)));
+                    rows.push(Row::new(&name, backend, error_outcome(e)));
                     continue;
                 }
             }
         }
         let Some(res) = &resident else { continue };
         let got = compute_resident(engine, acq, res, p);
-        rows.push(judged(&name, "cuda", p, &reference, got));
+        rows.push(judged(&name, backend, p, &reference, got));
     }
     rows
 }

@@ -14,8 +14,8 @@ mod common;
 
 use common::*;
 use stem4d::contract::Dtype;
-use stem4d::cuda::CudaEngine;
-use stem4d::parity::{self, Outcome};
+use stem4d::cuda::{CudaEngine, CudaResident};
+use stem4d::parity::{self, CudaHeld, Outcome};
 
 fn required() -> bool {
     std::env::var("STEM4D_REQUIRE_CUDA").is_ok_and(|v| v == "1")
@@ -54,7 +54,7 @@ fn cuda_matches_the_reference_on_every_fixture_or_says_it_is_absent() {
         let name = fx["name"].as_str().unwrap_or("?");
         for masking in [false, true] {
             let requests = parity::matrix(&acq, masking).unwrap();
-            for row in parity::run_cuda(&engine, &acq, &requests) {
+            for row in parity::run_cuda(&engine, &acq, &requests, CudaHeld::Raw) {
                 let what = format!(
                     "{name} (masking {masking}): {} on {}",
                     row.product, row.backend
@@ -82,6 +82,117 @@ fn cuda_matches_the_reference_on_every_fixture_or_says_it_is_absent() {
         floats > 20,
         "only {floats} float32 products checked on CUDA"
     );
+}
+
+/// The compressed resident (decision 0064): every fixture's products, with and without
+/// bad-pixel masking, pass the parity matrix on it as they pass on the raw resident; the
+/// integer fixtures are held compressed, float32 raw (said by name).
+#[test]
+fn cuda_compressed_matches_the_reference_on_every_fixture() {
+    let Ok(engine) = cuda_engine() else {
+        eprintln!("SKIPPED: CUDA is absent");
+        return;
+    };
+    let (mut checked, mut compressed) = (0, 0);
+    for fx in manifest()["fixtures"].as_array().unwrap() {
+        let acq = open_fixture(fx);
+        let name = fx["name"].as_str().unwrap_or("?");
+        let res = CudaResident::upload_compressed(&engine, &acq, Default::default()).unwrap();
+        assert_eq!(res.is_compressed(), acq.dtype != Dtype::F32, "{name}");
+        compressed += res.is_compressed() as usize;
+        if !res.is_compressed() {
+            assert!(res.held_words().contains("float32 is kept raw"), "{name}");
+        }
+        for masking in [false, true] {
+            let requests = parity::matrix(&acq, masking).unwrap();
+            for row in parity::run_cuda(&engine, &acq, &requests, CudaHeld::Compressed) {
+                let what = format!("{name} (masking {masking}): {}", row.product);
+                assert_eq!(row.backend, "cuda-compressed");
+                match &row.outcome {
+                    Outcome::Pass => checked += 1,
+                    Outcome::Declined(why) => {
+                        assert!(
+                            why.contains("64 bits") || why.contains("128-bit"),
+                            "{what}: {why}"
+                        )
+                    }
+                    other => panic!("{what}: {other:?}"),
+                }
+            }
+        }
+    }
+    eprintln!("CUDA compressed: {checked} rows passed, {compressed} fixtures held compressed");
+    assert!(checked > 300, "only {checked} products checked");
+    assert!(compressed > 5, "only {compressed} fixtures held compressed");
+}
+
+/// Acquisitions no fixture has (sectors of every width on odd shapes, u8/u16/u32; narrow
+/// sectors with a hot and a dead pixel found after the upload), compressed from windows of
+/// 1, 5 and 37 frames so that tiles span windows: every product of the matrix, with and
+/// without masking, within the contract of the CPU reference, and every frame read back
+/// equal to the raw resident's.
+#[test]
+fn cuda_compressed_equals_raw_on_every_width_and_window() {
+    let Ok(engine) = cuda_engine() else {
+        eprintln!("SKIPPED: CUDA is absent");
+        return;
+    };
+    let mut checked = 0;
+    let mut acqs = every_width(0x64);
+    acqs.extend(narrow_with_bad_pixels(0x64));
+    for (name, acq) in &acqs {
+        for masking in [false, true] {
+            let corr = stem4d::frames::Correction {
+                mask_bad_pixels: masking,
+                bin: 1,
+            };
+            let raw = CudaResident::upload(&engine, acq, corr).unwrap();
+            for window in [1, 5, 37] {
+                let what = format!("{name} (masking {masking}, windows of {window})");
+                let res =
+                    CudaResident::upload_compressed_in_windows(&engine, acq, corr, window).unwrap();
+                assert!(res.is_compressed(), "{what}");
+                assert_eq!(res.found_bad, raw.found_bad, "{what}");
+                let n = acq.shape.frames();
+                assert_eq!(
+                    res.frames(&engine, 0, n).unwrap(),
+                    raw.frames(&engine, 0, n).unwrap(),
+                    "{what}: frames read back"
+                );
+                for r in parity::matrix(acq, masking).unwrap() {
+                    let Ok(reference) = stem4d::cpu::compute(acq, &r.params, r.correction) else {
+                        continue;
+                    };
+                    let got = if r.correction == corr {
+                        stem4d::cuda::compute_resident(&engine, acq, &res, &r.params)
+                    } else {
+                        CudaResident::upload_compressed_in_windows(
+                            &engine,
+                            acq,
+                            r.correction,
+                            window,
+                        )
+                        .and_then(|b| stem4d::cuda::compute_resident(&engine, acq, &b, &r.params))
+                    };
+                    let got = match got {
+                        Ok(g) => g,
+                        Err(e) if e.is_gpu_unsupported() => continue,
+                        Err(e) => panic!("{what}: {:?}: {e}", r.params.kind),
+                    };
+                    let verdict = stem4d::products::judge::judge(r.params.kind, &got, &reference);
+                    assert!(
+                        verdict.failure.is_none(),
+                        "{what}: {:?}: {:?}",
+                        r.params.kind,
+                        verdict.failure
+                    );
+                    checked += 1;
+                }
+            }
+        }
+    }
+    eprintln!("CUDA compressed from windows: {checked} products checked");
+    assert!(checked > 400, "only {checked} products checked");
 }
 
 /// Without CUDA, a binary built with the backend refuses it by name and exits with an error.
@@ -135,13 +246,13 @@ fn cuda_decode_refuses_corrupt_chunks_by_name() {
         }
     };
     let good = open_fixture(&fixture_named("arina_u16"));
-    let res = stem4d::cuda::CudaResident::upload(&engine, &good, Default::default()).unwrap();
+    let res = CudaResident::upload(&engine, &good, Default::default()).unwrap();
     assert!(
         res.decoded_on_gpu,
         "arina_u16 (bitshuffle+LZ4) decoded on the GPU"
     );
     corrupt_bslz4_refused(|_, acq| {
-        stem4d::cuda::CudaResident::upload(&engine, acq, Default::default()).map(drop)
+        CudaResident::upload(&engine, acq, Default::default()).map(drop)
     });
 }
 

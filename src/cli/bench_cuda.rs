@@ -9,11 +9,13 @@ use super::OpenArgs;
 use crate::cuda::{bench::kernel_times, CudaEngine, CudaResident};
 use crate::error::Result;
 use crate::frames::Correction;
+use crate::parity::CudaHeld;
 
 pub(super) fn bench_cuda(
     open: &OpenArgs,
     reps: usize,
     bf_radius: f64,
+    held: CudaHeld,
     json: Option<&std::path::Path>,
 ) -> Result<()> {
     let acq = super::open_acquisition(open)?;
@@ -40,15 +42,22 @@ pub(super) fn bench_cuda(
         String::new(),
     );
     let t = Instant::now();
-    let res = CudaResident::upload(&engine, &acq, Correction::default())?;
+    let res = match held {
+        CudaHeld::Raw => CudaResident::upload(&engine, &acq, Correction::default())?,
+        CudaHeld::Compressed => {
+            CudaResident::upload_compressed(&engine, &acq, Correction::default())?
+        }
+    };
     let upload_ms = t.elapsed().as_secs_f64() * 1e3;
-    let gb = res.stored_bytes() as f64 / 1e9;
+    let gb = res.raw_bytes as f64 / 1e9;
     let rate = format!(
-        "  ({gb:.2} GB resident, {:.2} GB/s; frames decoded on the {})",
+        "  ({gb:.2} GB of samples, {:.2} GB/s; frames decoded on the {})",
         gb / (upload_ms / 1e3),
         if res.decoded_on_gpu { "GPU" } else { "CPU" }
     );
     stage(&mut report, "read+decode+upload", upload_ms, rate);
+    println!("  {}", res.held_words());
+    report.push("resident", res.held_words());
     // The wgpu bench's masks and names, so that the lines compare.
     let (_, outer, bf, adf) = super::bench_gpu::bench_masks(res.shape.det, bf_radius);
     let bf_name = format!("BF r={bf_radius} ({} px)", bf.len());

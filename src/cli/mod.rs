@@ -102,7 +102,8 @@ enum Cmd {
         #[arg(long, value_name = "DIR")]
         kernels: Option<PathBuf>,
         /// The backends checked, comma-separated: cpu (the reference, always computed),
-        /// wgpu (the best adapter), vulkan, metal, dx12, cuda (a binary built with `--features cuda`).
+        /// wgpu (the best adapter), vulkan, metal, dx12, cuda (a binary built with `--features cuda`),
+        /// cuda-compressed (the CUDA backend holding the acquisition compressed).
         #[arg(long, default_value = "cpu,wgpu")]
         backends: String,
         /// Also write the matrix as JSON rows (product, backend, adapter, dtype, errors,
@@ -389,12 +390,17 @@ fn run(cli: Cli) -> Result<()> {
                 },
         } => {
             if backend == "cuda" {
-                if kernels.is_some() || no_subgroups || decode_only || !budget.is_default() {
+                if kernels.is_some() || no_subgroups || decode_only {
                     return Err(Error::param(
-                        "--kernels, --no-subgroups, --decode-only and the memory options time the wgpu engine, not --backend cuda",
+                        "--kernels, --no-subgroups and --decode-only time the wgpu engine, not --backend cuda",
                     ));
                 }
-                return bench_cuda_here(&open, reps.max(2), bf_radius, json.as_deref());
+                let held = if budget.is_default() {
+                    crate::parity::CudaHeld::Raw
+                } else {
+                    crate::cli::product::cuda_held(budget)?
+                };
+                return bench_cuda_here(&open, reps.max(2), bf_radius, held, json.as_deref());
             }
             bench_gpu(
                 &open,
@@ -532,13 +538,20 @@ fn bench_cuda_here(
     open: &OpenArgs,
     reps: usize,
     bf_radius: f64,
+    held: crate::parity::CudaHeld,
     json: Option<&Path>,
 ) -> Result<()> {
-    bench_cuda::bench_cuda(open, reps, bf_radius, json)
+    bench_cuda::bench_cuda(open, reps, bf_radius, held, json)
 }
 
 #[cfg(not(feature = "cuda"))]
-fn bench_cuda_here(_: &OpenArgs, _: usize, _: f64, _: Option<&Path>) -> Result<()> {
+fn bench_cuda_here(
+    _: &OpenArgs,
+    _: usize,
+    _: f64,
+    _: crate::parity::CudaHeld,
+    _: Option<&Path>,
+) -> Result<()> {
     Err(Error::param(
         "--backend cuda: not built into this binary (build it with `cargo build --release --features cuda`)",
     ))

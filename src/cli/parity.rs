@@ -9,7 +9,7 @@ use serde_json::json;
 use crate::error::{Error, Result};
 use crate::formats::Acquisition;
 use crate::gpu::{AdapterLine, Engine, GpuApi};
-use crate::parity::{self, Outcome, Row};
+use crate::parity::{self, CudaHeld, Outcome, Row};
 
 /// What `stem4d parity` checks and where it writes.
 pub struct ParityArgs {
@@ -18,34 +18,44 @@ pub struct ParityArgs {
     pub overrides: Vec<(String, String)>,
     /// The wgpu backends, in the order given (the CPU reference is always computed).
     pub apis: Vec<GpuApi>,
-    /// Whether the CUDA backend is asked for too (after the wgpu ones).
-    pub cuda: bool,
+    /// The CUDA backend's residents asked for too (after the wgpu ones): `cuda` (raw),
+    /// `cuda-compressed`.
+    pub cuda: Vec<CudaHeld>,
     pub json: Option<PathBuf>,
     /// The files the run reads (the JSON never replaces one).
     pub read: Vec<PathBuf>,
 }
 
 /// `--backends`: `cpu` (the reference, always computed), `wgpu`, `vulkan`, `metal`, `dx12`,
-/// `cuda` (refused in a binary built without it). Each GPU name once, in the order given;
-/// whether `cuda` was named.
-pub fn parse_backends(list: &str) -> Result<(Vec<GpuApi>, bool)> {
+/// `cuda` and `cuda-compressed` (the CUDA backend holding the acquisition compressed;
+/// both refused in a binary built without it). Each name once, in the order given.
+pub fn parse_backends(list: &str) -> Result<(Vec<GpuApi>, Vec<CudaHeld>)> {
     let mut apis = Vec::new();
-    let mut cuda = false;
+    let mut cuda = Vec::new();
     for name in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let held = match name {
+            "cuda" => Some(CudaHeld::Raw),
+            "cuda-compressed" => Some(CudaHeld::Compressed),
+            _ => None,
+        };
         match name {
             "cpu" => {}
-            "cuda" if cfg!(feature = "cuda") => cuda = true,
-            "cuda" => {
-                return Err(Error::param(
-                    "--backends cuda: the cuda backend is not built into this binary (build it with `cargo build --release --features cuda`)",
-                ))
+            _ if held.is_some() && !cfg!(feature = "cuda") => {
+                return Err(Error::param(format!(
+                    "--backends {name}: the cuda backend is not built into this binary (build it with `cargo build --release --features cuda`)"
+                )))
+            }
+            _ if held.is_some() => {
+                if let Some(h) = held.filter(|h| !cuda.contains(h)) {
+                    cuda.push(h);
+                }
             }
             other => match GpuApi::parse(other) {
                 Some(api) if !apis.contains(&api) => apis.push(api),
                 Some(_) => {}
                 None => {
                     return Err(Error::param(format!(
-                        "--backends: unknown backend '{other}' (one of: cpu, wgpu, vulkan, metal, dx12, cuda)"
+                        "--backends: unknown backend '{other}' (one of: cpu, wgpu, vulkan, metal, dx12, cuda, cuda-compressed)"
                     )))
                 }
             },
@@ -117,8 +127,8 @@ pub fn run(acq: &Acquisition, args: &ParityArgs) -> Result<()> {
                 }),
         );
     }
-    if args.cuda {
-        all.extend(cuda_rows(acq, &requests)?);
+    if !args.cuda.is_empty() {
+        all.extend(cuda_rows(acq, &requests, &args.cuda)?);
     }
     all.iter().for_each(|(r, _)| print_row(r));
     if let Some(path) = &args.json {
@@ -140,25 +150,33 @@ fn cuda_devices() -> std::result::Result<Vec<String>, String> {
     Err("this binary is built without the CUDA backend".into())
 }
 
-/// The CUDA backend's rows: asked for by name, so a machine without CUDA is an error.
+/// The CUDA backend's rows, for each resident asked for: asked for by name, so a machine
+/// without CUDA is an error.
 #[cfg(feature = "cuda")]
 fn cuda_rows(
     acq: &Acquisition,
     requests: &[crate::products::ProductRequest],
+    held: &[CudaHeld],
 ) -> Result<Vec<(Row, Option<String>)>> {
     let engine = crate::cuda::CudaEngine::new()?;
     let line = engine.line();
-    println!("{:<22} {:<10} {line}", "", "cuda");
-    Ok(parity::run_cuda(&engine, acq, requests)
-        .into_iter()
-        .map(|r| (r, Some(line.clone())))
-        .collect())
+    let mut rows = Vec::new();
+    for &h in held {
+        println!("{:<22} {:<10} {line}", "", h.name());
+        rows.extend(
+            parity::run_cuda(&engine, acq, requests, h)
+                .into_iter()
+                .map(|r| (r, Some(line.clone()))),
+        );
+    }
+    Ok(rows)
 }
 
 #[cfg(not(feature = "cuda"))]
 fn cuda_rows(
     _: &Acquisition,
     _: &[crate::products::ProductRequest],
+    _: &[CudaHeld],
 ) -> Result<Vec<(Row, Option<String>)>> {
     Err(Error::param("--backends cuda: not built into this binary"))
 }

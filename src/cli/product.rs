@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use super::memory::{plan_words, product_within};
 use super::{open_acquisition, refuse_input_overwrite, write_new_file, ProductArgs};
 use crate::error::{Error, Result};
+use crate::parity::CudaHeld;
 use crate::products::ProductKind;
 
 /// `--backend`: the CPU reference, the wgpu engine on the best graphics API or a named
@@ -113,9 +114,8 @@ pub(super) fn product(p: ProductArgs) -> Result<()> {
             product_within(&acq, &params, corr, p.budget, api)?
         }
         Backend::Cuda if !p.budget.is_default() => {
-            return Err(Error::param(
-                "--memory-budget and --memory-plan are the wgpu engine's: the CUDA backend keeps the whole acquisition resident",
-            ))
+            let held = cuda_held(p.budget)?;
+            cuda_product(&mut Engines::default(), &acq, &params, corr, held)?
         }
         Backend::Cpu if !p.budget.is_default() => {
             eprintln!(
@@ -173,21 +173,53 @@ pub(super) fn compute_on(
             };
             pollster::block_on(crate::products::gpu::compute(engine, acq, params, corr))
         }
-        #[cfg(feature = "cuda")]
-        Backend::Cuda => {
-            let engine = match &mut engines.cuda {
-                Some(e) => e,
-                slot => {
-                    let e = crate::cuda::CudaEngine::new()?;
-                    eprintln!("stem4d: backend cuda on {}", e.line());
-                    slot.insert(e)
-                }
-            };
-            crate::cuda::compute(engine, acq, params, corr)
-        }
-        #[cfg(not(feature = "cuda"))]
-        Backend::Cuda => Err(Error::param("backend 'cuda' is not built into this binary")),
+        Backend::Cuda => cuda_product(engines, acq, params, corr, CudaHeld::Raw),
     }
+}
+
+/// How `--memory-plan` asks the CUDA backend to hold the acquisition: it holds it whole,
+/// raw (`resident`) or compressed (`compressed`); budgets and streaming are the wgpu
+/// engine's.
+pub(super) fn cuda_held(budget: super::memory::BudgetArgs) -> Result<CudaHeld> {
+    use crate::upload::memory::PlanKind;
+    match (budget.memory_budget, budget.memory_plan) {
+        (None, Some(PlanKind::Resident)) => Ok(CudaHeld::Raw),
+        (None, Some(PlanKind::Compressed)) => Ok(CudaHeld::Compressed),
+        _ => Err(Error::param(
+            "--backend cuda holds the whole acquisition, raw (--memory-plan resident) or compressed (--memory-plan compressed); --memory-budget and the streaming and cpu plans are the wgpu engine's",
+        )),
+    }
+}
+
+/// One product on the CUDA backend, its engine started once for a run's products.
+#[cfg(feature = "cuda")]
+fn cuda_product(
+    engines: &mut Engines,
+    acq: &crate::formats::Acquisition,
+    params: &crate::products::ProductParams,
+    corr: crate::frames::Correction,
+    held: CudaHeld,
+) -> Result<crate::products::ProductArray> {
+    let engine = match &mut engines.cuda {
+        Some(e) => e,
+        slot => {
+            let e = crate::cuda::CudaEngine::new()?;
+            eprintln!("stem4d: backend cuda on {}", e.line());
+            slot.insert(e)
+        }
+    };
+    crate::cuda::compute_held(engine, acq, params, corr, held)
+}
+
+#[cfg(not(feature = "cuda"))]
+fn cuda_product(
+    _: &mut Engines,
+    _: &crate::formats::Acquisition,
+    _: &crate::products::ProductParams,
+    _: crate::frames::Correction,
+    _: CudaHeld,
+) -> Result<crate::products::ProductArray> {
+    Err(Error::param("backend 'cuda' is not built into this binary"))
 }
 
 /// The largest `.npy` header a side input may have (numpy writes 128 bytes or a few more).

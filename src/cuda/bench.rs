@@ -39,7 +39,8 @@ fn timed(
 }
 
 /// BF over the pixel list `bf`, ADF over `adf`, the total, the CoM moments and the mean
-/// pattern (sum + max) of `res`, each timed over `reps` launches.
+/// pattern (sum + max) of `res`, each timed over `reps` launches; the bytes are those of the
+/// samples read, as stored raw (an "effective" rate on a compressed resident).
 pub fn kernel_times(
     engine: &CudaEngine,
     res: &CudaResident,
@@ -69,7 +70,7 @@ pub fn kernel_times(
         engine,
         reps,
         "CoM/DPC moments".into(),
-        res.stored_bytes(),
+        res.raw_bytes,
         || res.launch_com_moments(engine, &mut moments),
     )?);
     let mut sum = alloc::<u64>(engine, det_len, "sum pattern")?;
@@ -79,7 +80,7 @@ pub fn kernel_times(
         engine,
         reps,
         "mean DP (sum + max)".into(),
-        res.stored_bytes(),
+        res.raw_bytes,
         || res.launch_pattern_reduce(engine, scan, &mut sum, &mut max),
     )?);
     Ok(out)

@@ -44,6 +44,8 @@ pub struct DetectorWords {
 pub enum MaskedSet {
     Samples(DetectorSet),
     Words(DetectorWords),
+    /// A compressed resident's: (group, selection) pairs (`packed::group_items`).
+    Groups(super::packed::GroupSet),
 }
 
 fn upload_u32(engine: &CudaEngine, v: &[u32]) -> Result<CudaSlice<u32>> {

@@ -10,9 +10,22 @@ use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream};
 use crate::error::{Error, Result};
 
 /// The CUDA sources, `common.cu` first: one module holds every kernel.
-const SOURCES: [(&str, &str); 10] = [
+const SOURCES: [(&str, &str); 14] = [
     ("common.cu", include_str!("../../wgsl/common.cu")),
     ("masked_sum.cu", include_str!("../../wgsl/masked_sum.cu")),
+    ("packed.cu", include_str!("../../wgsl/packed.cu")),
+    (
+        "masked_sum_packed.cu",
+        include_str!("../../wgsl/masked_sum_packed.cu"),
+    ),
+    (
+        "com_moments_packed.cu",
+        include_str!("../../wgsl/com_moments_packed.cu"),
+    ),
+    (
+        "pattern_reduce_packed.cu",
+        include_str!("../../wgsl/pattern_reduce_packed.cu"),
+    ),
     ("com_moments.cu", include_str!("../../wgsl/com_moments.cu")),
     (
         "pattern_reduce.cu",

@@ -14,11 +14,12 @@ mod decode;
 mod detector_set;
 mod engine;
 mod idpc;
+mod packed;
 mod products;
 mod resident;
 mod resident_float;
 mod upload;
 
 pub use engine::{compile_kernels, devices, CudaEngine};
-pub use products::{compute, compute_resident};
+pub use products::{compute, compute_held, compute_resident};
 pub use resident::CudaResident;

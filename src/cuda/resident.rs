@@ -7,6 +7,7 @@ use cudarc::driver::{CudaSlice, DeviceRepr, LaunchConfig, PushKernelArg, ValidAs
 
 use super::detector_set::{MaskedSet, WORD_BYTES};
 use super::engine::{driver_error, CudaEngine};
+use super::packed::Packed;
 use crate::contract::{Region, Shape4};
 use crate::error::{Error, Result};
 use crate::formats::Acquisition;
@@ -17,12 +18,22 @@ use crate::upload::plan::FloatRange;
 const THREADS: u32 = 256;
 
 /// The stored samples: the source's type, or u32 once binned (C-BIN widens); float32 as
-/// its bits (binned on the CPU as the frame pipeline bins it, C-BIN-COMPOSE).
+/// its bits (binned on the CPU as the frame pipeline bins it, C-BIN-COMPOSE); or integer
+/// samples compressed (`packed.rs`, decision 0064).
 pub enum Stored {
     U8(CudaSlice<u8>),
     U16(CudaSlice<u16>),
     U32(CudaSlice<u32>),
     F32(CudaSlice<u32>),
+    Packed(Packed),
+}
+
+/// A frame-major kernel asked of a compressed resident: each caller takes the packed form
+/// first, so this is a bug, said rather than panicked.
+fn packed_here(what: &str) -> Error {
+    Error::Gpu(format!(
+        "CUDA: {what} was asked of a compressed resident's frame-major samples"
+    ))
 }
 
 /// Run `$body` with `$s` the stored slice and `$t` its kernels' suffix: every sample type's
@@ -42,6 +53,7 @@ macro_rules! on_stored {
                 let $t = "u32";
                 $body
             }
+            Stored::Packed(_) => return Err(packed_here("a frame-major kernel")),
         }
     };
 }
@@ -74,6 +86,8 @@ pub struct CudaResident {
     pub float: Option<FloatRange>,
     /// Whether the frames were decoded on the device (`decode.rs`) rather than the CPU.
     pub decoded_on_gpu: bool,
+    /// The bytes the samples take unpacked (frame-major), beside `stored_bytes`.
+    pub raw_bytes: u64,
 }
 
 /// A grid-stride launch over `n` items.
@@ -145,20 +159,53 @@ impl CudaResident {
         acq: &Acquisition,
         corr: Correction,
     ) -> Result<CudaResident> {
+        Self::upload_as(engine, acq, corr, false, usize::MAX)
+    }
+
+    /// [`CudaResident::upload`] into the compressed resident (decision 0064) where the
+    /// samples are integers; float32 is kept raw (`is_compressed` says which).
+    pub fn upload_compressed(
+        engine: &CudaEngine,
+        acq: &Acquisition,
+        corr: Correction,
+    ) -> Result<CudaResident> {
+        Self::upload_as(engine, acq, corr, true, usize::MAX)
+    }
+
+    /// [`CudaResident::upload_compressed`] from windows of at most `window_frames` frames
+    /// (tests make tiles span windows, as they do in a large acquisition).
+    pub fn upload_compressed_in_windows(
+        engine: &CudaEngine,
+        acq: &Acquisition,
+        corr: Correction,
+        window_frames: usize,
+    ) -> Result<CudaResident> {
+        Self::upload_as(engine, acq, corr, true, window_frames)
+    }
+
+    fn upload_as(
+        engine: &CudaEngine,
+        acq: &Acquisition,
+        corr: Correction,
+        compressed: bool,
+        window_frames: usize,
+    ) -> Result<CudaResident> {
         corr.validate(acq.shape)?;
         let bits = match acq.dtype {
             _ if corr.bin > 1 => 32,
             dt => 8 * dt.size() as u32,
         };
-        let made = super::upload::stored_frames(engine, acq, corr)?;
+        let made = super::upload::stored_frames(engine, acq, corr, compressed, window_frames)?;
+        let shape = acq.shape.binned(corr.bin);
         let mut res = CudaResident {
             stored: made.stored,
-            shape: acq.shape.binned(corr.bin),
+            shape,
             correction: corr,
             found_bad: None,
             bits,
             float: made.float,
             decoded_on_gpu: made.on_gpu,
+            raw_bytes: (shape.frames() * shape.det_len()) as u64 * bits as u64 / 8,
         };
         res.settle_bad_pixels(engine, acq)?;
         Ok(res)
@@ -170,6 +217,11 @@ impl CudaResident {
         let (_, zero) =
             crate::products::gpu::found_in_mean(acq, self.correction, &mean, self.shape.det);
         if let Some(mask) = zero {
+            if let Stored::Packed(p) = &mut self.stored {
+                p.zero_listed(engine, &crate::contract::mask_pixels(&mask))?;
+                self.found_bad = Some(mask);
+                return Ok(());
+            }
             let pixels = engine
                 .stream
                 .clone_htod(&crate::contract::mask_pixels(&mask))
@@ -204,6 +256,9 @@ impl CudaResident {
 
     /// `pixels` in the form the masked-sum kernels read this resident's frames in.
     pub(super) fn masked_set(&self, engine: &CudaEngine, pixels: &[u32]) -> Result<MaskedSet> {
+        if let Stored::Packed(p) = &self.stored {
+            return Ok(MaskedSet::Groups(p.group_set(engine, pixels)?));
+        }
         let sample = self.sample_bytes();
         MaskedSet::upload(engine, pixels, sample, sample * self.shape.det_len() as u64)
     }
@@ -216,6 +271,9 @@ impl CudaResident {
         out: &mut CudaSlice<u64>,
     ) -> Result<()> {
         let (frame_len, n_frames) = (self.shape.det_len() as u64, self.shape.frames() as u64);
+        if let (Stored::Packed(p), MaskedSet::Groups(set)) = (&self.stored, set) {
+            return p.launch_masked_sum(engine, set, out);
+        }
         on_int_stored!(&self.stored, s, t => match set {
             MaskedSet::Samples(set) => {
                 let f = engine.function(&format!("masked_sum_{t}"))?;
@@ -237,6 +295,7 @@ impl CudaResident {
                 unsafe { l.launch(per_frame(n_frames)) }
                     .map_err(driver_error("masked_sum_words"))?;
             }
+            MaskedSet::Groups(_) => return Err(packed_here("a packed detector set")),
         });
         Ok(())
     }
@@ -280,6 +339,9 @@ impl CudaResident {
     ) -> Result<()> {
         let [kr, kc] = self.shape.det.map(|d| d as u32);
         let n_frames = self.shape.frames() as u64;
+        if let Stored::Packed(p) = &self.stored {
+            return p.launch_com_moments(engine, kc, out);
+        }
         on_int_stored!(&self.stored, s, t => {
             let f = engine.function(&format!("com_moments_{t}"))?;
             let mut l = engine.stream.launch_builder(&f);
@@ -326,6 +388,9 @@ impl CudaResident {
         if roi_len == 0 {
             return Ok(());
         }
+        if let Stored::Packed(p) = &self.stored {
+            return p.launch_pattern_reduce(engine, self.shape.scan[1], roi, sum, max);
+        }
         // u8 and u16 frames of a multiple of 16 bytes: a thread per 16 bytes of the frame.
         let sample_bytes = self.sample_bytes();
         let vectors = sample_bytes < 4 && (det_len as u64 * sample_bytes).is_multiple_of(16);
@@ -351,22 +416,57 @@ impl CudaResident {
 
     /// Bytes of one stored sample.
     pub fn sample_bytes(&self) -> u64 {
-        match self.stored {
+        match &self.stored {
             Stored::U8(_) => 1,
             Stored::U16(_) => 2,
             Stored::U32(_) | Stored::F32(_) => 4,
+            Stored::Packed(p) => p.bits as u64 / 8,
         }
     }
 
-    /// Bytes of stored samples.
+    /// Whether the samples are held compressed (decision 0064).
+    pub fn is_compressed(&self) -> bool {
+        matches!(self.stored, Stored::Packed(_))
+    }
+
+    /// How the samples are held, in words: compressed with its size against the raw
+    /// samples', or raw (float32 is kept raw where compression was asked).
+    pub fn held_words(&self) -> String {
+        let gb = |b: u64| b as f64 / 1e9;
+        if self.is_compressed() {
+            format!(
+                "CUDA compressed resident: {:.3} GB for {:.3} GB of samples ({:.2}x smaller)",
+                gb(self.stored_bytes()),
+                gb(self.raw_bytes),
+                self.raw_bytes as f64 / self.stored_bytes().max(1) as f64
+            )
+        } else {
+            let why = if self.float.is_some() {
+                " (float32 is kept raw)"
+            } else {
+                ""
+            };
+            format!("CUDA raw resident: {:.3} GB{why}", gb(self.stored_bytes()))
+        }
+    }
+
+    /// Device bytes of stored samples (a compressed resident's index included).
     pub fn stored_bytes(&self) -> u64 {
-        on_stored!(&self.stored, s, _t => s.num_bytes() as u64)
+        match &self.stored {
+            Stored::Packed(p) => p.bytes(),
+            Stored::U8(s) => s.num_bytes() as u64,
+            Stored::U16(s) => s.num_bytes() as u64,
+            Stored::U32(s) | Stored::F32(s) => s.num_bytes() as u64,
+        }
     }
 
     /// Frames `[f0, f1)` as stored, widened to u32.
     // One body for every sample type: for u32 the widening is the identity.
     #[allow(clippy::useless_conversion)]
     pub fn frames(&self, engine: &CudaEngine, f0: usize, f1: usize) -> Result<Vec<u32>> {
+        if let Stored::Packed(p) = &self.stored {
+            return p.frames(engine, f0, f1);
+        }
         let n = self.shape.det_len();
         let range = f0 * n..f1 * n;
         let out: Vec<u32> = on_stored!(&self.stored, s, _t => {

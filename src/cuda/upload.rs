@@ -3,9 +3,14 @@
 //! decoded by the frame reader (`frames::FrameReader`) and copied block by block; the
 //! file's bad pixels and the sentinel zeroed and the detector binned there
 //! (`zero_masked_*`, `bin_frames_*`); float32 corrected and binned by the frame pipeline
-//! and audited for the exact sums.
+//! and audited for the exact sums. Integer samples can be held compressed instead
+//! (`packed.rs`, decision 0064): each window staged and encoded, never whole unpacked.
 
-use cudarc::driver::{CudaSlice, DeviceRepr, PushKernelArg, ValidAsZeroBits};
+use cudarc::driver::{
+    CudaSlice, CudaView, CudaViewMut, DeviceRepr, PushKernelArg, ValidAsZeroBits,
+};
+
+use super::packed::{Packed, PackedBuilder};
 
 use super::engine::{driver_error, CudaEngine};
 use super::resident::{alloc, over, read, Stored};
@@ -26,11 +31,13 @@ pub(super) struct Made {
 }
 
 /// The stored samples of `acq` under `corr`: its own sample type, u32 once binned, float32
-/// as its bits.
+/// as its bits; integer samples compressed where `compressed` asks (float32 stays raw).
 pub(super) fn stored_frames(
     engine: &CudaEngine,
     acq: &Acquisition,
     corr: Correction,
+    compressed: bool,
+    window_frames: usize,
 ) -> Result<Made> {
     let reader = FrameReader::new(acq);
     let zeroing = Zeroing::of(engine, acq, corr)?;
@@ -49,14 +56,21 @@ pub(super) fn stored_frames(
         reader: &reader,
         zeroing: &zeroing,
         on_gpu,
+        window_frames: window_frames.max(1),
     };
-    let stored = match (acq.dtype, corr.bin) {
-        (Dtype::U8, 1) => Stored::U8(raw_frames::<u8>(engine, &src, "u8")?),
-        (Dtype::U16, 1) => Stored::U16(raw_frames::<u16>(engine, &src, "u16")?),
-        (Dtype::U32, 1) => Stored::U32(raw_frames::<u32>(engine, &src, "u32")?),
-        (Dtype::U8, b) => Stored::U32(binned_frames::<u8>(engine, &src, b, "u8")?),
-        (Dtype::U16, b) => Stored::U32(binned_frames::<u16>(engine, &src, b, "u16")?),
-        (_, b) => Stored::U32(binned_frames::<u32>(engine, &src, b, "u32")?),
+    let stored = match (acq.dtype, corr.bin, compressed) {
+        (Dtype::U8, 1, false) => Stored::U8(raw_frames::<u8>(engine, &src, "u8")?),
+        (Dtype::U16, 1, false) => Stored::U16(raw_frames::<u16>(engine, &src, "u16")?),
+        (Dtype::U32, 1, false) => Stored::U32(raw_frames::<u32>(engine, &src, "u32")?),
+        (Dtype::U8, b, false) => Stored::U32(binned_frames::<u8>(engine, &src, b, "u8")?),
+        (Dtype::U16, b, false) => Stored::U32(binned_frames::<u16>(engine, &src, b, "u16")?),
+        (_, b, false) => Stored::U32(binned_frames::<u32>(engine, &src, b, "u32")?),
+        (Dtype::U8, 1, true) => Stored::Packed(packed_frames::<u8>(engine, &src, "u8")?),
+        (Dtype::U16, 1, true) => Stored::Packed(packed_frames::<u16>(engine, &src, "u16")?),
+        (_, 1, true) => Stored::Packed(packed_frames::<u32>(engine, &src, "u32")?),
+        (Dtype::U8, b, true) => Stored::Packed(packed_binned::<u8>(engine, &src, b, "u8")?),
+        (Dtype::U16, b, true) => Stored::Packed(packed_binned::<u16>(engine, &src, b, "u16")?),
+        (_, b, true) => Stored::Packed(packed_binned::<u32>(engine, &src, b, "u32")?),
     };
     Ok(Made {
         stored,
@@ -66,12 +80,14 @@ pub(super) fn stored_frames(
 }
 
 /// Where integer frames come from: the acquisition, its frame reader (the CPU path), what
-/// the correction zeroes, and whether the device decodes them.
+/// the correction zeroes, whether the device decodes them, and the most frames a window
+/// given to a compressed build or a bin holds.
 struct Source<'a> {
     acq: &'a Acquisition,
     reader: &'a FrameReader<'a>,
     zeroing: &'a Zeroing,
     on_gpu: bool,
+    window_frames: usize,
 }
 
 /// What the correction zeroes before any bin: the file's bad pixels (one byte per pixel, 1
@@ -199,105 +215,219 @@ fn raw_frames<T: DeviceRepr + ValidAsZeroBits + bytemuck::Pod>(
                 .map_err(driver_error("upload"))
         })?;
     }
-    if zeroing.on {
-        let (frame_len, n_frames) = (det_len as u64, frames as u64);
-        let f = engine.function(&format!("zero_masked_{t}"))?;
-        let mut l = engine.stream.launch_builder(&f);
-        l.arg(&mut out)
-            .arg(&frame_len)
-            .arg(&n_frames)
-            .arg(&zeroing.bad)
-            .arg(&zeroing.sentinel)
-            .arg(&zeroing.use_sentinel);
-        // SAFETY: the arguments match zero_masked's signature (wgsl/zero_pixels.cu).
-        unsafe { l.launch(over(frame_len * n_frames)) }.map_err(driver_error("zero_masked"))?;
-    }
+    zero_masked(engine, zeroing, t, &mut out.slice_mut(..), frames)?;
     engine.synchronize()?;
     Ok(out)
 }
 
-/// Where `bin_frames` writes: the binned resident, its overflow flag, the bin and the
-/// detector it bins.
-struct BinInto<'a> {
-    out: &'a mut CudaSlice<u32>,
-    overflow: &'a mut CudaSlice<u32>,
-    out_len: usize,
-    det: [u32; 2],
-    bin: u32,
+/// The file's bad pixels and the sentinel zeroed in the `n_frames` frames of `frames`,
+/// where masking is on.
+fn zero_masked<T: DeviceRepr>(
+    engine: &CudaEngine,
+    zeroing: &Zeroing,
+    t: &str,
+    frames: &mut CudaViewMut<T>,
+    n_frames: usize,
+) -> Result<()> {
+    if !zeroing.on {
+        return Ok(());
+    }
+    let (frame_len, n_frames) = ((frames.len() / n_frames.max(1)) as u64, n_frames as u64);
+    let f = engine.function(&format!("zero_masked_{t}"))?;
+    let mut l = engine.stream.launch_builder(&f);
+    l.arg(frames)
+        .arg(&frame_len)
+        .arg(&n_frames)
+        .arg(&zeroing.bad)
+        .arg(&zeroing.sentinel)
+        .arg(&zeroing.use_sentinel);
+    // SAFETY: the arguments match zero_masked's signature (wgsl/zero_pixels.cu); `frames`
+    // holds `n_frames` frames of `frame_len` samples.
+    unsafe { l.launch(over(frame_len * n_frames)) }.map_err(driver_error("zero_masked"))?;
+    Ok(())
 }
 
-impl BinInto<'_> {
-    /// Bin frames `[f0, f1)`, whose stored samples start `src`, into the resident.
+/// `sink(f0, f1, window)` for the stored samples of every frame, in order, frames
+/// `[f0, f1)` in `window`: decoded on the device, or read and decoded on the CPU and copied
+/// block by block through one staging buffer; each cut into windows of at most
+/// `src.window_frames` frames.
+fn for_each_window<T: DeviceRepr + ValidAsZeroBits + bytemuck::Pod>(
+    engine: &CudaEngine,
+    src: &Source,
+    mut sink: impl FnMut(usize, usize, &CudaView<T>) -> Result<()>,
+) -> Result<()> {
+    let det_len = src.acq.shape.det_len();
+    let mut cut = |f0: usize, f1: usize, frames: &CudaSlice<T>| -> Result<()> {
+        let mut a = f0;
+        while a < f1 {
+            let b = (a + src.window_frames).min(f1);
+            sink(a, b, &frames.slice((a - f0) * det_len..(b - f0) * det_len))?;
+            a = b;
+        }
+        Ok(())
+    };
+    if src.on_gpu {
+        return super::decode::decode_frames::<T>(engine, src.acq, cut);
+    }
+    let step = block_frames::<T>(src.acq);
+    let mut staging = alloc::<T>(engine, step * det_len, "the upload staging")?;
+    for_each_block::<T>(src.acq, src.reader, |f0, f1, samples| {
+        engine
+            .stream
+            .memcpy_htod(&samples, &mut staging.slice_mut(0..samples.len()))
+            .map_err(driver_error("upload"))?;
+        cut(f0, f1, &staging)
+    })
+}
+
+/// Windows given to a compressed build must come in order: a tile spans two of them.
+fn in_order(expected: &mut usize, f0: usize, f1: usize) -> Result<()> {
+    if f0 != *expected {
+        return Err(Error::Gpu(format!(
+            "CUDA: the compressed upload was given frames {f0}..{f1} after frame {expected}"
+        )));
+    }
+    *expected = f1;
+    Ok(())
+}
+
+/// Every frame, unbinned, compressed window by window (bad pixels zeroed first).
+fn packed_frames<T: DeviceRepr + ValidAsZeroBits + bytemuck::Pod>(
+    engine: &CudaEngine,
+    src: &Source,
+    t: &str,
+) -> Result<Packed> {
+    let (frames, det_len) = (src.acq.shape.frames(), src.acq.shape.det_len());
+    let mut packed = PackedBuilder::<T>::new(engine, frames, det_len)?;
+    let mut next = 0;
+    for_each_window::<T>(engine, src, |f0, f1, window| {
+        in_order(&mut next, f0, f1)?;
+        packed.stage(engine, f1 - f0, |staged| {
+            engine
+                .stream
+                .memcpy_dtod(&window.slice(0..(f1 - f0) * det_len), staged)
+                .map_err(driver_error("stage the frames"))?;
+            zero_masked(engine, src.zeroing, t, staged, f1 - f0)
+        })
+    })?;
+    packed.finish(engine)
+}
+
+/// Every frame binned `b × b` into u32 (bad pixels zeroed first), compressed window by
+/// window; a sum past uint32 is refused by name.
+fn packed_binned<T: DeviceRepr + ValidAsZeroBits + bytemuck::Pod>(
+    engine: &CudaEngine,
+    src: &Source,
+    b: usize,
+    t: &str,
+) -> Result<Packed> {
+    let acq = src.acq;
+    let (frames, out_len) = (acq.shape.frames(), acq.shape.binned(b).det_len());
+    let mut packed = PackedBuilder::<u32>::new(engine, frames, out_len)?;
+    let mut overflow = alloc::<u32>(engine, 1, "bin overflow flag")?;
+    let bin = Bin {
+        det: acq.shape.det.map(|d| d as u32),
+        b: b as u32,
+    };
+    let mut next = 0;
+    for_each_window::<T>(engine, src, |f0, f1, window| {
+        in_order(&mut next, f0, f1)?;
+        packed.stage(engine, f1 - f0, |staged| {
+            bin.launch(
+                engine,
+                src.zeroing,
+                t,
+                window,
+                (f1 - f0, staged),
+                &mut overflow,
+            )
+        })
+    })?;
+    refuse_overflow(engine, acq, b, &overflow)?;
+    packed.finish(engine)
+}
+
+/// A sum past uint32 in a bin, refused by name (as the CPU reference refuses it).
+fn refuse_overflow(
+    engine: &CudaEngine,
+    acq: &Acquisition,
+    b: usize,
+    overflow: &CudaSlice<u32>,
+) -> Result<()> {
+    if read(engine, overflow)?.first().is_some_and(|&o| o != 0) {
+        return Err(Error::format(
+            &acq.primary,
+            format!("a {b}x{b} binned sum exceeds uint32: use a smaller bin"),
+        ));
+    }
+    Ok(())
+}
+
+/// The bin `bin_frames` applies: the detector it bins and the bin.
+struct Bin {
+    det: [u32; 2],
+    b: u32,
+}
+
+impl Bin {
+    /// Bin the first `n` frames of `src` into `out` (`(n, out)`), a sum past uint32 flagged
+    /// in `overflow`.
     fn launch<T: DeviceRepr>(
-        &mut self,
+        &self,
         engine: &CudaEngine,
         zeroing: &Zeroing,
         t: &str,
-        (f0, f1): (usize, usize),
-        src: &CudaSlice<T>,
+        src: &CudaView<T>,
+        (n, out): (usize, &mut CudaViewMut<u32>),
+        overflow: &mut CudaSlice<u32>,
     ) -> Result<()> {
         let f = engine.function(&format!("bin_frames_{t}"))?;
-        let n_frames = (f1 - f0) as u64;
-        let mut dst = self.out.slice_mut(f0 * self.out_len..f1 * self.out_len);
+        let (n_frames, samples) = (n as u64, out.len() as u64);
         let mut l = engine.stream.launch_builder(&f);
         l.arg(src)
-            .arg(&mut dst)
+            .arg(out)
             .arg(&n_frames)
             .arg(&self.det[0])
             .arg(&self.det[1])
-            .arg(&self.bin)
+            .arg(&self.b)
             .arg(&zeroing.bad)
             .arg(&zeroing.sentinel)
             .arg(&zeroing.use_sentinel)
-            .arg(&mut *self.overflow);
-        // SAFETY: the arguments match bin_frames's signature (wgsl/tile_frames.cu).
-        unsafe { l.launch(over(n_frames * self.out_len as u64)) }
-            .map_err(driver_error("bin_frames"))?;
+            .arg(overflow);
+        // SAFETY: the arguments match bin_frames's signature (wgsl/tile_frames.cu); `src`
+        // holds `n` frames of the detector, `out` `n` binned frames.
+        unsafe { l.launch(over(samples)) }.map_err(driver_error("bin_frames"))?;
         Ok(())
     }
 }
 
-/// Every frame binned `b × b` into u32 (bad pixels zeroed first), from frames decoded on
-/// the device or, on the CPU path, block by block through a staging buffer of stored
-/// samples; a sum past uint32 is refused by name.
+/// Every frame binned `b × b` into u32 (bad pixels zeroed first), window by window; a sum
+/// past uint32 is refused by name.
 fn binned_frames<T: DeviceRepr + ValidAsZeroBits + bytemuck::Pod>(
     engine: &CudaEngine,
     src: &Source,
     b: usize,
     t: &str,
 ) -> Result<CudaSlice<u32>> {
-    let (acq, reader, zeroing) = (src.acq, src.reader, src.zeroing);
-    let (frames, det_len) = (acq.shape.frames(), acq.shape.det_len());
-    let out_len = acq.shape.binned(b).det_len();
+    let acq = src.acq;
+    let (frames, out_len) = (acq.shape.frames(), acq.shape.binned(b).det_len());
     let mut out = alloc::<u32>(engine, frames * out_len, "the binned resident acquisition")?;
     let mut overflow = alloc::<u32>(engine, 1, "bin overflow flag")?;
-    let mut into = BinInto {
-        out: &mut out,
-        overflow: &mut overflow,
-        out_len,
+    let bin = Bin {
         det: acq.shape.det.map(|d| d as u32),
-        bin: b as u32,
+        b: b as u32,
     };
-    if src.on_gpu {
-        super::decode::decode_frames::<T>(engine, acq, |f0, f1, decoded| {
-            into.launch(engine, zeroing, t, (f0, f1), decoded)
-        })?;
-    } else {
-        let step = block_frames::<T>(acq);
-        let mut staging = alloc::<T>(engine, step * det_len, "the upload staging")?;
-        for_each_block::<T>(acq, reader, |f0, f1, samples| {
-            engine
-                .stream
-                .memcpy_htod(&samples, &mut staging.slice_mut(0..samples.len()))
-                .map_err(driver_error("upload"))?;
-            into.launch(engine, zeroing, t, (f0, f1), &staging)
-        })?;
-    }
-    if read(engine, &overflow)?.first().is_some_and(|&o| o != 0) {
-        return Err(Error::format(
-            &acq.primary,
-            format!("a {b}x{b} binned sum exceeds uint32: use a smaller bin"),
-        ));
-    }
+    for_each_window::<T>(engine, src, |f0, f1, window| {
+        let mut dst = out.slice_mut(f0 * out_len..f1 * out_len);
+        bin.launch(
+            engine,
+            src.zeroing,
+            t,
+            window,
+            (f1 - f0, &mut dst),
+            &mut overflow,
+        )
+    })?;
+    refuse_overflow(engine, acq, b, &overflow)?;
     Ok(out)
 }

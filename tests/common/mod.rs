@@ -260,3 +260,76 @@ pub fn corrupt_bslz4_refused<E: std::fmt::Display>(
         );
     }
 }
+
+/// Acquisitions of u8 (32 positions a tile), u16 and u32 samples on odd shapes whose
+/// tiles are full and partial, and u8 and u16 on detectors 48 and 32 columns wide, each
+/// pixel's samples drawn below its own power of two (pixel `k` keeps `k mod (bits + 1)`
+/// bits) so that a tile's sectors take every width code.
+pub fn every_width(seed: u64) -> Vec<(String, stem4d::formats::Acquisition)> {
+    let mut out = Vec::new();
+    for (dtype, dims) in [
+        (stem4d::contract::Dtype::U8, [7, 9, 11, 13]),
+        (stem4d::contract::Dtype::U16, [5, 7, 9, 17]),
+        (stem4d::contract::Dtype::U32, [3, 11, 7, 5]),
+        // Rows of whole index groups: the CoM moments walk along them, several items a
+        // slot (decision 0061).
+        (stem4d::contract::Dtype::U8, [5, 9, 33, 48]),
+        (stem4d::contract::Dtype::U16, [3, 7, 40, 32]),
+    ] {
+        let bits = 8 * dtype.size() as u32;
+        let det_len = dims[2] * dims[3];
+        let frames = dims[0] * dims[1];
+        let noise = noise_bytes(frames * det_len * 4, seed ^ bits as u64);
+        let mut samples = Vec::with_capacity(frames * det_len * dtype.size());
+        for (i, word) in noise.chunks_exact(4).enumerate() {
+            let v = u32::from_le_bytes([word[0], word[1], word[2], word[3]]);
+            let width = (i % det_len) as u32 % (bits + 1);
+            let v = if width == 32 {
+                v
+            } else {
+                v & ((1u32 << width) - 1)
+            };
+            samples.extend_from_slice(&v.to_le_bytes()[..dtype.size()]);
+        }
+        out.push((
+            format!("{dtype:?} {dims:?}"),
+            raw_acquisition(dtype, dims, samples),
+        ));
+    }
+    out
+}
+
+/// u8 and u16 acquisitions on detectors of rows whose index groups are narrow (every
+/// sector at most 8 bits wide): a faint disk on a faint background, with a hot pixel off
+/// the disk and a dead one in it whose sectors are narrow too, so that bad-pixel masking
+/// zeroes pixels that the CoM moments' narrow path reads (decision 0062).
+pub fn narrow_with_bad_pixels(seed: u64) -> Vec<(String, stem4d::formats::Acquisition)> {
+    let mut out = Vec::new();
+    for (dtype, dims) in [
+        (stem4d::contract::Dtype::U8, [3, 13, 16, 24]),
+        (stem4d::contract::Dtype::U16, [5, 7, 16, 24]),
+    ] {
+        let [rows, cols] = [dims[2], dims[3]];
+        let frames = dims[0] * dims[1];
+        let noise = noise_bytes(frames * rows * cols, seed ^ dims[0] as u64);
+        let mut samples = Vec::with_capacity(frames * rows * cols * dtype.size());
+        for (i, &r) in noise.iter().enumerate() {
+            let k = i % (rows * cols);
+            let (y, x) = ((k / cols) as i64 - 8, (k % cols) as i64 - 15);
+            let v = match k {
+                // Hot, off the disk.
+                k if k == 2 * cols + 3 => 150 + (r as u32 % 60),
+                // Dead, in the disk.
+                k if k == 8 * cols + 15 => 1 + (r as u32 % 2),
+                _ if y * y + x * x <= 16 => 36 + (r as u32 % 8),
+                _ => r as u32 % 4,
+            };
+            samples.extend_from_slice(&v.to_le_bytes()[..dtype.size()]);
+        }
+        out.push((
+            format!("narrow {dtype:?} {dims:?}"),
+            raw_acquisition(dtype, dims, samples),
+        ));
+    }
+    out
+}
