@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # On the H200 machine (as scripts/device_native.sh), with .device/stem4d built with
 # `--features cuda`. Steps (default: parity bench):
-#   parity — the parity matrix of every fixture on CPU, Vulkan (wgpu) and CUDA, with and
-#            without bad-pixel masking, merged into OUTDIR/parity-cuda.json (the fixtures of
-#            ../shared/data where .device/shared_data holds a copy of them);
+#   tests  — tests/cuda.rs built here (`cargo test --release --features cuda --test cuda
+#            --no-run`, stripped to .device/cuda_tests), run with STEM4D_REQUIRE_CUDA=1;
+#   parity — the parity matrix of every fixture on CPU, Vulkan (wgpu), CUDA and CUDA's
+#            compressed resident, with and without bad-pixel masking, merged into
+#            OUTDIR/parity-cuda.json (the fixtures of ../shared/data where
+#            .device/shared_data holds a copy of them);
 #   bench  — the 512×512×192×192 uint16 benchmark file (made as device_compressed.sh makes
-#            it): CUDA's upload and kernel times, and Vulkan's beside them in the same run;
+#            it): CUDA's upload and kernel times, raw and compressed, and Vulkan's beside
+#            them in the same run;
 #   u8     — the 1024×1024×192×192 uint8 file resident in CUDA and in Vulkan, timed alike;
 #   python — the Python package's CUDA tests (python/tests/test_stem4d.py -k cuda), with the
 #            wheel and pytest unpacked into .device/pylib;
@@ -30,6 +34,16 @@ fi
   [ $# -gt 0 ] || set -- parity bench
   for step in "$@"; do
     case $step in
+      tests)
+        # The tests find the repository where it was built (CARGO_MANIFEST_DIR).
+        here=$(cd "$(dirname "$0")/.." && pwd)
+        built=${CUDA_TESTS_ROOT:-/work/main}
+        [ -e "$built" ] || { mkdir -p "$(dirname "$built")" && ln -s "$here" "$built"; }
+        echo "\$ .device/cuda_tests"
+        STEM4D_REQUIRE_CUDA=1 timeout 450 .device/cuda_tests --test-threads 1 --nocapture 2>&1 |
+          grep -E "^test |result|CUDA|panicked|assert"
+        echo "exit ${PIPESTATUS[0]}"
+        ;;
       parity)
         python3 - <<'PY' > /tmp/fixture_args.txt
 import json
@@ -48,7 +62,7 @@ PY
         while IFS=$'\t' read -r name args; do
           for mask in "" "--mask-bad-pixels"; do
             # shellcheck disable=SC2086
-            run $S parity --backends cpu,vulkan,cuda $mask --json "/tmp/parity/${name}${mask:+_masked}.json" $args |
+            run $S parity --backends cpu,vulkan,cuda,cuda-compressed $mask --json "/tmp/parity/${name}${mask:+_masked}.json" $args |
               grep -E "FAIL|exit|unavailable"
           done
         done < /tmp/fixture_args.txt
@@ -59,7 +73,7 @@ PY
           for mask in "" "--mask-bad-pixels"; do
             k=$((k + 1))
             # shellcheck disable=SC2086
-            run $S parity --backends cpu,vulkan,cuda $mask --json "/tmp/parity/synthetic_$k.json" --synthetic $syn --compressed |
+            run $S parity --backends cpu,vulkan,cuda,cuda-compressed $mask --json "/tmp/parity/synthetic_$k.json" --synthetic $syn --compressed |
               grep -E "FAIL|exit|unavailable"
           done
         done
@@ -83,6 +97,8 @@ PY
       bench)
         make_file 512,512,192,192 u16 /tmp/syn.h5
         run $S bench gpu /tmp/syn.h5 --backend cuda --reps 20 --json "$OUT/cuda_512.json"
+        run $S bench gpu /tmp/syn.h5 --backend cuda --memory-plan compressed --reps 20 \
+          --json "$OUT/cuda_512_compressed.json"
         run $S bench gpu /tmp/syn.h5 --reps 20 --json "$OUT/vulkan_512.json" | grep -E "stage|kernel (BF|ADF|CoM|mean)"
         ;;
       u8)
