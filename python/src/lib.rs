@@ -107,6 +107,8 @@ enum Backend {
         engine: Arc<CudaEngine>,
         /// The resident, made at the first product.
         resident: Option<Box<CudaResident>>,
+        /// Held compressed (`memory_plan="compressed"`, decision 0064).
+        compressed: bool,
     },
 }
 
@@ -233,24 +235,31 @@ fn engine_for(
 /// CUDA where it is, else the CPU reference, and says which in `notes`.
 fn backend_for(
     backend: &str,
-    planned: bool,
+    choice: PlanChoice,
     notes: &mut Vec<String>,
 ) -> stem4d::Result<(Backend, String)> {
-    let cuda = |engine: Arc<CudaEngine>| {
+    use stem4d::upload::memory::PlanKind;
+    let planned = choice.budget.is_some() || choice.plan.is_some();
+    let cuda = |engine: Arc<CudaEngine>, compressed: bool| {
         let name = format!("cuda ({})", engine.line());
         let chosen = Backend::Cuda {
             engine,
             resident: None,
+            compressed,
         };
         (chosen, name)
     };
     if backend == "cuda" {
-        if planned {
-            return Err(stem4d::Error::param(
-                "memory_budget and memory_plan are the wgpu engine's: backend 'cuda' keeps the whole acquisition resident",
-            ));
-        }
-        return Ok(cuda(shared_cuda()?));
+        let compressed = match (choice.budget, choice.plan) {
+            (None, None | Some(PlanKind::Resident)) => false,
+            (None, Some(PlanKind::Compressed)) => true,
+            _ => {
+                return Err(stem4d::Error::param(
+                    "backend 'cuda' holds the whole acquisition, raw (memory_plan='resident') or compressed (memory_plan='compressed'); memory_budget and the streaming and cpu plans are the wgpu engine's",
+                ))
+            }
+        };
+        return Ok(cuda(shared_cuda()?, compressed));
     }
     let engine = engine_for(backend, notes)?;
     if let Some(engine) = engine {
@@ -278,7 +287,7 @@ fn backend_for(
                     "backend auto: CUDA on {} computes the products",
                     e.line()
                 ));
-                return Ok(cuda(e));
+                return Ok(cuda(e, false));
             }
             Err(e) => notes.push(format!(
                 "backend auto: not CUDA either ({e}), so the CPU reference computes the products"
@@ -330,15 +339,15 @@ fn open(
         };
         corr.validate(acq.shape)?;
         let mut notes = Vec::new();
-        let planned = memory_budget.is_some() || plan.is_some();
-        let (chosen, name) = backend_for(&backend, planned, &mut notes)?;
+        let choice = PlanChoice {
+            budget: memory_budget,
+            plan,
+        };
+        let (chosen, name) = backend_for(&backend, choice, &mut notes)?;
         Ok(Acquisition {
             acq,
             corr,
-            choice: PlanChoice {
-                budget: memory_budget,
-                plan,
-            },
+            choice,
             backend: Mutex::new(chosen),
             backend_name: name,
             provenance: Mutex::new(notes),
@@ -366,11 +375,20 @@ impl Acquisition {
             .map_err(|_| stem4d::Error::param("an earlier product panicked"))?;
         let out = match &mut *backend {
             Backend::Cpu => stem4d::cpu::compute(&self.acq, &params, self.corr),
-            Backend::Cuda { engine, resident } => {
+            Backend::Cuda {
+                engine,
+                resident,
+                compressed,
+            } => {
                 if resident.is_none() {
-                    *resident = Some(Box::new(CudaResident::upload(
-                        engine, &self.acq, self.corr,
-                    )?));
+                    let res = match compressed {
+                        true => CudaResident::upload_compressed(engine, &self.acq, self.corr)?,
+                        false => CudaResident::upload(engine, &self.acq, self.corr)?,
+                    };
+                    if *compressed {
+                        said.push(res.held_words());
+                    }
+                    *resident = Some(Box::new(res));
                 }
                 match resident.as_ref() {
                     Some(res) => stem4d::cuda::compute_resident(engine, &self.acq, res, &params),

@@ -159,9 +159,10 @@ def open(
     it is, else the CPU reference; :attr:`Acquisition.provenance` says which and why) or
     ``"cuda"`` (the native CUDA backend: the
     NVIDIA driver and NVRTC found at run time, or an error saying CUDA is absent; it holds
-    the whole acquisition resident). ``memory_budget`` (bytes) and ``memory_plan``
-    (``resident``, ``compressed``, ``streaming``, ``cpu``) choose how the wgpu engine holds
-    the acquisition, as the CLI's ``--memory-budget`` and ``--memory-plan`` do. ``crop=(r0, r1, c0, c1)`` keeps those
+    the whole acquisition, raw or, with ``memory_plan="compressed"``, compressed).
+    ``memory_budget`` (bytes) and ``memory_plan`` (``resident``, ``compressed``,
+    ``streaming``, ``cpu``) choose how the wgpu engine holds the acquisition, as the CLI's
+    ``--memory-budget`` and ``--memory-plan`` do. ``crop=(r0, r1, c0, c1)`` keeps those
     scan rows and columns (half-open) and reads only their frames."""
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]

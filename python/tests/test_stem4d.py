@@ -206,8 +206,8 @@ def test_errors_name_the_file_and_the_problem(tmp_path):
         a.product("total", bin=2)
     with pytest.raises(stem4d.Error, match="backend 'tpu'"):
         stem4d.open(paths(fx), backend="tpu")
-    # The CUDA backend keeps the acquisition resident: a budget there is refused, not ignored.
-    with pytest.raises(stem4d.Error, match="backend 'cuda' keeps the whole acquisition resident"):
+    # The CUDA backend holds the whole acquisition: a budget there is refused, not ignored.
+    with pytest.raises(stem4d.Error, match="backend 'cuda' holds the whole acquisition"):
         stem4d.open(paths(fx), backend="cuda", memory_budget=262144)
     if sys.platform != "darwin":
         # A graphics API this machine has no adapter for is named with the adapters there are.
@@ -228,6 +228,18 @@ def test_plans_give_the_residents_products():
         for kind, kw in kinds:
             assert a.product(kind, **kw).tobytes() == plain.product(kind, **kw).tobytes(), (plan, kind)
         assert any(f"memory plan: {plan}" in line for line in a.provenance), a.provenance
+
+
+def test_cuda_compressed_gives_the_raw_residents_products():
+    """``memory_plan="compressed"`` on the CUDA backend holds the counts compressed (decision
+    0064) and gives the raw resident's products, said in the provenance."""
+    cuda_or_skip()
+    fx = next(f for f in MANIFEST["fixtures"] if f["name"] == "arina_u16")
+    raw = stem4d.open(paths(fx), backend="cuda", mask_bad_pixels=True)
+    packed = stem4d.open(paths(fx), backend="cuda", mask_bad_pixels=True, memory_plan="compressed")
+    for kind, kw in [("bf", dict(center=(6, 5), radius=3)), ("max-dp", {}), ("com", {}), ("total", {})]:
+        assert packed.product(kind, **kw).tobytes() == raw.product(kind, **kw).tobytes(), kind
+    assert any("CUDA compressed resident" in line for line in packed.provenance), packed.provenance
 
 
 @pytest.fixture(autouse=True)
