@@ -10,7 +10,7 @@ use cudarc::driver::{
 };
 
 use super::engine::{driver_error, CudaEngine};
-use super::resident::{alloc, over, read};
+use super::resident::{alloc, over, read, reduce_grid};
 use crate::contract::Region;
 use crate::error::Result;
 
@@ -164,16 +164,9 @@ impl Packed {
         let first = (roi.r0 * scan_cols + roi.c0) as u64;
         let last = ((roi.r1 - 1) * scan_cols + roi.c1 - 1) as u64;
         let (t0, t1) = (first / tile, last / tile + 1);
-        let pixel_blocks = (self.frame_len as u64).div_ceil(BLOCK_THREADS as u64);
-        let shares = (4096 / pixel_blocks)
-            .clamp(1, (t1 - t0).div_ceil(4))
-            .min(65_535);
-        let per_share = (t1 - t0).div_ceil(shares);
-        let cfg = LaunchConfig {
-            grid_dim: (pixel_blocks as u32, shares as u32, 1),
-            block_dim: (BLOCK_THREADS, 1, 1),
-            shared_mem_bytes: 0,
-        };
+        // The raw resident's grid: a thread per pixel, shares of the tiles instead of the
+        // positions.
+        let (cfg, per_share) = reduce_grid(self.frame_len as u64, t1 - t0);
         let (groups, frame_len, cols) =
             (self.groups as u32, self.frame_len as u64, scan_cols as u32);
         let (r0, c0) = (roi.r0 as u32, roi.c0 as u32);
@@ -269,8 +262,6 @@ pub struct PackedBuilder<S> {
     staging: CudaSlice<S>,
     /// Frames the staging holds (room for them).
     staging_frames: usize,
-    /// A partial tile's frames on their way to the staging's start.
-    carry: CudaSlice<S>,
     /// Frames staged and not yet encoded.
     held: usize,
     /// Tiles encoded.
@@ -297,7 +288,6 @@ impl<S: DeviceRepr + ValidAsZeroBits> PackedBuilder<S> {
             },
             staging: alloc::<S>(engine, tile * frame_len, "the compressed upload staging")?,
             staging_frames: tile,
-            carry: alloc::<S>(engine, tile * frame_len, "the compressed upload carry")?,
             held: 0,
             done_tiles: 0,
         })
@@ -344,21 +334,19 @@ impl<S: DeviceRepr + ValidAsZeroBits> PackedBuilder<S> {
             return Ok(());
         }
         self.encode(engine, whole, self.held.min(whole * tile))?;
+        // A partial tile's frames moved to the staging's start: fewer than a tile, from
+        // past at least one whole tile, so the two ranges never overlap.
         let rest = self.held.saturating_sub(whole * tile);
         if rest > 0 {
-            let at = whole * tile * len;
+            let (mut head, tail) = self
+                .staging
+                .try_split_at_mut(whole * tile * len)
+                .ok_or_else(|| crate::error::Error::Gpu("CUDA: the staging lost a tile".into()))?;
             engine
                 .stream
                 .memcpy_dtod(
-                    &self.staging.slice(at..at + rest * len),
-                    &mut self.carry.slice_mut(0..rest * len),
-                )
-                .map_err(driver_error("keep a partial tile"))?;
-            engine
-                .stream
-                .memcpy_dtod(
-                    &self.carry.slice(0..rest * len),
-                    &mut self.staging.slice_mut(0..rest * len),
+                    &tail.slice(0..rest * len),
+                    &mut head.slice_mut(0..rest * len),
                 )
                 .map_err(driver_error("keep a partial tile"))?;
         }

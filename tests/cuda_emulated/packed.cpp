@@ -104,8 +104,8 @@ template <typename T> void test(int R, int C, int Kr, int Kc, int batch) {
     u64 first = r0 * C + c0, last = (r1 - 1) * C + c1 - 1;
     u64 t0 = first / TILE, t1 = last / TILE + 1;
     u64 pixel_blocks = (fl + 255) / 256;
-    // The host's shares (Packed::launch_pattern_reduce).
-    u64 shares = std::min<u64>(std::max<u64>(4096 / pixel_blocks, 1), (t1 - t0 + 3) / 4);
+    // The host's shares (resident.rs's reduce_grid over the tiles).
+    u64 shares = std::min<u64>(std::max<u64>(4096 / pixel_blocks, 1), (t1 - t0 + 15) / 16);
     u64 per_share = (t1 - t0 + shares - 1) / shares;
     std::vector<u64> psum(fl, 0);
     std::vector<u32> pmax(fl, 0);
