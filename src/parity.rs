@@ -235,24 +235,6 @@ fn judged(
     }
 }
 
-/// How the CUDA backend holds the acquisition in a parity run: frame-major samples, or
-/// compressed (decision 0064; float32 stays raw).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum CudaHeld {
-    Raw,
-    Compressed,
-}
-
-impl CudaHeld {
-    /// The backend's name in the rows.
-    pub fn name(self) -> &'static str {
-        match self {
-            CudaHeld::Raw => "cuda",
-            CudaHeld::Compressed => "cuda-compressed",
-        }
-    }
-}
-
 /// [`run`] on the CUDA backend, the acquisition held as `held` says: the same requests,
 /// references and verdicts, each correction uploaded once for the requests in a row that
 /// share it.
@@ -261,14 +243,11 @@ pub fn run_cuda(
     engine: &crate::cuda::CudaEngine,
     acq: &Acquisition,
     requests: &[ProductRequest],
-    held: CudaHeld,
+    held: crate::upload::memory::CudaHeld,
 ) -> Vec<Row> {
     use crate::cuda::{compute_resident, CudaResident};
     let backend = held.name();
-    let upload = |corr| match held {
-        CudaHeld::Raw => CudaResident::upload(engine, acq, corr),
-        CudaHeld::Compressed => CudaResident::upload_compressed(engine, acq, corr),
-    };
+    let upload = |corr| CudaResident::upload_held(engine, acq, corr, held);
     let mut rows = Vec::new();
     let mut resident: Option<CudaResident> = None;
     for r in requests {

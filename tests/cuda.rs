@@ -15,7 +15,8 @@ mod common;
 use common::*;
 use stem4d::contract::Dtype;
 use stem4d::cuda::{CudaEngine, CudaResident};
-use stem4d::parity::{self, CudaHeld, Outcome};
+use stem4d::parity::{self, Outcome};
+use stem4d::upload::memory::CudaHeld;
 
 fn required() -> bool {
     std::env::var("STEM4D_REQUIRE_CUDA").is_ok_and(|v| v == "1")
@@ -97,7 +98,9 @@ fn cuda_compressed_matches_the_reference_on_every_fixture() {
     for fx in manifest()["fixtures"].as_array().unwrap() {
         let acq = open_fixture(fx);
         let name = fx["name"].as_str().unwrap_or("?");
-        let res = CudaResident::upload_compressed(&engine, &acq, Default::default()).unwrap();
+        let res =
+            CudaResident::upload_held(&engine, &acq, Default::default(), CudaHeld::Compressed)
+                .unwrap();
         assert_eq!(res.is_compressed(), acq.dtype != Dtype::F32, "{name}");
         compressed += res.is_compressed() as usize;
         if !res.is_compressed() {

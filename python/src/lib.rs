@@ -16,6 +16,7 @@ use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
 
 use stem4d::cuda::{CudaEngine, CudaResident};
+use stem4d::upload::memory::CudaHeld;
 use stem4d::formats::{Acquisition as Acq, OpenOptions};
 use stem4d::frames::{Correction, FrameReader};
 use stem4d::gpu::{Engine, GpuApi, Resident};
@@ -107,8 +108,8 @@ enum Backend {
         engine: Arc<CudaEngine>,
         /// The resident, made at the first product.
         resident: Option<Box<CudaResident>>,
-        /// Held compressed (`memory_plan="compressed"`, decision 0064).
-        compressed: bool,
+        /// Raw, or compressed (`memory_plan="compressed"`, decision 0064).
+        held: CudaHeld,
     },
 }
 
@@ -238,28 +239,23 @@ fn backend_for(
     choice: PlanChoice,
     notes: &mut Vec<String>,
 ) -> stem4d::Result<(Backend, String)> {
-    use stem4d::upload::memory::PlanKind;
     let planned = choice.budget.is_some() || choice.plan.is_some();
-    let cuda = |engine: Arc<CudaEngine>, compressed: bool| {
+    let cuda = |engine: Arc<CudaEngine>, held: CudaHeld| {
         let name = format!("cuda ({})", engine.line());
         let chosen = Backend::Cuda {
             engine,
             resident: None,
-            compressed,
+            held,
         };
         (chosen, name)
     };
     if backend == "cuda" {
-        let compressed = match (choice.budget, choice.plan) {
-            (None, None | Some(PlanKind::Resident)) => false,
-            (None, Some(PlanKind::Compressed)) => true,
-            _ => {
-                return Err(stem4d::Error::param(
-                    "backend 'cuda' holds the whole acquisition, raw (memory_plan='resident') or compressed (memory_plan='compressed'); memory_budget and the streaming and cpu plans are the wgpu engine's",
-                ))
-            }
-        };
-        return Ok(cuda(shared_cuda()?, compressed));
+        let held = CudaHeld::for_plan(choice.budget, choice.plan).ok_or_else(|| {
+            stem4d::Error::param(
+                "backend 'cuda' holds the whole acquisition, raw (memory_plan='resident') or compressed (memory_plan='compressed'); memory_budget and the streaming and cpu plans are the wgpu engine's",
+            )
+        })?;
+        return Ok(cuda(shared_cuda()?, held));
     }
     let engine = engine_for(backend, notes)?;
     if let Some(engine) = engine {
@@ -287,7 +283,7 @@ fn backend_for(
                     "backend auto: CUDA on {} computes the products",
                     e.line()
                 ));
-                return Ok(cuda(e, false));
+                return Ok(cuda(e, CudaHeld::Raw));
             }
             Err(e) => notes.push(format!(
                 "backend auto: not CUDA either ({e}), so the CPU reference computes the products"
@@ -378,14 +374,11 @@ impl Acquisition {
             Backend::Cuda {
                 engine,
                 resident,
-                compressed,
+                held,
             } => {
                 if resident.is_none() {
-                    let res = match compressed {
-                        true => CudaResident::upload_compressed(engine, &self.acq, self.corr)?,
-                        false => CudaResident::upload(engine, &self.acq, self.corr)?,
-                    };
-                    if *compressed {
+                    let res = CudaResident::upload_held(engine, &self.acq, self.corr, *held)?;
+                    if *held == CudaHeld::Compressed {
                         said.push(res.held_words());
                     }
                     *resident = Some(Box::new(res));

@@ -9,7 +9,7 @@ use super::OpenArgs;
 use crate::cuda::{bench::kernel_times, CudaEngine, CudaResident};
 use crate::error::Result;
 use crate::frames::Correction;
-use crate::parity::CudaHeld;
+use crate::upload::memory::CudaHeld;
 
 pub(super) fn bench_cuda(
     open: &OpenArgs,
@@ -42,12 +42,7 @@ pub(super) fn bench_cuda(
         String::new(),
     );
     let t = Instant::now();
-    let res = match held {
-        CudaHeld::Raw => CudaResident::upload(&engine, &acq, Correction::default())?,
-        CudaHeld::Compressed => {
-            CudaResident::upload_compressed(&engine, &acq, Correction::default())?
-        }
-    };
+    let res = CudaResident::upload_held(&engine, &acq, Correction::default(), held)?;
     let upload_ms = t.elapsed().as_secs_f64() * 1e3;
     let gb = res.raw_bytes as f64 / 1e9;
     let rate = format!(

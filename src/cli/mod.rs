@@ -395,11 +395,7 @@ fn run(cli: Cli) -> Result<()> {
                         "--kernels, --no-subgroups and --decode-only time the wgpu engine, not --backend cuda",
                     ));
                 }
-                let held = if budget.is_default() {
-                    crate::parity::CudaHeld::Raw
-                } else {
-                    crate::cli::product::cuda_held(budget)?
-                };
+                let held = crate::cli::product::cuda_held(budget)?;
                 return bench_cuda_here(&open, reps.max(2), bf_radius, held, json.as_deref());
             }
             bench_gpu(
@@ -538,7 +534,7 @@ fn bench_cuda_here(
     open: &OpenArgs,
     reps: usize,
     bf_radius: f64,
-    held: crate::parity::CudaHeld,
+    held: crate::upload::memory::CudaHeld,
     json: Option<&Path>,
 ) -> Result<()> {
     bench_cuda::bench_cuda(open, reps, bf_radius, held, json)
@@ -549,7 +545,7 @@ fn bench_cuda_here(
     _: &OpenArgs,
     _: usize,
     _: f64,
-    _: crate::parity::CudaHeld,
+    _: crate::upload::memory::CudaHeld,
     _: Option<&Path>,
 ) -> Result<()> {
     Err(Error::param(

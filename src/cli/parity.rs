@@ -9,7 +9,8 @@ use serde_json::json;
 use crate::error::{Error, Result};
 use crate::formats::Acquisition;
 use crate::gpu::{AdapterLine, Engine, GpuApi};
-use crate::parity::{self, CudaHeld, Outcome, Row};
+use crate::parity::{self, Outcome, Row};
+use crate::upload::memory::CudaHeld;
 
 /// What `stem4d parity` checks and where it writes.
 pub struct ParityArgs {
@@ -33,24 +34,19 @@ pub fn parse_backends(list: &str) -> Result<(Vec<GpuApi>, Vec<CudaHeld>)> {
     let mut apis = Vec::new();
     let mut cuda = Vec::new();
     for name in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-        let held = match name {
-            "cuda" => Some(CudaHeld::Raw),
-            "cuda-compressed" => Some(CudaHeld::Compressed),
-            _ => None,
-        };
-        match name {
-            "cpu" => {}
-            _ if held.is_some() && !cfg!(feature = "cuda") => {
+        match (name, CudaHeld::parse(name)) {
+            ("cpu", _) => {}
+            (_, Some(_)) if !cfg!(feature = "cuda") => {
                 return Err(Error::param(format!(
                     "--backends {name}: the cuda backend is not built into this binary (build it with `cargo build --release --features cuda`)"
                 )))
             }
-            _ if held.is_some() => {
-                if let Some(h) = held.filter(|h| !cuda.contains(h)) {
+            (_, Some(h)) => {
+                if !cuda.contains(&h) {
                     cuda.push(h);
                 }
             }
-            other => match GpuApi::parse(other) {
+            (other, None) => match GpuApi::parse(other) {
                 Some(api) if !apis.contains(&api) => apis.push(api),
                 Some(_) => {}
                 None => {

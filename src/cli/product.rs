@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 use super::memory::{plan_words, product_within};
 use super::{open_acquisition, refuse_input_overwrite, write_new_file, ProductArgs};
 use crate::error::{Error, Result};
-use crate::parity::CudaHeld;
 use crate::products::ProductKind;
+use crate::upload::memory::CudaHeld;
 
 /// `--backend`: the CPU reference, the wgpu engine on the best graphics API or a named
 /// one, or CUDA.
@@ -177,21 +177,18 @@ pub(super) fn compute_on(
     }
 }
 
-/// How `--memory-plan` asks the CUDA backend to hold the acquisition: it holds it whole,
-/// raw (`resident`) or compressed (`compressed`); budgets and streaming are the wgpu
-/// engine's.
+/// How `--memory-plan` asks the CUDA backend to hold the acquisition
+/// (`CudaHeld::for_plan`), or the refusal of what it cannot.
 pub(super) fn cuda_held(budget: super::memory::BudgetArgs) -> Result<CudaHeld> {
-    use crate::upload::memory::PlanKind;
-    match (budget.memory_budget, budget.memory_plan) {
-        (None, Some(PlanKind::Resident)) => Ok(CudaHeld::Raw),
-        (None, Some(PlanKind::Compressed)) => Ok(CudaHeld::Compressed),
-        _ => Err(Error::param(
+    CudaHeld::for_plan(budget.memory_budget, budget.memory_plan).ok_or_else(|| {
+        Error::param(
             "--backend cuda holds the whole acquisition, raw (--memory-plan resident) or compressed (--memory-plan compressed); --memory-budget and the streaming and cpu plans are the wgpu engine's",
-        )),
-    }
+        )
+    })
 }
 
-/// One product on the CUDA backend, its engine started once for a run's products.
+/// One product on the CUDA backend, its engine started once for a run's products; a
+/// compressed resident's size is said on standard error (the output's provenance).
 #[cfg(feature = "cuda")]
 fn cuda_product(
     engines: &mut Engines,
@@ -208,7 +205,12 @@ fn cuda_product(
             slot.insert(e)
         }
     };
-    crate::cuda::compute_held(engine, acq, params, corr, held)
+    params.validate(acq.shape, corr)?;
+    let res = crate::cuda::CudaResident::upload_held(engine, acq, corr, held)?;
+    if held == CudaHeld::Compressed {
+        eprintln!("stem4d: {}", res.held_words());
+    }
+    crate::cuda::compute_resident(engine, acq, &res, params)
 }
 
 #[cfg(not(feature = "cuda"))]

@@ -21,5 +21,5 @@ mod resident_float;
 mod upload;
 
 pub use engine::{compile_kernels, devices, CudaEngine};
-pub use products::{compute, compute_held, compute_resident};
+pub use products::{compute, compute_resident};
 pub use resident::CudaResident;

@@ -11,7 +11,6 @@ use crate::error::{Error, Result};
 use crate::formats::Acquisition;
 use crate::frames::Correction;
 use crate::kernels::fft::DpcSettings;
-use crate::parity::CudaHeld;
 use crate::products::gpu::{com_from_moments, com_product, pattern_product};
 use crate::products::gpu_float::{self, centred_com_pairs, com_from_wide_moments};
 use crate::products::host_exact::{from_i128_scaled, scan_means, ExactSum};
@@ -24,27 +23,8 @@ pub fn compute(
     p: &ProductParams,
     corr: Correction,
 ) -> Result<ProductArray> {
-    compute_held(engine, acq, p, corr, CudaHeld::Raw)
-}
-
-/// [`compute`] with the acquisition held as `held` says (raw or compressed); a compressed
-/// resident's size is said on standard error (the output's provenance).
-pub fn compute_held(
-    engine: &CudaEngine,
-    acq: &Acquisition,
-    p: &ProductParams,
-    corr: Correction,
-    held: CudaHeld,
-) -> Result<ProductArray> {
     p.validate(acq.shape, corr)?;
-    let res = match held {
-        CudaHeld::Raw => CudaResident::upload(engine, acq, corr)?,
-        CudaHeld::Compressed => {
-            let res = CudaResident::upload_compressed(engine, acq, corr)?;
-            eprintln!("stem4d: {}", res.held_words());
-            res
-        }
-    };
+    let res = CudaResident::upload(engine, acq, corr)?;
     compute_resident(engine, acq, &res, p)
 }
 

@@ -12,6 +12,7 @@ use crate::contract::{Region, Shape4};
 use crate::error::{Error, Result};
 use crate::formats::Acquisition;
 use crate::frames::Correction;
+use crate::upload::memory::CudaHeld;
 use crate::upload::plan::FloatRange;
 
 /// Threads of a block in every kernel.
@@ -162,17 +163,18 @@ impl CudaResident {
         Self::upload_as(engine, acq, corr, false, usize::MAX)
     }
 
-    /// [`CudaResident::upload`] into the compressed resident (decision 0064) where the
-    /// samples are integers; float32 is kept raw (`is_compressed` says which).
-    pub fn upload_compressed(
+    /// [`CudaResident::upload`] held as `held` says: raw, or compressed (decision 0064)
+    /// where the samples are integers; float32 is kept raw (`is_compressed` says which).
+    pub fn upload_held(
         engine: &CudaEngine,
         acq: &Acquisition,
         corr: Correction,
+        held: CudaHeld,
     ) -> Result<CudaResident> {
-        Self::upload_as(engine, acq, corr, true, usize::MAX)
+        Self::upload_as(engine, acq, corr, held == CudaHeld::Compressed, usize::MAX)
     }
 
-    /// [`CudaResident::upload_compressed`] from windows of at most `window_frames` frames
+    /// The compressed resident (`upload_held`) from windows of at most `window_frames` frames
     /// (tests make tiles span windows, as they do in a large acquisition).
     pub fn upload_compressed_in_windows(
         engine: &CudaEngine,

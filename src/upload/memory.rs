@@ -40,6 +40,43 @@ impl PlanKind {
     }
 }
 
+/// How the CUDA backend holds an acquisition: whole, as frame-major samples, or compressed
+/// (decision 0064; float32 stays raw). It takes no budget and does not stream.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CudaHeld {
+    Raw,
+    Compressed,
+}
+
+impl CudaHeld {
+    /// The backend's name (`parity --backends`, the parity rows).
+    pub fn name(self) -> &'static str {
+        match self {
+            CudaHeld::Raw => "cuda",
+            CudaHeld::Compressed => "cuda-compressed",
+        }
+    }
+
+    /// The CUDA backend of that name, if `name` is one.
+    pub fn parse(name: &str) -> Option<CudaHeld> {
+        [CudaHeld::Raw, CudaHeld::Compressed]
+            .into_iter()
+            .find(|h| h.name() == name)
+    }
+
+    /// How a budget and a plan asked for (the CLI's `--memory-budget` and `--memory-plan`,
+    /// Python's `memory_budget` and `memory_plan`) hold it on CUDA: none or `resident` raw,
+    /// `compressed` compressed; `None` for a budget or another plan, which are the wgpu
+    /// engine's (the caller refuses them in its own words).
+    pub fn for_plan(budget: Option<u64>, plan: Option<PlanKind>) -> Option<CudaHeld> {
+        match (budget, plan) {
+            (None, None | Some(PlanKind::Resident)) => Some(CudaHeld::Raw),
+            (None, Some(PlanKind::Compressed)) => Some(CudaHeld::Compressed),
+            _ => None,
+        }
+    }
+}
+
 /// One way to compute an acquisition's products, and what it costs.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct MemoryPlan {
