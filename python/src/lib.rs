@@ -16,12 +16,12 @@ use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
 
 use stem4d::cuda::{CudaEngine, CudaResident};
-use stem4d::upload::memory::CudaHeld;
 use stem4d::formats::{Acquisition as Acq, OpenOptions};
 use stem4d::frames::{Correction, FrameReader};
 use stem4d::gpu::{Engine, GpuApi, Resident};
 use stem4d::planned::{compute_planned, PlanChoice};
 use stem4d::products::{ArrayData, ProductArray, ProductRequest};
+use stem4d::upload::memory::CudaHeld;
 
 create_exception!(
     _stem4d,
